@@ -1,0 +1,134 @@
+"""Model presets and engine settings.
+
+A preset fixes a model's shape; the engine settings fix how it is served (device, block size,
+KV budget, attention backend). Both are plain dataclasses so they print, compare and hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+TINY_CHECKPOINT = ASSETS / "tiny" / "model.safetensors"
+TOKENIZER_FILE = ASSETS / "tiny" / "tokenizer.json"
+TRAINING_RECORD = ASSETS / "tiny" / "training.json"
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The shape of a Llama-family decoder (RMSNorm, rotary positions, GQA, SwiGLU)."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    context: int
+    weights: str  # "trained" (shipped checkpoint) or "random" (timing only)
+    cuda_dtype: str = "bfloat16"
+    cpu_dtype: str = "float32"  # bf16 matmul is unusably slow on CPUs without bf16 units
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+
+    @property
+    def group_size(self) -> int:
+        """Query heads that share one KV head (1 = multi-head, heads = multi-query)."""
+        return self.heads // self.kv_heads
+
+    def dtype_name(self, device: str) -> str:
+        return self.cuda_dtype if str(device).startswith("cuda") else self.cpu_dtype
+
+    def dtype(self, device: str) -> torch.dtype:
+        return DTYPES[self.dtype_name(device)]
+
+    @property
+    def params(self) -> int:
+        """Parameter count; the output projection is tied to the token embedding."""
+        attn = self.hidden * (self.heads + 2 * self.kv_heads) * self.head_dim
+        attn += self.heads * self.head_dim * self.hidden
+        mlp = 3 * self.hidden * self.intermediate
+        norms = 2 * self.hidden
+        return self.layers * (attn + mlp + norms) + self.vocab * self.hidden + self.hidden
+
+    def kv_bytes_per_token(self, element_size: int) -> int:
+        """2 (K and V) x layers x KV heads x head dim x bytes per element."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * element_size
+
+    def describe(self, device: str) -> dict:
+        """The fields `python -m engine info` prints for a preset on a device."""
+        dtype = self.dtype(device)
+        return {
+            "name": self.name,
+            "params": self.params,
+            "layers": self.layers,
+            "hidden": self.hidden,
+            "heads": self.heads,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "intermediate": self.intermediate,
+            "vocab": self.vocab,
+            "context": self.context,
+            "dtype": self.dtype_name(device),
+            "weights": self.weights,
+            "kv_bytes_per_token": self.kv_bytes_per_token(dtype.itemsize),
+            "weight_bytes": self.params * dtype.itemsize,
+        }
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # Trained by `python -m engine.train` on assets/corpus; small enough to train on 2 CPU cores.
+    "tiny": ModelConfig(
+        name="tiny", layers=6, hidden=256, heads=8, kv_heads=2, head_dim=32,
+        intermediate=768, vocab=4096, context=2048, weights="trained",
+    ),
+    # About GPT-2-small size (128M parameters): the CPU timing model.
+    "small": ModelConfig(
+        name="small", layers=12, hidden=768, heads=12, kv_heads=4, head_dim=64,
+        intermediate=3072, vocab=32000, context=2048, weights="random",
+    ),
+    # The shape of Llama-3.2-1B (1.2B parameters): the GPU timing model.
+    "large": ModelConfig(
+        name="large", layers=16, hidden=2048, heads=32, kv_heads=8, head_dim=64,
+        intermediate=8192, vocab=128256, context=4096, weights="random",
+        rope_theta=500000.0,
+    ),
+}
+
+
+class ConfigError(ValueError):
+    """A setting a user chose is outside what the engine supports; the message names the limit."""
+
+
+def get_preset(name: str) -> ModelConfig:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}"
+        ) from None
+
+
+@dataclass
+class EngineConfig:
+    """How a model is served: device, paged-cache geometry, KV budget, attention backend."""
+
+    preset: str = "tiny"
+    device: str = "auto"  # "auto" picks CUDA when present, else CPU
+    backend: str = "auto"  # "torch" | "triton" | "auto" (triton on CUDA, torch on CPU)
+    block_size: int = 16
+    kv_budget_bytes: int | None = None  # None: a share of free memory (see kv_cache.default_budget)
+    max_batch: int = 256  # most sequences one step may hold
+    seed: int = 0
+    cuda_graphs: bool = True  # capture decode steps in CUDA graphs on CUDA
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

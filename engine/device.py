@@ -1,0 +1,53 @@
+"""Which device the engine runs on, and reading a clock only after that device has finished."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+
+def resolve_device(name: str = "auto") -> str:
+    """'auto' means CUDA when a GPU is visible, else CPU."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' asked for, but no CUDA device is visible")
+    return name
+
+
+def configure_threads() -> int:
+    """Use every core the process may run on (torch defaults to physical cores, sometimes fewer)."""
+    wanted = os.environ.get("ENGINE_THREADS")
+    count = int(wanted) if wanted else len(os.sched_getaffinity(0))
+    torch.set_num_threads(max(1, count))
+    return torch.get_num_threads()
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued device work, so that a clock read next measures finished work."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def device_clock(device: str) -> float:
+    """Seconds on a monotonic clock, read after the device finished everything queued."""
+    synchronize(device)
+    return time.perf_counter()
+
+
+def describe_device(device: str) -> str:
+    """A human name for the device: the GPU's name, or the CPU model and core count."""
+    if str(device).startswith("cuda"):
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    model = "CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"cpu: {model} ({len(os.sched_getaffinity(0))} cores)"

@@ -1,0 +1,134 @@
+"""The engine: a model, its tokenizer, a paged KV cache and the block manager, on one device.
+
+Everything that runs the model goes through `LLMEngine.step`; what to run in each step is decided
+by its callers (the generation helpers, the sweep, the serving loop's schedulers).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from .block_manager import BlockManager, blocks_for
+from .config import TINY_CHECKPOINT, ConfigError, EngineConfig, get_preset
+from .device import configure_threads, resolve_device
+from .kv_cache import PagedKVCache, default_budget
+from .model import LlamaModel, load_checkpoint
+from .model_runner import ModelRunner
+from .sampler import SamplingParams
+from .sequence import Sequence
+from .tokenizer import Tokenizer
+
+ENGINE_VERSION = "0.1.0"
+
+
+def default_backend(device: str) -> str:
+    return "triton" if device.startswith("cuda") else "torch"
+
+
+def build_model(preset: str, device: str, seed: int = 0) -> LlamaModel:
+    """The preset's model on the device in its dtype: trained weights for tiny, random otherwise."""
+    cfg = get_preset(preset)
+    model = LlamaModel(cfg)
+    if cfg.weights == "trained":
+        if not TINY_CHECKPOINT.exists():
+            raise FileNotFoundError(
+                f"checkpoint {TINY_CHECKPOINT} is missing: train it with `python -m engine.train`"
+            )
+        load_checkpoint(model, TINY_CHECKPOINT)
+    else:
+        model.init_random(seed)
+    model.to(device=device, dtype=cfg.dtype(device))
+    model.prepare_for_inference()
+    return model
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig | None = None, **overrides):
+        config = config or EngineConfig()
+        for key, value in overrides.items():
+            setattr(config, key, value)
+        self.config = config
+        self.model_config = get_preset(config.preset)
+        self.device = resolve_device(config.device)
+        if self.device == "cpu":
+            configure_threads()
+        self.backend = default_backend(self.device) if config.backend == "auto" else config.backend
+        self.dtype = self.model_config.dtype(self.device)
+        self.tokenizer = Tokenizer()
+        self.model = build_model(config.preset, self.device, config.seed)
+        budget = config.kv_budget_bytes or default_budget(self.device)
+        self.cache = PagedKVCache(
+            self.model_config, budget, config.block_size, self.dtype, self.device
+        )
+        self.blocks = BlockManager(self.cache.num_blocks, config.block_size)
+        sample_vocab = min(self.tokenizer.vocab_size, self.model_config.vocab)
+        self.runner = ModelRunner(self.model, self.cache, self.backend, self.device, sample_vocab)
+        self._ids = itertools.count()
+
+    # ---- sequences -------------------------------------------------------------------------
+    def new_sequence(self, prompt_ids: list[int], max_new_tokens: int,
+                     sampling: SamplingParams | None = None, ignore_eos: bool = False,
+                     seq_id: int | None = None) -> Sequence:
+        """A sequence ready to be scheduled; its prompt must fit the model's context."""
+        limit = self.model_config.context
+        if not prompt_ids:
+            raise ConfigError("the prompt is empty: give at least one token")
+        if len(prompt_ids) + max_new_tokens > limit:
+            raise ConfigError(
+                f"prompt of {len(prompt_ids)} tokens plus {max_new_tokens} new tokens exceeds "
+                f"the {self.model_config.name} context of {limit} positions"
+            )
+        sampling = sampling or SamplingParams()
+        sampling.validate()
+        return Sequence(
+            id=next(self._ids) if seq_id is None else seq_id,
+            prompt_ids=list(prompt_ids), max_new_tokens=max_new_tokens,
+            sampling=sampling, ignore_eos=ignore_eos,
+        )
+
+    def check_fits(self, batch: int, tokens_each: int) -> None:
+        """Refuse, naming the limit, a batch whose KV cache cannot fit in the budget."""
+        needed = batch * blocks_for(tokens_each, self.cache.block_size)
+        if needed > self.cache.num_blocks:
+            fit = self.cache.num_blocks // blocks_for(tokens_each, self.cache.block_size)
+            raise ConfigError(
+                f"batch of {batch} x {tokens_each} tokens needs {needed} KV blocks but the KV "
+                f"budget of {self.cache.allocated_bytes / 2**20:.0f} MiB holds "
+                f"{self.cache.num_blocks}: at most {fit} sequences of that length fit"
+            )
+
+    def is_finished(self, seq: Sequence) -> bool:
+        if seq.done:
+            return True
+        eos = self.tokenizer.eos_id
+        return not seq.ignore_eos and bool(seq.output_ids) and seq.output_ids[-1] == eos
+
+    # ---- running -----------------------------------------------------------------------------
+    def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> dict[int, int]:
+        """Run one step; blocks for the new tokens must already be allocated (see `reserve`).
+        Appends each new token to its sequence and returns {sequence id: token}."""
+        tokens = self.runner.step(decode, prefill)
+        for seq in itertools.chain(decode, (s for s, _ in prefill)):
+            if seq.id in tokens:
+                seq.output_ids.append(tokens[seq.id])
+                seq.finished = self.is_finished(seq)
+        return tokens
+
+    def reserve(self, seq: Sequence, new_tokens: int) -> bool:
+        """Allocate blocks so seq can run new_tokens more tokens; False if the pool is short."""
+        if not self.blocks.can_grow(seq, new_tokens):
+            return False
+        self.blocks.grow(seq, new_tokens)
+        return True
+
+    def release(self, seq: Sequence) -> None:
+        self.blocks.free(seq)
+
+    def kv_bytes_in_use(self) -> int:
+        return self.blocks.num_used * self.cache.bytes_per_block
+
+    def synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()

@@ -1,0 +1,118 @@
+"""Executes one step: builds the flattened batch, runs the model over the paged cache, samples.
+
+The scheduler decides which sequences decode and which prefill how many tokens; the runner only
+carries that out. All the per-step index arithmetic (positions, slot mapping, block tables,
+sequence lengths) lives in `build_batch`, in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .attention import AttentionBatch, PagedAttention, PrefillChunk
+from .kv_cache import PagedKVCache
+from .model import LlamaModel
+from .sampler import sample
+from .sequence import Sequence
+
+
+@dataclass
+class StepInputs:
+    input_ids: torch.Tensor  # (T,)
+    positions: torch.Tensor  # (T,)
+    attention: AttentionBatch
+    sample_rows: list[int]  # rows of the batch whose logits give a new token
+    sample_seqs: list[Sequence]
+
+
+def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
+                block_size: int, device: str) -> StepInputs:
+    """Flatten one step: each decoding sequence's next token, then each prefill chunk."""
+    ids: list[int] = []
+    positions: list[int] = []
+    slots: list[int] = []
+    sample_rows: list[int] = []
+    sample_seqs: list[Sequence] = []
+
+    def add_tokens(seq: Sequence, count: int) -> None:
+        start = seq.num_computed
+        tokens = seq.token_ids
+        for pos in range(start, start + count):
+            ids.append(tokens[pos])
+            positions.append(pos)
+            slots.append(seq.block_table[pos // block_size] * block_size + pos % block_size)
+        if start + count == seq.num_tokens:  # the chunk reaches the end: it yields a token
+            sample_rows.append(len(ids) - 1)
+            sample_seqs.append(seq)
+
+    for seq in decode:
+        assert seq.num_uncomputed == 1, "a decoding sequence runs exactly one new token"
+        add_tokens(seq, 1)
+    decode_lens = [seq.num_computed + 1 for seq in decode]
+    decode_tables = None
+    if decode:
+        width = max(len(seq.block_table) for seq in decode)
+        decode_tables = torch.tensor(
+            [seq.block_table + [0] * (width - len(seq.block_table)) for seq in decode],
+            dtype=torch.int32, device=device,
+        )
+    chunks = []
+    for seq, count in prefill:
+        chunks.append(PrefillChunk(
+            token_offset=len(ids), start=seq.num_computed, length=count,
+            block_table=torch.tensor(seq.block_table, dtype=torch.int64, device=device),
+        ))
+        add_tokens(seq, count)
+
+    attention = AttentionBatch(
+        slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
+        num_decode=len(decode),
+        decode_block_tables=decode_tables,
+        decode_seq_lens=torch.tensor(decode_lens, dtype=torch.int32, device=device)
+        if decode else None,
+        decode_max_len=max(decode_lens, default=0),
+        prefills=chunks,
+    )
+    return StepInputs(
+        input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
+        positions=torch.tensor(positions, dtype=torch.int64, device=device),
+        attention=attention,
+        sample_rows=sample_rows,
+        sample_seqs=sample_seqs,
+    )
+
+
+class ModelRunner:
+    """Owns the model and its paged cache on one device, and runs steps over them."""
+
+    def __init__(self, model: LlamaModel, cache: PagedKVCache, backend: str, device: str,
+                 sample_vocab: int | None = None):
+        self.model = model
+        self.cache = cache
+        self.device = device
+        self.attention = PagedAttention(cache, backend)
+        # Random-weight presets have a larger vocabulary than the shared tokenizer can spell;
+        # sampling is limited to the ids it knows (engines pad vocabularies the same way).
+        self.sample_vocab = sample_vocab
+
+    @torch.inference_mode()
+    def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> dict[int, int]:
+        """Run one step; returns {sequence id: new token} for sequences that produced one.
+        Updates each sequence's count of cached tokens; appending tokens is the caller's."""
+        inputs = build_batch(decode, prefill, self.cache.block_size, self.device)
+        self.attention.batch = inputs.attention
+        hidden = self.model(inputs.input_ids, inputs.positions, self.attention)
+        tokens: dict[int, int] = {}
+        if inputs.sample_rows:
+            logits = self.model.logits(hidden[inputs.sample_rows])
+            if self.sample_vocab is not None:
+                logits = logits[:, : self.sample_vocab]
+            new = sample(logits, [seq.sampling for seq in inputs.sample_seqs])
+            tokens = {seq.id: tok for seq, tok in zip(inputs.sample_seqs, new)}
+        for seq in decode:
+            seq.num_computed += 1
+        for seq, count in prefill:
+            seq.num_computed += count
+        return tokens
