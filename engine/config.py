@@ -128,6 +128,7 @@ class EngineConfig:
     max_batch: int = 256  # most sequences one step may hold
     seed: int = 0
     cuda_graphs: bool = True  # capture decode steps in CUDA graphs on CUDA
+    random_weights: bool = False  # tiny with random weights (for tests that need no real text)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

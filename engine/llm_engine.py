@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import itertools
 
-import torch
-
 from .block_manager import BlockManager, blocks_for
 from .config import TINY_CHECKPOINT, ConfigError, EngineConfig, get_preset
-from .device import configure_threads, resolve_device
+from .device import configure_threads, resolve_device, synchronize
 from .kv_cache import PagedKVCache, default_budget
 from .model import LlamaModel, load_checkpoint
 from .model_runner import ModelRunner
@@ -27,11 +25,11 @@ def default_backend(device: str) -> str:
     return "triton" if device.startswith("cuda") else "torch"
 
 
-def build_model(preset: str, device: str, seed: int = 0) -> LlamaModel:
+def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = False):
     """The preset's model on the device in its dtype: trained weights for tiny, random otherwise."""
     cfg = get_preset(preset)
     model = LlamaModel(cfg)
-    if cfg.weights == "trained":
+    if cfg.weights == "trained" and not random_weights:
         if not TINY_CHECKPOINT.exists():
             raise FileNotFoundError(
                 f"checkpoint {TINY_CHECKPOINT} is missing: train it with `python -m engine.train`"
@@ -57,7 +55,7 @@ class LLMEngine:
         self.backend = default_backend(self.device) if config.backend == "auto" else config.backend
         self.dtype = self.model_config.dtype(self.device)
         self.tokenizer = Tokenizer()
-        self.model = build_model(config.preset, self.device, config.seed)
+        self.model = build_model(config.preset, self.device, config.seed, config.random_weights)
         budget = config.kv_budget_bytes or default_budget(self.device)
         self.cache = PagedKVCache(
             self.model_config, budget, config.block_size, self.dtype, self.device
@@ -66,6 +64,23 @@ class LLMEngine:
         sample_vocab = min(self.tokenizer.vocab_size, self.model_config.vocab)
         self.runner = ModelRunner(self.model, self.cache, self.backend, self.device, sample_vocab)
         self._ids = itertools.count()
+        self._warm = False
+
+    def warm_up(self) -> None:
+        """Run a short prefill and a few decode steps once, so that first-call costs (thread
+        pools, allocator growth, kernel compilation) never land in a measurement."""
+        if self._warm:
+            return
+        seq = self.new_sequence([1] * 8, 4, ignore_eos=True)
+        try:
+            self.reserve(seq, seq.num_uncomputed)
+            self.step([], [(seq, seq.num_uncomputed)])
+            while not seq.finished:
+                self.reserve(seq, 1)
+                self.step([seq], [])
+        finally:
+            self.release(seq)
+        self._warm = True
 
     # ---- sequences -------------------------------------------------------------------------
     def new_sequence(self, prompt_ids: list[int], max_new_tokens: int,
@@ -108,8 +123,10 @@ class LLMEngine:
     # ---- running -----------------------------------------------------------------------------
     def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> dict[int, int]:
         """Run one step; blocks for the new tokens must already be allocated (see `reserve`).
-        Appends each new token to its sequence and returns {sequence id: token}."""
+        Appends each new token to its sequence and returns {sequence id: token}. Returns only
+        after the device has finished, so a clock read next times finished work."""
         tokens = self.runner.step(decode, prefill)
+        self.synchronize()
         for seq in itertools.chain(decode, (s for s, _ in prefill)):
             if seq.id in tokens:
                 seq.output_ids.append(tokens[seq.id])
@@ -130,5 +147,4 @@ class LLMEngine:
         return self.blocks.num_used * self.cache.bytes_per_block
 
     def synchronize(self) -> None:
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        synchronize(self.device)

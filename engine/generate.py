@@ -1,0 +1,112 @@
+"""Offline generation: a set of prompts, all present at once, prefilled then decoded together.
+
+This is the simplest schedule there is (no arrivals, no queue); the serving loop in serving.py
+adds real-time arrivals and batching policies. Used by `python -m engine generate`, the tests,
+and the first lesson's streaming demo.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .config import ConfigError
+from .llm_engine import LLMEngine
+from .sampler import SamplingParams
+from .sequence import Sequence
+from .tokenizer import IncrementalDecoder
+
+
+@dataclass
+class TokenEvent:
+    """One new token of one sequence, stamped after the device finished its step."""
+
+    seq_id: int
+    index: int  # 0 for the first output token
+    token_id: int
+    text: str
+    t_s: float  # seconds since generation started
+
+
+@dataclass
+class Generation:
+    seq: Sequence
+    text: str
+    token_times: list[float] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)
+
+    @property
+    def ttft_ms(self) -> float:
+        return 1000 * self.token_times[0]
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """Mean time per output token after the first; None with a single token."""
+        n = len(self.token_times)
+        return None if n < 2 else 1000 * (self.token_times[-1] - self.token_times[0]) / (n - 1)
+
+
+def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
+             sampling: SamplingParams | None = None, on_token: Callable[[TokenEvent], None] |
+             None = None, cancelled: Callable[[], bool] | None = None,
+             prefill_chunk: int | None = None, ignore_eos: bool = False) -> list[Generation]:
+    """Generate for every prompt at once; prompts are prefilled (in chunks of prefill_chunk
+    tokens if given), then all decode together, one token each per step."""
+    if max_new_tokens < 1:
+        raise ConfigError("max new tokens must be at least 1")
+    seqs = [
+        engine.new_sequence(p, max_new_tokens, _copy(sampling, i), ignore_eos=ignore_eos)
+        for i, p in enumerate(prompts)
+    ]
+    engine.check_fits(1, max(s.num_tokens + max_new_tokens for s in seqs))
+    needed = sum(-(-(s.num_tokens + max_new_tokens) // engine.cache.block_size) for s in seqs)
+    if needed > engine.blocks.num_free:
+        raise ConfigError(
+            f"{len(seqs)} sequences need {needed} KV blocks; {engine.blocks.num_free} are free"
+        )
+    results = {s.id: Generation(seq=s, text="") for s in seqs}
+    decoders = {s.id: IncrementalDecoder(engine.tokenizer) for s in seqs}
+    start = time.perf_counter()
+
+    def record(tokens: dict[int, int]) -> None:
+        now = time.perf_counter() - start  # engine.step returns after the device finished
+        for seq_id, tok in tokens.items():
+            result = results[seq_id]
+            piece = decoders[seq_id].push(tok)
+            result.token_times.append(now)
+            result.pieces.append(piece)
+            if on_token:
+                on_token(TokenEvent(seq_id, len(result.token_times) - 1, tok, piece, now))
+
+    try:
+        for seq in seqs:
+            while seq.in_prefill or seq.num_computed == 0:
+                if cancelled and cancelled():
+                    return list(results.values())
+                count = seq.num_uncomputed if not prefill_chunk else min(
+                    prefill_chunk, seq.num_uncomputed)
+                engine.reserve(seq, count)
+                record(engine.step([], [(seq, count)]))
+        running = [s for s in seqs if not s.finished]
+        while running:
+            if cancelled and cancelled():
+                break
+            for seq in running:
+                engine.reserve(seq, 1)
+            record(engine.step(running, []))
+            running = [s for s in running if not s.finished]
+    finally:
+        for seq in seqs:
+            engine.release(seq)
+    for gen in results.values():
+        gen.text = decoders[gen.seq.id].tokenizer.decode(gen.seq.output_ids)
+    return list(results.values())
+
+
+def _copy(sampling: SamplingParams | None, index: int) -> SamplingParams:
+    """Each sequence gets its own generator, seeded from the shared seed and its position."""
+    if sampling is None:
+        return SamplingParams()
+    return SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p,
+                          seed=sampling.seed + index)

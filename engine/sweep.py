@@ -1,0 +1,139 @@
+"""The batch-size sweep: how one decode step's time, and so throughput and per-user speed,
+change with the number of sequences sharing it.
+
+For each batch size B: B prompts of the same length are prefilled together (that step's time is
+every member's TTFT), then decoded together; TPOT is the median decode step after warm-up steps,
+and tokens/s is B / TPOT. Each point reports the bytes it streamed per step, so speed can be read
+against the memory-bandwidth limit (the habit gpt-fast made common).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .config import ConfigError
+from .llm_engine import LLMEngine
+
+WARMUP_STEPS = 2
+
+
+@dataclass
+class SweepPoint:
+    batch_size: int
+    ttft_ms: float  # the batched prefill step: every member's first token
+    tpot_ms: float  # median decode step after warm-up
+    tokens_per_s: float  # batch_size / decode step time
+    kv_bytes: int  # KV cache the batch held at the end
+    prompt_len: int
+    new_tokens: int
+    decode_steps_timed: int
+    step_ms_p10: float
+    step_ms_p90: float
+    bytes_per_step: int  # weights plus the mean KV cache read per decode step
+    achieved_gbs: float  # bytes_per_step / TPOT
+    flops_per_step: float  # about 2 x params x batch (matmuls) plus attention
+    prefill_tokens_per_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def validate(batch_size: int, prompt_len: int, new_tokens: int) -> None:
+    if batch_size < 1:
+        raise ConfigError(f"batch size must be at least 1 (got {batch_size})")
+    if prompt_len < 1:
+        raise ConfigError(f"prompt length must be at least 1 token (got {prompt_len})")
+    if new_tokens < WARMUP_STEPS + 2:
+        raise ConfigError(
+            f"new tokens must be at least {WARMUP_STEPS + 2} so that decode steps remain "
+            f"after {WARMUP_STEPS} warm-up steps (got {new_tokens})"
+        )
+
+
+def sweep_prompts(vocab: int, batch_size: int, prompt_len: int, seed: int) -> list[list[int]]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (batch_size, prompt_len), generator=gen).tolist()
+
+
+def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
+                  new_tokens: int = 32, seed: int = 0,
+                  on_step: Callable[[int, int], None] | None = None,
+                  cancelled: Callable[[], bool] | None = None) -> SweepPoint | None:
+    """Measure one batch size; returns None if cancelled. on_step(done, total) reports progress."""
+    validate(batch_size, prompt_len, new_tokens)
+    cfg = engine.model_config
+    if prompt_len + new_tokens > cfg.context:
+        raise ConfigError(
+            f"prompt of {prompt_len} + {new_tokens} new tokens exceeds the {cfg.name} context "
+            f"of {cfg.context} positions"
+        )
+    engine.check_fits(batch_size, prompt_len + new_tokens)
+    engine.warm_up()
+    prompts = sweep_prompts(engine.tokenizer.vocab_size, batch_size, prompt_len, seed)
+    seqs = [engine.new_sequence(p, new_tokens, ignore_eos=True) for p in prompts]
+    steps: list[float] = []
+    try:
+        for seq in seqs:
+            engine.reserve(seq, prompt_len)
+        start = time.perf_counter()
+        engine.step([], [(seq, prompt_len) for seq in seqs])
+        ttft = time.perf_counter() - start
+        total = new_tokens - 1
+        for done in range(total):
+            if cancelled and cancelled():
+                return None
+            for seq in seqs:
+                engine.reserve(seq, 1)
+            start = time.perf_counter()
+            engine.step(seqs, [])
+            steps.append(time.perf_counter() - start)
+            if on_step:
+                on_step(done + 1, total)
+        kv_bytes = sum(len(s.block_table) for s in seqs) * engine.cache.bytes_per_block
+    finally:
+        for seq in seqs:
+            engine.release(seq)
+
+    timed = steps[WARMUP_STEPS:]
+    tpot = statistics.median(timed)
+    deciles = statistics.quantiles(timed, n=10) if len(timed) > 1 else [tpot] * 9
+    mean_context = prompt_len + new_tokens / 2
+    kv_read = batch_size * mean_context * engine.cache.bytes_per_token
+    bytes_per_step = engine.model.weight_bytes() + int(kv_read)
+    attn_flops = 4 * batch_size * mean_context * cfg.heads * cfg.head_dim * cfg.layers
+    return SweepPoint(
+        batch_size=batch_size,
+        ttft_ms=1000 * ttft,
+        tpot_ms=1000 * tpot,
+        tokens_per_s=batch_size / tpot,
+        kv_bytes=kv_bytes,
+        prompt_len=prompt_len,
+        new_tokens=new_tokens,
+        decode_steps_timed=len(timed),
+        step_ms_p10=1000 * deciles[0],
+        step_ms_p90=1000 * deciles[-1],
+        bytes_per_step=bytes_per_step,
+        achieved_gbs=bytes_per_step / tpot / 1e9,
+        flops_per_step=2.0 * cfg.params * batch_size + attn_flops,
+        prefill_tokens_per_s=batch_size * prompt_len / ttft,
+    )
+
+
+def sweep(engine: LLMEngine, batch_sizes: list[int], prompt_len: int = 128, new_tokens: int = 32,
+          seed: int = 0, on_point: Callable[[SweepPoint], None] | None = None) -> list[SweepPoint]:
+    """Measure each batch size in turn (all are checked against the limits first)."""
+    for b in batch_sizes:
+        validate(b, prompt_len, new_tokens)
+        engine.check_fits(b, prompt_len + new_tokens)
+    points = []
+    for b in batch_sizes:
+        point = measure_point(engine, b, prompt_len, new_tokens, seed)
+        points.append(point)
+        if on_point:
+            on_point(point)
+    return points
