@@ -11,8 +11,6 @@ import json
 import os
 import sys
 
-import torch
-
 from .config import PRESETS, ConfigError, EngineConfig, get_preset
 
 EXIT_USAGE = 2
@@ -101,37 +99,20 @@ def emit_json(obj: dict) -> None:
 
 # ---- info ------------------------------------------------------------------------------------
 def cmd_info(args) -> int:
-    from .device import describe_device, resolve_device
-    from .hardware import hardware_limits
+    from .jobs import machine_info
 
-    device = resolve_device(args.device)
-    if device == "cpu":
-        from .device import configure_threads
-
-        configure_threads()
     if not args.json:
         print("measuring memory bandwidth and matmul peak (cached after the first time)...",
               file=sys.stderr)
-    limits = hardware_limits(device, refresh=args.refresh)
-    info = {
-        "device": device,
-        "device_name": describe_device(device),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "presets": [cfg.describe(device) for cfg in PRESETS.values()],
-        "memory_bandwidth_gbs": limits.memory_bandwidth_gbs,
-        "matmul_gflops": limits.matmul_gflops,
-        "matmul_dtype": limits.matmul_dtype,
-        "ridge_flop_per_byte": round(limits.ridge_flop_per_byte, 2),
-        "limits_measured_at": limits.measured_at,
-    }
+    info = machine_info(args.device, refresh=args.refresh)
     if args.json:
         emit_json(info)
         return 0
     print(f"device   {info['device_name']}  ({info['threads']} threads, torch {info['torch']})")
-    print(f"memory   {limits.memory_bandwidth_gbs:.1f} GB/s read bandwidth")
-    print(f"compute  {limits.matmul_gflops:.0f} GFLOP/s {limits.matmul_dtype} matmul "
-          f"(ridge {limits.ridge_flop_per_byte:.1f} FLOP/byte)")
+    ridge = info["matmul_gflops"] / info["memory_bandwidth_gbs"]
+    print(f"memory   {info['memory_bandwidth_gbs']:.1f} GB/s read bandwidth")
+    print(f"compute  {info['matmul_gflops']:.0f} GFLOP/s {info['matmul_dtype']} matmul "
+          f"(ridge {ridge:.1f} FLOP/byte)")
     print()
     head = f"{'preset':<7} {'params':>8} {'layers':>6} {'hidden':>6} {'heads':>5} {'kv':>3} " \
            f"{'dim':>4} {'ffn':>5} {'vocab':>6} {'context':>7} {'dtype':>8} {'KV B/tok':>9}  weights"
