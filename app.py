@@ -1,0 +1,53 @@
+"""The course's web app: every lesson as its own page, one shared engine service.
+
+    panel serve app.py --static-dirs assets=./assets --plugins lessons.shell.routes
+    python app.py [--port 5006] [--address 0.0.0.0] [--allow-websocket-origin HOST:PORT] ...
+
+One route, /app: /app is the course map, /app?lesson=<slug> a lesson (see lessons.registry),
+/app?page=about, /app?page=vocabulary, /app?page=engine-check; add &embed=true for a page
+without the site's header and navigation. Other paths get a friendly 404 page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import panel as pn
+
+from lessons.shell.router import build_page
+from lessons.shell.routes import NotFoundHandler
+from lessons.shell.template import APP_TITLE, ROUTE
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+pn.extension(sizing_mode="stretch_width", notifications=False)
+
+if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs once per session
+    build_page().servable(title=APP_TITLE)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python app.py`: the same app, plus a friendly page for every unknown path."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 5006)))
+    parser.add_argument("--address", default=None, help="interface to listen on (default all)")
+    parser.add_argument("--allow-websocket-origin", action="append", default=None,
+                        metavar="HOST[:PORT]", help="a site allowed to embed the app (repeat)")
+    parser.add_argument("--num-threads", type=int, default=None,
+                        help="threads for the sessions' callbacks (default: the event loop)")
+    parser.add_argument("--admin", action="store_true", help="serve the admin page at /admin")
+    parser.add_argument("--show", action="store_true", help="open a browser tab")
+    args = parser.parse_args(argv)
+    if args.num_threads:
+        pn.config.nthreads = args.num_threads
+    pn.serve(
+        {ROUTE: build_page}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
+        static_dirs={"assets": str(ASSETS)}, admin=args.admin, show=args.show,
+        title=APP_TITLE, default_handler_class=NotFoundHandler,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The base of every lesson page, and of any page whose controls a URL can set.
+
+A lesson is a `LessonPage` subclass in its own module (see lessons.registry):
+
+    class KnobLesson(LessonPage):
+        slug = "knob"
+        batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
+
+        def body(self):           # the demo and its prose, built once
+            ...
+        def questions(self):      # the checkpoint at the end
+            return [Question(...)]
+
+It gets: its title and one-line summary from the registry, its parameters set from the URL
+(/app?lesson=knob&batch_size=16, out-of-range values clamped with a visible notice) and kept in
+the URL as the reader moves them, `self.run_job(kind, params, on_event)` to run engine jobs with
+events on this session's loop, and the header, checkpoint and previous/next links around body().
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import panel as pn
+
+from engine.service import Job
+
+from .registry import LessonInfo, lesson_info, neighbours
+from .session_jobs import SessionJobs
+from .url_state import apply_query_args
+
+# Query arguments that choose the page; no page parameter may be called this.
+RESERVED_QUERY_ARGS = frozenset({"lesson", "page", "embed"})
+
+
+class UrlPage(pn.viewable.Viewer):
+    """A page whose param parameters the URL's query sets and follows."""
+
+    url_params: ClassVar[tuple[str, ...] | None] = None  # None: every parameter but `name`
+
+    def __init__(self, **params: Any):
+        clash = RESERVED_QUERY_ARGS & set(type(self).param)
+        if clash:
+            raise TypeError(f"{type(self).__name__}: parameter name {sorted(clash)[0]!r} is "
+                            "reserved for choosing the page in the URL; rename it")
+        super().__init__(**params)
+        self._notices: list[str] = []
+        self._notice_pane = pn.pane.Alert("", alert_type="warning", visible=False,
+                                          sizing_mode="stretch_width")
+        self._jobs: SessionJobs | None = None
+
+    # ---- the URL ---------------------------------------------------------------------------
+    @classmethod
+    def url_parameter_names(cls) -> list[str]:
+        names = cls.url_params if cls.url_params is not None else list(cls.param)
+        return [n for n in names if n != "name"]
+
+    @classmethod
+    def from_url(cls, args: Mapping[str, Any] | None = None, sync: bool = True, **params: Any):
+        """A page with its parameters set from the query args (the session's by default)."""
+        page = cls(**params)
+        if args is None:
+            args = pn.state.session_args if pn.state.curdoc is not None else {}
+        page.show_notices(apply_query_args(page, args, cls.url_parameter_names()))
+        if sync:
+            page.sync_url()
+        return page
+
+    def sync_url(self) -> None:
+        """Keep the address bar showing the current settings, so a copied link reopens them."""
+        location = pn.state.location
+        if location is None or pn.state.curdoc is None or pn.state.curdoc.session_context is None:
+            return
+        names = self.url_parameter_names()
+        if names:
+            location.sync(self, {n: n for n in names}, on_error=self._url_error)
+
+    def _url_error(self, values: dict) -> None:
+        """The URL changed to values that do not fit (the back button, an edited address)."""
+        args = {k: v if isinstance(v, str) else str(v) for k, v in values.items()}
+        self.show_notices(apply_query_args(self, args, self.url_parameter_names()))
+
+    @property
+    def notices(self) -> list[str]:
+        """What the page says about the URL's values it had to change or refuse."""
+        return list(self._notices)
+
+    def show_notices(self, notices: list[str]) -> None:
+        for notice in notices:
+            if notice not in self._notices:
+                self._notices.append(notice)
+        self._notice_pane.param.update(object="\n\n".join(self._notices),
+                                       visible=bool(self._notices))
+
+    # ---- the engine ------------------------------------------------------------------------------
+    @property
+    def jobs(self) -> SessionJobs:
+        if self._jobs is None:
+            self._jobs = SessionJobs.for_session()
+        return self._jobs
+
+    def run_job(self, kind: str, params: dict | None = None,
+                on_event: Any = None, use_cache: bool = True) -> Job:
+        """Submit an engine job; on_event(JobEvent) runs on this session's loop, in order."""
+        return self.jobs.submit(kind, params, on_event, use_cache)
+
+
+class LessonPage(UrlPage):
+    """A lesson: header (number, title, what it measures), URL notices, body(), checkpoint,
+    and links to the lessons before and after it."""
+
+    slug: ClassVar[str] = ""
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        info = lesson_info(self.slug)
+        if info is None:
+            raise TypeError(f"{type(self).__name__}.slug {self.slug!r} is not in lessons.registry")
+        self.info: LessonInfo = info
+        self._layout: pn.viewable.Viewable | None = None
+
+    @property
+    def title(self) -> str:
+        return self.info.title
+
+    @property
+    def summary(self) -> str:
+        return self.info.measures
+
+    def body(self) -> list:
+        """The lesson's prose and demo; the default says it is still being written."""
+        return [pn.pane.Markdown(
+            "This lesson's live demo is being written. Meanwhile the "
+            "[course map](app) and the [vocabulary](app?page=vocabulary) are ready.",
+            sizing_mode="stretch_width", css_classes=["placeholder"])]
+
+    def questions(self) -> list:
+        """The checkpoint's questions (widgets.checkpoint.Question); none by default."""
+        return []
+
+    def header(self) -> pn.viewable.Viewable:
+        return pn.pane.Markdown(
+            f"# Lesson {self.info.number}: {self.title}\n\n"
+            f"**What it measures:** {self.summary}",
+            sizing_mode="stretch_width", css_classes=["lesson-header"])
+
+    def footer(self) -> pn.viewable.Viewable:
+        before, after = neighbours(self.slug)
+        links = ["[Course map](app)"]
+        if before:
+            links.insert(0, f"[&larr; Lesson {before.number}: {before.title}]({before.url})")
+        if after:
+            links.append(f"[Lesson {after.number}: {after.title} &rarr;]({after.url})")
+        return pn.pane.Markdown(" &nbsp;|&nbsp; ".join(links), sizing_mode="stretch_width",
+                                css_classes=["lesson-footer"])
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        if self._layout is None:
+            from widgets.checkpoint import Checkpoint
+
+            questions = self.questions()
+            parts = [self.header(), self._notice_pane, *self.body()]
+            if questions:
+                parts.append(Checkpoint(questions))
+            parts.append(self.footer())
+            self._layout = pn.Column(*parts, sizing_mode="stretch_width",
+                                     css_classes=["lesson", f"lesson-{self.slug}"])
+        return self._layout
+

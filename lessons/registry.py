@@ -1,0 +1,89 @@
+"""The course map: every lesson's slug (its URL), number, title, what it measures, and the class
+that draws it. The index, the navigation and the router all read this one list.
+
+To add or fill a lesson: write its class (a lessons.base.LessonPage subclass) in the module named
+here; the entry's `view` is "module:Class".
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LessonInfo:
+    slug: str  # the lesson's URL: /app?lesson=<slug>
+    number: int
+    title: str
+    measures: str  # one line for the course map: what the engine measures on this page
+    view: str  # "lessons.module:ClassName"
+
+    @property
+    def url(self) -> str:
+        """Relative to the app's route, so it works behind any prefix and inside an iframe."""
+        return f"app?lesson={self.slug}"
+
+
+LESSONS: tuple[LessonInfo, ...] = (
+    LessonInfo(
+        "two-clocks", 1, "Two clocks: the first token, then the rhythm",
+        "How long you wait for the first token, and the gap between the tokens after it, "
+        "while the tiny model streams an answer to your prompt.",
+        "lessons.two_clocks:TwoClocksLesson"),
+    LessonInfo(
+        "average-lies", 2, "The average lies",
+        "The spread of response times in a real load test: the median, the mean, and the slow "
+        "tail (P90, P95, P99) that users remember.",
+        "lessons.average_lies:AverageLiesLesson"),
+    LessonInfo(
+        "three-schedules", 3, "Three ways to batch",
+        "One set of requests run under static, dynamic and continuous batching: how long each "
+        "request waits, how long it runs, how full the batch stays.",
+        "lessons.three_schedules:ThreeSchedulesLesson"),
+    LessonInfo(
+        "knob", 4, "The batch-size knob",
+        "Total tokens per second and each user's time per token at the batch size you choose: "
+        "more for everyone, slower for each.",
+        "lessons.knob:KnobLesson"),
+    LessonInfo(
+        "roofline", 5, "Prefill, decode and the memory wall",
+        "This machine's memory bandwidth and compute peak, with real prefill passes and decode "
+        "steps placed against those two limits.",
+        "lessons.roofline:RooflineLesson"),
+    LessonInfo(
+        "kv-cache", 6, "Where the memory goes: the KV cache",
+        "Bytes of cached keys and values per token for each model shape, checked against what "
+        "the engine really allocates, and how many requests fit.",
+        "lessons.kv_cache:KVCacheLesson"),
+    LessonInfo(
+        "chunked-prefill", 7, "Chunked prefill",
+        "The gaps between tokens of running requests when a long prompt arrives, with its "
+        "prefill in one piece or split into chunks.",
+        "lessons.chunked_prefill:ChunkedPrefillLesson"),
+    LessonInfo(
+        "slo-goodput", 8, "Targets, goodput and cost",
+        "Throughput, and the requests per second that meet your latency targets, as the request "
+        "rate rises; the cost of a million tokens at a price you type.",
+        "lessons.slo_goodput:SLOGoodputLesson"),
+)
+
+_BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}
+
+
+def lesson_info(slug: str) -> LessonInfo | None:
+    return _BY_SLUG.get(slug)
+
+
+def lesson_class(info: LessonInfo) -> type:
+    """Import the lesson's module and return its LessonPage subclass."""
+    module, _, name = info.view.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def neighbours(slug: str) -> tuple[LessonInfo | None, LessonInfo | None]:
+    """The lessons before and after this one in the course."""
+    index = [lesson.slug for lesson in LESSONS].index(slug)
+    before = LESSONS[index - 1] if index > 0 else None
+    after = LESSONS[index + 1] if index + 1 < len(LESSONS) else None
+    return before, after

@@ -1,0 +1,98 @@
+"""About this machine: the device the engine runs on, its measured limits, the model presets,
+and what the engine service is doing right now (refreshed every second)."""
+
+from __future__ import annotations
+
+import html
+
+import panel as pn
+
+from widgets.job_status import JobStatus
+
+from ..session_jobs import SessionJobs
+from .status_text import describe_status, figure
+from .template import html_pane, site_html
+
+STATUS_PERIOD_MS = 1000
+
+
+def presets_table(presets: list[dict]) -> str:
+    head = ("Preset", "Parameters", "Layers", "Hidden", "Heads", "KV heads", "Head dim",
+            "MLP", "Vocabulary", "Context", "Numbers", "KV bytes per token", "Weights")
+    rows = []
+    for p in presets:
+        weights = "trained" if p["weights"] == "trained" else "random weights: timing only"
+        cells = [f"{p['params'] / 1e6:.1f} M", p["layers"], p["hidden"], p["heads"],
+                 p["kv_heads"], p["head_dim"], p["intermediate"], p["vocab"], p["context"]]
+        rows.append(
+            f'<tr><th scope="row">{html.escape(p["name"])}</th>'
+            + "".join(f'<td class="num">{c}</td>' for c in cells)
+            + f"<td>{html.escape(p['dtype'])}</td>"
+            + f'<td class="num">{p["kv_bytes_per_token"]:,}</td><td>{weights}</td></tr>')
+    header = "".join(f'<th scope="col">{h}</th>' for h in head)
+    return (f'<table class="plain"><caption>Model presets on this device</caption>'
+            f"<thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def figures_html(info: dict) -> str:
+    return '<div class="figures">' + "".join([
+        figure(info["device_name"], "device"),
+        figure(str(info["threads"]), "threads the engine uses"),
+        figure(f"{info['memory_bandwidth_gbs']:.1f} GB/s", "measured memory read bandwidth"),
+        figure(f"{info['matmul_gflops']:.0f} GFLOP/s",
+               f"measured {info['matmul_dtype']} matrix-multiply peak"),
+        figure(f"{info['ridge_flop_per_byte']:.1f} FLOP/byte",
+               "ridge point: below this arithmetic intensity, memory is the limit"),
+        figure(f"torch {info['torch']}", "the engine's tensor library"),
+    ]) + "</div>"
+
+
+class AboutPage(pn.viewable.Viewer):
+    """The machine and the engine service, as measured by the engine's "info" job."""
+
+    def __init__(self, jobs: SessionJobs | None = None, **params):
+        super().__init__(**params)
+        self.jobs = jobs if jobs is not None else SessionJobs.for_session()
+        self.info: dict | None = None
+        self.status = JobStatus()
+        self.figures = html_pane("<p>Measuring this machine's memory bandwidth and compute "
+                                 "peak (a few seconds, the first time)...</p>",
+                                 css_classes=["about-figures"])
+        self.presets = html_pane("", visible=False)
+        self.service = html_pane(describe_status(self.jobs.service.status()),
+                                 css_classes=["service-status"])
+        self._layout = pn.Column(
+            html_pane("<h1>About this machine</h1><p>Every number in the lessons is measured "
+                      "here, on this device, by the engine's own worker process. These are the "
+                      "limits it works against.</p>"),
+            self.figures, self.status, self.presets,
+            html_pane("<h2>The engine service, now</h2><p>One worker process runs every "
+                      "reader's measurements, one at a time, in order of arrival; results are "
+                      "kept, so a point measured once is shown to everyone. For a quick test of "
+                      'the engine, run the <a href="app?page=engine-check">engine check</a>.'
+                      "</p>"),
+            self.service, sizing_mode="stretch_width")
+
+    def start(self) -> None:
+        """Ask the engine for the machine's description; refresh the service line periodically."""
+        self.jobs.submit("info", {}, self._on_event)
+        if self.jobs.served:
+            pn.state.add_periodic_callback(self.refresh_status, period=STATUS_PERIOD_MS)
+
+    def refresh_status(self) -> None:
+        self.service.object = site_html(describe_status(self.jobs.service.status()))
+
+    def _on_event(self, event) -> None:
+        self.status.handle(event)
+        if event.type == "result":
+            self.show_info(event.data)
+        elif event.type == "error":
+            self.figures.object = site_html("<p>No measurements to show.</p>")
+
+    def show_info(self, info: dict) -> None:
+        self.info = info
+        self.figures.object = site_html(figures_html(info))
+        self.presets.param.update(object=site_html(presets_table(info["presets"])), visible=True)
+
+    def __panel__(self):
+        return self._layout

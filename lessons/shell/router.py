@@ -1,0 +1,83 @@
+"""Which page a URL asks for: /app is the course map, /app?lesson=<slug> a lesson,
+/app?page=about|vocabulary|engine-check the other pages; anything else a friendly not-found page.
+Add ?embed=true to get the page without the site's header and navigation (for iframes)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import panel as pn
+
+from engine.service import get_service
+
+from ..registry import lesson_class, lesson_info
+from ..url_state import TRUE, raw_value
+from .about import AboutPage
+from .engine_check import EngineCheckPage
+from .index import index_content
+from .not_found import not_found_content
+from .template import APP_TITLE, html_pane, page
+from .vocabulary import vocabulary_content
+
+log = logging.getLogger(__name__)
+
+PAGES = ("about", "vocabulary", "engine-check")
+
+
+def choose(args: Mapping[str, Any]) -> tuple[list, str, str]:
+    """(content, title, current) for the query args."""
+    if "lesson" in args:
+        slug = raw_value(args["lesson"])
+        info = lesson_info(slug)
+        if info is None:
+            return not_found_content(f"There is no lesson called “{slug}”."), "Not found", ""
+        lesson = lesson_class(info).from_url(args)
+        return [lesson], info.title, info.slug
+    if "page" in args:
+        name = raw_value(args["page"])
+        if name == "about":
+            about = AboutPage()
+            if about.jobs.served:
+                pn.state.onload(about.start)
+            else:
+                about.start()
+            return [about], "About this machine", "about"
+        if name == "vocabulary":
+            return vocabulary_content(), "Vocabulary", "vocabulary"
+        if name == "engine-check":
+            return [EngineCheckPage.from_url(args)], "Engine check", "about"
+        return not_found_content(f"There is no page called “{name}”."), "Not found", ""
+    return index_content(), APP_TITLE, "index"
+
+
+def build_page(args: Mapping[str, Any] | None = None):
+    """The whole page for this session's URL (one Panel session per page view)."""
+    if args is None:
+        args = pn.state.session_args if pn.state.curdoc is not None else {}
+    embed = raw_value(args.get("embed", "false")).lower() in TRUE
+    get_service()  # start the engine worker with the first page, before anyone needs it
+    try:
+        content, title, current = choose(args)
+    except Exception as e:  # a page's bug: a message, never a traceback, and the links still work
+        log.exception("building the page for %s failed", dict(args))
+        content = [html_pane(f"<h1>This page failed to load</h1><p>{type(e).__name__}: "
+                             "the server's log has the details. The other pages still work.</p>")]
+        title, current = "Error", ""
+    if "bokeh-absolute-url" in args:  # embedded by a script tag (bokeh.embed.server_document)
+        _fix_autoload_paths(raw_value(args["bokeh-absolute-url"]))
+        embed = True  # the template cannot live inside another site's page; its content can
+    return page(content, title, current, embed=embed)
+
+
+def _fix_autoload_paths(absolute_url: str) -> None:
+    """Panel 1.9 resolves some bundled scripts (es-module-shims) relative to the autoload.js
+    request path ("../static/..."), which breaks inside another site's page; point them at the
+    server, as Panel itself does for the rest (issue of panel.io.location._sync_pathname)."""
+    from urllib.parse import urlparse
+
+    parts = urlparse(absolute_url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        pn.state.rel_path = f"{parts.scheme}://{parts.netloc}"
+

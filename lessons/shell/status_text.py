@@ -1,0 +1,49 @@
+"""Plain-words descriptions of the engine service's state and of measured figures."""
+
+from __future__ import annotations
+
+import html
+
+HIDDEN_PARAMS = {"prompt"}  # a reader's own text is not shown to other readers
+
+
+def describe_params(params: dict) -> str:
+    shown = [f"{k} {v}" for k, v in params.items() if k not in HIDDEN_PARAMS and v is not None
+             and k not in ("device", "backend", "random_weights")]
+    return ", ".join(shown)
+
+
+def describe_status(status: dict) -> str:
+    """What the engine service is doing now, as a few lines of HTML."""
+    lines = []
+    if status.get("start_error"):
+        lines.append(f"The engine could not start: {html.escape(status['start_error'])}")
+    elif not status.get("ready"):
+        lines.append("The engine worker is starting (loading torch and finding the device).")
+    else:
+        lines.append(f"Engine worker: process {status['worker_pid']} on "
+                     f"{html.escape(status['device'])}, engine version "
+                     f"{html.escape(status['engine_version'])}.")
+    running = status.get("running")
+    if running:
+        progress = running.get("progress") or {}
+        steps = (f", {progress['done']} of {progress['total']} steps"
+                 if progress.get("total") else "")
+        params = describe_params(running.get("params") or {})
+        lines.append(f"Now: running <b>{html.escape(running['kind'])}</b>"
+                     f"{' (' + html.escape(params) + ')' if params else ''}{steps}, "
+                     f"for {running['running_s']:.1f} s.")
+    else:
+        lines.append("Now: idle, waiting for a job.")
+    queued = status.get("queued", 0)
+    lines.append(f"Queued: {queued} job{'s' if queued != 1 else ''}.")
+    lines.append(f"Done since the server started: {status.get('jobs_done', 0)} measured, "
+                 f"{status.get('cache_hits', 0)} answered from the measurement cache "
+                 f"({status.get('cache_entries', 0)} results in memory).")
+    lines.append(f"Worker restarts: {status.get('restarts', 0)}.")
+    return "<ul>" + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
+
+
+def figure(value: str, what: str) -> str:
+    return (f'<div class="figure"><div class="value">{html.escape(value)}</div>'
+            f'<div class="what">{html.escape(what)}</div></div>')

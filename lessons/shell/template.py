@@ -1,0 +1,68 @@
+"""One template for every page: the header, the course navigation in the sidebar, the content.
+
+Links are relative to the app's route ("app?lesson=knob"), so they work behind a reverse proxy's
+prefix and inside an iframe. CSS and the logo are served from assets/ (the server's static dir).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import panel as pn
+
+from ..registry import LESSONS
+
+APP_TITLE = "LLM serving speed"
+ROUTE = "app"
+CSS_URL = "assets/app.css"
+LOGO_URL = "assets/logo.svg"
+STYLESHEETS = [CSS_URL]
+
+OTHER_PAGES = (("about", "About this machine"), ("vocabulary", "Vocabulary"))
+
+
+def page_url(page: str) -> str:
+    return f"{ROUTE}?page={page}"
+
+
+def navigation(current: str) -> pn.pane.HTML:
+    """The course's links; `current` is "index", a lesson slug or a page name."""
+    def item(href: str, label: str, key: str, number: str = "") -> str:
+        attr = ' aria-current="page"' if key == current else ""
+        num = f'<span class="nav-number">{number}</span>' if number else ""
+        return f'<li><a href="{href}"{attr}>{num}{html.escape(label)}</a></li>'
+
+    lessons = "".join(item(lesson.url, lesson.title, lesson.slug, str(lesson.number))
+                      for lesson in LESSONS)
+    others = "".join(item(page_url(key), label, key) for key, label in OTHER_PAGES)
+    body = (f'<nav class="course-nav" aria-label="Course">'
+            f'<ul>{item(ROUTE, "Course map", "index")}</ul>'
+            f'<h2>Lessons</h2><ul>{lessons}</ul>'
+            f'<h2>Reference</h2><ul>{others}</ul></nav>')
+    return pn.pane.HTML(body, sizing_mode="stretch_width", stylesheets=STYLESHEETS)
+
+
+def site_html(body: str) -> str:
+    """HTML for an html_pane's object: the wrapper the stylesheet's variables hang on."""
+    return f'<div class="site">{body}</div>'
+
+
+def html_pane(body: str, **params) -> pn.pane.HTML:
+    """An HTML pane carrying the site's stylesheet (each pane has its own shadow DOM)."""
+    params.setdefault("sizing_mode", "stretch_width")
+    return pn.pane.HTML(site_html(body), stylesheets=STYLESHEETS, **params)
+
+
+def page(content: Sequence, title: str, current: str, embed: bool = False):
+    """The page: content inside the site's template, or alone when embedded (?embed=true)."""
+    main = pn.Column(*content, sizing_mode="stretch_width", css_classes=["page-content"])
+    if embed:
+        return main
+    template = pn.template.BootstrapTemplate(
+        title=APP_TITLE if title == APP_TITLE else f"{title} | {APP_TITLE}",
+        site_url=ROUTE, logo=LOGO_URL, favicon=LOGO_URL,
+        header_background="#1f5f8b", sidebar_width=300,
+        sidebar=[navigation(current)], main=[main],
+    )
+    return template

@@ -1,0 +1,99 @@
+"""The site's shell without a browser: the registry, every lesson page, the router's choices,
+the not-found pages, and the rule that the web process never imports torch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import panel as pn
+import param
+import pytest
+
+from lessons.base import LessonPage
+from lessons.registry import LESSONS, lesson_class, lesson_info, neighbours
+from lessons.shell.router import choose
+from lessons.shell.vocabulary import TERMS, vocabulary_table
+
+ROOT = Path(__file__).resolve().parents[2]
+SLUGS = ["two-clocks", "average-lies", "three-schedules", "knob", "roofline", "kv-cache",
+         "chunked-prefill", "slo-goodput"]
+
+
+def test_registry_has_the_eight_lessons_in_order():
+    assert [lesson.slug for lesson in LESSONS] == SLUGS
+    assert [lesson.number for lesson in LESSONS] == list(range(1, 9))
+    assert all(lesson.measures and lesson.title for lesson in LESSONS)
+    assert neighbours("two-clocks")[0] is None and neighbours("slo-goodput")[1] is None
+    assert neighbours("knob")[0].slug == "three-schedules"
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_every_lesson_page_builds(slug):
+    info = lesson_info(slug)
+    cls = lesson_class(info)
+    assert issubclass(cls, LessonPage) and cls.slug == slug
+    page = cls.from_url({})
+    model = pn.panel(page).get_root()
+    text = " ".join(str(getattr(m, "text", "")) for m in model.references())
+    assert info.title in text and "Course map" in text
+
+
+def test_router_picks_pages():
+    content, title, current = choose({})
+    assert current == "index" and "LLM serving speed" in title
+    content, title, current = choose({"lesson": [b"knob"]})
+    assert current == "knob" and isinstance(content[0], LessonPage)
+    _, title, current = choose({"page": [b"vocabulary"]})
+    assert current == "vocabulary"
+
+
+@pytest.mark.parametrize("args, words", [({"lesson": [b"nope"]}, "no lesson called"),
+                                         ({"page": [b"nope"]}, "no page called")])
+def test_unknown_names_get_a_friendly_page(args, words):
+    content, title, current = choose(args)
+    html = content[0].object
+    assert title == "Not found" and words in html
+    assert all(f"app?lesson={slug}" in html for slug in SLUGS)
+
+
+def test_vocabulary_defines_every_term_once():
+    anchors = [t.anchor for t in TERMS]
+    assert len(anchors) == len(set(anchors))
+    table = vocabulary_table()
+    for needed in ("ttft", "tpot", "itl", "e2e", "queue", "throughput", "per-user-speed",
+                   "goodput", "percentiles"):
+        assert f'id="{needed}"' in table
+
+
+def test_page_parameters_may_not_take_reserved_query_names():
+    class Bad(LessonPage):
+        slug = "knob"
+        lesson = param.Integer(default=1)
+
+    with pytest.raises(TypeError, match="reserved"):
+        Bad()
+
+
+def test_lesson_parameters_come_from_the_url_clamped():
+    class Probe(LessonPage):
+        slug = "knob"
+        batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
+
+    page = Probe.from_url({"lesson": [b"knob"], "batch_size": [b"999"]})
+    assert page.batch_size == 64
+    assert page.notices and "largest allowed (64)" in page.notices[0]
+    assert page._notice_pane.visible
+
+
+def test_the_web_process_never_imports_torch(tmp_path):
+    code = ("import sys, app; from lessons.shell.router import build_page; "
+            "build_page({'page': [b'about']}); build_page({'lesson': [b'knob']}); "
+            "print('torch' in sys.modules)")
+    env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

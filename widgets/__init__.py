@@ -1,0 +1,1 @@
+"""Reusable Panel/Bokeh components that draw measurements; no engine logic lives here."""
