@@ -68,13 +68,18 @@ class UrlPage(pn.viewable.Viewer):
         return page
 
     def sync_url(self) -> None:
-        """Keep the address bar showing the current settings, so a copied link reopens them."""
-        location = pn.state.location
-        if location is None or pn.state.curdoc is None or pn.state.curdoc.session_context is None:
+        """Keep the address bar showing the current settings, so a copied link reopens them.
+        Starts once the page has loaded: only then does the server know the browser's URL,
+        and the clamped values can replace what the link asked for."""
+        doc = pn.state.curdoc
+        if pn.state.location is None or doc is None or doc.session_context is None:
             return
+        if self.url_parameter_names():
+            pn.state.onload(self._start_url_sync)
+
+    def _start_url_sync(self) -> None:
         names = self.url_parameter_names()
-        if names:
-            location.sync(self, {n: n for n in names}, on_error=self._url_error)
+        pn.state.location.sync(self, {n: n for n in names}, on_error=self._url_error)
 
     def _url_error(self, values: dict) -> None:
         """The URL changed to values that do not fit (the back button, an edited address)."""

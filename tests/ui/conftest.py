@@ -1,0 +1,134 @@
+"""Browser tests: the app served by `panel serve` (the README's command) in a subprocess on free
+ports, a second local web server on another origin for the embedding tests, and Debian's
+Chromium driven by pytest-playwright (no downloaded browser)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from ui_helpers import ConsoleLog
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+START_TIMEOUT = 90
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/ui/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.browser)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = START_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[:3]} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)  # polling a server that is starting up
+    raise TimeoutError(f"{url} did not answer within {timeout} s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ctrl-C first (the app shuts its engine worker down), then harder."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(15)
+
+
+@pytest.fixture(scope="session")
+def embed_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory, embed_port):
+    """`panel serve app.py` as the README runs it, allowing the embedding origin."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("app") / "server.log"
+    env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path_factory.mktemp("cache"))}
+    cmd = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
+           "--static-dirs", "assets=./assets",
+           "--plugins", "lessons.shell.routes",
+           "--allow-websocket-origin", f"localhost:{port}",
+           "--allow-websocket-origin", f"127.0.0.1:{embed_port}"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://localhost:{port}"
+    try:
+        wait_for_http(f"{url}/app", proc)
+        yield url
+    finally:
+        stop(proc)
+        text = log.read_text()
+        if "Traceback" in text:
+            sys.stderr.write(f"server log with a traceback:\n{text[-4000:]}\n")
+
+
+@pytest.fixture(scope="session")
+def embed_site(tmp_path_factory, app_url, embed_port):
+    """Another origin (127.0.0.1:<port>, not localhost:<app port>) with pages embedding a
+    lesson: one by iframe, one by Bokeh's server_document script tag."""
+    from bokeh.embed import server_document
+
+    site = tmp_path_factory.mktemp("course-site")
+    (site / "iframe.html").write_text(
+        '<!doctype html><html><head><title>Course site</title></head><body>'
+        '<h1>Our course</h1><iframe id="lesson" title="Lesson" width="1000" height="700" '
+        f'src="{app_url}/app?lesson=knob"></iframe></body></html>')
+    script = server_document(f"{app_url}/app", arguments={"lesson": "knob"})
+    (site / "script.html").write_text(
+        '<!doctype html><html><head><title>Course site</title></head><body>'
+        f'<h1>Our course</h1><div id="lesson">{script}</div></body></html>')
+    (site / "favicon.ico").write_bytes(b"")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(embed_port), "--bind", "127.0.0.1",
+         "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{embed_port}"
+    try:
+        wait_for_http(f"{url}/iframe.html", proc)
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS,
+            "headless": True}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1280, "height": 900}}
+
+
+@pytest.fixture
+def console(page) -> ConsoleLog:
+    return ConsoleLog(page)
