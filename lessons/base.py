@@ -11,6 +11,7 @@ A lesson is a `LessonPage` subclass in its own module (see lessons.registry):
         def questions(self):      # the checkpoint at the end
             return [Question(...)]
 
+It may list the engine jobs its default view runs in `warm_jobs()`, for the cache warmer.
 It gets: its title and one-line summary from the registry, its parameters set from the URL
 (/app?lesson=knob&batch_size=16, out-of-range values clamped with a visible notice) and kept in
 the URL as the reader moves them, `self.run_job(kind, params, on_event)` to run engine jobs with
@@ -142,6 +143,12 @@ class LessonPage(UrlPage):
 
     def questions(self) -> list:
         """The checkpoint's questions (widgets.checkpoint.Question); none by default."""
+        return []
+
+    @classmethod
+    def warm_jobs(cls) -> list[tuple[str, dict]]:
+        """The engine jobs (kind, params) this lesson shows by default, so that
+        `python -m lessons.warm` can measure them before a class; none by default."""
         return []
 
     def header(self) -> pn.viewable.Viewable:

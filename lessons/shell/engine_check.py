@@ -35,7 +35,7 @@ class EngineCheckPage(UrlPage):
         super().__init__(**params)
         self.status = JobStatus()
         self.result: dict | None = None
-        self._button = pn.widgets.Button(label="Measure", button_type="primary")
+        self._button = pn.widgets.Button(label="Measure", color="primary")
         self._button.on_click(lambda _event: self.measure())
         self._output = html_pane("", visible=False, css_classes=["engine-check-result"])
         controls = [pn.widgets.Select.from_param(self.param.preset),
