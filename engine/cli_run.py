@@ -114,7 +114,7 @@ def add_run_parser(sub, add_engine_options) -> None:
                         "no limit with --chunk-size 0)")
     p.add_argument("--slo-ttft-ms", type=positive("TTFT SLO (ms)"), default=None)
     p.add_argument("--slo-tpot-ms", type=positive("TPOT SLO (ms)"), default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole("seed", 0), default=0)
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
 

@@ -93,7 +93,7 @@ def check_requests(engine: LLMEngine, requests: list[Request], config: Scheduler
     if len(set(ids)) != len(ids):
         raise ConfigError("request ids must be unique")
     context = engine.model_config.context
-    pool = engine.cache.num_blocks
+    pool = engine.blocks.num_blocks  # the blocks sequences can get (less any set aside)
     block = engine.cache.block_size
     budget = config.token_budget
     for r in requests:
@@ -213,6 +213,7 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
                 seq = seqs[seq_id]
                 if seq.finished:
                     trace.finish_s = end
+                    trace.output_len = len(trace.token_s)  # less if it stopped at end-of-text
                     scheduler.finish(seq)
                     finished.append(seq_id)
             for seq_id in finished:
@@ -245,6 +246,6 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
         steps=steps,
         metrics=compute_metrics(ordered, steps, config.max_batch, slo_ttft_ms, slo_tpot_ms),
         cancelled=was_cancelled,
-        kv_blocks_total=engine.cache.num_blocks,
+        kv_blocks_total=engine.blocks.num_blocks,
         block_size=engine.cache.block_size,
     )

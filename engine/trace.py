@@ -8,7 +8,7 @@ carry the same facts to a listener while the run happens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass
@@ -16,8 +16,9 @@ class RequestTrace:
     """One request's life: arrival, first admission, every output token, finish.
 
     output_len is the number of output tokens asked for (forced: end-of-text is ignored unless
-    the request said otherwise); token_s holds the time of each token actually produced, so a
-    finished request has len(token_s) tokens and token_s[0] == first_token_s.
+    the request said otherwise; a request that stopped at end-of-text has it set to what it
+    produced when it finishes); token_s holds the time of each token produced, so a finished
+    request has len(token_s) == output_len and token_s[0] == first_token_s.
     """
 
     id: int
@@ -130,3 +131,10 @@ class StepEvent:
 
 
 Event = RequestEvent | TokenEvent | StepEvent
+
+
+def event_to_json(event: Event) -> dict:
+    """A JSON-ready dict of any event, with its kind ("token", "step", "arrived", ...)."""
+    if isinstance(event, StepEvent):
+        return {"kind": "step", **event.step.to_json()}
+    return asdict(event)
