@@ -1,0 +1,177 @@
+"""Batching policies against each other on one workload, and chunked prefill against the stall.
+
+In one run (so the ratios share the machine's mood), on the `tiny` preset with the serving loop:
+  1. saturation: 48 requests all arriving at t = 0 (--rate inf), prompts of 32 to 256 tokens,
+     forced outputs of 8 to 128 tokens, max batch 8, under static, dynamic and continuous
+     batching. Target: continuous throughput (output tokens / s) at least 1.3x static.
+  2. interference: 8 requests (64-token prompts) decoding 160 tokens each, and one 1536-token
+     prompt arriving at 0.2 s, served by continuous batching (max batch 16, so the long prompt
+     is admitted at once) with whole-prompt prefill versus 128-token chunks. Figure: the worst
+     gap between two tokens of the 8 running requests. Target: at least 2.5x smaller chunked.
+Each configuration runs --repeats times, interleaved, and the median per configuration is
+compared (the machine is shared; one repetition of warm-up runs first). Prints a table and a JSON
+object (also saved to bench/results/policies.json), with each target and whether it was met.
+
+    python bench/policies.py [--repeats 3] [--preset tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.config import EngineConfig  # noqa: E402
+from engine.device import describe_device  # noqa: E402
+from engine.llm_engine import LLMEngine  # noqa: E402
+from engine.scheduler import SchedulerConfig  # noqa: E402
+from engine.serving import RunResult, run  # noqa: E402
+from engine.workload import WorkloadSpec, make_workload  # noqa: E402
+
+KV_BUDGET = 256 * 2**20
+SATURATION = WorkloadSpec(kind="poisson", requests=48, rate=math.inf, prompt_len=(32, 256),
+                          output_len=(8, 128), seed=0)
+POLICIES = {
+    "static": SchedulerConfig("static", max_batch=8),
+    "dynamic": SchedulerConfig("dynamic", max_batch=8, timeout_ms=50),
+    "continuous": SchedulerConfig("continuous", max_batch=8),
+}
+INTERFERENCE = WorkloadSpec(kind="interference", requests=8, prompt_len=(64, 64),
+                            output_len=(160, 160), long_prompt_len=1536, long_at_s=0.2, seed=0)
+CHUNKING = {
+    "unchunked": SchedulerConfig("continuous", max_batch=16, chunk_size=0),
+    "chunk 128": SchedulerConfig("continuous", max_batch=16, chunk_size=128),
+}
+TARGET_THROUGHPUT, TARGET_ITL = 1.3, 2.5
+
+
+def saturation_figures(result: RunResult) -> dict:
+    m = result.metrics
+    return {
+        "throughput_tok_s": m.throughput_tok_s,
+        "requests_per_s": m.requests_per_s,
+        "duration_s": m.duration_s,
+        "ttft_p50_ms": m.ttft_ms.p50,
+        "ttft_p95_ms": m.ttft_ms.p95,
+        "itl_p50_ms": m.itl_ms.p50,
+        "slot_use": m.slot_use,
+        "steps": len(result.steps),
+    }
+
+
+def interference_figures(result: RunResult, long_id: int) -> dict:
+    """Gaps between tokens of the requests already running when the long prompt arrived."""
+    running = [r for r in result.requests if r.id != long_id]
+    gaps = [1000 * (b - a) for r in running for a, b in zip(r.token_s, r.token_s[1:])]
+    long = next(r for r in result.requests if r.id == long_id)
+    return {
+        "worst_itl_ms": max(gaps),
+        "itl_p50_ms": statistics.median(gaps),
+        "long_prompt_ttft_ms": 1000 * (long.first_token_s - long.arrival_s),
+        "long_prompt_steps": sum(1 for s in result.steps
+                                 if any(i == long_id for i, _ in s.prefill_chunks)),
+    }
+
+
+def median_of(runs: list[dict]) -> dict:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--preset", default="tiny")
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()
+    engine = LLMEngine(EngineConfig(preset=args.preset, kv_budget_bytes=KV_BUDGET))
+    engine.warm_up()
+    device = describe_device(engine.device)
+    print(f"device: {device}, threads {torch.get_num_threads()}, preset {args.preset} "
+          f"({engine.model_config.weights} weights), load average {load_before[0]:.2f}",
+          file=sys.stderr)
+    saturation = make_workload(SATURATION, engine.tokenizer)
+    interference = make_workload(INTERFERENCE, engine.tokenizer)
+    long_id = interference[-1].id
+
+    # One untimed pass of each configuration: first-call costs never land in a figure.
+    for config in POLICIES.values():
+        run(engine, saturation[:12], config)
+    for config in CHUNKING.values():
+        run(engine, interference, config)
+
+    started = time.time()
+    sat_runs: dict[str, list[dict]] = {name: [] for name in POLICIES}
+    int_runs: dict[str, list[dict]] = {name: [] for name in CHUNKING}
+    for rep in range(args.repeats):
+        for name, config in POLICIES.items():
+            sat_runs[name].append(saturation_figures(run(engine, saturation, config)))
+            print(f"  round {rep + 1} {name:<10} "
+                  f"{sat_runs[name][-1]['throughput_tok_s']:7.1f} tok/s", file=sys.stderr)
+        for name, config in CHUNKING.items():
+            int_runs[name].append(interference_figures(run(engine, interference, config), long_id))
+            print(f"  round {rep + 1} {name:<10} worst ITL "
+                  f"{int_runs[name][-1]['worst_itl_ms']:7.1f} ms", file=sys.stderr)
+    sat = {name: median_of(runs) for name, runs in sat_runs.items()}
+    inter = {name: median_of(runs) for name, runs in int_runs.items()}
+
+    throughput_ratio = sat["continuous"]["throughput_tok_s"] / sat["static"]["throughput_tok_s"]
+    dynamic_ratio = sat["continuous"]["throughput_tok_s"] / sat["dynamic"]["throughput_tok_s"]
+    itl_ratio = inter["unchunked"]["worst_itl_ms"] / inter["chunk 128"]["worst_itl_ms"]
+    targets = [
+        {"target": "continuous / static throughput, 48 requests, rate inf, max batch 8",
+         "value": round(throughput_ratio, 3), "limit": TARGET_THROUGHPUT,
+         "met": throughput_ratio >= TARGET_THROUGHPUT},
+        {"target": "worst ITL of running requests, unchunked / 128-token chunks",
+         "value": round(itl_ratio, 3), "limit": TARGET_ITL, "met": itl_ratio >= TARGET_ITL},
+    ]
+    load_after = os.getloadavg()
+    result = {
+        "device": engine.device, "device_name": device, "preset": args.preset,
+        "weights": engine.model_config.weights, "threads": torch.get_num_threads(),
+        "repeats": args.repeats, "load_average_before": load_before[0],
+        "load_average_after": load_after[0], "wall_s": round(time.time() - started, 1),
+        "saturation": {"workload": SATURATION.to_json(), "median": sat, "runs": sat_runs},
+        "interference": {"workload": INTERFERENCE.to_json(), "median": inter, "runs": int_runs},
+        "ratios": {"continuous_over_static_throughput": throughput_ratio,
+                   "continuous_over_dynamic_throughput": dynamic_ratio,
+                   "unchunked_over_chunked_worst_itl": itl_ratio},
+        "targets": targets,
+    }
+
+    print()
+    print(f"{'policy':<11} {'tok/s':>8} {'req/s':>6} {'TTFT p50':>9} {'TTFT p95':>9} "
+          f"{'ITL p50':>8} {'slots':>6} {'steps':>6}")
+    for name, f in sat.items():
+        print(f"{name:<11} {f['throughput_tok_s']:>8.1f} {f['requests_per_s']:>6.2f} "
+              f"{f['ttft_p50_ms']:>9.0f} {f['ttft_p95_ms']:>9.0f} {f['itl_p50_ms']:>8.2f} "
+              f"{100 * f['slot_use']:>5.0f}% {f['steps']:>6.0f}")
+    print()
+    print(f"{'prefill':<11} {'worst ITL ms':>13} {'ITL p50 ms':>11} {'long TTFT ms':>13} "
+          f"{'long steps':>11}")
+    for name, f in inter.items():
+        print(f"{name:<11} {f['worst_itl_ms']:>13.1f} {f['itl_p50_ms']:>11.2f} "
+              f"{f['long_prompt_ttft_ms']:>13.1f} {f['long_prompt_steps']:>11.0f}")
+    print()
+    for t in targets:
+        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']} "
+              f"(limit {t['limit']})")
+    print(f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "policies.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result))
+    return 0 if all(t["met"] for t in targets) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
