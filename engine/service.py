@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 # Event types a job's on_event receives; "queued" and "started" come from the service itself.
 EVENT_TYPES = ("queued", "started", "progress", "token", "step", "result", "error", "cancelled")
 FINAL_EVENTS = ("result", "error", "cancelled")
+FINAL_STATES = ("done", "error", "cancelled")
 MAX_MESSAGE = 300  # characters of an error message shown to a reader
 
 
@@ -243,7 +244,7 @@ class EngineService:
         self._ids = itertools.count(1)
         self._pending: deque[Job] = deque()
         self._current: Job | None = None
-        self._ready_results: deque[tuple[Job, JobEvent]] = deque()  # answered from the cache
+        self._ready_results: deque[tuple[Job, JobEvent]] = deque()  # events to deliver, in order
         self._cache = CacheStore(cache_path or cache_dir() / "results")
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
         self._wake_lock = threading.Lock()
@@ -289,13 +290,15 @@ class EngineService:
                 return job
             ahead = len(self._pending) + (self._current is not None)
             self._pending.append(job)
-        self._emit(job, "queued", {"ahead": ahead}, later=True)
+            # queued before started, whatever the dispatcher does next: both go through it
+            self._ready_results.append((job, JobEvent(job.id, kind, "queued", {"ahead": ahead})))
+        self._wake()
         return job
 
     def cancel(self, job: Job) -> bool:
         """Cancel a queued or running job; False if it had already finished."""
         with self._lock:
-            if job.finished:
+            if job.state in FINAL_STATES:
                 return False
             if job in self._pending:
                 self._pending.remove(job)
@@ -497,61 +500,57 @@ class EngineService:
                               job.params)
 
     def _pump(self) -> None:
-        """Answer cached jobs from the cache; send the oldest other one to an idle worker."""
-        while self._ready_results:
-            job, event = self._ready_results.popleft()
-            self._deliver(job, event)
+        """Answer cached jobs from the cache; send the oldest other one to an idle worker.
+        Every event made here goes through the ready queue, behind the "queued" events that
+        submit() put there, so each job's events arrive in order."""
         with self._lock:
             w = self._worker
             if w is None:
                 if self._pending and not self._stopping:  # the last start failed: try again
                     self._worker = self._spawn()
-                return
-            if not w.identity:
-                return  # not up yet: the cache key needs its device
-            hits = []
-            for job in list(self._pending):
-                if not job.use_cache or job._cache_checked == self._cache_generation:
-                    continue  # looked up already, and nothing new was stored since
-                job._cache_checked = self._cache_generation
-                record = self._cache.get(self._key(job, w))
-                if record is not None:
-                    self._pending.remove(job)
-                    hits.append((job, record))
-            if self._current is None and self._pending:
-                job = self._pending.popleft()
-                self._current = job
-                job.state, job.started_at = "running", time.time()
-                w.cancel_id.value = 0
-                try:
-                    w.jobs.send(("run", job.id, job.kind, job.params))
-                except (OSError, ValueError):
-                    pass  # it died: the sentinel tells us next
-                started = job
-            else:
-                started = None
-        for job, record in hits:
-            self.cache_hits += 1
-            self._finish(job, "result", record["result"], cached=True,
-                         device=record["device"], measured_at=record["measured_at"])
-        if started is not None:
-            self._emit(started, "started", {})
+            elif w.identity:  # up: the cache key needs its device
+                for job in list(self._pending):
+                    if not job.use_cache or job._cache_checked == self._cache_generation:
+                        continue  # looked up already, and nothing new was stored since
+                    job._cache_checked = self._cache_generation
+                    record = self._cache.get(self._key(job, w))
+                    if record is not None:
+                        self._pending.remove(job)
+                        self.cache_hits += 1
+                        self._finish(job, "result", record["result"], deliver_later=True,
+                                     cached=True, device=record["device"],
+                                     measured_at=record["measured_at"])
+                if self._current is None and self._pending:
+                    job = self._pending.popleft()
+                    self._current = job
+                    job.state, job.started_at = "running", time.time()
+                    w.cancel_id.value = 0
+                    try:
+                        w.jobs.send(("run", job.id, job.kind, job.params))
+                    except (OSError, ValueError):
+                        pass  # it died: the sentinel tells us next
+                    self._ready_results.append((job, JobEvent(job.id, job.kind, "started", {})))
+        self._deliver_ready()
+
+    def _deliver_ready(self) -> None:
+        while True:
+            with self._lock:
+                if not self._ready_results:
+                    return
+                job, event = self._ready_results.popleft()
+            self._deliver(job, event)
+            if event.final:
+                job._done.set()
 
     # ---- events ------------------------------------------------------------------------------------
-    def _emit(self, job: Job, type_: str, data: dict, later: bool = False, **meta) -> None:
-        event = JobEvent(job.id, job.kind, type_, data, **meta)
-        if later:  # from a caller's thread: deliver on the service's thread, in order
-            with self._lock:
-                self._ready_results.append((job, event))
-            self._wake()
-        else:
-            self._deliver(job, event)
+    def _emit(self, job: Job, type_: str, data: dict) -> None:
+        self._deliver(job, JobEvent(job.id, job.kind, type_, data))
 
     def _finish(self, job: Job, type_: str, data: dict, deliver_later: bool = False,
                 **meta) -> None:
         """Record a job's end and send its final event."""
         with self._lock:
-            if job.finished:
+            if job.state in FINAL_STATES:
                 return
             if job is self._current:
                 self._current = None
@@ -565,10 +564,9 @@ class EngineService:
             elif type_ == "error":
                 job.error = data["message"]
         event = JobEvent(job.id, job.kind, type_, data, **meta)
-        if deliver_later:
+        if deliver_later:  # from a caller's thread: the dispatcher delivers it, then sets done
             with self._lock:
                 self._ready_results.append((job, event))
-            job._done.set()
             self._wake()
         else:
             self._deliver(job, event)
