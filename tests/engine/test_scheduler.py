@@ -82,39 +82,54 @@ def spread_workload(engine, n=16, rate=60.0, seed=1):
     return make_workload(spec, engine.tokenizer)
 
 
-def test_static_launches_only_when_full_or_drained(engine):
-    requests = spread_workload(engine)
-    result = serve(engine, requests, policy="static", max_batch=4)
-    last_arrival = max(r.arrival_s for r in requests)
+LATE = 0.5
+
+
+def two_groups(engine) -> list[Request]:
+    """3 requests at t = 0, then 5 at t = 0.5 s: a batch of 4 cannot fill before 0.5 s."""
+    reqs = make_workload(WorkloadSpec(requests=8, prompt_len=(8, 24), output_len=(2, 6), seed=9),
+                         engine.tokenizer)
+    for r in reqs[3:]:
+        r.arrival_s = LATE
+    return reqs
+
+
+def check_batches(result: RunResult) -> None:
+    """A launch prefills whole prompts in one step, and only after the last batch finished."""
     by_id = {r.id: r for r in result.requests}
     admitted_before: list[int] = []
     for step in launches(result):
-        full = len(step.admitted_ids) == 4
-        drained = step.start_s >= last_arrival
-        assert full or drained
-        # nothing is admitted while a batch runs: every earlier member has finished
         assert all(by_id[i].finish_s <= step.start_s for i in admitted_before)
-        assert step.decode_seqs == 0 and step.prefill_tokens == sum(
-            by_id[i].prompt_len for i in step.admitted_ids)  # whole prompts, one step
+        assert step.decode_seqs == 0
+        assert step.prefill_tokens == sum(by_id[i].prompt_len for i in step.admitted_ids)
         admitted_before += step.admitted_ids
 
 
-def test_dynamic_launches_only_when_full_or_timed_out(engine):
-    requests = spread_workload(engine)
+@pytest.mark.parametrize("workload", [spread_workload, two_groups])
+def test_static_launches_only_when_full_or_drained(engine, workload):
+    requests = workload(engine)
+    result = serve(engine, requests, policy="static", max_batch=4)
+    check_batches(result)
+    last_arrival = max(r.arrival_s for r in requests)
+    for step in launches(result):
+        assert len(step.admitted_ids) == 4 or step.start_s >= last_arrival  # full or drained
+    if workload is two_groups:  # the first arrivals waited for the batch to fill
+        assert launches(result)[0].start_s >= LATE
+
+
+@pytest.mark.parametrize("workload", [spread_workload, two_groups])
+def test_dynamic_launches_only_when_full_or_timed_out(engine, workload):
+    requests = workload(engine)
     timeout = 0.03
     result = serve(engine, requests, policy="dynamic", max_batch=4, timeout_ms=1000 * timeout)
-    by_id = {r.id: r for r in result.requests}
+    check_batches(result)
     arrival = {r.id: r.arrival_s for r in requests}
-    admitted_before: list[int] = []
-    timed_out = 0
     for step in launches(result):
-        full = len(step.admitted_ids) == 4
         waited = step.start_s - min(arrival[i] for i in step.admitted_ids)
-        assert full or waited >= timeout
-        timed_out += not full
-        assert all(by_id[i].finish_s <= step.start_s for i in admitted_before)
-        admitted_before += step.admitted_ids
-    assert timed_out, "this workload should make the timeout fire at least once"
+        assert len(step.admitted_ids) == 4 or waited >= timeout  # full or timed out
+    if workload is two_groups:  # the first three did not wait for the late ones
+        first = launches(result)[0]
+        assert first.admitted_ids == [0, 1, 2] and first.start_s < LATE
 
 
 def test_continuous_refills_a_freed_slot_at_the_next_step(engine):
