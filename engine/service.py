@@ -255,6 +255,7 @@ class EngineService:
         self._start_error: str | None = None
         self.restarts = 0
         self.jobs_done = 0
+        self.jobs_cancelled = 0
         self.cache_hits = 0
         self._thread: threading.Thread | None = None
         if start:
@@ -337,6 +338,7 @@ class EngineService:
                 "queued": len(self._pending),
                 "queue": [{"id": j.id, "kind": j.kind} for j in self._pending],
                 "jobs_done": self.jobs_done,
+                "jobs_cancelled": self.jobs_cancelled,
                 "cache_hits": self.cache_hits,
                 "cache_entries": len(self._cache),
                 "restarts": self.restarts,
@@ -556,6 +558,8 @@ class EngineService:
                 self._current = None
                 self.jobs_done += 1
             job.state = {"result": "done"}.get(type_, type_)
+            if type_ == "cancelled":
+                self.jobs_cancelled += 1
             if type_ == "result":
                 job.result = data
                 job.cached = meta.get("cached", False)

@@ -28,7 +28,7 @@ class EngineCheckPage(UrlPage):
     preset = param.Selector(default="tiny", objects=["tiny", "small"], label="Model preset")
     batch_size = param.Integer(default=4, bounds=(1, 64), label="Batch size")
     prompt_len = param.Integer(default=64, bounds=(1, 1024), label="Prompt length (tokens)")
-    new_tokens = param.Integer(default=16, bounds=(4, 256), label="New tokens")
+    new_tokens = param.Integer(default=16, bounds=(4, 1024), label="New tokens")
     fresh = param.Boolean(default=False, label="Measure again, even if cached")
 
     def __init__(self, **params):

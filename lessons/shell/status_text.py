@@ -40,6 +40,8 @@ def describe_status(status: dict) -> str:
     lines.append(f"Done since the server started: {status.get('jobs_done', 0)} measured, "
                  f"{status.get('cache_hits', 0)} answered from the measurement cache "
                  f"({status.get('cache_entries', 0)} results in memory).")
+    lines.append(f"Cancelled: {status.get('jobs_cancelled', 0)} (their reader left or asked "
+                 "for something else first).")
     lines.append(f"Worker restarts: {status.get('restarts', 0)}.")
     return "<ul>" + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
 

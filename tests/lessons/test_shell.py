@@ -97,3 +97,20 @@ def test_the_web_process_never_imports_torch(tmp_path):
                          text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_service_status_in_plain_words_hides_readers_text():
+    from lessons.shell.status_text import describe_status
+
+    status = {"ready": True, "worker_pid": 42, "device": "cpu: Test", "engine_version": "0.1.0",
+              "running": {"kind": "generate", "params": {"prompt": "my secret", "preset": "tiny",
+                                                         "max_new_tokens": 8},
+                          "progress": {"done": 3, "total": 8}, "running_s": 1.25},
+              "queued": 2, "jobs_done": 5, "jobs_cancelled": 1, "cache_hits": 4,
+              "cache_entries": 3, "restarts": 0}
+    text = describe_status(status)
+    assert "process 42 on cpu: Test" in text and "running <b>generate</b>" in text
+    assert "3 of 8 steps" in text and "Queued: 2 jobs" in text and "Cancelled: 1 " in text
+    assert "my secret" not in text
+    idle = describe_status({**status, "running": None, "ready": False})
+    assert "Now: idle" in idle and "starting" in idle

@@ -76,6 +76,8 @@ def app_url(tmp_path_factory, embed_port):
     cmd = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
            "--static-dirs", "assets=./assets",
            "--plugins", "lessons.shell.routes",
+           # a closed page's session ends within a second or two, not Bokeh's 15-30 s
+           "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
            "--allow-websocket-origin", f"localhost:{port}",
            "--allow-websocket-origin", f"127.0.0.1:{embed_port}"]
     with open(log, "w") as out:

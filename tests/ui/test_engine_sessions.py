@@ -8,7 +8,13 @@ import re
 from playwright.sync_api import expect
 from ui_helpers import ConsoleLog, page_text
 
-RESULT = re.compile(r"Batch of (\d+) on cpu|Batch of (\d+) on cuda")
+LONG = "&prompt_len=64&new_tokens=1024"  # seconds of decode steps, cancellable between them
+
+
+def cancelled_count(page) -> int:
+    match = re.search(r"Cancelled: (\d+) ", page_text(page))
+    assert match, "the about page shows no cancelled count"
+    return int(match.group(1))
 
 
 def open_check(browser, app_url, batch: int, extra: str = ""):
@@ -37,7 +43,7 @@ def test_two_readers_measuring_at_once_both_get_results(browser, app_url):
 
 
 def test_a_reader_navigates_while_another_reader_measures(browser, app_url):
-    busy = open_check(browser, app_url, 32, "&prompt_len=1024&new_tokens=256")
+    busy = open_check(browser, app_url, 64, LONG)
     reader = browser.new_context().new_page()
     console = ConsoleLog(reader)
     try:
@@ -50,9 +56,25 @@ def test_a_reader_navigates_while_another_reader_measures(browser, app_url):
                             ("/app", "How fast is a language model, really?")):
             reader.goto(app_url + path)
             expect(reader.get_by_text(words)).to_be_visible(timeout=10_000)
-        assert not busy[1].get_by_text("Batch of 32 on").is_visible()  # still measuring
-        expect(busy[1].get_by_text("Batch of 32 on")).to_be_visible(timeout=180_000)
+        assert not busy[1].get_by_text("Batch of 64 on").is_visible()  # still measuring
+        expect(busy[1].get_by_text("Batch of 64 on")).to_be_visible(timeout=180_000)
         assert console.errors == []
     finally:
         busy[0].close()
         reader.context.close()
+
+
+def test_closing_a_page_cancels_its_running_job(browser, app_url):
+    busy = open_check(browser, app_url, 64, LONG)
+    watcher = browser.new_context().new_page()
+    try:
+        busy[1].get_by_role("button", name="Measure").click()
+        watcher.goto(f"{app_url}/app?page=about")
+        running = watcher.get_by_text(re.compile(r"Now: running sweep_point \(.*batch_size 64"))
+        expect(running).to_be_visible(timeout=60_000)
+        before = cancelled_count(watcher)
+        busy[0].close()  # the reader leaves: the server destroys the session and its job
+        expect(watcher.get_by_text(f"Cancelled: {before + 1} ")).to_be_visible(timeout=30_000)
+        expect(watcher.get_by_text("Now: idle, waiting for a job.")).to_be_visible()
+    finally:
+        watcher.context.close()
