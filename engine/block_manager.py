@@ -28,6 +28,11 @@ class BlockManager:
     def num_used(self) -> int:
         return self.num_blocks - len(self.free_blocks)
 
+    def take_scratch_block(self) -> int:
+        """Withdraw one block from circulation for writes that must land somewhere harmless."""
+        self.num_blocks -= 1
+        return self.free_blocks.pop()
+
     def blocks_needed(self, seq: Sequence, new_tokens: int) -> int:
         """Blocks to add so seq can hold new_tokens more tokens than it has computed."""
         total = blocks_for(seq.num_computed + new_tokens, self.block_size)

@@ -46,7 +46,6 @@ def measure_bandwidth(device: str, nbytes: int = 2**30, repeats: int = 10) -> fl
     """GB/s reading nbytes of fp32 once (x.sum()); the array is filled so pages are real."""
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     seconds = _best_seconds(lambda: x.sum(), device, repeats)
-    del x
     return nbytes / seconds / 1e9
 
 

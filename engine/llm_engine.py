@@ -63,6 +63,8 @@ class LLMEngine:
         self.blocks = BlockManager(self.cache.num_blocks, config.block_size)
         sample_vocab = min(self.tokenizer.vocab_size, self.model_config.vocab)
         self.runner = ModelRunner(self.model, self.cache, self.backend, self.device, sample_vocab)
+        if self.device.startswith("cuda") and self.backend == "triton" and config.cuda_graphs:
+            self.use_decode_graphs(replay=True)
         self._ids = itertools.count()
         self._warm = False
 
@@ -81,6 +83,16 @@ class LLMEngine:
         finally:
             self.release(seq)
         self._warm = True
+
+    def use_decode_graphs(self, replay: bool = True) -> None:
+        """Run decode steps through static buffers (CUDA graphs when replay is True). One block
+        is set aside as the scratch block where padding rows write."""
+        from .cuda_graphs import DecodeGraphs
+
+        scratch = self.blocks.take_scratch_block()
+        self.runner.graphs = DecodeGraphs(
+            self.model, self.runner.attention, scratch, self.device, replay=replay
+        )
 
     # ---- sequences -------------------------------------------------------------------------
     def new_sequence(self, prompt_ids: list[int], max_new_tokens: int,

@@ -84,6 +84,10 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
     )
 
 
+def _is_all_rows(rows: list[int], count: int) -> bool:
+    return len(rows) == count and rows[-1] == count - 1
+
+
 class ModelRunner:
     """Owns the model and its paged cache on one device, and runs steps over them."""
 
@@ -96,23 +100,39 @@ class ModelRunner:
         # Random-weight presets have a larger vocabulary than the shared tokenizer can spell;
         # sampling is limited to the ids it knows (engines pad vocabularies the same way).
         self.sample_vocab = sample_vocab
+        self.last_logits: dict[int, torch.Tensor] = {}  # {sequence id: logits} of the last step
+        self.graphs = None  # a DecodeGraphs, set by the engine on CUDA with the Triton backend
 
     @torch.inference_mode()
     def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> dict[int, int]:
         """Run one step; returns {sequence id: new token} for sequences that produced one.
         Updates each sequence's count of cached tokens; appending tokens is the caller's."""
         inputs = build_batch(decode, prefill, self.cache.block_size, self.device)
-        self.attention.batch = inputs.attention
-        hidden = self.model(inputs.input_ids, inputs.positions, self.attention)
         tokens: dict[int, int] = {}
         if inputs.sample_rows:
-            logits = self.model.logits(hidden[inputs.sample_rows])
+            logits = self._logits(inputs)
             if self.sample_vocab is not None:
                 logits = logits[:, : self.sample_vocab]
             new = sample(logits, [seq.sampling for seq in inputs.sample_seqs])
             tokens = {seq.id: tok for seq, tok in zip(inputs.sample_seqs, new)}
+            self.last_logits = {seq.id: row for seq, row in zip(inputs.sample_seqs, logits)}
+        else:  # prefill chunks that end mid-prompt: fill the cache, sample nothing
+            self.attention.batch = inputs.attention
+            self.model(inputs.input_ids, inputs.positions, self.attention)
         for seq in decode:
             seq.num_computed += 1
         for seq, count in prefill:
             seq.num_computed += count
         return tokens
+
+    def _logits(self, inputs: StepInputs) -> torch.Tensor:
+        """Logits of the rows that sample, from a CUDA graph when the step allows it."""
+        if self.graphs is not None:
+            logits = self.graphs.run(inputs.input_ids, inputs.positions, inputs.attention)
+            if logits is not None:
+                return logits
+        self.attention.batch = inputs.attention
+        hidden = self.model(inputs.input_ids, inputs.positions, self.attention)
+        if not _is_all_rows(inputs.sample_rows, hidden.shape[0]):
+            hidden = hidden[inputs.sample_rows]
+        return self.model.logits(hidden)

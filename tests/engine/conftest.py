@@ -1,0 +1,46 @@
+"""Engines shared by the engine tests: the real tiny preset, built once per test session."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine.config import EngineConfig
+from engine.llm_engine import LLMEngine
+
+KV_BUDGET = 64 * 2**20  # plenty for the tests, small enough to allocate in a blink
+
+
+def shuffled(engine: LLMEngine, seed: int = 0) -> LLMEngine:
+    """Hand out KV blocks in a random order, so no sequence's blocks are contiguous."""
+    blocks = list(engine.blocks.free_blocks)
+    random.Random(seed).shuffle(blocks)
+    engine.blocks.free_blocks.clear()
+    engine.blocks.free_blocks.extend(blocks)
+    return engine
+
+
+def new_tiny_engine(seed: int = 0) -> LLMEngine:
+    """The real tiny preset on CPU, with its blocks handed out in a shuffled order."""
+    config = EngineConfig(preset="tiny", device="cpu", kv_budget_bytes=KV_BUDGET)
+    return shuffled(LLMEngine(config), seed)
+
+
+@pytest.fixture(scope="session")
+def tiny_engine() -> LLMEngine:
+    return new_tiny_engine()
+
+
+@pytest.fixture(scope="session")
+def tiny_engine_factory():
+    """For tests that need an engine of their own (they change its configuration)."""
+    return new_tiny_engine
+
+
+@pytest.fixture
+def engine(tiny_engine: LLMEngine) -> LLMEngine:
+    """The shared tiny engine, checked to hold no blocks before and after each test."""
+    assert tiny_engine.blocks.num_used == 0
+    yield tiny_engine
+    assert tiny_engine.blocks.num_used == 0, "a test left KV blocks allocated"

@@ -1,0 +1,100 @@
+"""The command-line contract: JSON shapes, and bad input refused with status 2 and one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from engine.config import get_preset
+
+PRESET_KEYS = {"name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim",
+               "intermediate", "vocab", "context", "dtype", "weights", "kv_bytes_per_token"}
+
+
+def run_engine(*args: str, cache_dir=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["LLM_SPEED_CACHE"] = str(cache_dir)
+    return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_info_json(tmp_path):
+    out = run_engine("info", "--json", cache_dir=tmp_path)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert {"device", "torch", "threads", "presets", "memory_bandwidth_gbs",
+            "matmul_gflops"} <= info.keys()
+    assert info["memory_bandwidth_gbs"] > 0 and info["matmul_gflops"] > 0
+    by_name = {p["name"]: p for p in info["presets"]}
+    assert set(by_name) >= {"tiny", "small", "large"}
+    for p in info["presets"]:
+        assert PRESET_KEYS <= p.keys()
+        elem = 4 if p["dtype"] == "float32" else 2
+        assert p["kv_bytes_per_token"] == 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * elem
+    assert by_name["tiny"]["weights"] == "trained" and by_name["small"]["weights"] == "random"
+    assert 100e6 < by_name["small"]["params"] < 150e6
+    assert 0.9e9 < by_name["large"]["params"] < 1.5e9
+    assert by_name["tiny"]["context"] >= 2048
+    # Measured once per machine: the second call reads the cache and reports the same figures.
+    again = json.loads(run_engine("info", "--json", cache_dir=tmp_path).stdout)
+    assert again["memory_bandwidth_gbs"] == info["memory_bandwidth_gbs"]
+
+
+def test_generate_json():
+    out = run_engine("generate", "--prompt", "The list", "--max-new-tokens", "6", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert {"device", "preset", "prompt", "text", "tokens", "ttft_ms", "tpot_ms"} <= result.keys()
+    assert result["prompt"] == "The list"
+    assert 1 <= len(result["tokens"]) <= 6
+    assert "".join(t["text"] for t in result["tokens"]) == result["text"]
+    times = [t["t_s"] for t in result["tokens"]]
+    assert times == sorted(times)
+    assert result["ttft_ms"] == pytest.approx(1000 * times[0])
+
+
+def test_generate_streams_text_without_json():
+    out = run_engine("generate", "--prompt", "The list", "--max-new-tokens", "5", "--stream")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() and "TTFT" in out.stderr
+
+
+def test_sweep_json():
+    out = run_engine("sweep", "--batch-sizes", "1,3", "--prompt-len", "8", "--new-tokens", "6",
+                     "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["preset"] == "tiny"
+    points = result["points"]
+    assert [p["batch_size"] for p in points] == [1, 3]
+    bytes_per_token = get_preset("tiny").kv_bytes_per_token(4)
+    for p in points:
+        assert {"batch_size", "ttft_ms", "tpot_ms", "tokens_per_s", "kv_bytes"} <= p.keys()
+        assert p["tokens_per_s"] == pytest.approx(p["batch_size"] * 1000 / p["tpot_ms"])
+        blocks_each = -(-(8 + 6) // 16)  # the last decode step's token is never cached
+        assert p["kv_bytes"] == p["batch_size"] * blocks_each * 16 * bytes_per_token
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["sweep", "--batch-sizes", "0"], "at least 1"),
+    (["sweep", "--batch-sizes", "-4"], "at least 1"),
+    (["sweep", "--batch-sizes", "many"], "whole number"),
+    (["sweep", "--batch-sizes", "100000"], "KV"),
+    (["sweep", "--batch-sizes", "4", "--kv-budget-mib", "1"], "KV"),
+    (["sweep", "--preset", "huge"], "unknown preset"),
+    (["generate", "--prompt", "word " * 3000], "context"),
+    (["generate", "--prompt", "hi", "--max-new-tokens", "0"], "at least 1"),
+    (["info", "--bogus"], "unrecognized"),
+])
+def test_bad_input_exits_2_with_one_line(args, needle):
+    out = run_engine(*args)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert needle in lines[0] and "Traceback" not in out.stderr
+    assert out.stdout == ""
