@@ -113,5 +113,8 @@ class SessionJobs:
 
     def _session_destroyed(self, session_context) -> None:
         self.closed = True
+        if self.doc is not None:
+            with SessionJobs._by_doc_lock:  # the entry would keep the document alive otherwise
+                SessionJobs._by_doc.pop(self.doc, None)
         if self.session_id is not None and self.jobs:  # never start a service just to cancel
             self.service.cancel_session(self.session_id)
