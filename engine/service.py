@@ -556,7 +556,7 @@ class EngineService:
                 return
             if job is self._current:
                 self._current = None
-                self.jobs_done += 1
+                self.jobs_done += type_ == "result"  # measured; cache answers count as hits
             job.state = {"result": "done"}.get(type_, type_)
             if type_ == "cancelled":
                 self.jobs_cancelled += 1

@@ -38,7 +38,7 @@ RESERVED_QUERY_ARGS = frozenset({"lesson", "page", "embed"})
 class UrlPage(pn.viewable.Viewer):
     """A page whose param parameters the URL's query sets and follows."""
 
-    url_params: ClassVar[tuple[str, ...] | None] = None  # None: every parameter but `name`
+    url_params: ClassVar[tuple[str, ...] | None] = None  # None: see url_parameter_names
 
     def __init__(self, **params: Any):
         clash = RESERVED_QUERY_ARGS & set(type(self).param)
@@ -54,8 +54,13 @@ class UrlPage(pn.viewable.Viewer):
     # ---- the URL ---------------------------------------------------------------------------
     @classmethod
     def url_parameter_names(cls) -> list[str]:
-        names = cls.url_params if cls.url_params is not None else list(cls.param)
-        return [n for n in names if n != "name"]
+        """The parameters a URL may set: `url_params`, or every one a reader could change
+        (not `name`, not constant or read-only, not hidden by a negative precedence)."""
+        if cls.url_params is not None:
+            return [n for n in cls.url_params if n != "name"]
+        return [n for n, p in cls.param.objects("existing").items()
+                if n != "name" and not p.constant and not p.readonly
+                and (p.precedence is None or p.precedence >= 0)]
 
     @classmethod
     def from_url(cls, args: Mapping[str, Any] | None = None, sync: bool = True, **params: Any):

@@ -114,3 +114,13 @@ def test_service_status_in_plain_words_hides_readers_text():
     assert "my secret" not in text
     idle = describe_status({**status, "running": None, "ready": False})
     assert "Now: idle" in idle and "starting" in idle
+
+
+def test_only_parameters_a_reader_can_change_follow_the_url():
+    class Probe(LessonPage):
+        slug = "knob"
+        batch_size = param.Integer(default=8, bounds=(1, 64))
+        measured = param.List(default=[], precedence=-1)
+        version = param.String(default="1", constant=True)
+
+    assert Probe.url_parameter_names() == ["batch_size"]
