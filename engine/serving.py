@@ -9,8 +9,10 @@ synchronizes), and every token produced by that step carries that time.
 
 Listeners get events while the run happens (`on_event`): a RequestEvent when a request arrives,
 is admitted, is preempted, or finishes; a TokenEvent for each output token; a StepEvent after
-each step. `cancelled()` is polled before every step and while sleeping; a cancelled run stops
-promptly and returns what it has, marked cancelled. The engine's KV blocks are always given
+each step. Listeners run inside the loop, between steps, so their time shows up in the
+measured gaps: keep them cheap (put the event on a queue). `cancelled()` is polled before every
+step and while sleeping; a cancelled run stops promptly and returns what it has, marked
+cancelled. The engine's KV blocks are always given
 back, however the run ends.
 """
 
