@@ -186,6 +186,8 @@ def cmd_sweep(args) -> int:
         except ConfigError as e:
             raise UsageError(str(e)) from None
     engine = make_engine(args)
+    for b in args.batch_sizes:  # refuse before printing anything
+        engine.check_fits(b, args.prompt_len + args.new_tokens)
     if not args.json:
         print(f"{'batch':>5} {'TTFT ms':>9} {'TPOT ms':>9} {'tokens/s':>9} {'KV MiB':>8} "
               f"{'GB/s':>6}", flush=True)
