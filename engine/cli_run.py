@@ -92,7 +92,8 @@ def add_run_parser(sub, add_engine_options) -> None:
                    help="arrivals per second, or inf: all at t=0 (poisson, gamma; default 10)")
     p.add_argument("--burstiness", type=positive("burstiness"), default=1.0,
                    help="gamma shape K: gaps with coefficient of variation 1/sqrt(K) (gamma)")
-    p.add_argument("--requests", type=whole("requests"), default=32)
+    p.add_argument("--requests", type=whole("requests"), default=32,
+                   help="requests to serve (interference: plus the long prompt; default 32)")
     p.add_argument("--concurrency", type=whole("concurrency"), default=4,
                    help="users in the closed loop (fixed)")
     p.add_argument("--prompt-len", type=length_range("prompt length"), default=(32, 256),
@@ -103,7 +104,8 @@ def add_run_parser(sub, add_engine_options) -> None:
                    help="the late long prompt's tokens (interference; default 1536)")
     p.add_argument("--long-at", type=non_negative("long-at"), default=0.2,
                    help="when the long prompt arrives, seconds (interference; default 0.2)")
-    p.add_argument("--max-batch", type=whole("max batch"), default=8)
+    p.add_argument("--max-batch", type=whole("max batch"), default=8,
+                   help="most requests running at once (default 8)")
     p.add_argument("--timeout-ms", type=non_negative("timeout"), default=50.0,
                    help="dynamic: launch when the oldest request waited this long (default 50)")
     p.add_argument("--chunk-size", type=whole("chunk size", 0), default=DEFAULT_CHUNK_SIZE,
@@ -114,7 +116,8 @@ def add_run_parser(sub, add_engine_options) -> None:
                         "no limit with --chunk-size 0)")
     p.add_argument("--slo-ttft-ms", type=positive("TTFT SLO (ms)"), default=None)
     p.add_argument("--slo-tpot-ms", type=positive("TPOT SLO (ms)"), default=None)
-    p.add_argument("--seed", type=whole("seed", 0), default=0)
+    p.add_argument("--seed", type=whole("seed", 0), default=0,
+                   help="the same seed gives the same workload under every policy")
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
 
