@@ -71,28 +71,25 @@ def paged_decode_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
 def prefill_attention(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
                       k_cache: torch.Tensor, v_cache: torch.Tensor,
                       chunk: PrefillChunk) -> torch.Tensor:
-    """Causal attention of a chunk's queries (n, H, D) over its sequence's context."""
+    """Causal attention of a chunk's queries (n, H, D) over its sequence's context.
+
+    Tensors go to scaled_dot_product_attention with a batch dimension: on CPU, 3-D inputs take
+    the slow reference ("math") kernel, about 8x slower on a 1536-token prompt."""
     n = chunk.length
-    if chunk.start == 0:
-        k, v = k_new, v_new  # nothing earlier in the cache: attend to the fresh keys directly
+    q = q.transpose(0, 1)[None]  # (1, H, n, D)
+    if chunk.start == 0:  # nothing earlier in the cache: attend to the fresh keys directly
+        k = k_new.transpose(0, 1)[None]
+        v = v_new.transpose(0, 1)[None]
+        out = F.scaled_dot_product_attention(q, k, v.to(q.dtype), is_causal=True,
+                                             enable_gqa=True)
     else:
         context = chunk.start + n
-        k = gather_context(k_cache, chunk.block_table[None], context)[0].transpose(0, 1)
-        v = gather_context(v_cache, chunk.block_table[None], context)[0].transpose(0, 1)
-    context = k.shape[0]
-    if chunk.start == 0:
-        out = F.scaled_dot_product_attention(
-            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1).to(q.dtype),
-            is_causal=True, enable_gqa=True,
-        )
-    else:
+        k = gather_context(k_cache, chunk.block_table[None], context).to(q.dtype)
+        v = gather_context(v_cache, chunk.block_table[None], context).to(q.dtype)
         rows = torch.arange(n, device=q.device)[:, None] + chunk.start
         mask = torch.arange(context, device=q.device)[None, :] <= rows
-        out = F.scaled_dot_product_attention(
-            q.transpose(0, 1), k.transpose(0, 1).to(q.dtype), v.transpose(0, 1).to(q.dtype),
-            attn_mask=mask, enable_gqa=True,
-        )
-    return out.transpose(0, 1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    return out[0].transpose(0, 1)
 
 
 class PagedAttention:

@@ -1,11 +1,10 @@
-"""Building blocks of the decoder: RMSNorm, rotary embedding, and a linear layer that picks its
-matrix layout by batch size.
+"""Building blocks of the decoder: RMSNorm, rotary embedding, and a linear layer that picks how
+to multiply by batch size.
 
-Why the layout matters: a decode step multiplies a few rows of activations by every weight matrix,
-so its speed is how fast the weights stream from memory. On CPUs the BLAS routines stream an
-(in x out) matrix fastest for one row, and an (out x in) matrix fastest as W @ x.T for a few rows
-(shared/PERF-NOTES.md measures both). Keeping both copies costs memory, not time per step: each
-step reads only one of them.
+Why it matters: a decode step multiplies a few rows of activations by every weight matrix, so
+its speed is how fast the weights stream from memory, and on CPUs that depends on how the
+product is laid out (engine/matmul_plan.py measures the choices once per machine). Keeping the
+weight in both layouts costs memory, not time per step: each product reads only one of them.
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .matmul_plan import multiply
 
 
 class RMSNorm(nn.Module):
@@ -29,27 +30,30 @@ class RMSNorm(nn.Module):
 
 
 class Linear(nn.Module):
-    """y = x @ W.T without bias, with a per-batch-size choice of matrix layout on CPU."""
+    """y = x @ W.T without bias; on CPU, with a measured plan for how to multiply few rows."""
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        self.weight_t: torch.Tensor | None = None  # (in x out) copy for one-row products on CPU
+        self.weight_t: torch.Tensor | None = None  # (in x out) copy, for the "x_wt" variant
+        self.plan: list[str] | None = None  # variant for 1..MAX_TUNED_ROWS rows
 
-    def prepare_for_cpu_decode(self) -> None:
-        """Keep a transposed copy for one-row products (see the module docstring)."""
+    def prepare_for_cpu_decode(self, plan: list[str]) -> None:
+        """Keep a transposed copy and the measured plan (see engine/matmul_plan.py)."""
         self.weight_t = self.weight.detach().t().contiguous()
+        self.plan = plan
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.weight_t is None:
+        if self.plan is None:
             return F.linear(x, self.weight)
         rows = x.reshape(-1, self.in_features)
-        if rows.shape[0] == 1:
-            out = rows @ self.weight_t
-        elif rows.shape[0] <= 64:
-            out = (self.weight @ rows.t()).t()
+        count = rows.shape[0]
+        if count <= len(self.plan):
+            out = multiply(rows, self.weight, self.weight_t, self.plan[count - 1])
+        elif count <= 64:
+            out = multiply(rows, self.weight, self.weight_t, "w_xt")
         else:
             out = F.linear(rows, self.weight)
         return out.reshape(*x.shape[:-1], self.out_features)

@@ -61,8 +61,12 @@ class LLMEngine:
             self.model_config, budget, config.block_size, self.dtype, self.device
         )
         self.blocks = BlockManager(self.cache.num_blocks, config.block_size)
+        # One block no sequence owns: padding rows (a fixed-size static batch's finished members,
+        # CUDA-graph padding) write their throwaway K and V there.
+        self.scratch_block = self.blocks.take_scratch_block()
         sample_vocab = min(self.tokenizer.vocab_size, self.model_config.vocab)
-        self.runner = ModelRunner(self.model, self.cache, self.backend, self.device, sample_vocab)
+        self.runner = ModelRunner(self.model, self.cache, self.backend, self.device, sample_vocab,
+                                  self.scratch_block)
         if self.device.startswith("cuda") and self.backend == "triton" and config.cuda_graphs:
             self.use_decode_graphs(replay=True)
         self._ids = itertools.count()
@@ -85,13 +89,12 @@ class LLMEngine:
         self._warm = True
 
     def use_decode_graphs(self, replay: bool = True) -> None:
-        """Run decode steps through static buffers (CUDA graphs when replay is True). One block
-        is set aside as the scratch block where padding rows write."""
+        """Run decode steps through static buffers (CUDA graphs when replay is True); padding
+        rows write into the scratch block."""
         from .cuda_graphs import DecodeGraphs
 
-        scratch = self.blocks.take_scratch_block()
         self.runner.graphs = DecodeGraphs(
-            self.model, self.runner.attention, scratch, self.device, replay=replay
+            self.model, self.runner.attention, self.scratch_block, self.device, replay=replay
         )
 
     # ---- sequences -------------------------------------------------------------------------
@@ -133,11 +136,13 @@ class LLMEngine:
         return not seq.ignore_eos and bool(seq.output_ids) and seq.output_ids[-1] == eos
 
     # ---- running -----------------------------------------------------------------------------
-    def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> dict[int, int]:
+    def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]],
+             padding: int = 0) -> dict[int, int]:
         """Run one step; blocks for the new tokens must already be allocated (see `reserve`).
-        Appends each new token to its sequence and returns {sequence id: token}. Returns only
-        after the device has finished, so a clock read next times finished work."""
-        tokens = self.runner.step(decode, prefill)
+        `padding` adds dummy decode rows, computed and thrown away (a fixed-size batch's empty
+        slots). Appends each new token to its sequence and returns {sequence id: token}. Returns
+        only after the device has finished, so a clock read next times finished work."""
+        tokens = self.runner.step(decode, prefill, padding)
         self.synchronize()
         for seq in itertools.chain(decode, (s for s, _ in prefill)):
             if seq.id in tokens:

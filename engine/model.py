@@ -20,6 +20,7 @@ from torch import nn
 
 from .config import ModelConfig
 from .layers import Linear, RMSNorm, Rotary
+from .matmul_plan import matmul_plans
 
 # attend(layer_index, q (..., T, H, D), k (..., T, KVH, D), v (..., T, KVH, D)) -> (..., T, H * D)
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -105,13 +106,15 @@ class LlamaModel(nn.Module):
                 p.data.normal_(0.0, 0.02, generator=gen)
 
     def prepare_for_inference(self) -> None:
-        """Freeze, and on CPU keep the one-row weight layout beside the usual one."""
+        """Freeze, and on CPU give every linear layer its measured plan for few-row products."""
         self.eval()
         self.requires_grad_(False)
         if self.embed.weight.device.type == "cpu":
-            for module in self.modules():
-                if isinstance(module, Linear):
-                    module.prepare_for_cpu_decode()
+            linears = [m for m in self.modules() if isinstance(m, Linear)]
+            shapes = {(m.out_features, m.in_features) for m in linears}
+            plans = matmul_plans(shapes, self.embed.weight.dtype)
+            for m in linears:
+                m.prepare_for_cpu_decode(plans[(m.out_features, m.in_features)])
 
     def weight_bytes(self) -> int:
         """Bytes one decode step must read: every parameter once (tied embedding counted once)."""

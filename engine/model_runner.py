@@ -28,8 +28,11 @@ class StepInputs:
 
 
 def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
-                block_size: int, device: str) -> StepInputs:
-    """Flatten one step: each decoding sequence's next token, then each prefill chunk."""
+                block_size: int, device: str, padding: int = 0,
+                scratch_block: int | None = None) -> StepInputs:
+    """Flatten one step: each decoding sequence's next token, then `padding` rows that decode a
+    dummy token into the scratch block (computed in full, never sampled: the wasted rows of a
+    fixed-size batch), then each prefill chunk."""
     ids: list[int] = []
     positions: list[int] = []
     slots: list[int] = []
@@ -51,13 +54,20 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
         assert seq.num_uncomputed == 1, "a decoding sequence runs exactly one new token"
         add_tokens(seq, 1)
     decode_lens = [seq.num_computed + 1 for seq in decode]
+    tables = [seq.block_table for seq in decode]
+    if padding:
+        if scratch_block is None:
+            raise ValueError("padding rows need a scratch block to write into")
+        ids.extend([0] * padding)
+        positions.extend([0] * padding)
+        slots.extend([scratch_block * block_size] * padding)
+        decode_lens.extend([1] * padding)
+        tables.extend([[scratch_block]] * padding)
     decode_tables = None
-    if decode:
-        width = max(len(seq.block_table) for seq in decode)
-        decode_tables = torch.tensor(
-            [seq.block_table + [0] * (width - len(seq.block_table)) for seq in decode],
-            dtype=torch.int32, device=device,
-        )
+    if tables:
+        width = max(len(t) for t in tables)
+        decode_tables = torch.tensor([t + [0] * (width - len(t)) for t in tables],
+                                     dtype=torch.int32, device=device)
     chunks = []
     for seq, count in prefill:
         chunks.append(PrefillChunk(
@@ -68,10 +78,10 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
 
     attention = AttentionBatch(
         slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
-        num_decode=len(decode),
+        num_decode=len(tables),
         decode_block_tables=decode_tables,
         decode_seq_lens=torch.tensor(decode_lens, dtype=torch.int32, device=device)
-        if decode else None,
+        if tables else None,
         decode_max_len=max(decode_lens, default=0),
         prefills=chunks,
     )
@@ -92,8 +102,9 @@ class ModelRunner:
     """Owns the model and its paged cache on one device, and runs steps over them."""
 
     def __init__(self, model: LlamaModel, cache: PagedKVCache, backend: str, device: str,
-                 sample_vocab: int | None = None):
+                 sample_vocab: int | None = None, scratch_block: int | None = None):
         self.model = model
+        self.scratch_block = scratch_block  # owned by no sequence: where padding rows write
         self.cache = cache
         self.device = device
         self.attention = PagedAttention(cache, backend)
@@ -104,10 +115,13 @@ class ModelRunner:
         self.graphs = None  # a DecodeGraphs, set by the engine on CUDA with the Triton backend
 
     @torch.inference_mode()
-    def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> dict[int, int]:
-        """Run one step; returns {sequence id: new token} for sequences that produced one.
-        Updates each sequence's count of cached tokens; appending tokens is the caller's."""
-        inputs = build_batch(decode, prefill, self.cache.block_size, self.device)
+    def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]],
+             padding: int = 0) -> dict[int, int]:
+        """Run one step (with `padding` dummy decode rows); returns {sequence id: new token} for
+        sequences that produced one. Updates each sequence's count of cached tokens; appending
+        tokens is the caller's."""
+        inputs = build_batch(decode, prefill, self.cache.block_size, self.device, padding,
+                             self.scratch_block)
         tokens: dict[int, int] = {}
         if inputs.sample_rows:
             logits = self._logits(inputs)
@@ -130,6 +144,8 @@ class ModelRunner:
         if self.graphs is not None:
             logits = self.graphs.run(inputs.input_ids, inputs.positions, inputs.attention)
             if logits is not None:
+                if not _is_all_rows(inputs.sample_rows, logits.shape[0]):
+                    logits = logits[inputs.sample_rows]
                 return logits
         self.attention.batch = inputs.attention
         hidden = self.model(inputs.input_ids, inputs.positions, self.attention)

@@ -8,7 +8,10 @@ StepPlan before every step (None: nothing to run now), runs the plan on the engi
 
 - static: a batch launches when --max-batch requests wait, or when no more will arrive; its
   prompts prefill (whole) in one step, then the members decode together until every member has
-  finished. A finished member's slot stays empty, and nothing is admitted, until the batch ends.
+  finished. The batch is one fixed-size tensor, as in request-level engines (Hugging Face
+  generate() on a batch, FasterTransformer): a finished member's row is still computed, as a
+  padding row whose output is thrown away, and nothing is admitted until the batch ends. So a
+  finished member's slot is not just empty but wasted work.
 - dynamic: the same batches, launched when full or when the oldest waiting request has waited
   --timeout-ms.
 - continuous: at every step, under --max-batch running sequences and a per-step token budget:
@@ -92,6 +95,7 @@ class StepPlan:
     prefill: list[tuple[Sequence, int]] = field(default_factory=list)
     admitted: list[Sequence] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
+    padding: int = 0  # rows computed and thrown away: a fixed-size batch's finished members
 
     @property
     def num_tokens(self) -> int:
@@ -154,18 +158,22 @@ class StaticScheduler(Scheduler):
     def should_launch(self, now: float, more_coming: bool) -> bool:
         return len(self.waiting) >= self.config.max_batch or not more_coming
 
+    batch_size = 0  # members the batch in flight was launched with
+
     def schedule(self, now: float, more_coming: bool) -> StepPlan | None:
         if self.running:  # the batch in flight: every unfinished member decodes one token
             for seq in self.running:
                 if not self.engine.reserve(seq, 1):  # cannot happen: reserved at launch
                     raise MemoryError("a launched static batch ran out of KV blocks")
-            return StepPlan(decode=list(self.running))
+            return StepPlan(decode=list(self.running),
+                            padding=self.batch_size - len(self.running))
         if not self.waiting or not self.should_launch(now, more_coming):
             return None
         batch = self._take_batch()
         for seq in batch:
             self.engine.reserve(seq, seq.num_uncomputed)
         self.running = batch
+        self.batch_size = len(batch)
         return StepPlan(prefill=[(s, s.num_uncomputed) for s in batch], admitted=list(batch))
 
     def _take_batch(self) -> list[Sequence]:

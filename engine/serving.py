@@ -199,7 +199,8 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
                     traces[seq.id].admitted_s = step_start
                 emit(RequestEvent("admitted", seq.id, step_start))
             running = len(scheduler.running)
-            tokens = engine.step(plan.decode, plan.prefill)  # returns after the device finished
+            # returns after the device finished
+            tokens = engine.step(plan.decode, plan.prefill, plan.padding)
             end = clock()
             kv_used = engine.blocks.num_used
 
@@ -226,7 +227,7 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
             step = StepTrace(
                 index=len(steps), start_s=step_start, end_s=end,
                 prefill_tokens=sum(n for _, n in plan.prefill), decode_seqs=len(plan.decode),
-                kv_blocks_used=kv_used, running=running,
+                kv_blocks_used=kv_used, running=running, padding_rows=plan.padding,
                 decode_ids=[s.id for s in plan.decode],
                 prefill_chunks=[(s.id, n) for s, n in plan.prefill],
                 admitted_ids=[s.id for s in plan.admitted],

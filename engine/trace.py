@@ -58,6 +58,7 @@ class StepTrace:
     recomputed) tokens over all prefill chunks; running counts the batch slots held during the
     step (sequences admitted and not yet finished or preempted, whether or not they ran).
     kv_blocks_used is read right after the step, before finished sequences free their blocks.
+    padding_rows counts rows computed and thrown away (a static batch's finished members).
     """
 
     index: int
@@ -67,6 +68,7 @@ class StepTrace:
     decode_seqs: int
     kv_blocks_used: int
     running: int
+    padding_rows: int = 0
     decode_ids: list[int] = field(default_factory=list)
     prefill_chunks: list[tuple[int, int]] = field(default_factory=list)  # (request id, tokens)
     admitted_ids: list[int] = field(default_factory=list)
@@ -87,6 +89,7 @@ class StepTrace:
             "decode_seqs": self.decode_seqs,
             "kv_blocks_used": self.kv_blocks_used,
             "running": self.running,
+            "padding_rows": self.padding_rows,
             "decode_ids": list(self.decode_ids),
             "prefill_chunks": [list(c) for c in self.prefill_chunks],
             "admitted_ids": list(self.admitted_ids),

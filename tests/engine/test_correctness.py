@@ -126,3 +126,32 @@ def test_greedy_output_is_mostly_words(engine):
     assert len(words) >= 10
     alphabetic = [w for w in words if w.strip(".,;:()'\"`").isalpha()]
     assert len(alphabetic) >= 0.6 * len(words), gen.text
+
+
+def test_padding_rows_are_computed_but_change_nothing(engine):
+    """A fixed-size batch's empty slots: dummy rows written to the scratch block, never sampled."""
+    prompts = [encode(engine, t) for t in PROMPTS[:2]]
+
+    def decode(padding: int):
+        seqs = [engine.new_sequence(p, 6, ignore_eos=True) for p in prompts]
+        rows = []
+        try:
+            for seq in seqs:
+                engine.reserve(seq, seq.num_uncomputed)
+            engine.step([], [(s, s.num_uncomputed) for s in seqs])
+            while not seqs[0].done:
+                for seq in seqs:
+                    engine.reserve(seq, 1)
+                tokens = engine.step(seqs, [], padding=padding)
+                assert set(tokens) == {s.id for s in seqs}
+                rows.append(torch.stack([engine.runner.last_logits[s.id] for s in seqs]))
+        finally:
+            for seq in seqs:
+                engine.release(seq)
+        return [s.output_ids for s in seqs], torch.stack(rows)
+
+    plain_tokens, plain_logits = decode(0)
+    padded_tokens, padded_logits = decode(5)
+    assert padded_tokens == plain_tokens
+    torch.testing.assert_close(padded_logits, plain_logits, atol=2e-4, rtol=1e-4)
+    assert engine.scratch_block not in engine.blocks.free_blocks

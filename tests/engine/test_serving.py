@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engine.cli import main
-from engine.config import TINY_CHECKPOINT, ConfigError
+from engine.config import ConfigError
 from engine.model import full_logits
 from engine.scheduler import SchedulerConfig
 from engine.serving import run
@@ -189,7 +189,6 @@ def test_run_json_follows_the_contract(engine, requests):
 
 
 # ---- the command line ------------------------------------------------------------------------
-@pytest.mark.skipif(not TINY_CHECKPOINT.exists(), reason="the tiny checkpoint is not trained yet")
 def test_cli_run_json_prints_one_object():
     out = subprocess.run(
         [sys.executable, "-m", "engine", "run", "--policy", "continuous", "--requests", "4",
@@ -229,7 +228,6 @@ def test_cli_bad_flags_exit_2_with_one_line(capsys, args, words):
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in captured.err
 
 
-@pytest.mark.skipif(not TINY_CHECKPOINT.exists(), reason="the tiny checkpoint is not trained yet")
 def test_cli_refuses_a_request_over_the_kv_budget(capsys):
     assert main(["run", "--policy", "continuous", "--workload", "interference", "--requests", "1",
                  "--kv-budget-mib", "1"]) == 2

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.config import TOKENIZER_FILE, ConfigError
+from engine.config import ConfigError
 from engine.workload import (
     CORPUS_FILE,
     EOS_TEXT,
@@ -100,7 +100,6 @@ def test_bad_specs_are_refused_naming_the_limit(change, words):
         make_workload(WorkloadSpec(**change))
 
 
-@pytest.mark.skipif(not TOKENIZER_FILE.exists(), reason="the tiny tokenizer is not trained yet")
 def test_prompts_are_corpus_text_of_exact_length():
     from engine.tokenizer import Tokenizer
 

@@ -1,0 +1,37 @@
+"""The few-row product plans: every variant computes the same product, and a tuned plan names a
+variant for every row count."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.layers import Linear
+from engine.matmul_plan import MAX_TUNED_ROWS, VARIANTS, multiply, tune_shape
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 7, 16, 40])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_computes_x_times_w_transposed(rows, variant):
+    gen = torch.Generator().manual_seed(rows)
+    weight = torch.randn(48, 24, generator=gen)
+    x = torch.randn(rows, 24, generator=gen)
+    out = multiply(x, weight, weight.t().contiguous(), variant)
+    assert out.shape == (rows, 48)
+    torch.testing.assert_close(out, x @ weight.t(), atol=1e-5, rtol=1e-5)
+
+
+def test_tuned_plan_covers_every_row_count():
+    plan = tune_shape(64, 32, torch.float32, budget_s=0.01)
+    assert len(plan) == MAX_TUNED_ROWS and set(plan) <= set(VARIANTS)
+
+
+def test_linear_follows_its_plan_and_matches_f_linear():
+    layer = Linear(32, 64)
+    torch.nn.init.normal_(layer.weight)
+    x = torch.randn(5, 3, 32)  # 15 rows, any leading shape
+    expected = torch.nn.functional.linear(x, layer.weight)
+    for variant in VARIANTS:
+        layer.prepare_for_cpu_decode([variant] * MAX_TUNED_ROWS)
+        torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+    assert layer(torch.randn(100, 32)).shape == (100, 64)  # past the tuned rows: F.linear
