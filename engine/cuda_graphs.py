@@ -18,7 +18,7 @@ import logging
 
 import torch
 
-from .attention import AttentionBatch, PagedAttention
+from .attention import AttentionBatch, PagedAttention, decode_mask
 from .model import LlamaModel
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,14 @@ class DecodeGraphs:
         return next((s for s in self.sizes if s >= batch), None)
 
     def _forward(self, size: int) -> torch.Tensor:
+        max_len = self.max_blocks * self.block_size
+        mask = None
+        if self.attention.backend == "torch":  # the eager CPU check; the Triton kernel needs none
+            mask = decode_mask(self.seq_lens[:size], max_len)
         self.attention.batch = AttentionBatch(
             slot_mapping=self.slots[:size], num_decode=size,
             decode_block_tables=self.block_tables[:size], decode_seq_lens=self.seq_lens[:size],
-            decode_max_len=self.max_blocks * self.block_size,
+            decode_max_len=max_len, decode_mask=mask,
         )
         hidden = self.model(self.input_ids[:size], self.positions[:size], self.attention)
         return self.model.logits(hidden)

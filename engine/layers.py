@@ -40,9 +40,9 @@ class Linear(nn.Module):
         self.weight_t: torch.Tensor | None = None  # (in x out) copy, for the "x_wt" variant
         self.plan: list[str] | None = None  # variant for 1..MAX_TUNED_ROWS rows
 
-    def prepare_for_cpu_decode(self, plan: list[str]) -> None:
+    def prepare_for_cpu_decode(self, plan: list[str], weight_t: torch.Tensor | None = None):
         """Keep a transposed copy and the measured plan (see engine/matmul_plan.py)."""
-        self.weight_t = self.weight.detach().t().contiguous()
+        self.weight_t = self.weight.detach().t().contiguous() if weight_t is None else weight_t
         self.plan = plan
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,20 +1,22 @@
-"""How to multiply a few rows of activations by a weight matrix on this CPU, measured once.
+"""How to multiply a few rows of activations by the weight matrices on this CPU, measured once.
 
 A decode step multiplies B rows (one per sequence) by every weight matrix. The physics says a
 memory-bound step should cost about the same for B = 1 and B = 8, but BLAS libraries pick their
 inner kernels by shape, and for small B the choice is erratic: with MKL on a 2-core AVX2 machine,
 W @ x.T (W stored out x in) streams a 768 x 3072 matrix at 24 GB/s for 2 or 4 rows and 12 GB/s for
-8, 16 rows cost less than 8, and one row is fastest as x @ W.T with W.T stored in x out
-(shared/PERF-NOTES.md has the table). Rather than hard-code one machine's quirks, the engine times
-three ways for every row count from 1 to MAX_TUNED_ROWS and every weight shape of the model, and
-keeps the fastest:
+8, and one row is fastest as x @ W.T with W.T stored in x out (shared/PERF-NOTES.md has the
+table). Rather than hard-code one machine's quirks, the engine times three ways of doing every
+product of a decode step, for each row count from 1 to MAX_TUNED_ROWS, and keeps the fastest:
 
 - "x_wt": x @ W.T, from a stored (in x out) copy;
 - "w_xt": (W @ x.T).T, from the usual (out x in) weight;
-- "w_xt_pad": the same with x padded with zero rows to PAD_ROWS, the dropped rows cost nothing
-  if the library is faster at that size.
+- "w_xt_pad": the same with x padded with zero rows to PAD_ROWS (the extra rows are dropped),
+  for libraries that are faster at that size.
 
-Plans are cached per machine (CPU, torch version, threads) in the engine's cache directory.
+It is timed on the model's own weights, layer after layer as a step reads them: each matrix is
+then read from memory, not from cache, as in a real step, and mixing layouts from one layer to
+the next turned out slower than any single choice, so one variant serves every layer for a given
+row count. Plans are cached per machine (CPU, torch version, threads) and model shape.
 Above MAX_TUNED_ROWS rows the product is compute-bound and (W @ x.T).T or F.linear are used.
 """
 
@@ -32,7 +34,7 @@ from .paths import cache_dir, write_json_atomic
 VARIANTS = ("x_wt", "w_xt", "w_xt_pad")
 MAX_TUNED_ROWS = 16
 PAD_ROWS = 16
-PLAN_VERSION = 1
+PLAN_VERSION = 3
 
 
 def multiply(rows: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor,
@@ -49,28 +51,29 @@ def multiply(rows: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor,
     return F.linear(rows, weight)
 
 
-def tune_shape(out_features: int, in_features: int, dtype: torch.dtype,
-               budget_s: float = 0.2) -> list[str]:
-    """The fastest variant for 1..MAX_TUNED_ROWS rows; variants are timed interleaved, best of
-    several runs, so a passing hiccup on a shared machine rarely decides."""
-    gen = torch.Generator().manual_seed(0)
-    weight = torch.randn(out_features, in_features, generator=gen, dtype=dtype)
-    weight_t = weight.t().contiguous()
-    x = torch.randn(MAX_TUNED_ROWS, in_features, generator=gen, dtype=dtype)
-    start = time.perf_counter()
-    multiply(x[:1], weight, weight_t, "x_wt")
-    one_call = max(time.perf_counter() - start, 1e-5)
+def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float = 3.0,
+              max_repeats: int = 5) -> list[str]:
+    """The fastest variant for 1..MAX_TUNED_ROWS rows, over passes through all (W, W.T) pairs
+    in order. Variants are timed interleaved and the best pass kept, so a passing hiccup on a
+    shared machine rarely decides."""
+    inputs = {w.shape[1]: torch.randn(MAX_TUNED_ROWS, w.shape[1], dtype=w.dtype)
+              for w, _ in weights}
+
+    def one_pass(count: int, variant: str) -> float:
+        start = time.perf_counter()
+        for w, w_t in weights:
+            multiply(inputs[w.shape[1]][:count], w, w_t, variant)
+        return time.perf_counter() - start
+
+    first = one_pass(1, "x_wt")
     calls = MAX_TUNED_ROWS * len(VARIANTS)
-    repeats = int(min(15, max(3, budget_s / (calls * one_call))))
+    repeats = int(min(max_repeats, max(2, budget_s / (calls * first))))
     plan = []
     for count in range(1, MAX_TUNED_ROWS + 1):
-        rows = x[:count]
         times = dict.fromkeys(VARIANTS, float("inf"))
         for _ in range(repeats):
             for variant in VARIANTS:
-                start = time.perf_counter()
-                multiply(rows, weight, weight_t, variant)
-                times[variant] = min(times[variant], time.perf_counter() - start)
+                times[variant] = min(times[variant], one_pass(count, variant))
         plan.append(min(VARIANTS, key=times.get))
     return plan
 
@@ -81,25 +84,19 @@ def _plan_file():
     return cache_dir() / f"matmul-plan-v{PLAN_VERSION}-{safe}.json"
 
 
-_memory: dict[str, list[str]] = {}
-
-
-def matmul_plans(shapes: set[tuple[int, int]], dtype: torch.dtype) -> dict[tuple[int, int], list]:
-    """Plans for these (out, in) shapes: from memory, the machine's cache file, or measured."""
+def matmul_plan(weights: list[tuple[torch.Tensor, torch.Tensor]]) -> list[str]:
+    """The plan for a model whose decode step reads these (W, W.T) pairs in this order: from the
+    machine's cache file, or measured (a few seconds) and saved."""
+    dtype = str(weights[0][0].dtype).removeprefix("torch.")
+    key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w, _ in weights)
     path = _plan_file()
-    if not _memory and path.exists():
+    plans = {}
+    if path.exists():
         try:
-            _memory.update(json.loads(path.read_text()))
+            plans = json.loads(path.read_text())
         except ValueError:
             pass
-    measured = False
-    plans = {}
-    for out_f, in_f in sorted(shapes):
-        key = f"{out_f}x{in_f}:{str(dtype).removeprefix('torch.')}"
-        if key not in _memory:
-            _memory[key] = tune_shape(out_f, in_f, dtype)
-            measured = True
-        plans[(out_f, in_f)] = _memory[key]
-    if measured:
-        write_json_atomic(path, _memory)
-    return plans
+    if key not in plans:
+        plans[key] = tune_rows(weights)
+        write_json_atomic(path, plans)
+    return plans[key]

@@ -163,8 +163,8 @@ def record_block_tables(engine, snapshots: list) -> object:
     appended to snapshots; returns a function that removes the wrapper."""
     original = engine.step
 
-    def step(decode, prefill):
-        tokens = original(decode, prefill)
+    def step(decode, prefill, padding=0):
+        tokens = original(decode, prefill, padding)
         seqs = [(s, "decode") for s in decode] + [(s, "prefill") for s, _ in prefill]
         snapshots.append({
             "seqs": [{"id": s.id, "blocks": list(s.block_table), "tokens": s.num_computed,

@@ -20,7 +20,7 @@ from torch import nn
 
 from .config import ModelConfig
 from .layers import Linear, RMSNorm, Rotary
-from .matmul_plan import matmul_plans
+from .matmul_plan import matmul_plan
 
 # attend(layer_index, q (..., T, H, D), k (..., T, KVH, D), v (..., T, KVH, D)) -> (..., T, H * D)
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -110,11 +110,11 @@ class LlamaModel(nn.Module):
         self.eval()
         self.requires_grad_(False)
         if self.embed.weight.device.type == "cpu":
-            linears = [m for m in self.modules() if isinstance(m, Linear)]
-            shapes = {(m.out_features, m.in_features) for m in linears}
-            plans = matmul_plans(shapes, self.embed.weight.dtype)
-            for m in linears:
-                m.prepare_for_cpu_decode(plans[(m.out_features, m.in_features)])
+            linears = [m for m in self.modules() if isinstance(m, Linear)]  # in step order
+            pairs = [(m.weight.detach(), m.weight.detach().t().contiguous()) for m in linears]
+            plan = matmul_plan(pairs)
+            for m, (_, weight_t) in zip(linears, pairs):
+                m.prepare_for_cpu_decode(plan, weight_t)
 
     def weight_bytes(self) -> int:
         """Bytes one decode step must read: every parameter once (tied embedding counted once)."""

@@ -76,14 +76,21 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
         ))
         add_tokens(seq, count)
 
+    max_len = max(decode_lens, default=0)
+    mask = None
+    if min(decode_lens, default=max_len) != max_len:
+        lens = torch.tensor(decode_lens, device=device)
+        mask = (torch.arange(max_len, device=device)[None, :] < lens[:, None])
+        mask = mask.view(len(decode_lens), 1, 1, max_len)
     attention = AttentionBatch(
         slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
         num_decode=len(tables),
         decode_block_tables=decode_tables,
         decode_seq_lens=torch.tensor(decode_lens, dtype=torch.int32, device=device)
         if tables else None,
-        decode_max_len=max(decode_lens, default=0),
+        decode_max_len=max_len,
         prefills=chunks,
+        decode_mask=mask,
     )
     return StepInputs(
         input_ids=torch.tensor(ids, dtype=torch.int64, device=device),

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine.layers import Linear
-from engine.matmul_plan import MAX_TUNED_ROWS, VARIANTS, multiply, tune_shape
+from engine.matmul_plan import MAX_TUNED_ROWS, VARIANTS, multiply, tune_rows
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 7, 16, 40])
@@ -22,7 +22,8 @@ def test_every_variant_computes_x_times_w_transposed(rows, variant):
 
 
 def test_tuned_plan_covers_every_row_count():
-    plan = tune_shape(64, 32, torch.float32, budget_s=0.01)
+    weights = [torch.randn(64, 32), torch.randn(32, 64)]
+    plan = tune_rows([(w, w.t().contiguous()) for w in weights], budget_s=0.01)
     assert len(plan) == MAX_TUNED_ROWS and set(plan) <= set(VARIANTS)
 
 
