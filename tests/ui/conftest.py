@@ -51,6 +51,15 @@ def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = START_TIMEO
     raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
+def die_with_parent() -> None:
+    """In the server's process: get SIGTERM when pytest dies, even killed by a timeout, so no
+    orphaned server (and its engine worker, holding the KV pool) outlives the test run."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def stop(proc: subprocess.Popen) -> None:
     """Ctrl-C first (the app shuts its engine worker down), then harder."""
     if proc.poll() is None:
@@ -81,7 +90,8 @@ def app_url(tmp_path_factory, embed_port):
            "--allow-websocket-origin", f"localhost:{port}",
            "--allow-websocket-origin", f"127.0.0.1:{embed_port}"]
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=die_with_parent)
     url = f"http://localhost:{port}"
     try:
         wait_for_http(f"{url}/app", proc)
