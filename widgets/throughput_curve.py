@@ -1,0 +1,137 @@
+"""The batch-size curve: total tokens per second and each user's time per token against the batch
+size, built point by point as measurements come in, with a "you are here" marker.
+
+    curve = ThroughputCurve()
+    curve.add_point(8, tokens_per_s=950.0, ms_per_token=8.4, origin="measured live")
+    curve.set_here(8)
+
+Points are streamed into `points` (one row per batch size; measuring a batch size again patches
+its row). The lines through them are redrawn in batch order from the same points. Two y axes:
+tokens/s (left, all users together) and ms per token (right, what one user waits between
+tokens). The x axis is logarithmic in base 2, so each doubling is one step to the right.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, LogTickFormatter, Range1d, Span
+from bokeh.plotting import figure
+
+THROUGHPUT_COLOR = "#1f5f8b"
+LATENCY_COLOR = "#d95f02"
+
+
+def _empty_points() -> dict:
+    return {"batch": [], "tokens_per_s": [], "ms_per_token": [], "origin": [], "cached": [],
+            "size": []}
+
+
+class ThroughputCurve(pn.viewable.Viewer):
+    """Total tokens/s and per-user ms/token against batch size, one point per measurement."""
+
+    title = param.String(default="", doc="The figure's title.")
+    max_batch = param.Integer(default=64, bounds=(2, None), doc="The x axis' right end.")
+    here = param.Integer(default=None, allow_None=True, doc="The batch size marked as 'you are here'.")
+    height = param.Integer(default=340, bounds=(120, None), doc="Figure height in pixels.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.points = ColumnDataSource(_empty_points(), name="points")
+        self.lines = ColumnDataSource({"batch": [], "tokens_per_s": [], "ms_per_token": []},
+                                      name="lines")
+        self.marker = ColumnDataSource({"batch": [], "tokens_per_s": [], "ms_per_token": []},
+                                       name="you are here")
+        fig = figure(title=self.title or None, height=self.height, sizing_mode="stretch_width",
+                     x_axis_type="log", x_range=Range1d(0.8, self.max_batch * 1.25),
+                     x_axis_label="batch size (sequences decoding together)",
+                     y_axis_label="total tokens/s (all users)", tools="save,reset",
+                     toolbar_location="above")
+        fig.xaxis.formatter = LogTickFormatter()
+        fig.xaxis.ticker.base = 2
+        fig.y_range.start = 0
+        fig.yaxis.axis_label_text_color = THROUGHPUT_COLOR
+        fig.extra_y_ranges = {"latency": Range1d(0, 1)}
+        right = LinearAxis(y_range_name="latency", axis_label="ms per token (each user)",
+                           axis_label_text_color=LATENCY_COLOR)
+        fig.add_layout(right, "right")
+        fig.line("batch", "tokens_per_s", source=self.lines, color=THROUGHPUT_COLOR,
+                 line_width=2, legend_label="total tokens/s")
+        fig.line("batch", "ms_per_token", source=self.lines, color=LATENCY_COLOR, line_width=2,
+                 line_dash="dashed", y_range_name="latency", legend_label="ms per token, each user")
+        tput = fig.scatter("batch", "tokens_per_s", source=self.points, size="size",
+                           color=THROUGHPUT_COLOR, marker="circle")
+        lat = fig.scatter("batch", "ms_per_token", source=self.points, size="size",
+                          color=LATENCY_COLOR, marker="square", y_range_name="latency")
+        fig.scatter("batch", "tokens_per_s", source=self.marker, size=20, fill_alpha=0,
+                    line_color="black", line_width=2, legend_label="you are here")
+        fig.scatter("batch", "ms_per_token", source=self.marker, size=20, fill_alpha=0,
+                    line_color="black", line_width=2, marker="square", y_range_name="latency")
+        fig.add_tools(HoverTool(renderers=[tput, lat], tooltips=[
+            ("batch", "@batch"), ("total", "@tokens_per_s{0,0} tokens/s"),
+            ("each user", "@ms_per_token{0.00} ms/token"), ("", "@origin")]))
+        self.here_line = Span(location=1, dimension="height", line_color="black",
+                              line_dash="dotted", visible=False)
+        fig.add_layout(self.here_line)
+        legend = fig.legend[0]
+        legend.orientation = "horizontal"
+        fig.add_layout(legend, "below")
+        self.figure = fig
+        self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+
+    # ---- data ---------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.points.data = _empty_points()
+        self.lines.data = {"batch": [], "tokens_per_s": [], "ms_per_token": []}
+        self.marker.data = {"batch": [], "tokens_per_s": [], "ms_per_token": []}
+
+    def add_point(self, batch: int, tokens_per_s: float, ms_per_token: float,
+                  origin: str = "", cached: bool = False) -> None:
+        """Add (or replace) the point of one batch size; origin says where it came from."""
+        row = {"batch": int(batch), "tokens_per_s": float(tokens_per_s),
+               "ms_per_token": float(ms_per_token), "origin": origin, "cached": bool(cached),
+               "size": 8 if cached else 11}
+        batches = list(self.points.data["batch"])
+        if batch in batches:
+            i = batches.index(batch)
+            self.points.patch({k: [(i, v)] for k, v in row.items()})
+        else:
+            self.points.stream({k: [v] for k, v in row.items()})
+        self._redraw_lines()
+        self._mark()
+
+    def point(self, batch: int) -> dict | None:
+        """The drawn point of a batch size, or None."""
+        batches = list(self.points.data["batch"])
+        if batch not in batches:
+            return None
+        i = batches.index(batch)
+        return {k: v[i] for k, v in self.points.data.items()}
+
+    def batches(self) -> list[int]:
+        return sorted(self.points.data["batch"])
+
+    def set_here(self, batch: int | None) -> None:
+        self.here = batch
+        self._mark()
+
+    # ---- drawing ------------------------------------------------------------------------------
+    def _redraw_lines(self) -> None:
+        data = self.points.data
+        order = sorted(range(len(data["batch"])), key=lambda i: data["batch"][i])
+        self.lines.data = {k: [data[k][i] for i in order]
+                           for k in ("batch", "tokens_per_s", "ms_per_token")}
+        ms = [v for v in data["ms_per_token"] if v == v]
+        top = max(ms) if ms else 1.0
+        self.figure.extra_y_ranges["latency"].update(start=0, end=top * 1.15)
+
+    def _mark(self) -> None:
+        here = self.here
+        self.here_line.update(location=here or 1, visible=here is not None)
+        point = self.point(here) if here is not None else None
+        self.marker.data = ({"batch": [here], "tokens_per_s": [point["tokens_per_s"]],
+                             "ms_per_token": [point["ms_per_token"]]} if point else
+                            {"batch": [], "tokens_per_s": [], "ms_per_token": []})
+
+    def __panel__(self):
+        return self._pane
