@@ -25,7 +25,7 @@ Cancelled = Callable[[], bool]
 JobFn = Callable[[dict, Emit, Cancelled], "dict | None"]
 
 # Modules that register more job kinds with @job; the worker and the web process import them all.
-JOB_MODULES: list[str] = ["engine.serving_jobs", "engine.measure_jobs"]
+JOB_MODULES: list[str] = ["engine.serving_jobs", "engine.measure_jobs", "engine.lesson_jobs_1_4"]
 
 
 @dataclass(frozen=True)
