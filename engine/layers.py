@@ -23,10 +23,11 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        """One fused op (normalized in fp32 when the model runs in half precision)."""
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        normed = F.rms_norm(x.float(), (x.shape[-1],), None, self.eps)
+        return self.weight * normed.to(x.dtype)
 
 
 class Linear(nn.Module):
@@ -60,18 +61,28 @@ class Linear(nn.Module):
 
 
 class Rotary(nn.Module):
-    """Rotary position embedding (the rotate-half form used by Llama)."""
+    """Rotary position embedding (the rotate-half form used by Llama).
+
+    With x = [x1, x2] (two halves of the head dimension), rotation by angle t is
+    [x1 cos t - x2 sin t, x2 cos t + x1 sin t] = x * [cos, cos] + roll(x, half) * [-sin, sin],
+    which is four tensor ops. The angles depend only on the positions, so a step looks them
+    up once (`angles`) and every layer applies them to q and k (`apply`)."""
 
     def __init__(self, head_dim: int, context: int, theta: float):
         super().__init__()
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
         angles = torch.outer(torch.arange(context, dtype=torch.float32), inv_freq)
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.register_buffer("cos", torch.cat([angles.cos()] * 2, -1), persistent=False)
+        self.register_buffer("sin", torch.cat([-angles.sin(), angles.sin()], -1),
+                             persistent=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """x: (..., tokens, heads, head_dim); positions: (..., tokens)."""
-        cos = self.cos[positions].unsqueeze(-2).to(x.dtype)
-        sin = self.sin[positions].unsqueeze(-2).to(x.dtype)
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    def angles(self, positions: torch.Tensor, dtype: torch.dtype):
+        """(cos, sin) for positions (..., T), shaped (..., T, 1, head_dim) to broadcast over heads."""
+        return (self.cos[positions].unsqueeze(-2).to(dtype),
+                self.sin[positions].unsqueeze(-2).to(dtype))
+
+    @staticmethod
+    def apply(x: torch.Tensor, angles) -> torch.Tensor:
+        """x: (..., T, heads, head_dim)."""
+        cos, sin = angles
+        return x * cos + x.roll(x.shape[-1] // 2, -1) * sin

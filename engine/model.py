@@ -34,15 +34,15 @@ class Attention(nn.Module):
         self.qkv_proj = Linear(cfg.hidden, (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim)
         self.o_proj = Linear(cfg.heads * cfg.head_dim, cfg.hidden)
 
-    def project(self, x: torch.Tensor, positions: torch.Tensor):
-        """q, k, v for x (..., T, hidden), with rotary positions applied to q and k."""
+    def project(self, x: torch.Tensor, angles):
+        """q, k, v for x (..., T, hidden), with rotary positions (Rotary.angles) applied."""
         cfg = self.cfg
         qkv = self.qkv_proj(x)
         q_size, kv_size = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
         q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
         lead = x.shape[:-1]
-        q = self.rotary(q.reshape(*lead, cfg.heads, cfg.head_dim), positions)
-        k = self.rotary(k.reshape(*lead, cfg.kv_heads, cfg.head_dim), positions)
+        q = self.rotary.apply(q.reshape(*lead, cfg.heads, cfg.head_dim), angles)
+        k = self.rotary.apply(k.reshape(*lead, cfg.kv_heads, cfg.head_dim), angles)
         v = v.reshape(*lead, cfg.kv_heads, cfg.head_dim)
         return q, k, v
 
@@ -69,8 +69,8 @@ class DecoderLayer(nn.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, attend: Attend) -> torch.Tensor:
-        q, k, v = self.attn.project(self.input_norm(x), positions)
+    def forward(self, x: torch.Tensor, angles, attend: Attend) -> torch.Tensor:
+        q, k, v = self.attn.project(self.input_norm(x), angles)
         x = x + self.attn.o_proj(attend(self.index, q, k, v))
         return x + self.mlp(self.post_attn_norm(x))
 
@@ -89,8 +89,9 @@ class LlamaModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, attend: Attend):
         """Hidden states after the final norm, for tokens of any leading shape (..., T)."""
         x = self.embed(input_ids)
+        angles = self.rotary.angles(positions, x.dtype)  # once per step, for every layer
         for layer in self.layers:
-            x = layer(x, positions, attend)
+            x = layer(x, angles, attend)
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

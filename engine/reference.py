@@ -42,8 +42,8 @@ class ContiguousDecoder:
         for i, layer in enumerate(m.layers):
             h = self._norm(layer.input_norm, x)
             q, k, v = F.linear(h, layer.attn.qkv_proj.weight).split([q_size, kv_size, kv_size], -1)
-            q = m.rotary(q.reshape(batch, n, cfg.heads, cfg.head_dim), positions)
-            k = m.rotary(k.reshape(batch, n, cfg.kv_heads, cfg.head_dim), positions)
+            q = rotate(q.reshape(batch, n, cfg.heads, cfg.head_dim), positions, cfg)
+            k = rotate(k.reshape(batch, n, cfg.kv_heads, cfg.head_dim), positions, cfg)
             v = v.reshape(batch, n, cfg.kv_heads, cfg.head_dim)
             self.k[i, :, :, start:end] = k.transpose(1, 2)
             self.v[i, :, :, start:end] = v.transpose(1, 2)
@@ -70,6 +70,17 @@ class ContiguousDecoder:
             chosen.append(logits.argmax(-1))
             all_logits.append(logits)
         return torch.stack(chosen, 1), all_logits
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor, cfg) -> torch.Tensor:
+    """Rotary positions in the textbook rotate-half form, computed here from the angles, so the
+    model's own four-op form is checked against it."""
+    half = cfg.head_dim // 2
+    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(half, dtype=torch.float32) * 2 / cfg.head_dim))
+    angles = positions[..., None].float() * inv_freq  # (batch, n, half)
+    cos, sin = angles.cos()[..., None, :].to(x.dtype), angles.sin()[..., None, :].to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
 def _chunk_mask(start: int, n: int, device) -> torch.Tensor:
