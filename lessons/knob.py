@@ -1,15 +1,301 @@
 """Lesson 4: The knob (batch size). /app?lesson=knob
 
-A placeholder until its lesson issue fills it: the page shows the lesson's title, what it will
-measure, and the links around it (see lessons.base.LessonPage for what to override).
+A batch-size slider from 1 to 64. Each position the reader releases it at is measured by the
+engine (the `sweep_point` job: a batch of prompts prefilled together, then decoded together,
+the median decode step timed) or taken from the measurement cache, labelled so. Points build
+the curve (widgets.throughput_curve): total tokens/s and each user's ms per token, with a "you
+are here" marker and the marginal gain of the last doubling. A preset picker (tiny, small) and
+the device are named next to the numbers.
+
+URL: batch_size, preset, prompt_len, new_tokens (/app?lesson=knob&batch_size=16&preset=small).
 """
 
 from __future__ import annotations
 
+import html
+
+import panel as pn
+import param
+
+from widgets.checkpoint import Choice, Question
+from widgets.readouts import Readouts, table_html
+from widgets.throughput_curve import ThroughputCurve
+
 from .base import LessonPage
+from .demo_runner import RANDOM_WEIGHTS, DemoRunner, provenance
+from .shell.template import STYLESHEETS, html_pane, site_html
+
+# An uncached tiny point at batch 64 is measured in about 1.2 s on an idle 2-core CPU (64 prompt
+# tokens each, 32 new tokens: 31 decode steps, 29 of them timed): well inside 5 s when busy.
+DEFAULT_PROMPT_LEN = 64
+DEFAULT_NEW_TOKENS = 32
+LADDER = (1, 2, 4, 8, 16, 32, 64)  # what the cache warmer measures before a class
+
+INTRO = """
+<p>Decoding writes one token per request per step, and every step has to stream all of the
+model's weights from memory. That read is the same whether the step serves one request or
+sixty-four. So putting more requests into the same step is the cheapest speed-up a server has:
+N requests get N tokens for (almost) the price of one weight sweep.</p>
+<p>Almost. Move the slider and release it: the engine measures that batch size on this machine
+(or takes the point from its cache, and says so). The points build the curve.</p>
+"""
+
+PROSE = """
+<h2>Two lines, one knob</h2>
+<p>The solid line is the server's total output, in tokens per second for all users together.
+At small batches it climbs almost in proportion: the step is limited by memory traffic, and
+extra requests ride along nearly free. Then it bends over: the step's arithmetic grows with
+every request, and once it, not the memory, sets the pace, more requests mostly make the step
+longer. The dashed line is what each user feels, the time between two of their tokens: flat at
+first, then rising with the batch.</p>
+
+<h2>Picking a point on the curve</h2>
+<p>A batch size is a trade. An overnight job that summarizes a million documents wants the
+right-hand end: most tokens per second, per dollar. A chat wants the largest batch whose time
+per token still feels fluent. There is no best batch size, only the best one for a target; the
+<a href="app?lesson=slo-goodput">last lesson</a> turns that into numbers. Why the bend comes
+where it does on this machine is the subject of <a href="app?lesson=roofline">lesson 5</a>.</p>
+"""
+
+QUOTED = """
+<blockquote class="quoted"><p><strong>Quoted, not measured here.</strong> On an A100 GPU, going
+from one request to a batch of 64 gave about 14 times the throughput for about 4 times the
+response time.</p><p class="source">Source: a reference figure collected in this course's
+content brief (common knowledge of the field, not a measurement of this app).</p></blockquote>
+"""
+
+
+def ratio_text(new: float, old: float) -> str:
+    return f"x{new / old:.2f} ({100 * (new / old - 1):+.0f}%)"
+
+
+def doubling(points: dict[int, dict], batch: int) -> str:
+    """The marginal gain of the last doubling, from batch // 2 to batch, in words."""
+    if batch < 2:
+        return "Batch 1 is where the curve starts: no doubling yet."
+    half = batch // 2
+    if batch not in points or half not in points:
+        return f"Measuring batch {half} and {batch} to compare them..."
+    a, b = points[half], points[batch]
+    return (f"Last doubling, batch {half} to {batch}: total tokens/s "
+            f"{ratio_text(b['tokens_per_s'], a['tokens_per_s'])}, each user's time per token "
+            f"{ratio_text(b['tpot_ms'], a['tpot_ms'])}.")
+
+
+def against_one(points: dict[int, dict], batch: int) -> str:
+    if batch < 2 or 1 not in points or batch not in points:
+        return ""
+    a, b = points[1], points[batch]
+    return (f"Against batch 1: {b['tokens_per_s'] / a['tokens_per_s']:.1f} times the throughput "
+            f"for {b['tpot_ms'] / a['tpot_ms']:.1f} times the time per token.")
 
 
 class KnobLesson(LessonPage):
-    """Lesson 4 (placeholder)."""
+    """Lesson 4: throughput and per-user speed against batch size, measured point by point."""
 
     slug = "knob"
+
+    batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
+    preset = param.Selector(default="tiny", objects=["tiny", "small"], label="Model preset")
+    prompt_len = param.Integer(default=DEFAULT_PROMPT_LEN, bounds=(8, 512),
+                               label="Prompt tokens per request")
+    new_tokens = param.Integer(default=DEFAULT_NEW_TOKENS, bounds=(4, 128),
+                               label="New tokens per request")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.runner = DemoRunner(self)
+        self.curve = ThroughputCurve(max_batch=64)
+        self.points: dict[tuple, dict[int, dict]] = {}  # settings -> batch -> result + origin
+        self.device = ""
+        self._live = False
+        self.readouts = Readouts([
+            ("tput", "total tokens/s, all users"), ("tpot", "ms per token, each user"),
+            ("users", "tokens/s each user (1000 / ms per token)"),
+        ], stylesheets=STYLESHEETS)
+        self.gain = html_pane("", css_classes=["doubling"])
+        self.table = html_pane("", css_classes=["points-table"])
+        self.measured_on = html_pane("", css_classes=["measurement-label"])
+        self.param.watch(self._moved, ["batch_size"])
+        self.param.watch(self._reset, ["preset", "prompt_len", "new_tokens"])
+
+    def settings(self) -> tuple:
+        return (self.preset, int(self.prompt_len), int(self.new_tokens))
+
+    def job_params(self, batch: int | None = None) -> dict:
+        return {"preset": self.preset, "batch_size": int(batch or self.batch_size),
+                "prompt_len": int(self.prompt_len), "new_tokens": int(self.new_tokens)}
+
+    @property
+    def measured(self) -> dict[int, dict]:
+        return self.points.setdefault(self.settings(), {})
+
+    def body(self) -> list:
+        self.slider = pn.widgets.IntSlider.from_param(self.param.batch_size,
+                                                      sizing_mode="stretch_width")
+        self.slider.param.watch(lambda _e: self.measure(), "value_throttled")
+        preset = pn.widgets.RadioButtonGroup.from_param(self.param.preset,
+                                                        color="primary",
+                                                        variant="outline")
+        advanced = pn.Card(pn.widgets.IntSlider.from_param(self.param.prompt_len, step=8),
+                           pn.widgets.IntSlider.from_param(self.param.new_tokens, step=4),
+                           title="Measurement settings", collapsed=True,
+                           sizing_mode="stretch_width")
+        if self.jobs.served:
+            pn.state.onload(self.start)
+        else:
+            self._live = True
+        return [
+            html_pane(INTRO),
+            pn.Row(pn.Column(self.slider, preset, advanced, self.readouts,
+                             width=330),
+                   pn.Column(self.curve, self.runner.status, self.gain,
+                             sizing_mode="stretch_width"), sizing_mode="stretch_width"),
+            self.measured_on, self.table,
+            html_pane(PROSE), html_pane(QUOTED),
+        ]
+
+    # ---- measuring --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._live = True
+        self.measure()
+
+    def wanted(self) -> list[int]:
+        """The batch sizes the readouts need now: here, half of it, and 1."""
+        b = int(self.batch_size)
+        return list(dict.fromkeys([b, *([b // 2, 1] if b > 1 else [])]))
+
+    def measure(self) -> None:
+        """Measure (or fetch from the cache) the points the current position needs."""
+        if not self._live:
+            return
+        wanted = self.wanted()
+        self.runner.cancel(keep=lambda job: job.state == "running"
+                           or (job.params.get("batch_size") in wanted
+                               and job.params.get("preset") == self.preset))
+        self._moved()
+        pending = {job.params.get("batch_size") for job in self.runner.jobs}
+        for batch in wanted:
+            if batch in self.measured or batch in pending:
+                continue
+            settings = self.settings()
+            self.runner.submit("sweep_point", self.job_params(batch),
+                               lambda e, s=settings: self._on_event(e, s), replace=False)
+
+    def _on_event(self, event, settings: tuple) -> None:
+        if event.type == "result":
+            self.add_result(event.data, event, settings)
+
+    def add_result(self, point: dict, event=None, settings: tuple | None = None) -> None:
+        settings = settings or self.settings()
+        cached = bool(event is not None and event.cached)
+        origin = "cached" if cached else "measured live"
+        if event is not None and event.measured_at:
+            origin += f" ({event.measured_at[:16].replace('T', ' ')})"
+        self.points.setdefault(settings, {})[point["batch_size"]] = {**point, "origin": origin,
+                                                                      "cached": cached}
+        if event is not None and event.device:
+            self.device = event.device
+        if settings != self.settings():
+            return  # a point of settings the reader has left: kept, not drawn
+        self.curve.add_point(point["batch_size"], point["tokens_per_s"], point["tpot_ms"],
+                             origin=origin, cached=cached)
+        self.measured_on.object = site_html(
+            f"<p>Measured: {html.escape(provenance(point, event))}; each point prefills "
+            f"{point['prompt_len']} prompt tokens per request, then times "
+            f"{point['decode_steps_timed']} decode steps (their median is the time per "
+            f"token). Big dots were measured live, small ones came from the cache."
+            f"{' The small preset has ' + RANDOM_WEIGHTS + '.' if point.get('weights') == 'random' else ''}"
+            "</p>")
+        self._moved()
+
+    # ---- showing ----------------------------------------------------------------------------
+    def _moved(self, *_events) -> None:
+        b = int(self.batch_size)
+        self.curve.set_here(b)
+        here = self.measured.get(b)
+        if here is None:
+            self.readouts.clear()
+        else:
+            self.readouts.set(tput=f"{here['tokens_per_s']:,.0f}",
+                              tpot=f"{here['tpot_ms']:.2f} ms",
+                              users=f"{1000 / here['tpot_ms']:,.0f}")
+            self.readouts.notes = {"tput": f"total tokens/s at batch {b}, all users"}
+        words = doubling(self.measured, b)
+        extra = against_one(self.measured, b)
+        self.gain.object = site_html(f"<p><strong>{html.escape(words)}</strong> "
+                                     f"{html.escape(extra)}</p>")
+        self.table.object = site_html(self._table())
+
+    def _reset(self, *_events) -> None:
+        """New preset or settings: a different curve."""
+        self.runner.cancel(keep=lambda job: job.state == "running")
+        self.curve.clear()
+        for batch in sorted(self.measured):
+            p = self.measured[batch]
+            self.curve.add_point(batch, p["tokens_per_s"], p["tpot_ms"], p["origin"],
+                                 p["cached"])
+        self.measure()
+        self._moved()
+
+    def _table(self) -> str:
+        rows = [(b, f"{p['tokens_per_s']:,.0f}", f"{p['tpot_ms']:.2f}",
+                 f"{1000 / p['tpot_ms']:,.0f}", p["origin"])
+                for b, p in sorted(self.measured.items())]
+        if not rows:
+            return ""
+        return table_html(("batch size", "total tokens/s (all users)", "ms per token (each user)",
+                           "tokens/s each user", "source"), rows,
+                          caption=f"Points measured so far, {self.preset} preset"
+                                  f"{' (' + RANDOM_WEIGHTS + ')' if self.preset != 'tiny' else ''}"
+                                  f"{' on ' + self.device if self.device else ''}")
+
+    # ---- checkpoint -----------------------------------------------------------------------
+    def questions(self) -> list:
+        return [
+            Question("Why does serving one request at a time waste the hardware during decode?",
+                     (Choice("Each step reads all the weights to make a single token", True,
+                             "The memory traffic of a step is the same for 1 or 32 requests; "
+                             "with one request the arithmetic units mostly wait for memory."),
+                      Choice("Because the prompt has to be read again at every step", False,
+                             "The KV cache keeps the prompt's keys and values; decode reads "
+                             "them, it does not recompute them."),
+                      Choice("Because one request cannot use more than one core", False,
+                             "A step's matrix multiplications use every core; the limit is how "
+                             "fast the weights arrive from memory."))),
+            Question("Going from batch 1 to batch 32, what happens to each user's time per "
+                     "token?",
+                     (Choice("It rises, slowly at first, then faster", True,
+                             "Each step does work for everyone in it, so it takes longer; while "
+                             "memory sets the pace the rise is small."),
+                      Choice("It falls, because batching is efficient", False,
+                             "The server's total rises; each user waits a longer step for their "
+                             "next token."),
+                      Choice("It stays exactly the same", False,
+                             "Measure batch 1 and batch 32 here: the dashed line rises."))),
+            Question("Why does the total tokens/s curve flatten out?",
+                     (Choice("The step's arithmetic, not memory, becomes the limit", True,
+                             "Work grows with every request in the batch while the weight read "
+                             "does not; past the crossover, more requests just make the step "
+                             "longer."),
+                      Choice("The model runs out of vocabulary", False,
+                             "The vocabulary has nothing to do with batch size."),
+                      Choice("The engine refuses batches above 16", False,
+                             "It accepts up to 64 here; the curve flattens by itself."))),
+            Question("A chat product must keep each user's gap between tokens under a limit. "
+                     "Which batch size should it run?",
+                     (Choice("The largest one whose time per token stays under the limit", True,
+                             "That buys the most total throughput the target allows: read the "
+                             "dashed line up to the limit."),
+                      Choice("Always 1, for the fastest answers", False,
+                             "That wastes most of the machine; many users can share a step "
+                             "before anyone notices."),
+                      Choice("Always the largest, for the best throughput", False,
+                             "Past some point each user's tokens come too slowly: throughput is "
+                             "not the target of a chat."))),
+        ]
+
+    @classmethod
+    def warm_jobs(cls) -> list[tuple[str, dict]]:
+        page = cls()
+        return [("sweep_point", page.job_params(b)) for b in LADDER]

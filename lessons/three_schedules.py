@@ -1,15 +1,284 @@
 """Lesson 3: Three schedules (static, dynamic, continuous batching). /app?lesson=three-schedules
 
-A placeholder until its lesson issue fills it: the page shows the lesson's title, what it will
-measure, and the links around it (see lessons.base.LessonPage for what to override).
+One seeded arrival trace (same requests, same arrival times) served in real time by the engine
+under the chosen policy (the `serve_run` job). Lanes (widgets.request_lanes) draw each request's
+queued and running time live as the run happens, then exactly from the trace; a table compares
+the policies measured so far for these settings: mean wait and run, P95 TTFT, throughput, and
+how full the batch slots were.
+
+URL: policy, max_batch, timeout_ms, rate, requests (/app?lesson=three-schedules&policy=dynamic).
 """
 
 from __future__ import annotations
 
+import html
+import statistics
+
+import panel as pn
+import param
+
+from widgets.checkpoint import Choice, Question
+from widgets.readouts import table_html
+from widgets.request_lanes import RequestLanes
+
 from .base import LessonPage
+from .demo_runner import DemoRunner, provenance
+from .shell.template import html_pane, site_html
+from .trace_reading import fmt_ms, request_latencies
+
+POLICIES = ("static", "dynamic", "continuous")
+WORKLOAD = {"workload": "poisson", "prompt_len": [16, 128], "output_len": [8, 96], "seed": 0,
+            "chunk_size": 128, "stream_tokens": False}
+
+INTRO = """
+<p>A server rarely answers one request at a time: it groups requests into a batch and runs one
+step for all of them together. <em>When</em> it lets requests into the batch is the
+scheduling policy, and it decides how long each one waits. Below, the same requests, arriving
+at the same moments, are served by the real engine under three policies. Each row is one
+request: yellow while it waits in the queue, purple while its prompt is read (prefill), blue
+while its answer is written (decode); the diamond is its first token.</p>
+"""
+
+PROSE = """
+<h2>Static: wait for a full batch</h2>
+<p>Static batching waits until the batch is full (or no more requests are coming), runs the
+batch until its <em>longest</em> member is done, and only then takes the next group. The first
+arrival pays for the last one's lateness, and a short request sits in its slot until the
+longest answer in its batch is finished: look for blue bars that end together.</p>
+
+<h2>Dynamic: leave on a timer</h2>
+<p>Dynamic batching launches when the batch is full <em>or</em> when the oldest waiting request
+has waited the timeout. Waiting is now bounded, but a running batch still admits no newcomer
+until all its members are done.</p>
+
+<h2>Continuous: a slot frees, a slot fills</h2>
+<p>Continuous batching (also called in-flight or iteration-level batching) decides at every
+decode step: a finished request leaves at once and a waiting one takes its slot in the next
+step. The queue stays short and the slots stay busy. It is what Orca introduced and what vLLM,
+SGLang and TGI do; TensorRT-LLM calls it in-flight batching.</p>
+"""
+
+
+def policy_summary(run: dict) -> dict:
+    """Mean wait, mean run, mean wait + run (E2E), P95 TTFT, throughput and slot use of a run."""
+    rows = request_latencies(run)
+    m = run["metrics"]
+    return {
+        "policy": run["policy"],
+        "wait_ms": statistics.mean(r["queue_ms"] for r in rows) if rows else None,
+        "run_ms": statistics.mean(r["finish_ms"] - r["admitted_ms"] for r in rows) if rows
+        else None,
+        "e2e_ms": m["e2e_ms"]["mean"],
+        "ttft_p95_ms": m["ttft_ms"]["p95"],
+        "throughput": m["throughput_tok_s"],
+        "slot_use": m["slot_use"],
+    }
+
+
+def lanes_rows(run: dict) -> list[dict]:
+    """The run's requests as widgets.request_lanes wants them (ms from the run's start)."""
+    return [{"id": r["id"], "arrival_ms": r["arrival_ms"], "admitted_ms": r["admitted_ms"],
+             "first_token_ms": r["first_token_ms"], "finish_ms": r["finish_ms"]}
+            for r in request_latencies(run)]
 
 
 class ThreeSchedulesLesson(LessonPage):
-    """Lesson 3 (placeholder)."""
+    """Lesson 3: one arrival trace under static, dynamic and continuous batching."""
 
     slug = "three-schedules"
+
+    policy = param.Selector(default="static", objects=list(POLICIES), label="Policy")
+    max_batch = param.Integer(default=4, bounds=(1, 16), label="Batch slots (max batch)")
+    timeout_ms = param.Number(default=100.0, bounds=(0.0, 1000.0), step=10.0,
+                              label="Dynamic timeout (ms)")
+    rate = param.Number(default=10.0, bounds=(1.0, 40.0), step=1.0,
+                        label="Arrival rate (requests per second)")
+    requests = param.Integer(default=16, bounds=(4, 48), label="Requests")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.runner = DemoRunner(self)
+        self.lanes = RequestLanes(height=360)
+        self.runs: dict[tuple, dict] = {}  # (settings..., policy) -> summary with origin
+        self.result: dict | None = None
+        self._prefill_end: dict[int, float] = {}
+        self.compare = pn.widgets.Button(label="Compare all three", color="default",
+                                         width=180)
+        self.compare.on_click(lambda _e: self.run_others())
+        self.lane_text = html_pane("", css_classes=["lanes-summary"])
+        self.table = html_pane("", css_classes=["policy-table"])
+        self.measured_on = html_pane("", css_classes=["measurement-label"])
+        self._live = False  # runs start once the page has loaded (not while the URL is read)
+        self.param.watch(lambda _e: self.run(), ["policy"])
+
+    def settings(self) -> tuple:
+        return (float(self.rate), int(self.requests), int(self.max_batch),
+                float(self.timeout_ms))
+
+    def job_params(self, policy: str | None = None) -> dict:
+        return {**WORKLOAD, "policy": policy or self.policy, "rate": float(self.rate),
+                "requests": int(self.requests), "max_batch": int(self.max_batch),
+                "timeout_ms": float(self.timeout_ms)}
+
+    def body(self) -> list:
+        policy = pn.widgets.RadioButtonGroup.from_param(self.param.policy, color="primary",
+                                                        variant="outline")
+        sliders = [pn.widgets.IntSlider.from_param(self.param.max_batch),
+                   pn.widgets.FloatSlider.from_param(self.param.timeout_ms),
+                   pn.widgets.FloatSlider.from_param(self.param.rate),
+                   pn.widgets.IntSlider.from_param(self.param.requests)]
+        for s in sliders:  # measure on release, not on every pixel of a drag
+            s.sizing_mode = "stretch_width"
+            s.param.watch(lambda _e: self.run(), "value_throttled")
+        if self.jobs.served:
+            pn.state.onload(self.start)
+        else:
+            self._live = True
+        return [
+            html_pane(INTRO),
+            pn.Row(pn.Column(policy, *sliders, self.compare, width=330),
+                   pn.Column(self.lanes, self.runner.status, self.lane_text,
+                             sizing_mode="stretch_width"), sizing_mode="stretch_width"),
+            self.measured_on, self.table,
+            html_pane(PROSE),
+        ]
+
+    # ---- running -----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._live = True
+        self.run()
+
+    def run(self) -> None:
+        """Serve the trace under the chosen policy, drawing the lanes as it goes."""
+        if not self._live:
+            return
+        self.lanes.clear()
+        self.lanes.expect(self.requests)
+        self._prefill_end.clear()
+        self.lane_text.object = site_html(f"<p>Serving the trace under <b>{self.policy}</b> "
+                                          "batching...</p>")
+        policy = self.policy
+        self.runner.submit("serve_run", self.job_params(),
+                           lambda e: self._on_event(e, policy))
+
+    def run_others(self) -> None:
+        """Measure the policies this table still lacks, for the same trace and settings."""
+        for policy in POLICIES:
+            if (*self.settings(), policy) not in self.runs and policy != self.policy:
+                self.runner.submit("serve_run", self.job_params(policy),
+                                   lambda e, p=policy: self._on_other(e, p), replace=False)
+
+    def _on_other(self, event, policy: str) -> None:
+        if event.type == "result":
+            self._record(event.data, event)
+
+    def _on_event(self, event, policy: str) -> None:
+        if policy != self.policy:
+            return  # a run of a policy the reader has left
+        d = event.data
+        if event.type == "request":
+            rid, t = d["request_id"], 1000 * d["t_s"]
+            if d["kind"] == "arrived":
+                self.lanes.arrive(rid, t)
+            elif d["kind"] == "admitted":
+                self.lanes.admit(rid, t)
+            elif d["kind"] == "finished":
+                self.lanes.first_token(rid, self._prefill_end.get(rid, t))
+                self.lanes.finish(rid, t)
+        elif event.type == "step":
+            end = 1000 * d["end_s"]
+            for rid, _n in d["prefill_chunks"]:
+                self._prefill_end[rid] = end
+            for rid in d["decode_ids"]:  # decoding: its first token came with its prefill
+                if rid in self._prefill_end:
+                    self.lanes.first_token(rid, self._prefill_end[rid])
+            self.lanes.advance(end)
+            self.runner.status.progress.update(
+                self.lanes.finished_count,
+                self.requests, f"{self.policy}: requests finished")
+        elif event.type == "result":
+            self.show_result(d, event)
+
+    def show_result(self, run: dict, event=None) -> None:
+        self.result = run
+        self.lanes.show(lanes_rows(run))
+        summary = self._record(run, event)
+        rows = request_latencies(run)
+        worst = max(rows, key=lambda r: r["queue_ms"]) if rows else None
+        text = (f"Under <b>{html.escape(run['policy'])}</b> batching the {len(rows)} requests "
+                f"waited {fmt_ms(summary['wait_ms'])} ms on average and ran "
+                f"{fmt_ms(summary['run_ms'])} ms; P95 TTFT {fmt_ms(summary['ttft_p95_ms'])} ms.")
+        if worst is not None:
+            text += (f" Request #{worst['id']} waited longest: {fmt_ms(worst['queue_ms'])} ms "
+                     f"before it got a slot.")
+        self.lane_text.object = site_html(f"<p>{text}</p>")
+        self.measured_on.object = site_html(
+            f"<p>Measured: {html.escape(provenance(run, event))}. {len(rows)} requests, "
+            f"Poisson arrivals at {self.rate:g} per second (seed 0: the same trace under every "
+            f"policy), prompts of 16 to 128 tokens, answers of 8 to 96 tokens, "
+            f"{run['config']['max_batch']} batch slots.</p>")
+
+    def _record(self, run: dict, event=None) -> dict:
+        summary = policy_summary(run)
+        cached = event is not None and event.cached
+        summary["origin"] = "cached" if cached else "measured live"
+        config = run["config"]
+        key = (float(run["workload"]["rate"]), int(run["workload"]["requests"]),
+               int(config["max_batch"]), float(config["timeout_ms"]), run["policy"])
+        self.runs[key] = summary
+        self._show_table()
+        return summary
+
+    def _show_table(self) -> None:
+        rows = []
+        for policy in POLICIES:
+            s = self.runs.get((*self.settings(), policy))
+            if s is None:
+                rows.append((policy, *["not run yet"] + ["\u2013"] * 6))
+                continue
+            rows.append((policy, fmt_ms(s["wait_ms"]), fmt_ms(s["run_ms"]), fmt_ms(s["e2e_ms"]),
+                         fmt_ms(s["ttft_p95_ms"]), f"{s['throughput']:,.0f}",
+                         f"{100 * (s['slot_use'] or 0):.0f}%", s["origin"]))
+        self.table.object = site_html(table_html(
+            ("policy", "mean wait (ms)", "mean run (ms)", "mean wait + run (ms)",
+             "P95 TTFT (ms)", "throughput (tokens/s)", "batch slots in use", "source"),
+            rows, caption="The same trace under each policy, these settings (press Compare all "
+                          "three to fill the table)"))
+
+    # ---- checkpoint -----------------------------------------------------------------------
+    def questions(self) -> list:
+        return [
+            Question("Under static batching, who pays for a batch's longest answer?",
+                     (Choice("Every other request in that batch, and everyone queued behind it",
+                             True, "Nobody leaves or joins until the longest member finishes: "
+                             "short answers hold their slots and the queue waits."),
+                      Choice("Only the request with the longest answer", False,
+                             "Its batch-mates sit in their slots until it is done, and the next "
+                             "group cannot start."),
+                      Choice("Nobody: slots are refilled at once", False,
+                             "That is continuous batching; static batching admits only between "
+                             "batches."))),
+            Question("What does the dynamic policy's timeout bound?",
+                     (Choice("How long the first request waits for a batch to fill", True,
+                             "The batch leaves when full or when its oldest request has waited "
+                             "the timeout; it still runs to its longest member."),
+                      Choice("How long a request may run", False,
+                             "Running time is set by the answer's length and the step time."),
+                      Choice("The time between two tokens", False,
+                             "Gaps between tokens are decode steps; the timeout only decides when "
+                             "a batch starts."))),
+            Question("Why does continuous batching keep the queue short?",
+                     (Choice("A finished request's slot is given to a waiting one at the next "
+                             "step", True, "Scheduling happens every iteration, so no slot sits "
+                                           "empty while someone waits."),
+                      Choice("It runs each request alone, faster", False,
+                             "It runs many together, like the others; what changes is when they "
+                             "may join."),
+                      Choice("It drops slow requests", False,
+                             "Every request is served; none is dropped."))),
+        ]
+
+    @classmethod
+    def warm_jobs(cls) -> list[tuple[str, dict]]:
+        page = cls()
+        return [("serve_run", page.job_params(p)) for p in POLICIES]

@@ -1,0 +1,67 @@
+"""A stand-in engine service for lesson tests without a server: it records what a page submits
+and lets the test deliver events (real job results, run in this process) as the service would."""
+
+from __future__ import annotations
+
+import itertools
+
+from engine import jobs
+from engine.service import Job, JobEvent
+from lessons.session_jobs import SessionJobs
+
+DEVICE = "cpu: Test CPU (2 cores)"
+WHEN = "2026-11-22T02:48:18+0000"
+
+
+class StubService:
+    def __init__(self):
+        self.submitted: list[Job] = []
+        self.cancelled: list[Job] = []
+        self._ids = itertools.count(1)
+        self.queue: list[Job] = []
+        self.running: Job | None = None
+
+    def submit(self, kind, params, on_event=None, session_id=None, use_cache=True):
+        job = Job(next(self._ids), kind, jobs.normalize(kind, params), on_event, session_id,
+                  use_cache)
+        self.submitted.append(job)
+        return job
+
+    def cancel(self, job):
+        if job.finished:
+            return False
+        job.state = "cancelled"
+        job._done.set()
+        self.cancelled.append(job)
+        return True
+
+    def cancel_session(self, session_id):
+        return 0
+
+    def status(self):
+        return {"queue": [{"id": j.id, "kind": j.kind} for j in self.queue],
+                "running": None if self.running is None else {"id": self.running.id}}
+
+    # ---- the test plays the service's part ----------------------------------------------
+    def send(self, job: Job, type_: str, data: dict | None = None, **meta) -> None:
+        job.on_event(JobEvent(job.id, job.kind, type_, data or {}, **meta))
+
+    def finish(self, job: Job, result: dict, cached: bool = False) -> None:
+        job.state = "done"
+        self.send(job, "result", result, cached=cached, device=DEVICE, measured_at=WHEN)
+        job._done.set()
+
+    def run_for_real(self, job: Job, cached: bool = False) -> dict:
+        """Run the job in this process, delivering its events and its result."""
+        self.send(job, "started")
+        result = jobs.run(job.kind, job.params,
+                          lambda t, d: self.send(job, t, d), lambda: False)
+        self.finish(job, result, cached)
+        return result
+
+
+def attach(page) -> StubService:
+    """Give a page (built without a server) the stub service."""
+    service = StubService()
+    page._jobs = SessionJobs(doc=None, service=service)
+    return service

@@ -1,0 +1,60 @@
+"""Lesson 2 without a browser: a small load test run for real in this process, drawn as
+histograms with markers, a percentile table, the slowest requests and the quoted targets."""
+
+from __future__ import annotations
+
+import panel as pn
+import pytest
+from lesson_stubs import DEVICE, attach
+
+from lessons.average_lies import AverageLiesLesson, tail_sentence
+
+
+@pytest.fixture(scope="module")
+def shown():
+    pn.state.reset()
+    page = AverageLiesLesson.from_url({"requests": [b"10"], "rate": [b"30"],
+                                       "long_share": [b"0.3"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    page.button.clicks += 1
+    [job] = service.submitted
+    result = service.run_for_real(job)
+    return page, job, result
+
+
+def test_the_button_runs_the_load_test_with_the_pages_settings(shown):
+    page, job, _ = shown
+    assert job.kind == "load_test" and job.use_cache
+    assert (job.params["requests"], job.params["rate"], job.params["long_share"]) == (10, 30.0, 0.3)
+    assert not page.button.disabled  # enabled again after the result
+
+
+def test_histograms_hold_every_request_with_the_runs_markers(shown):
+    page, _, result = shown
+    m = result["metrics"]
+    assert page.e2e.count == m["completed"] == 10 and page.ttft.count == 10
+    e2e = dict(zip(page.e2e.marks.data["name"], page.e2e.marks.data["x"]))
+    assert e2e["p50"] == pytest.approx(m["e2e_ms"]["p50"])
+    assert e2e["p99"] == pytest.approx(m["e2e_ms"]["p99"]) and e2e["p99"] >= e2e["p50"]
+
+
+def test_tables_and_words(shown):
+    page, _, _ = shown
+    table = page.table.object
+    assert "Percentiles over 10 requests" in table and "P99" in table and "E2E" in table
+    slow = page.slow.object
+    assert slow.count("<tr>") == 6 and "why it was slow" in slow  # header + five requests
+    assert "median request took" in page.tail_text.object
+    assert "quoted chat target" in page.targets.object
+    assert f"tiny preset (trained weights) on {DEVICE}" in page.measured_on.object
+
+
+def test_tail_sentence_without_data():
+    assert tail_sentence({"p50": None, "mean": None, "p99": None}).startswith("Not enough")
+    assert "2.0 times the median" in tail_sentence({"p50": 100.0, "mean": 120.0, "p99": 200.0})
+
+
+def test_warm_jobs_are_the_defaults():
+    [(kind, params)] = AverageLiesLesson.warm_jobs()
+    assert kind == "load_test" and params["requests"] == 80 and params["rate"] == 4.0

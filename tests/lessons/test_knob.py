@@ -1,0 +1,97 @@
+"""Lesson 4 without a browser: slider positions become sweep_point jobs (run for real on the
+tiny model, or answered as if from the cache), points build the curve, the readouts follow."""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+import pytest
+from lesson_stubs import attach
+
+from lessons.knob import LADDER, KnobLesson, against_one, doubling
+
+SMALL = {"prompt_len": [b"16"], "new_tokens": [b"8"]}
+
+
+def release(page, batch: int) -> None:
+    """The reader lets go of the slider at `batch` (the browser sets value, then value_throttled)."""
+    page.batch_size = batch
+    with param.edit_constant(page.slider):
+        page.slider.value_throttled = batch
+
+
+@pytest.fixture
+def lesson():
+    page = KnobLesson.from_url({**SMALL, "batch_size": [b"4"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    return page, service
+
+
+def test_loading_asks_for_here_half_and_one(lesson):
+    page, service = lesson
+    page.start()
+    assert [j.params["batch_size"] for j in service.submitted] == [4, 2, 1]
+    assert all(j.params["prompt_len"] == 16 and j.params["new_tokens"] == 8
+               for j in service.submitted)
+
+
+def test_points_build_the_curve_and_the_readouts(lesson):
+    page, service = lesson
+    page.start()
+    first, half, one = service.submitted
+    service.run_for_real(first)
+    assert page.curve.batches() == [4] and page.readouts.values["tput"]
+    assert page.curve.marker.data["batch"] == [4]
+    assert "Measuring batch 2 and 4" in page.gain.object
+    service.run_for_real(half, cached=True)
+    service.run_for_real(one)
+    assert page.curve.batches() == [1, 2, 4]
+    assert "Last doubling, batch 2 to 4" in page.gain.object
+    assert "Against batch 1" in page.gain.object
+    table = page.table.object
+    assert table.count("cached (") == 1 and table.count("measured live (") == 2
+    assert "tiny preset (trained weights)" in page.measured_on.object
+
+
+def test_moving_the_slider_measures_only_what_is_missing(lesson):
+    page, service = lesson
+    page.start()
+    for job in list(service.submitted):
+        service.run_for_real(job)
+    release(page, 8)
+    assert [j.params["batch_size"] for j in service.submitted[3:]] == [8]
+    release(page, 16)
+    # 8 still queued (it is 16's half); 16 added
+    assert [j.params["batch_size"] for j in service.submitted[4:]] == [16]
+    assert service.cancelled == []
+    release(page, 64)
+    cancelled = {j.params["batch_size"] for j in service.cancelled}
+    assert cancelled == {8, 16}  # queued and no longer needed
+
+
+def test_a_new_preset_starts_a_new_curve(lesson):
+    page, service = lesson
+    page.start()
+    service.run_for_real(service.submitted[0])
+    page.preset = "small"
+    assert page.curve.batches() == []
+    assert {j.params["preset"] for j in service.submitted[3:]} == {"small"}
+    assert "random weights: timing only" in page._table() or page._table() == ""
+
+
+def test_doubling_words():
+    points = {4: {"tokens_per_s": 400.0, "tpot_ms": 10.0}, 8: {"tokens_per_s": 600.0,
+                                                               "tpot_ms": 13.3}}
+    assert doubling(points, 8) == ("Last doubling, batch 4 to 8: total tokens/s x1.50 (+50%), "
+                                   "each user's time per token x1.33 (+33%).")
+    assert doubling(points, 1).startswith("Batch 1 is where the curve starts")
+    assert against_one(points, 8) == ""
+    points[1] = {"tokens_per_s": 100.0, "tpot_ms": 10.0}
+    assert against_one(points, 8) == ("Against batch 1: 6.0 times the throughput for 1.3 times "
+                                      "the time per token.")
+
+
+def test_warm_jobs_cover_the_powers_of_two():
+    batches = [p["batch_size"] for _, p in KnobLesson.warm_jobs()]
+    assert batches == list(LADDER) and batches[-1] == 64

@@ -1,0 +1,85 @@
+"""Lesson 3 without a browser: one trace run for real under two policies; lanes drawn live from
+the run's events and exactly from its trace; the per-policy table."""
+
+from __future__ import annotations
+
+import panel as pn
+import pytest
+from lesson_stubs import attach
+
+from lessons.three_schedules import POLICIES, ThreeSchedulesLesson, lanes_rows, policy_summary
+
+SMALL = {"requests": [b"4"], "rate": [b"40"], "max_batch": [b"2"]}
+
+
+@pytest.fixture
+def lesson():
+    page = ThreeSchedulesLesson.from_url({**SMALL, "policy": [b"static"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    return page, service
+
+
+def test_nothing_runs_while_the_url_is_read():
+    page = ThreeSchedulesLesson.from_url({**SMALL, "policy": [b"dynamic"]})
+    service = attach(page)
+    assert page.policy == "dynamic" and service.submitted == []
+
+
+def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
+    page, service = lesson
+    page.run()
+    [job] = service.submitted
+    assert job.kind == "serve_run" and job.params["policy"] == "static"
+    assert job.params["requests"] == 4 and job.params["stream_tokens"] is False
+    service.send(job, "started")
+    # the events as the worker sends them, before the result
+    events = []
+    from engine import jobs
+    result = jobs.run(job.kind, job.params, lambda t, d: events.append((t, d)), lambda: False)
+    for type_, data in events[: len(events) // 2]:
+        service.send(job, type_, data)
+    assert page.lanes.lanes.data["id"], "lanes appear while the run happens"
+    assert page.lanes.now_line.visible
+    for type_, data in events[len(events) // 2:]:
+        service.send(job, type_, data)
+    service.finish(job, result)
+    rows = lanes_rows(result)
+    for row in rows:
+        spans = page.lanes.spans(row["id"])
+        assert spans["decode"] == (row["first_token_ms"], row["finish_ms"])
+    assert "static</b> batching the 4 requests waited" in page.lane_text.object
+    assert "static" in page.table.object and "not run yet" in page.table.object
+
+
+def test_switching_policy_runs_the_same_trace_again(lesson):
+    page, service = lesson
+    page.run()
+    static = service.run_for_real(service.submitted[-1])
+    page.policy = "continuous"
+    job = service.submitted[-1]
+    assert job.params["policy"] == "continuous" and job.params["seed"] == static["workload"]["seed"]
+    continuous = service.run_for_real(job, cached=True)
+    arrivals = [r["arrival_s"] for r in continuous["requests"]]
+    assert arrivals == [r["arrival_s"] for r in static["requests"]]  # one trace
+    table = page.table.object
+    assert table.count("not run yet") == 1 and "cached" in table and "measured live" in table
+    page.compare.clicks += 1
+    assert service.submitted[-1].params["policy"] == "dynamic"
+
+
+def test_policy_summary_reads_the_run():
+    page = ThreeSchedulesLesson.from_url(SMALL)
+    service = attach(page)
+    pn.panel(page).get_root()
+    page.run()
+    result = service.run_for_real(service.submitted[-1])
+    s = policy_summary(result)
+    assert s["policy"] == "static" and s["wait_ms"] >= 0 and s["run_ms"] > 0
+    assert s["e2e_ms"] == pytest.approx(result["metrics"]["e2e_ms"]["mean"])
+    assert 0 < s["slot_use"] <= 1
+
+
+def test_warm_jobs_cover_the_three_policies():
+    kinds = ThreeSchedulesLesson.warm_jobs()
+    assert [p["policy"] for _, p in kinds] == list(POLICIES)

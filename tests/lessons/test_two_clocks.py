@@ -1,0 +1,91 @@
+"""Lesson 1 without a browser: the reader's prompt is run for real in this process (the
+`two_clocks` job on the trained tiny model) and its events drawn; browser stamps are fed as the
+browser would sync them."""
+
+from __future__ import annotations
+
+import html
+
+import panel as pn
+import pytest
+from lesson_stubs import attach
+
+from lessons.two_clocks import BROWSER_ROW, ENGINE_ROW, TwoClocksLesson, browser_summary
+
+
+@pytest.fixture
+def lesson():
+    page = TwoClocksLesson.from_url({"max_new_tokens": [b"8"], "background": [b"2"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    return page, service
+
+
+def test_url_values_are_clamped_with_a_notice():
+    page = TwoClocksLesson.from_url({"background": [b"40"], "streamed": [b"false"]})
+    assert page.background == 16 and page.streamed is False
+    assert any("above the largest allowed" in n for n in page.notices)
+
+
+def test_sending_streams_ticks_and_fills_the_engine_readouts(lesson):
+    page, service = lesson
+    page.send.clicks += 1
+    [job] = service.submitted
+    assert job.kind == "two_clocks" and job.params["background"] == 2
+    assert job.params["prompt"] == page.prompt and job.params["stream"] is True
+    result = service.run_for_real(job)
+    ticks = page.timeline.ticks(ENGINE_ROW)
+    assert len(ticks) == 8 == len(result["tokens"])
+    assert ticks == pytest.approx([t["t_ms"] for t in result["tokens"]])
+    parts = page.timeline.spans.data["part"]
+    assert parts == ["queued", "prefill"]
+    text = page.engine_readouts.text
+    assert "TTFT: queued" in text and " ms" in text and "TTFT + (N - 1) x TPOT" in text
+    assert "tokens/s" in page.engine_readouts.values["speed"]
+    assert html.escape(result["text"]) in page.answer.object
+    assert "tiny preset (trained weights)" in page.measured_on.object
+    assert "2 background requests" in page.measured_on.object
+
+
+def test_browser_stamps_fill_the_second_clock(lesson):
+    page, service = lesson
+    page.run()
+    result = service.run_for_real(service.submitted[-1])
+    n = len(result["tokens"])
+    # what the browser's JavaScript syncs back: its own arrival times, since the click
+    page.clock.into.data = {"x": [400.0 + 10 * i for i in range(n)], "row": [BROWSER_ROW] * n,
+                            "index": list(range(n)), "text": [""] * n}
+    values = page.browser_readouts.values
+    assert values["first"] == "400 ms" and values["last"] == f"{400 + 10 * (n - 1)} ms"
+    assert "browser (ms since click)" in page.token_table.object
+
+
+def test_not_streamed_draws_the_whole_answer_at_the_end(lesson):
+    page, service = lesson
+    page.streamed = False
+    page.run()
+    job = service.submitted[-1]
+    assert job.params["stream"] is False
+    service.send(job, "started")
+    assert page.timeline.ticks(ENGINE_ROW) == []
+    service.run_for_real(job)
+    assert len(page.timeline.ticks(ENGINE_ROW)) == 8
+
+
+def test_an_engine_error_is_a_message_not_a_traceback(lesson):
+    page, service = lesson
+    page.run()
+    service.send(service.submitted[-1], "error", {"message": "the prompt is empty: give some text"})
+    assert "the prompt is empty" in page.runner.status.error._alert.object
+    assert "No answer" in page.answer.object
+
+
+def test_browser_summary_compares_the_clocks():
+    s = browser_summary([10.0, 20.0, 30.0], [300.0, 310.0, 345.0])
+    assert s["first_ms"] == 300.0 and s["last_ms"] == 345.0 and s["outside_ms"] == 290.0
+    assert s["lag_p50"] == 0.0 and s["lag_max"] == 25.0
+    assert browser_summary([1.0], []) == {}
+
+
+def test_checkpoint_has_three_to_five_questions():
+    assert 3 <= len(TwoClocksLesson().questions()) <= 5
