@@ -1,0 +1,120 @@
+"""Lessons 1 to 4 in a real browser, with small workloads from the URL: a prompt streams tokens
+and a TTFT; a load test fills a percentile table with P99 at or above P50; switching policy
+re-times the lanes; moving the slider adds a measured point. No page shows a traceback and the
+console stays clean."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+from ui_helpers import page_text
+
+LONG = 120_000  # ms: the first job of a session may wait for the engine worker to start
+
+# The data of a named Bokeh ColumnDataSource in the page (BokehJS's own model, as drawn).
+SOURCE_JS = """(name) => {
+  for (const doc of Bokeh.documents) {
+    const model = doc.get_model_by_name(name);
+    if (model) {
+      const entries = model.data instanceof Map ? [...model.data] : Object.entries(model.data);
+      return Object.fromEntries(entries.map(([k, v]) => [k, Array.from(v)]));
+    }
+  }
+  return null;
+}"""
+
+
+def assert_clean(page, console) -> None:
+    assert "Traceback" not in page_text(page)
+    assert console.errors == []
+
+
+def source(page, name: str) -> dict:
+    data = page.evaluate(SOURCE_JS, name)
+    assert data is not None, f"no data source named {name!r} in the page"
+    return {k: list(v) for k, v in data.items()}
+
+
+def number_in(text: str, label: str) -> float:
+    """The number just before `label` in the page's text (readouts: value, then what it is)."""
+    match = re.search(r"([\d,]+(?:\.\d+)?) ms\s+" + re.escape(label), text)
+    assert match, f"no value before {label!r}"
+    return float(match.group(1).replace(",", ""))
+
+
+def test_two_clocks_streams_tokens_and_shows_ttft_on_both_clocks(page, console, app_url):
+    page.goto(f"{app_url}/app?lesson=two-clocks&max_new_tokens=8")
+    send = page.get_by_role("button", name="Send")
+    expect(send).to_be_enabled(timeout=60_000)
+    send.click()
+    expect(page.get_by_text(re.compile("The same tokens on both clocks"))).to_be_visible(
+        timeout=LONG)
+    expect(page.get_by_text("first token on your screen, from your click")).to_be_visible()
+    text = page_text(page)
+    assert number_in(text, "TTFT: queued") > 0
+    ticks = source(page, "ticks engine")
+    assert len(ticks["x"]) == 8 and ticks["x"] == sorted(ticks["x"])
+    # the browser stamped the same tokens on its own clock, after the engine's
+    page.wait_for_function(
+        "() => Bokeh.documents.some(d => { const m = d.get_model_by_name('ticks your browser');"
+        " return m && m.data.x.length == 8; })", timeout=30_000)
+    browser = source(page, "ticks your browser")
+    assert browser["index"] == list(range(8)) and min(browser["x"]) > 0
+    text = page_text(page)
+    assert number_in(text, "first token on your screen") >= number_in(text, "TTFT: queued")
+    assert_clean(page, console)
+
+
+def test_average_lies_fills_the_percentile_table(page, console, app_url):
+    page.goto(f"{app_url}/app?lesson=average-lies&requests=10&rate=30")
+    expect(page.get_by_text("Percentiles over 10 requests (ms)")).to_be_visible(timeout=LONG)
+    row = page.locator("tr", has_text="E2E (to last token)").first.inner_text()
+    cells = [float(c.replace(",", "")) for c in row.split("\t")[1:]]
+    p50, mean, p90, p95, p99, top = cells
+    assert p99 >= p95 >= p90 >= p50 > 0 and top >= p99
+    expect(page.get_by_text("The five slowest requests by E2E")).to_be_visible()
+    expect(page.get_by_text("quoted chat target (ms)")).to_be_visible()
+    assert "random weights" not in page_text(page)  # the trained tiny model served it
+    assert_clean(page, console)
+
+
+def test_three_schedules_switching_policy_changes_the_lanes(page, console, app_url):
+    page.goto(f"{app_url}/app?lesson=three-schedules&requests=6&rate=40&max_batch=2")
+    expect(page.get_by_text(re.compile("Under static batching the 6 requests"))).to_be_visible(
+        timeout=LONG)
+    static = source(page, "lanes")
+    page.get_by_role("button", name="continuous").click()
+    expect(page.get_by_text(re.compile("Under continuous batching the 6 requests"))).to_be_visible(
+        timeout=LONG)
+    expect(page).to_have_url(re.compile("policy=continuous"))
+    continuous = source(page, "lanes")
+
+    def queued(data):
+        return sum(right - left for left, right, part in zip(data["left"], data["right"], data["part"])
+                   if part == "queued")
+
+    assert static != continuous
+    assert queued(continuous) < queued(static)  # slots are refilled at once: less waiting
+    table = page.locator("tr", has_text="continuous").last.inner_text()
+    assert "not run yet" not in table
+    assert_clean(page, console)
+
+
+def test_knob_slider_adds_a_measured_point(page, console, app_url):
+    page.goto(f"{app_url}/app?lesson=knob&batch_size=4&prompt_len=16&new_tokens=8")
+    expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 4"))).to_be_visible(
+        timeout=LONG)
+    assert sorted(source(page, "points")["batch"]) == [1, 2, 4]
+    handle = page.locator(".noUi-handle").first
+    handle.focus()
+    handle.press("ArrowRight")  # batch 5, measured on release
+    expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 5"))).to_be_visible(
+        timeout=LONG)
+    expect(page).to_have_url(re.compile("batch_size=5"))
+    points = source(page, "points")
+    assert 5 in points["batch"]
+    assert points["tokens_per_s"][points["batch"].index(5)] > 0
+    assert source(page, "you are here")["batch"] == [5]
+    expect(page.locator("tr", has_text="measured live").first).to_be_visible()
+    assert_clean(page, console)
