@@ -1,0 +1,69 @@
+"""Horizontal bars comparing a few counts (e.g. how many sequences fit a memory budget under two
+ways of reserving it), each labelled with its number, and a sentence-per-bar table beside.
+
+`set(bars)` takes [(label, count, note)]: the same labels patch the bars in place.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, FactorRange
+from bokeh.plotting import figure
+
+from .tables import html_table, table_pane
+
+COLORS = ("#9aa5b1", "#1f5f8b", "#3a8d3a", "#d9822b")
+FIELDS = ("label", "count", "text", "color", "note")
+
+
+class CountBars(pn.viewable.Viewer):
+    """A few labelled counts as horizontal bars."""
+
+    unit = param.String(default="sequences", doc="What is counted.")
+    title = param.String(default="", doc="The chart's title.")
+    height = param.Integer(default=160, bounds=(80, None))
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.source = ColumnDataSource({f: [] for f in FIELDS})
+        fig = figure(height=self.height, sizing_mode="stretch_width", y_range=FactorRange(),
+                     tools="save", toolbar_location=None, title=self.title,
+                     x_axis_label=self.unit)
+        fig.hbar(y="label", right="count", height=0.6, source=self.source, color="color")
+        fig.text(x="count", y="label", text="text", source=self.source, x_offset=6,
+                 text_baseline="middle", text_font_size="12px")
+        fig.x_range.start = 0
+        fig.ygrid.visible = False
+        self.figure = fig
+        self._table = table_pane(css_classes=["count-table"])
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
+                                 sizing_mode="stretch_width")
+        self.set([])
+
+    def set(self, bars: list[tuple[str, int, str]]) -> None:
+        labels = [b[0] for b in bars]
+        data = {"label": labels, "count": [b[1] for b in bars],
+                "text": [f"{b[1]:,}" for b in bars],
+                "color": [COLORS[i % len(COLORS)] for i in range(len(bars))],
+                "note": [b[2] for b in bars]}
+        if labels and labels == list(self.source.data["label"]):
+            n = len(labels)
+            self.source.patch({f: [(slice(0, n), data[f])] for f in ("count", "text", "note")})
+        else:
+            self.figure.y_range.factors = list(reversed(labels))
+            self.source.data = data
+        self.figure.x_range.end = max([b[1] for b in bars], default=1) * 1.25 or 1
+        self._table.object = html_table(
+            self.title or "Counts", ["", self.unit, "why"],
+            [[b[0], f"{b[1]:,}", b[2]] for b in bars], numeric=[False, True, False])
+
+    def counts(self) -> dict[str, int]:
+        return dict(zip(self.source.data["label"], self.source.data["count"], strict=True))
+
+    @property
+    def table_html(self) -> str:
+        return self._table.object
+
+    def __panel__(self):
+        return self._layout

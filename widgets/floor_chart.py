@@ -1,0 +1,93 @@
+"""Measured times beside the floor physics puts under them, against one knob (e.g. TPOT and its
+memory-bandwidth floor against batch size), with a table of both and their ratio.
+
+Points arrive one at a time (`add`) and are kept sorted by x; the chart is built once.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.plotting import figure
+
+from .tables import html_table, sig, table_pane
+
+FIELDS = ("x", "measured", "floor", "ratio")
+
+
+class FloorChart(pn.viewable.Viewer):
+    """Two lines against x: what was measured, and the least it could have been."""
+
+    x_label = param.String(default="batch size", doc="What x is.")
+    y_label = param.String(default="time per decode step (ms)", doc="What both lines measure.")
+    measured_label = param.String(default="measured", doc="Legend of the measured line.")
+    floor_label = param.String(default="floor: bytes moved / measured bandwidth",
+                               doc="Legend of the floor line.")
+    log_x = param.Boolean(default=True, constant=True, doc="A log2 x axis (batch sizes).")
+    log_y = param.Boolean(default=True, constant=True,
+                          doc="A log y axis, so a floor far below the measured line still shows.")
+    height = param.Integer(default=320, bounds=(150, None))
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.source = ColumnDataSource({f: [] for f in FIELDS})
+        fig = figure(height=self.height, sizing_mode="stretch_width",
+                     x_axis_type="log" if self.log_x else "linear",
+                     y_axis_type="log" if self.log_y else "linear",
+                     tools="pan,wheel_zoom,reset,save", x_axis_label=self.x_label,
+                     y_axis_label=self.y_label)
+        if self.log_x:
+            from bokeh.models import LogTicker
+            fig.xaxis.ticker = LogTicker(base=2, mantissas=[1])
+        fig.line("x", "measured", source=self.source, line_width=2, color="#1f5f8b",
+                 legend_label=self.measured_label)
+        fig.scatter("x", "measured", source=self.source, size=8, color="#1f5f8b")
+        fig.line("x", "floor", source=self.source, line_width=2, line_dash="dashed",
+                 color="#5b6673", legend_label=self.floor_label)
+        fig.scatter("x", "floor", source=self.source, size=6, color="#5b6673", marker="square")
+        fig.add_tools(HoverTool(tooltips=[(self.x_label, "@x"), ("measured", "@measured{0.00}"),
+                                          ("floor", "@floor{0.00}"), ("ratio", "@ratio{0.0}x")]))
+        fig.legend.location = "top_left"
+        if not self.log_y:
+            fig.y_range.start = 0
+        self.figure = fig
+        self._table = table_pane(css_classes=["floor-table"])
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
+                                 sizing_mode="stretch_width")
+        self._refresh_table()
+
+    def add(self, x: float, measured: float, floor: float) -> None:
+        """One knob setting: the measured value and its floor (same units)."""
+        rows = [r for r in self.rows() if r["x"] != x]
+        rows.append({"x": x, "measured": measured, "floor": floor,
+                     "ratio": measured / floor if floor else float("nan")})
+        rows.sort(key=lambda r: r["x"])
+        if len(rows) == len(self.source.data["x"]) + 1 and rows[-1]["x"] == x:
+            self.source.stream({f: [rows[-1][f]] for f in FIELDS})
+        else:
+            self.source.data = {f: [r[f] for r in rows] for f in FIELDS}
+        self._refresh_table()
+
+    def clear(self) -> None:
+        self.source.data = {f: [] for f in FIELDS}
+        self._refresh_table()
+
+    def rows(self) -> list[dict]:
+        d = self.source.data
+        return [dict(zip(FIELDS, row, strict=True))
+                for row in zip(*(d[f] for f in FIELDS), strict=True)]
+
+    @property
+    def table_html(self) -> str:
+        return self._table.object
+
+    def _refresh_table(self) -> None:
+        self._table.object = html_table(
+            f"{self.measured_label} and {self.floor_label}",
+            [self.x_label, f"{self.measured_label}", "floor", "measured / floor"],
+            [[sig(r["x"]), sig(r["measured"]), sig(r["floor"]), f"{r['ratio']:.1f}x"]
+             for r in self.rows()], numeric=[False, True, True, True])
+
+    def __panel__(self):
+        return self._layout

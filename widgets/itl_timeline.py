@@ -1,0 +1,129 @@
+"""Inter-token latency over time: every gap between two consecutive tokens of a request, drawn at
+the moment its later token arrived, for one or more runs side by side (e.g. a long prompt
+prefilled whole, and in chunks). Vertical marks show events of each run (a long prompt arriving,
+its first token). A table beside gives each run's gap count, median, P99 and worst gap.
+
+Gaps stream in as a run goes (`stream`) and can be replaced by the run's final figures (`set`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, HoverTool, Span
+from bokeh.plotting import figure
+
+from .tables import html_table, sig, table_pane
+
+COLORS = ("#c0392b", "#1f5f8b", "#3a8d3a", "#8e44ad")
+FIELDS = ("t", "gap_ms", "request")
+
+
+class ItlTimeline(pn.viewable.Viewer):
+    """Gaps between tokens against time, one colour per run."""
+
+    series = param.List(default=["run"], item_type=str, constant=True,
+                        doc="The runs drawn, one colour each.")
+    mark_names = param.List(default=["long prompt arrives", "its first token"], item_type=str,
+                            constant=True, doc="The events each run may mark with a vertical "
+                            "line (the lines are made up front, hidden until marked).")
+    height = param.Integer(default=360, bounds=(150, None))
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.sources = {name: ColumnDataSource({f: [] for f in FIELDS}) for name in self.series}
+        self.marks: dict[str, list[tuple[str, float]]] = {n: [] for n in self.series}
+        fig = figure(height=self.height, sizing_mode="stretch_width",
+                     tools="pan,xwheel_zoom,box_zoom,reset,save",
+                     x_axis_label="time since the run started (s)",
+                     y_axis_label="gap before this token (ms)",
+                     title="Gaps between tokens of the requests already decoding")
+        for i, (name, source) in enumerate(self.sources.items()):
+            fig.scatter("t", "gap_ms", source=source, size=5, alpha=0.7,
+                        color=COLORS[i % len(COLORS)], legend_label=name)
+        fig.add_tools(HoverTool(tooltips=[("run", "$name"), ("request", "@request"),
+                                          ("at", "@t{0.000} s"), ("gap", "@gap_ms{0.0} ms")]))
+        for i, renderer in enumerate(fig.renderers):
+            renderer.name = self.series[i]
+        fig.legend.location = "top_right"
+        fig.y_range.start = 0
+        self.spans: dict[tuple[str, str], Span] = {}
+        for i, name in enumerate(self.series):
+            for j, label in enumerate(self.mark_names):
+                span = Span(location=0, dimension="height", line_color=COLORS[i % len(COLORS)],
+                            line_dash="dashed" if j == 0 else "dotted", line_width=2,
+                            visible=False)
+                fig.add_layout(span)
+                self.spans[(name, label)] = span
+        self.figure = fig
+        self._table = table_pane(css_classes=["itl-table"])
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
+                                 sizing_mode="stretch_width")
+        self._refresh_table()
+
+    def _check(self, series: str) -> ColumnDataSource:
+        if series not in self.sources:
+            raise ValueError(f"unknown series {series!r}: one of {', '.join(self.sources)}")
+        return self.sources[series]
+
+    def stream(self, series: str, t: list[float], gap_ms: list[float],
+               request: list[int]) -> None:
+        """Append gaps as they are measured."""
+        if t:
+            self._check(series).stream({"t": list(t), "gap_ms": list(gap_ms),
+                                        "request": list(request)})
+            self._refresh_table()
+
+    def set(self, series: str, t: list[float], gap_ms: list[float], request: list[int]) -> None:
+        """Replace a run's gaps (its final figures)."""
+        self._check(series).data = {"t": list(t), "gap_ms": list(gap_ms),
+                                    "request": list(request)}
+        self._refresh_table()
+
+    def clear(self, series: str) -> None:
+        self.marks[series] = []
+        for label in self.mark_names:
+            self.spans[(series, label)].visible = False
+        self.set(series, [], [], [])
+
+    def mark(self, series: str, label: str, t: float) -> None:
+        """A vertical line at time t for this run (in the run's colour), one of mark_names."""
+        self._check(series)
+        if label not in self.mark_names:
+            raise ValueError(f"unknown mark {label!r}: one of {', '.join(self.mark_names)}")
+        self.spans[(series, label)].update(location=t, visible=True)
+        self.marks[series] = [(text, at) for text, at in self.marks[series] if text != label]
+        self.marks[series].append((label, t))
+        self.marks[series].sort(key=lambda m: self.mark_names.index(m[0]))
+        self._refresh_table()
+
+    def gaps(self, series: str) -> list[float]:
+        return list(self._check(series).data["gap_ms"])
+
+    def worst(self, series: str) -> float | None:
+        gaps = self.gaps(series)
+        return max(gaps) if gaps else None
+
+    @property
+    def table_html(self) -> str:
+        return self._table.object
+
+    def _refresh_table(self) -> None:
+        rows = []
+        for name in self.sources:
+            gaps = np.asarray(self.gaps(name), dtype=float)
+            marks = "; ".join(f"{text} at {t:.2f} s" for text, t in self.marks[name])
+            if gaps.size:
+                rows.append([name, f"{gaps.size:,}", sig(float(np.percentile(gaps, 50))),
+                             sig(float(np.percentile(gaps, 99))), sig(float(gaps.max())),
+                             marks or "-"])
+            else:
+                rows.append([name, "0", "-", "-", "-", marks or "-"])
+        self._table.object = html_table(
+            "Gaps between tokens of the running requests, per run (ms)",
+            ["run", "gaps", "median", "P99", "worst", "marked on the chart"], rows,
+            numeric=[False, True, True, True, True, False])
+
+    def __panel__(self):
+        return self._layout

@@ -1,0 +1,121 @@
+"""Throughput and goodput against the offered request rate, in two panels that compare like with
+like: requests per second (offered, completed, meeting the targets) and output tokens per second
+(all, and those of requests meeting the targets). A table beside gives the same numbers.
+
+Points are dicts {"rate", "completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s"}
+(goodput fields may be None: no targets); `add` streams one, `set_points` replaces them all (as
+when the reader changes the targets and goodput is judged again).
+"""
+
+from __future__ import annotations
+
+import math
+
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.plotting import figure
+
+from .tables import html_table, sig, table_pane
+
+FIELDS = ("rate", "completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s")
+THROUGHPUT_COLOR, GOODPUT_COLOR, OFFERED_COLOR = "#1f5f8b", "#3a8d3a", "#9aa5b1"
+
+
+def _nan(value):
+    return float("nan") if value is None else value
+
+
+class RateCurve(pn.viewable.Viewer):
+    """Requests/s and tokens/s against the request rate sent to the engine."""
+
+    height = param.Integer(default=320, bounds=(150, None))
+    goodput_label = param.String(default="goodput (met every target)",
+                                 doc="Legend of the goodput lines.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.source = ColumnDataSource({f: [] for f in FIELDS})
+        self.offered = ColumnDataSource({"x": [], "y": []})
+        common = {"height": self.height, "sizing_mode": "stretch_width",
+                  "tools": "pan,wheel_zoom,reset,save",
+                  "x_axis_label": "offered request rate (requests/s)"}
+        rps = figure(title="Requests per second", y_axis_label="requests/s", **common)
+        rps.line("x", "y", source=self.offered, color=OFFERED_COLOR, line_dash="dotted",
+                 line_width=2, legend_label="offered (y = x)")
+        rps.line("rate", "completed_rps", source=self.source, color=THROUGHPUT_COLOR,
+                 line_width=2, legend_label="completed")
+        rps.scatter("rate", "completed_rps", source=self.source, color=THROUGHPUT_COLOR, size=8)
+        rps.line("rate", "goodput_rps", source=self.source, color=GOODPUT_COLOR, line_width=2,
+                 legend_label=self.goodput_label)
+        rps.scatter("rate", "goodput_rps", source=self.source, color=GOODPUT_COLOR, size=8,
+                    marker="square")
+        toks = figure(title="Output tokens per second (the whole server)",
+                      y_axis_label="tokens/s", x_range=rps.x_range, **common)
+        toks.line("rate", "throughput_tok_s", source=self.source, color=THROUGHPUT_COLOR,
+                  line_width=2, legend_label="throughput")
+        toks.scatter("rate", "throughput_tok_s", source=self.source, color=THROUGHPUT_COLOR,
+                     size=8)
+        toks.line("rate", "goodput_tok_s", source=self.source, color=GOODPUT_COLOR, line_width=2,
+                  legend_label="tokens of requests that met every target")
+        toks.scatter("rate", "goodput_tok_s", source=self.source, color=GOODPUT_COLOR, size=8,
+                     marker="square")
+        for fig in (rps, toks):
+            fig.y_range.start = 0
+            fig.legend.location = "top_left"
+            fig.add_tools(HoverTool(tooltips=[("rate", "@rate{0.00} req/s"),
+                                              ("completed", "@completed_rps{0.00} req/s"),
+                                              ("goodput", "@goodput_rps{0.00} req/s"),
+                                              ("throughput", "@throughput_tok_s{0.0} tok/s"),
+                                              ("goodput tokens", "@goodput_tok_s{0.0} tok/s")]))
+        self.figures = (rps, toks)
+        self._table = table_pane(css_classes=["rate-table"])
+        self._layout = pn.Column(
+            pn.Row(pn.pane.Bokeh(rps, sizing_mode="stretch_width"),
+                   pn.pane.Bokeh(toks, sizing_mode="stretch_width"), sizing_mode="stretch_width"),
+            self._table, sizing_mode="stretch_width")
+        self._refresh()
+
+    def add(self, point: dict) -> None:
+        """One more rate (kept in rate order: appended if it is the highest so far)."""
+        rows = self.points()
+        if rows and point["rate"] <= rows[-1]["rate"]:
+            self.set_points([*rows, point])
+            return
+        self.source.stream({f: [_nan(point.get(f))] for f in FIELDS})
+        self._refresh()
+
+    def set_points(self, points: list[dict]) -> None:
+        rows = sorted(points, key=lambda p: p["rate"])
+        new = {f: [_nan(p.get(f)) for p in rows] for f in FIELDS}
+        if len(rows) == len(self.source.data["rate"]) and rows:
+            self.source.patch({f: [(slice(0, len(rows)), new[f])] for f in FIELDS})
+        else:
+            self.source.data = new
+        self._refresh()
+
+    def points(self) -> list[dict]:
+        d = self.source.data
+        return [{f: (None if isinstance(v, float) and math.isnan(v) else v)
+                 for f, v in zip(FIELDS, row, strict=True)}
+                for row in zip(*(d[f] for f in FIELDS), strict=True)]
+
+    @property
+    def table_html(self) -> str:
+        return self._table.object
+
+    def _refresh(self) -> None:
+        rows = self.points()
+        top = max([r["rate"] for r in rows] + [max([r["completed_rps"] or 0 for r in rows],
+                                                   default=0)], default=0)
+        self.offered.data = {"x": [0, top], "y": [0, top]} if rows else {"x": [], "y": []}
+        self._table.object = html_table(
+            "Throughput and goodput at each offered rate",
+            ["offered rate (req/s)", "completed (req/s)", "goodput (req/s)",
+             "throughput (tokens/s)", "goodput (tokens/s)"],
+            [[sig(r["rate"]), sig(r["completed_rps"]), sig(r["goodput_rps"]),
+              sig(r["throughput_tok_s"]), sig(r["goodput_tok_s"])] for r in rows],
+            numeric=[False, True, True, True, True])
+
+    def __panel__(self):
+        return self._layout

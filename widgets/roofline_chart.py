@@ -1,0 +1,167 @@
+"""A roofline: attainable FLOP/s against arithmetic intensity (FLOPs per byte moved), log-log.
+
+Two roofs from two measured limits: the slanted one is memory bandwidth x intensity, the flat
+one the matrix-multiply peak; they meet at the ridge point. Measured steps are drawn as points
+(one series per kind, e.g. decode steps and prefill passes), with a table of the same numbers.
+The chart is built once; limits and points update it in place.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, HoverTool, Label, Span
+from bokeh.plotting import figure
+
+from .tables import html_table, sig, table_pane
+
+SERIES_COLORS = ("#1f5f8b", "#d9822b", "#3a8d3a", "#8e44ad")
+ROOF_COLOR = "#5b6673"
+X_SPAN = (0.1, 3000.0)  # intensities always shown (FLOP/byte)
+
+POINT_FIELDS = ("intensity", "gflops", "label", "ms", "roof_share")
+
+
+class RooflineChart(pn.viewable.Viewer):
+    """Measured steps placed under this machine's two roofs."""
+
+    bandwidth_gbs = param.Number(default=None, allow_None=True, bounds=(0, None),
+                                 inclusive_bounds=(False, True),
+                                 doc="Measured memory read bandwidth, GB/s (the slanted roof).")
+    peak_gflops = param.Number(default=None, allow_None=True, bounds=(0, None),
+                               inclusive_bounds=(False, True),
+                               doc="Measured matrix-multiply peak, GFLOP/s (the flat roof).")
+    series = param.List(default=["decode step", "prefill pass"], item_type=str, constant=True,
+                        doc="The kinds of measured points, one colour and marker each.")
+    height = param.Integer(default=420, bounds=(200, None), doc="Chart height in pixels.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.roof = ColumnDataSource({"x": [], "y": []})
+        self.sources = {name: ColumnDataSource({f: [] for f in POINT_FIELDS})
+                        for name in self.series}
+        fig = figure(x_axis_type="log", y_axis_type="log", height=self.height,
+                     sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
+                     x_axis_label="arithmetic intensity (FLOPs per byte moved)",
+                     y_axis_label="achieved GFLOP/s", title="This machine's roofline")
+        fig.line("x", "y", source=self.roof, line_width=3, color=ROOF_COLOR,
+                 legend_label="the roof (measured limits)")
+        markers = ("circle", "square", "triangle", "diamond")
+        for i, (name, source) in enumerate(self.sources.items()):
+            fig.scatter("intensity", "gflops", source=source, size=11, marker=markers[i % 4],
+                        color=SERIES_COLORS[i % len(SERIES_COLORS)], legend_label=name,
+                        line_color="white")
+        fig.add_tools(HoverTool(tooltips=[("", "@label"), ("intensity", "@intensity{0.00} FLOP/B"),
+                                          ("achieved", "@gflops{0.0} GFLOP/s"),
+                                          ("time", "@ms{0.00} ms")]))
+        fig.legend.location = "bottom_right"
+        self.ridge = Span(location=1.0, dimension="height", line_dash="dashed",
+                          line_color=ROOF_COLOR, visible=False)
+        self.memory_label = Label(x=1.0, y=1.0, text="", text_font_size="11px",
+                                  text_color=ROOF_COLOR, x_offset=4, y_offset=4, visible=False)
+        self.compute_label = Label(x=1.0, y=1.0, text="", text_font_size="11px",
+                                   text_color=ROOF_COLOR, y_offset=6, visible=False)
+        fig.add_layout(self.ridge)
+        fig.add_layout(self.memory_label)
+        fig.add_layout(self.compute_label)
+        self.figure = fig
+        self._table = table_pane(css_classes=["roofline-table"])
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
+                                 sizing_mode="stretch_width")
+        self._draw_roof()
+        self._refresh_table()
+
+    # ---- limits ------------------------------------------------------------------------------
+    @property
+    def ridge_point(self) -> float | None:
+        if not self.bandwidth_gbs or not self.peak_gflops:
+            return None
+        return self.peak_gflops / self.bandwidth_gbs
+
+    def roof_at(self, intensity: float) -> float | None:
+        """Attainable GFLOP/s at an intensity: min(peak, bandwidth x intensity)."""
+        if not self.bandwidth_gbs or not self.peak_gflops:
+            return None
+        return min(self.peak_gflops, self.bandwidth_gbs * intensity)
+
+    def set_limits(self, bandwidth_gbs: float, peak_gflops: float) -> None:
+        self.param.update(bandwidth_gbs=bandwidth_gbs, peak_gflops=peak_gflops)
+
+    def _x_span(self) -> tuple[float, float]:
+        xs = [x for s in self.sources.values() for x in s.data["intensity"]]
+        lo = min([X_SPAN[0], *[x / 3 for x in xs]])
+        hi = max([X_SPAN[1], *[x * 3 for x in xs]])
+        return lo, hi
+
+    @param.depends("bandwidth_gbs", "peak_gflops", watch=True)
+    def _draw_roof(self) -> None:
+        ridge = self.ridge_point
+        if ridge is None:
+            self.roof.data = {"x": [], "y": []}
+            for model in (self.ridge, self.memory_label, self.compute_label):
+                model.visible = False
+            self._refresh_table()
+            return
+        lo, hi = self._x_span()
+        xs = [lo, ridge, max(hi, ridge * 3)]
+        self.roof.data = {"x": xs, "y": [self.roof_at(x) for x in xs]}
+        self.ridge.update(location=ridge, visible=True)
+        mid = (lo * ridge) ** 0.5
+        self.memory_label.update(x=mid, y=self.bandwidth_gbs * mid,
+                                 text=f"memory: {sig(self.bandwidth_gbs)} GB/s x intensity",
+                                 visible=True)
+        self.compute_label.update(x=ridge * 1.2, y=self.peak_gflops,
+                                  text=f"compute peak: {sig(self.peak_gflops)} GFLOP/s",
+                                  visible=True)
+        self._refresh_table()
+
+    # ---- points ------------------------------------------------------------------------------
+    def add_point(self, series: str, label: str, intensity: float, gflops: float,
+                  ms: float) -> None:
+        """Add one measured step: its intensity (FLOP/byte), achieved GFLOP/s and time."""
+        if series not in self.sources:
+            raise ValueError(f"unknown series {series!r}: one of {', '.join(self.sources)}")
+        roof = self.roof_at(intensity)
+        share = gflops / roof if roof else float("nan")
+        self.sources[series].stream({"intensity": [intensity], "gflops": [gflops],
+                                     "label": [label], "ms": [ms], "roof_share": [share]})
+        lo, hi = self._x_span()
+        if self.roof.data["x"] and (lo < self.roof.data["x"][0] or hi > self.roof.data["x"][-1]):
+            self._draw_roof()
+        else:
+            self._refresh_table()
+
+    def clear(self) -> None:
+        for source in self.sources.values():
+            source.data = {f: [] for f in POINT_FIELDS}
+        self._refresh_table()
+
+    def points(self, series: str) -> list[dict]:
+        data = self.sources[series].data
+        return [dict(zip(POINT_FIELDS, row, strict=True))
+                for row in zip(*(data[f] for f in POINT_FIELDS), strict=True)]
+
+    # ---- the table beside the chart -------------------------------------------------------------
+    @property
+    def table_html(self) -> str:
+        return self._table.object
+
+    def _refresh_table(self) -> None:
+        rows = []
+        for name in self.sources:
+            for p in self.points(name):
+                roof = self.roof_at(p["intensity"])
+                rows.append([p["label"], name, sig(p["ms"]), sig(p["intensity"]),
+                             sig(p["gflops"]), sig(roof) if roof else "-",
+                             f"{100 * p['gflops'] / roof:.0f}%" if roof else "-"])
+        ridge = self.ridge_point
+        caption = ("Measured steps against the roof" if ridge is None else
+                   f"Measured steps against the roof (ridge point {sig(ridge)} FLOP/byte: "
+                   "below it memory is the limit, above it compute)")
+        self._table.object = html_table(
+            caption, ["step", "kind", "time (ms)", "intensity (FLOP/byte)", "achieved GFLOP/s",
+                      "roof there (GFLOP/s)", "share of the roof"], rows,
+            numeric=[False, False, True, True, True, True, True])
+
+    def __panel__(self):
+        return self._layout
