@@ -1,15 +1,391 @@
 """Lesson 6: KV cache memory. /app?lesson=kv-cache
 
-A placeholder until its lesson issue fills it: the page shows the lesson's title, what it will
-measure, and the links around it (see lessons.base.LessonPage for what to override).
+Three demos:
+- a calculator of KV bytes per token (engine.kv_math) for public model shapes and the engine's
+  presets, checked against the caches the engine really allocates (the `kv_allocation` job);
+- the block tables of live sequences, recorded step by step during a real run
+  (`block_snapshots`), drawn with widgets.block_table;
+- how many sequences fit a memory budget the reader types, paged against contiguous reservation
+  of the full context.
+
+URL: budget_gb, model, kv_dtype, tokens_used: /app?lesson=kv-cache&budget_gb=40&model=Llama-2-7B
 """
 
 from __future__ import annotations
 
+import panel as pn
+import param
+
+from engine.kv_math import (
+    DEFAULT_BLOCK_SIZE,
+    PUBLIC_SHAPES,
+    KVShape,
+    element_bytes,
+    fit,
+    format_bytes,
+    shape_from_preset,
+)
+from widgets.batch_status import BatchStatus
+from widgets.block_table import BlockTableView
+from widgets.checkpoint import Choice, Question
+from widgets.count_bars import CountBars
+from widgets.tables import html_table, table_pane
+
 from .base import LessonPage
+from .job_batch import JobBatch
+
+PRESET_NAMES = ("tiny", "small", "large")
+MODEL_NAMES = tuple(s.name for s in PUBLIC_SHAPES) + PRESET_NAMES
+GB = 1e9
+MAX_BUDGET_GB = 100_000.0
+
+INTRO = """
+To make each new token, attention looks back at every token before it. Recomputing their keys
+and values every step would repeat the whole prefill, so the engine keeps them: for every layer,
+for every KV head, one key vector and one value vector per token. That store is the **KV cache**,
+and it grows by the same amount with every token of every sequence being served:
+
+**KV bytes per token = 2 (a key and a value) × layers × KV heads × head dim × bytes per element**
+
+Two design choices shrink it. **Grouped-query attention** (GQA) lets several query heads share
+one KV head (multi-query attention, MQA, shares a single one). **Low-precision storage** keeps
+each number in 8 bits (fp8) instead of 16, halving the cache again.
+"""
+
+CALC_TEXT = """
+### The calculator
+
+The shapes of three public models, as their published configurations give them, and the
+engine's own presets (from the engine's `info` job), with the formula applied.
+"""
+
+CHECK_TEXT = """
+### Checked against the engine
+
+The formula is only worth trusting if it matches what a real cache takes. Here the engine built
+its paged KV cache for each preset (a few blocks only: the large preset's model is never built)
+and counted the bytes its tensors occupy.
+"""
+
+BLOCKS_TEXT = """
+### Pages of memory: blocks and block tables
+
+The engine never reserves a sequence's whole possible length. Its cache is one pool of
+fixed-size **blocks** (16 tokens each); a sequence gets a new block only when its last one is
+full, and gives all of them back when it finishes. Each sequence keeps a **block table**: the
+list of physical blocks holding its tokens, in order. Attention follows the table, so the blocks
+need not sit next to each other, and a block freed by one request is reused by the next.
+
+Below, a real run of the tiny model on a small pool: ten requests arriving at random, at most
+four running at once. Move through the run step by step (or press play) and watch blocks being
+taken, filled (darker means fuller) and handed on.
+"""
+
+FIT_TEXT = """
+### How many sequences fit?
+
+Once the weights are loaded, the memory left over is the KV budget, and it, not the arithmetic,
+caps how many requests can run at once. A **contiguous** cache must reserve the model's full
+context for every sequence up front, because a sequence cannot grow in place once its neighbour
+sits after it. A **paged** cache holds only what each sequence uses, rounded up to whole blocks.
+"""
 
 
 class KVCacheLesson(LessonPage):
-    """Lesson 6 (placeholder)."""
+    """Lesson 6: the KV cache's size, its pages, and what it caps."""
 
     slug = "kv-cache"
+
+    budget_gb = param.Number(default=16.0, allow_None=True, label="KV memory budget (GB)",
+                             doc="Memory left for the KV cache after the weights, in GB "
+                                 "(10^9 bytes).")
+    model = param.Selector(default="Llama-3-8B", objects=list(MODEL_NAMES), label="Model")
+    kv_dtype = param.Selector(default="fp16", objects=["fp32", "fp16", "fp8"],
+                              label="KV cache numbers")
+    tokens_used = param.Integer(default=1000, bounds=(1, 131072),
+                                label="Tokens per sequence (prompt + answer)")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.machine: dict | None = None
+        self.allocation: dict | None = None
+        self.snapshots: list[dict] = []
+        self.run_info: dict | None = None
+        self.status = BatchStatus("measurements")
+        self.batch = JobBatch(self, self.status)
+        self.calculator = table_pane(css_classes=["kv-calculator"])
+        self.check = table_pane(css_classes=["kv-check"])
+        self.check_summary = pn.pane.Markdown("Waiting for the engine's allocation...",
+                                              sizing_mode="stretch_width",
+                                              css_classes=["kv-check-summary"])
+        self.blocks = BlockTableView(columns=16)
+        self.player = pn.widgets.Player(label="Step of the run", start=0, end=1, value=0,
+                                        interval=350, loop_policy="once", disabled=True,
+                                        show_loop_controls=False, sizing_mode="stretch_width")
+        self.player.param.watch(self._show_moment, "value")
+        self.run_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                            css_classes=["block-run-summary"])
+        self.bars = CountBars(unit="sequences that fit", title="Sequences that fit the budget")
+        self.fit_text = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                         css_classes=["fit-summary"])
+        self.fit_error = pn.pane.Alert("", alert_type="warning", visible=False,
+                                       sizing_mode="stretch_width")
+        self._started = False
+        self._refresh_calculator()
+        self._refresh_fit()
+        if self.jobs.served:
+            pn.state.onload(self.start)
+
+    # ---- jobs ----------------------------------------------------------------------------------------
+    @classmethod
+    def warm_jobs(cls) -> list[tuple[str, dict]]:
+        return [("info", {}), ("kv_allocation", {}), ("block_snapshots", {})]
+
+    def start(self, fresh: bool = False) -> None:
+        self._started = True
+        handlers = {"info": self.show_info, "kv_allocation": self.show_allocation,
+                    "block_snapshots": self.show_snapshots}
+
+        def on_result(show):
+            return lambda event: show(event.data) if event.type == "result" else None
+
+        self.batch.run([(kind, params, on_result(handlers[kind]))
+                        for kind, params in self.warm_jobs()], use_cache=not fresh,
+                       message="starting")
+
+    # ---- the calculator ------------------------------------------------------------------------------
+    def preset_shapes(self) -> list[KVShape]:
+        if self.machine is None:
+            return []
+        return [shape_from_preset(p) for p in self.machine["presets"]]
+
+    def shape(self, name: str) -> KVShape | None:
+        for s in (*PUBLIC_SHAPES, *self.preset_shapes()):
+            if s.name == name:
+                return s
+        return None
+
+    def engine_dtype(self, preset: str) -> str | None:
+        if self.machine is None:
+            return None
+        return next((p["dtype"] for p in self.machine["presets"] if p["name"] == preset), None)
+
+    def show_info(self, info: dict) -> None:
+        self.machine = info
+        self._refresh_calculator()
+        self._refresh_check()
+        self._refresh_fit()
+
+    def _refresh_calculator(self) -> None:
+        rows = []
+        for s in (*PUBLIC_SHAPES, *self.preset_shapes()):
+            context = s.context
+            rows.append([s.name, s.attention_kind, s.layers, f"{s.kv_heads} × {s.head_dim}",
+                         f"{s.bytes_per_token('fp16'):,} ({format_bytes(s.bytes_per_token('fp16'))})",
+                         f"{s.bytes_per_token('fp8'):,}",
+                         f"{format_bytes(s.bytes_per_sequence(context, 'fp16'))} for {context:,}",
+                         s.source])
+        note = "" if self.machine else " (the engine's presets appear once its description arrives)"
+        self.calculator.object = html_table(
+            "KV bytes per token = 2 × layers × KV heads × head dim × bytes per element" + note,
+            ["model", "attention", "layers", "KV heads × head dim", "bytes per token, fp16",
+             "bytes per token, fp8", "one full context, fp16", "shape from"], rows,
+            numeric=[False, False, True, True, True, True, True, False])
+
+    # ---- the engine's real allocation ----------------------------------------------------------------
+    def show_allocation(self, allocation: dict) -> None:
+        self.allocation = allocation
+        self._refresh_check()
+
+    def agreement(self) -> list[dict]:
+        """Each cache the engine allocated, with the formula's bytes per token beside it."""
+        if self.allocation is None:
+            return []
+        out = []
+        for row in self.allocation["caches"]:
+            formula = 2 * row["layers"] * row["kv_heads"] * row["head_dim"] * row["element_bytes"]
+            measured = row["allocated_bytes"] / row["capacity_tokens"]
+            out.append({**row, "formula": formula, "measured": measured,
+                        "agrees": measured == formula})
+        return out
+
+    def _refresh_check(self) -> None:
+        rows = self.agreement()
+        if not rows:
+            return
+        table = []
+        for r in rows:
+            engine_note = " (what the engine serves with here)" if r["engine_dtype"] else ""
+            table.append([f"{r['preset']}, {r['dtype']}{engine_note}",
+                          f"2 × {r['layers']} × {r['kv_heads']} × {r['head_dim']} × "
+                          f"{r['element_bytes']} = {r['formula']:,}",
+                          f"{r['allocated_bytes']:,} bytes for {r['capacity_tokens']:,} tokens",
+                          f"{r['measured']:,.0f}", "agrees" if r["agrees"] else "DIFFERS"])
+        self.check.object = html_table(
+            f"The engine's paged KV cache on {self.allocation['device']}: "
+            f"{self.allocation['blocks']} blocks of {self.allocation['block_size']} tokens each",
+            ["cache", "formula (bytes per token)", "the engine allocated",
+             "allocated bytes per token", "check"], table,
+            numeric=[False, True, True, True, False])
+        bad = [r for r in rows if not r["agrees"]]
+        engine_rows = [r for r in rows if r["engine_dtype"]]
+        if bad:
+            self.check_summary.object = (f"**{len(bad)} of {len(rows)} caches differ from the "
+                                         "formula**: see the table.")
+        else:
+            serving = ", ".join(f"{r['preset']} {r['measured']:,.0f} bytes per token "
+                                f"({r['dtype']})" for r in engine_rows)
+            self.check_summary.object = (
+                f"**All {len(rows)} caches agree with the formula.** What the engine serves "
+                f"with on this device: {serving}.")
+
+    # ---- block tables --------------------------------------------------------------------------------
+    def show_snapshots(self, result: dict) -> None:
+        self.run_info = result
+        self.snapshots = [s for s in result["snapshots"] if "step" in s]
+        self.blocks.set_pool(result["num_blocks"], result["block_size"])
+        if not self.snapshots:
+            self.run_summary.object = "The run recorded no steps."
+            return
+        busiest = max(range(len(self.snapshots)),
+                      key=lambda i: (len(self.snapshots[i]["seqs"]),
+                                     sum(len(s["blocks"]) for s in self.snapshots[i]["seqs"])))
+        self.player.param.update(end=max(1, len(self.snapshots) - 1), disabled=False)
+        if self.player.value == busiest:
+            self._show_moment()
+        else:
+            self.player.value = busiest
+        reused = self._reused_blocks()
+        requests = result["requests"]
+        self.run_summary.object = (
+            f"A real run on {result['device']} ({result['preset']} preset): "
+            f"{len(requests)} requests, {len(self.snapshots)} steps, a pool of "
+            f"{result['num_blocks']} blocks of {result['block_size']} tokens "
+            f"({format_bytes(result['bytes_per_block'])} each, "
+            f"{format_bytes(result['num_blocks'] * result['bytes_per_block'])} in all). "
+            f"{reused} blocks were used by more than one request in turn. "
+            "The step shown first is the one with the most blocks in use.")
+
+    def _reused_blocks(self) -> int:
+        owners: dict[int, set[int]] = {}
+        for snap in self.snapshots:
+            for seq in snap["seqs"]:
+                for b in seq["blocks"]:
+                    owners.setdefault(b, set()).add(seq["id"])
+        return sum(1 for ids in owners.values() if len(ids) > 1)
+
+    def _show_moment(self, *_events) -> None:
+        if self.snapshots:
+            index = min(max(0, self.player.value), len(self.snapshots) - 1)
+            self.blocks.show(self.snapshots[index])
+
+    # ---- paged against contiguous ---------------------------------------------------------------------
+    @param.depends("budget_gb", "model", "kv_dtype", "tokens_used", watch=True)
+    def _refresh_fit(self) -> None:
+        problem = self.fit_problem()
+        if problem:
+            self.fit_error.param.update(object=problem, visible=True)
+            self.fit_text.object = ""
+            self.bars.set([])
+            return
+        self.fit_error.visible = False
+        shape = self.shape(self.model)
+        if shape is None:
+            self.fit_text.object = f"Waiting for the engine to describe its {self.model} preset..."
+            self.bars.set([])
+            return
+        per_token = shape.bytes_per_token(self.kv_dtype)
+        f = fit(self.budget_gb * GB, per_token, self.tokens_used, shape.context,
+                DEFAULT_BLOCK_SIZE)
+        self.bars.set([
+            ("contiguous", f.contiguous,
+             f"each reserves the full context of {shape.context:,} tokens = "
+             f"{format_bytes(f.contiguous_bytes_each)}; {100 * f.contiguous_waste:.0f}% of it "
+             "stays empty"),
+            ("paged", f.paged,
+             f"each holds {self.tokens_used:,} tokens in "
+             f"{-(-self.tokens_used // DEFAULT_BLOCK_SIZE):,} blocks of {DEFAULT_BLOCK_SIZE} = "
+             f"{format_bytes(f.paged_bytes_each)}; {100 * f.paged_waste:.1f}% empty"),
+        ])
+        gain = f"{f.gain:.1f}x as many" if f.gain else "some, where contiguous fits none"
+        self.fit_text.object = (
+            f"{shape.name} with an {self.kv_dtype} cache needs {per_token:,} bytes "
+            f"({format_bytes(per_token)}) per token. A budget of {self.budget_gb:g} GB holds "
+            f"**{f.contiguous:,} sequences reserved contiguously** and **{f.paged:,} paged**: "
+            f"{gain}. Paging wastes at most the unused tail of each sequence's last block.")
+
+    def fit_problem(self) -> str:
+        """A message for inputs that make no sense ('' when all is well)."""
+        budget = self.budget_gb
+        if budget is None or not budget > 0:
+            return ("The memory budget must be more than 0 GB: type the memory left for the KV "
+                    "cache once the weights are loaded, for example 16.")
+        if budget > MAX_BUDGET_GB:
+            return (f"A budget of {budget:g} GB is more than {MAX_BUDGET_GB:,.0f} GB: type a "
+                    "budget one machine could have.")
+        shape = self.shape(self.model)
+        if shape is not None and self.tokens_used > shape.context:
+            return (f"{shape.name} takes at most {shape.context:,} tokens per sequence; "
+                    f"{self.tokens_used:,} tokens do not fit its context.")
+        if self.kv_dtype not in ("fp32", "fp16", "fp8"):
+            return f"Unknown number format {self.kv_dtype!r}."
+        element_bytes(self.kv_dtype)
+        return ""
+
+    # ---- the page ------------------------------------------------------------------------------------
+    def body(self) -> list:
+        md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
+        fit_controls = pn.Row(
+            pn.widgets.FloatInput.from_param(self.param.budget_gb, step=1.0,
+                                             sizing_mode="stretch_width"),
+            pn.widgets.Select.from_param(self.param.model, sizing_mode="stretch_width"),
+            pn.widgets.Select.from_param(self.param.kv_dtype, sizing_mode="stretch_width"),
+            pn.widgets.IntInput.from_param(self.param.tokens_used, step=100,
+                                           sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+        return [md(INTRO), self.status, md(CALC_TEXT), self.calculator, md(CHECK_TEXT),
+                self.check, self.check_summary, md(BLOCKS_TEXT), self.player, self.blocks,
+                self.run_summary, md(FIT_TEXT), fit_controls, self.fit_error, self.bars,
+                self.fit_text]
+
+    def questions(self) -> list:
+        return [
+            Question("Llama-3-8B and Llama-2-7B both have 32 layers and 128-wide heads. Why does "
+                     "Llama-3-8B need a quarter of the KV bytes per token?", (
+                Choice("It keeps 8 KV heads instead of 32: four query heads share each one "
+                       "(grouped-query attention).", True,
+                       "KV bytes scale with KV heads, not query heads: 8 / 32 = 1/4."),
+                Choice("It stores its cache in 4-bit numbers.", False,
+                       "Both rows of the calculator use the same number format; the difference "
+                       "is the KV heads."),
+                Choice("It has fewer parameters.", False,
+                       "It has slightly more; parameters size the weights, not the cache."))),
+            Question("On a GPU with the weights loaded, what usually caps how many requests can "
+                     "run at once?", (
+                Choice("The memory left for the KV cache.", True,
+                       "Every running sequence needs its cache in memory at every step; when the "
+                       "budget is full, new requests wait."),
+                Choice("The number of arithmetic units.", False,
+                       "Decode leaves most of them idle (lesson 5); memory runs out first."),
+                Choice("The size of the model's vocabulary.", False,
+                       "The vocabulary sizes one matrix of weights; it does not grow with "
+                       "requests."))),
+            Question("Why does a paged cache fit more sequences than a contiguous one?", (
+                Choice("A contiguous cache reserves the full context for each sequence up front; "
+                       "a paged one holds only the blocks a sequence has filled.", True,
+                       "Most answers are far shorter than the context, so most of a contiguous "
+                       "reservation stays empty."),
+                Choice("Paging compresses the keys and values.", False,
+                       "Blocks hold the same numbers in the same format; they are just "
+                       "allocated as needed."),
+                Choice("Paged sequences share their keys and values.", False,
+                       "Sharing blocks is possible for a common prefix, but that is not what "
+                       "the comparison counts."))),
+            Question("Switching the KV cache from fp16 to fp8 does what to the sequences that "
+                     "fit?", (
+                Choice("About doubles them: each token's cache takes half the bytes.", True,
+                       "One byte per number instead of two; the formula's last factor halves."),
+                Choice("Nothing: fp8 only changes accuracy.", False,
+                       "The bytes per element are in the formula."),
+                Choice("Halves them.", False, "Fewer bytes per token means more tokens fit."))),
+        ]

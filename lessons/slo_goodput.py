@@ -1,15 +1,424 @@
 """Lesson 8: SLOs, goodput and cost. /app?lesson=slo-goodput
 
-A placeholder until its lesson issue fills it: the page shows the lesson's title, what it will
-measure, and the links around it (see lessons.base.LessonPage for what to override).
+A request-rate sweep on the engine (`rate_sweep`: one seeded Poisson workload served at several
+rates) gives each request's TTFT, TPOT and E2E at each rate; the page judges them against the
+targets the reader types (engine.slo_math, no new run needed), draws throughput and goodput
+against rate (widgets.rate_curve), and prices a million tokens from the measured throughput and a
+price per hour the reader types. "Interactive" and "batch" are two settings of the same knobs:
+latency targets on or off, a small or a large batch.
+
+URL: use, the five targets, price_per_hour, max_rate, points, requests, max_batch:
+/app?lesson=slo-goodput&use=batch&price_per_hour=2.5&points=2&requests=8
 """
 
 from __future__ import annotations
 
+import panel as pn
+import param
+
+from engine.slo_math import (
+    INTERACTIVE_CHAT,
+    INTERACTIVE_CHAT_SOURCE,
+    Judged,
+    Targets,
+    cost_per_million_tokens,
+    judge,
+    percentile,
+)
+from widgets.batch_status import BatchStatus
+from widgets.checkpoint import Choice, Question
+from widgets.rate_curve import RateCurve
+from widgets.tables import html_table, sig, table_pane
+
 from .base import LessonPage
+from .job_batch import JobBatch
+
+USES = {
+    "interactive": {"label": "interactive chat", "max_batch": 8, "targets": INTERACTIVE_CHAT},
+    "batch": {"label": "overnight batch", "max_batch": 32, "targets": Targets()},
+}
+MAX_SWEEP_S = 150.0  # a sweep expected to take longer is refused with a message
+PROMPT_LEN, OUTPUT_LEN = [32, 128], [16, 64]
+
+INTRO = """
+Before tuning anything, decide what "fast enough" means for the people using it. A chat user
+watches the first token arrive and the text flow: they live on **TTFT** and **ITL**. An
+overnight job that summarizes a million documents has no one watching: only **throughput**, and
+so the cost of each token, matters. The same engine serves both; they want different settings.
+
+Targets written down are **SLOs** (service level objectives). **Goodput** counts only the
+requests that met every target, per second. Throughput can look splendid while goodput is zero:
+a server that answers everything late has served nobody well.
+"""
+
+TARGETS_TEXT = """
+### The targets
+
+Goodput needs a yes or no for every request, so each request is held to the limits no single
+request should pass: its TTFT within the P99 TTFT target, its TPOT (its average gap between
+tokens) within the P50 ITL target, and its whole answer within the P99 E2E target. The table
+under the chart also checks the five percentile targets themselves at each rate.
+"""
+
+QUOTE = (
+    "> Starting targets for an interactive chat at moderate load: **P50 TTFT < 300 ms, "
+    "P99 TTFT < 1.2 s, P50 ITL < 40 ms, P99 ITL < 120 ms, P99 E2E < 8 s** (for a 512-token "
+    f"answer).\n\n*Quoted, not measured here: {INTERACTIVE_CHAT_SOURCE}. This engine's answers "
+    "are shorter than 512 tokens, so the E2E target is easy to meet here.*")
+
+SWEEP_TEXT = """
+### Raising the request rate
+
+The engine serves the same set of requests (prompts of 32 to 128 tokens, answers of 16 to 64)
+at several arrival rates, with arrivals at random moments (a Poisson process) as real users
+send them. At low rates every request is served at once; past the engine's capacity a queue
+builds, TTFT grows without bound, and goodput falls away from throughput.
+"""
+
+COST_TEXT = """
+### What a million tokens cost
+
+A machine costs the same per hour whether it is busy or not, so the price of a token is the price
+of the time it took: **cost per million tokens = (price per hour / 3600) × (1,000,000 / tokens
+per second)**. Which tokens per second? For the batch job, every token counts: use the
+throughput. For the chat, only tokens of requests that met the targets count: use goodput.
+"""
+
+
+def sweep_rates(max_rate: float, points: int) -> list[float]:
+    """points rates, doubling up to max_rate: max_rate / 2^(points - 1), ..., max_rate."""
+    return [round(max_rate / 2 ** (points - 1 - i), 4) for i in range(points)]
 
 
 class SLOGoodputLesson(LessonPage):
-    """Lesson 8 (placeholder)."""
+    """Lesson 8: targets first, then throughput, goodput and the cost of a token."""
 
     slug = "slo-goodput"
+
+    use = param.Selector(default="interactive", objects=list(USES), label="Use",
+                         doc="interactive: chat targets, batch of 8; batch: no latency "
+                             "targets, batch of 32.")
+    ttft_p50_ms = param.Number(default=INTERACTIVE_CHAT.ttft_p50_ms, allow_None=True,
+                               label="P50 TTFT target (ms)")
+    ttft_p99_ms = param.Number(default=INTERACTIVE_CHAT.ttft_p99_ms, allow_None=True,
+                               label="P99 TTFT target (ms)")
+    itl_p50_ms = param.Number(default=INTERACTIVE_CHAT.itl_p50_ms, allow_None=True,
+                              label="P50 ITL target (ms)")
+    itl_p99_ms = param.Number(default=INTERACTIVE_CHAT.itl_p99_ms, allow_None=True,
+                              label="P99 ITL target (ms)")
+    e2e_p99_s = param.Number(default=INTERACTIVE_CHAT.e2e_p99_ms / 1000, allow_None=True,
+                             label="P99 E2E target (s)")
+    price_per_hour = param.Number(default=1.0, allow_None=True,
+                                  label="Price of the machine per hour ($)",
+                                  doc="What this machine costs you per hour; a placeholder, "
+                                      "not a quoted price.")
+    max_rate = param.Number(default=16.0, bounds=(0.1, 200.0), label="Highest request rate (/s)")
+    points = param.Integer(default=5, bounds=(2, 8), label="Rates measured")
+    requests = param.Integer(default=24, bounds=(4, 64), label="Requests per rate")
+    max_batch = param.Integer(default=8, bounds=(1, 64), label="Max batch")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.sweep: dict | None = None
+        self.points_seen: list[dict] = []
+        self.by_use: dict[str, dict] = {}  # use -> its cost figures, as measured this session
+        self.curve = RateCurve()
+        self.status = BatchStatus("rate sweeps")
+        self.batch = JobBatch(self, self.status)
+        self.input_error = pn.pane.Alert("", alert_type="warning", visible=False,
+                                         sizing_mode="stretch_width")
+        self.checks = table_pane(css_classes=["slo-checks"])
+        self.goodput_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                                css_classes=["goodput-summary"])
+        self.cost = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["cost"])
+        self.uses_table = table_pane(css_classes=["uses-table"])
+        self.again = pn.widgets.Button(label="Measure again (not from the cache)")
+        self.again.on_click(lambda _e: self.start(fresh=True))
+        number = lambda p, step: pn.widgets.FloatInput.from_param(  # noqa: E731
+            p, step=step, sizing_mode="stretch_width")
+        self._target_widgets = pn.Row(
+            number(self.param.ttft_p50_ms, 50), number(self.param.ttft_p99_ms, 100),
+            number(self.param.itl_p50_ms, 5), number(self.param.itl_p99_ms, 10),
+            number(self.param.e2e_p99_s, 1), sizing_mode="stretch_width",
+            visible=self.use == "interactive")
+        self._started = False
+        self._refresh()
+        if self.jobs.served:
+            pn.state.onload(self.start)
+
+    # ---- inputs ---------------------------------------------------------------------------------------
+    def targets(self) -> Targets:
+        if self.use == "batch":
+            return Targets()
+        e2e = None if self.e2e_p99_s is None else 1000 * self.e2e_p99_s
+        return Targets(self.ttft_p50_ms, self.ttft_p99_ms, self.itl_p50_ms, self.itl_p99_ms, e2e)
+
+    def input_problem(self) -> str:
+        """A message for typed values that make no sense ('' when all is well)."""
+        if self.price_per_hour is None:
+            return "Type a price per hour (for example 1.50) to see what a million tokens cost."
+        if self.price_per_hour < 0:
+            return (f"A price of {self.price_per_hour:g} $ per hour is negative: type what the "
+                    "machine costs, 0 or more.")
+        if self.use == "interactive":
+            for name in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_s"):
+                value = getattr(self, name)
+                if value is not None and not value > 0:
+                    return (f"{self.param[name].label} is {value:g}: a target must be more "
+                            "than 0 (leave it empty to drop it).")
+        return ""
+
+    def expected_seconds(self) -> float:
+        """About how long the sweep's arrivals last (requests / rate, summed)."""
+        return sum(self.requests / r for r in sweep_rates(self.max_rate, self.points))
+
+    # ---- jobs -----------------------------------------------------------------------------------------
+    def sweep_params(self) -> dict:
+        return {"rates": sweep_rates(self.max_rate, self.points), "requests": self.requests,
+                "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN, "max_batch": self.max_batch}
+
+    @classmethod
+    def warm_jobs(cls) -> list[tuple[str, dict]]:
+        jobs = []
+        for use, setting in USES.items():
+            jobs.append(("rate_sweep", cls(use=use, max_batch=setting["max_batch"]).sweep_params()))
+        return jobs
+
+    def start(self, fresh: bool = False) -> None:
+        self._started = True
+        self.sweep = None
+        self.points_seen = []
+        self.curve.set_points([])
+        if self.expected_seconds() > MAX_SWEEP_S:
+            self.batch.cancel()
+            self.status.error.message = (
+                f"This sweep would take about {self.expected_seconds():.0f} s of arrivals alone "
+                f"(more than {MAX_SWEEP_S:.0f} s): raise the highest rate, measure fewer rates, "
+                "or send fewer requests per rate.")
+            self._refresh()
+            return
+        use = self.use
+
+        def on_event(event):
+            if event.type == "step" and event.data.get("kind") == "rate_point":
+                self.points_seen.append(event.data)
+                self._refresh()
+            elif event.type == "result":
+                self.show_sweep(event.data, use)
+
+        self.batch.run([("rate_sweep", self.sweep_params(), on_event)], use_cache=not fresh,
+                       message="starting")
+        self._refresh()
+
+    @param.depends("max_rate", "points", "requests", "max_batch", watch=True)
+    def _sweep_changed(self) -> None:
+        if self._started:
+            self.start()
+
+    @param.depends("use", watch=True)
+    def _use_changed(self) -> None:
+        """Switching use moves the knobs: the targets (on or off) and the batch size."""
+        setting = USES[self.use]
+        if self.use == "interactive":
+            t = setting["targets"]
+            self.param.update(ttft_p50_ms=t.ttft_p50_ms, ttft_p99_ms=t.ttft_p99_ms,
+                              itl_p50_ms=t.itl_p50_ms, itl_p99_ms=t.itl_p99_ms,
+                              e2e_p99_s=t.e2e_p99_ms / 1000)
+        self._target_widgets.visible = self.use == "interactive"
+        args = pn.state.session_args if pn.state.curdoc is not None else {}
+        if self._started or "max_batch" not in args:  # a link's own max_batch wins at first
+            self.max_batch = setting["max_batch"]  # re-measures if it changed
+        self._refresh()
+
+    @param.depends("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_s",
+                   "price_per_hour", watch=True)
+    def _inputs_changed(self) -> None:
+        self._refresh()
+
+    # ---- results --------------------------------------------------------------------------------------
+    def show_sweep(self, sweep: dict, use: str) -> None:
+        self.sweep = sweep
+        self.points_seen = list(sweep["points"])
+        self._refresh()
+        best = self.operating_points()
+        if best is not None and use == self.use:
+            self.by_use[use] = {**best, "max_batch": sweep["max_batch"],
+                                "device": sweep["device"]}
+            self._refresh_uses()
+
+    def judged(self) -> list[tuple[dict, Judged]]:
+        targets = self.targets()
+        return [(p, judge(p, targets)) for p in sorted(self.points_seen, key=lambda p: p["rate"])]
+
+    def operating_points(self) -> dict | None:
+        """The best goodput and the best throughput among the measured rates."""
+        judged = [(p, j) for p, j in self.judged() if j.duration_s]
+        if not judged:
+            return None
+        good = max(judged, key=lambda pj: pj[1].goodput_tok_s or 0)
+        fast = max(judged, key=lambda pj: pj[1].throughput_tok_s or 0)
+        return {"goodput_rate": good[0]["rate"], "goodput_tok_s": good[1].goodput_tok_s,
+                "goodput_rps": good[1].goodput_rps, "throughput_rate": fast[0]["rate"],
+                "throughput_tok_s": fast[1].throughput_tok_s}
+
+    def _refresh(self) -> None:
+        problem = self.input_problem()
+        self.input_error.param.update(object=problem, visible=bool(problem))
+        judged = self.judged()
+        self.curve.set_points([{"rate": p["rate"], "completed_rps": j.requests_per_s,
+                                "goodput_rps": j.goodput_rps,
+                                "throughput_tok_s": j.throughput_tok_s,
+                                "goodput_tok_s": j.goodput_tok_s} for p, j in judged])
+        self._refresh_checks(judged)
+        self._refresh_summary(judged)
+        self._refresh_cost(problem)
+
+    def _refresh_checks(self, judged) -> None:
+        targets = self.targets()
+        if targets.empty:
+            self.checks.object = html_table(
+                "No latency targets (batch use): every completed request counts", [
+                    "offered rate (req/s)", "P50 TTFT (ms)", "P99 TTFT (ms)", "P50 ITL (ms)",
+                    "P99 ITL (ms)", "requests"],
+                [[sig(p["rate"]), sig(percentile(p["ttft_ms"], 50)), sig(percentile(p["ttft_ms"], 99)),
+                  sig(p["itl_p50_ms"]), sig(p["itl_p99_ms"]), f"{j.completed}"]
+                 for p, j in judged], numeric=[False, True, True, True, True, True])
+            return
+        head = ["offered rate (req/s)"]
+        rows = []
+        for p, j in judged:
+            if len(head) == 1:
+                head += [f"{what} (target {sig(target)} ms)" for what, _v, target, _m in j.checks]
+                head += ["requests within every limit", "all targets met"]
+            rows.append([sig(p["rate"]),
+                         *[f"{sig(value)} {'✓' if met else '✗'}"
+                           for _w, value, _t, met in j.checks],
+                         f"{j.good} of {j.completed}", "yes" if j.all_targets_met else "no"])
+        self.checks.object = html_table(
+            "Each rate against the targets (✓ met, ✗ missed)", head, rows,
+            numeric=[False] + [True] * (len(head) - 1))
+
+    def _refresh_summary(self, judged) -> None:
+        if not judged:
+            self.goodput_summary.object = ""
+            return
+        best = self.operating_points()
+        if best is None:
+            self.goodput_summary.object = ""
+            return
+        top_p, top_j = judged[-1]
+        if self.use == "batch":
+            text = (f"With no latency targets, goodput is throughput: at the highest rate "
+                    f"measured ({sig(top_p['rate'])} requests/s) the engine completed "
+                    f"{sig(top_j.requests_per_s)} requests/s, {sig(top_j.throughput_tok_s)} "
+                    "output tokens/s.")
+        else:
+            text = (f"Best goodput: **{sig(best['goodput_rps'])} requests/s** "
+                    f"({sig(best['goodput_tok_s'])} tokens/s of answers within the targets) at "
+                    f"an offered {sig(best['goodput_rate'])} requests/s. At "
+                    f"{sig(top_p['rate'])} requests/s the engine still completed "
+                    f"{sig(top_j.requests_per_s)} requests/s, but only {top_j.good} of "
+                    f"{top_j.completed} requests met every limit.")
+        self.goodput_summary.object = text
+
+    def _refresh_cost(self, problem: str) -> None:
+        best = self.operating_points()
+        if problem or best is None:
+            self.cost.object = "" if best is None else \
+                "*The cost appears once the price per hour makes sense.*"
+            return
+        price = self.price_per_hour
+        lines = []
+        for what, tps, rate in (
+                ("every token (batch use: the throughput)", best["throughput_tok_s"],
+                 best["throughput_rate"]),
+                ("only tokens within the targets (chat use: goodput)", best["goodput_tok_s"],
+                 best["goodput_rate"])):
+            if self.use == "batch" and "goodput" in what:
+                continue
+            if not tps:
+                lines.append(f"- Counting {what}: no request met the targets at any rate "
+                             "measured, so no token was good enough to price.")
+                continue
+            cost = cost_per_million_tokens(price, tps)
+            lines.append(f"- Counting {what}, at {sig(rate)} requests/s: ({price:g} / 3600) × "
+                         f"(1,000,000 / {sig(tps)}) = **${cost:,.2f} per million tokens**")
+        self.cost.object = "\n".join(lines)
+        if self.use in self.by_use:
+            self._refresh_uses()
+
+    def _refresh_uses(self) -> None:
+        if self.price_per_hour is None or self.price_per_hour < 0:
+            return
+        rows = []
+        for use, fig in self.by_use.items():
+            tps = fig["throughput_tok_s"] if use == "batch" else fig["goodput_tok_s"]
+            cost = cost_per_million_tokens(self.price_per_hour, tps) if tps else None
+            rows.append([USES[use]["label"], f"{fig['max_batch']}",
+                         "none" if use == "batch" else "chat targets", sig(tps),
+                         f"${cost:,.2f}" if cost is not None else "-"])
+        self.uses_table.object = html_table(
+            "Two settings of the same knobs, as measured in this session "
+            "(switch the use above to measure the other)",
+            ["use", "max batch", "latency targets", "tokens/s that count", "per million tokens"],
+            rows, numeric=[False, True, False, True, True])
+
+    # ---- the page -------------------------------------------------------------------------------------
+    def body(self) -> list:
+        md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
+        sweep_controls = pn.Row(
+            pn.widgets.Select.from_param(self.param.use, sizing_mode="stretch_width"),
+            pn.widgets.FloatInput.from_param(self.param.max_rate, step=1,
+                                             sizing_mode="stretch_width"),
+            pn.widgets.IntSlider.from_param(self.param.points, throttled=True,
+                                            sizing_mode="stretch_width"),
+            pn.widgets.IntSlider.from_param(self.param.requests, throttled=True,
+                                            sizing_mode="stretch_width"),
+            pn.widgets.IntSlider.from_param(self.param.max_batch, throttled=True,
+                                            sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+        price = pn.widgets.FloatInput.from_param(self.param.price_per_hour, step=0.1,
+                                                 sizing_mode="stretch_width")
+        return [md(INTRO), md(TARGETS_TEXT), md(QUOTE), self._target_widgets, md(SWEEP_TEXT),
+                sweep_controls, self.again, self.status, self.curve, self.goodput_summary,
+                self.checks, md(COST_TEXT), price, self.input_error, self.cost,
+                self.uses_table]
+
+    def questions(self) -> list:
+        return [
+            Question("Past a certain request rate, throughput holds steady but goodput falls. "
+                     "Why?", (
+                Choice("Requests queue: each is still served, but its TTFT grows past the "
+                       "target, so it no longer counts.", True,
+                       "The engine keeps producing tokens at its capacity; the extra requests "
+                       "only wait longer."),
+                Choice("The engine starts producing wrong tokens.", False,
+                       "The tokens are the same; they come too late."),
+                Choice("Goodput is measured in different units.", False,
+                       "Both are compared in requests/s (and in tokens/s) on the chart."))),
+            Question("An overnight job summarizes documents; nobody reads the answers until "
+                     "morning. What should you tune for?", (
+                Choice("Throughput, and so the cost per token: latency targets do not matter.",
+                       True, "With no one waiting, the cheapest settings (large batches, full "
+                             "queues) are the right ones."),
+                Choice("P99 TTFT.", False, "No one sees the first token arrive."),
+                Choice("ITL, so the text flows smoothly.", False,
+                       "No one watches the text flow."))),
+            Question("A machine costs $2 per hour and produces 500 tokens per second. What does "
+                     "a million tokens cost?", (
+                Choice("About $1.11.", True,
+                       "(2 / 3600) × (1,000,000 / 500) = 0.000556 × 2000 = $1.11."),
+                Choice("About $0.28.", False, "Check the formula: price per second × seconds "
+                                              "per million tokens."),
+                Choice("About $4.00.", False, "A million tokens take 2000 s = 0.56 h at "
+                                              "500 tokens/s."))),
+            Question("Why set the targets before tuning the batch size?", (
+                Choice("The best batch size depends on them: a larger batch makes tokens "
+                       "cheaper but each user's ITL longer.", True,
+                       "Without a target there is no way to say which point of the curve is "
+                       "right."),
+                Choice("Because the engine needs them to run.", False,
+                       "The engine runs the same either way; the targets judge the result."),
+                Choice("Because targets make the engine faster.", False,
+                       "Targets measure; they do not speed anything up."))),
+        ]

@@ -1,0 +1,89 @@
+"""Lesson 8 without a browser or an engine: the rate sweep it asks for, goodput judged against
+the typed targets without a new run, the cost of a million tokens, and the two uses."""
+
+from __future__ import annotations
+
+import panel as pn
+from engine_stub import StubService, attach
+
+from lessons.slo_goodput import SLOGoodputLesson, sweep_rates
+
+SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"]}
+
+
+def lesson(args=None, service=None, start=True):
+    page = SLOGoodputLesson.from_url(args or {})
+    pn.panel(page).get_root()
+    service = attach(page, service or StubService())
+    if start:
+        page.start()
+    return page, service
+
+
+def test_rates_double_up_to_the_highest():
+    assert sweep_rates(16, 5) == [1, 2, 4, 8, 16]
+    assert sweep_rates(3, 2) == [1.5, 3]
+
+
+def test_the_sweep_and_goodput_at_or_below_throughput():
+    page, service = lesson(SMALL)
+    [job] = service.submitted
+    assert job.params["rates"] == [2, 4, 8] and job.params["max_batch"] == 8
+    points = page.curve.points()
+    assert [p["rate"] for p in points] == [2, 4, 8]
+    for p in points:
+        assert p["goodput_rps"] <= p["completed_rps"]
+        assert p["goodput_tok_s"] <= p["throughput_tok_s"]
+    assert points[0]["goodput_rps"] == points[0]["completed_rps"]  # under capacity: all good
+    assert points[-1]["goodput_rps"] < points[-1]["completed_rps"]  # over it: TTFT too long
+    assert "Best goodput" in page.goodput_summary.object
+    assert "✗" in page.checks.object and "✓" in page.checks.object
+
+
+def test_new_targets_are_judged_without_a_new_run():
+    page, service = lesson(SMALL)
+    before = page.curve.points()[-1]["goodput_rps"]
+    page.ttft_p99_ms = 100_000
+    assert page.curve.points()[-1]["goodput_rps"] > before
+    page.itl_p50_ms = 10  # every request's 30 ms TPOT now fails
+    assert all(p["goodput_rps"] == 0 for p in page.curve.points())
+    assert len(service.submitted) == 1
+
+
+def test_cost_per_million_tokens_and_a_bad_price():
+    page, _ = lesson(SMALL)
+    # throughput at capacity: 8 requests x 40 tokens in 2 s = 160 tokens/s
+    assert "(1 / 3600) × (1,000,000 / 160) = **$1.74 per million tokens**" in page.cost.object
+    page.price_per_hour = -2
+    assert page.input_error.visible and "negative" in page.input_error.object
+    assert "per million" not in page.cost.object
+    page.price_per_hour = 3.6
+    assert not page.input_error.visible and "$6.25 per million" in page.cost.object
+    page.ttft_p50_ms = 0
+    assert "must be more than 0" in page.input_error.object
+
+
+def test_batch_use_turns_targets_off_and_raises_the_batch():
+    page, service = lesson(SMALL)
+    page.use = "batch"
+    assert page.max_batch == 32 and not page._target_widgets.visible
+    assert service.submitted[-1].params["max_batch"] == 32
+    for p in page.curve.points():
+        assert p["goodput_rps"] == p["completed_rps"]
+    assert "No latency targets" in page.checks.object
+    assert "overnight batch" in page.uses_table.object
+    page.use = "interactive"
+    assert page.max_batch == 8 and page.ttft_p99_ms == 1200
+    assert "interactive chat" in page.uses_table.object
+
+
+def test_a_sweep_too_long_for_a_page_is_refused_with_a_message():
+    page, service = lesson({"max_rate": [b"0.5"], "points": [b"4"], "requests": [b"64"]})
+    assert service.submitted == []
+    assert "would take about" in page.status.error._alert.object
+
+
+def test_the_url_sets_batch_use():
+    page, _ = lesson({"use": [b"batch"], **SMALL}, start=False)
+    assert page.use == "batch" and page.max_batch == 32
+    assert SLOGoodputLesson.warm_jobs()[1][1]["max_batch"] == 32
