@@ -83,13 +83,17 @@ def test_load_test_mixes_short_and_long_requests_and_reports_progress():
     assert result["workload"]["long_share"] == 0.5 and result["policy"] == "continuous"
     assert result["metrics"]["e2e_ms"]["p99"] >= result["metrics"]["e2e_ms"]["p50"]
     # the same seed gives the same requests
-    again, _ = run("load_test", params)
-    assert [r["prompt_len"] for r in again["requests"]] == \
-        [r["prompt_len"] for r in result["requests"]]
+    from engine.lesson_jobs_1_4 import mixed_workload
+    from engine.tokenizer import Tokenizer
+
+    shapes = ((8, 16), (2, 4)), ((64, 96), (12, 16))
+    again, again_sizes = mixed_workload(Tokenizer(), 40.0, 12, 0.5, *shapes, seed=3)
+    assert again_sizes == sizes
+    assert [len(r.prompt_ids) for r in again] == [r["prompt_len"] for r in result["requests"]]
 
 
 def test_load_test_cancelled_returns_nothing():
-    result, _ = run("load_test", {"rate": 1.0, "requests": 5}, cancel_after=2)
+    result, _ = run("load_test", {"rate": 1.0, "requests": 5}, cancel_after=1)
     assert result is None
 
 

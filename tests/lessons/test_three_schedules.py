@@ -10,6 +10,13 @@ from lesson_stubs import attach
 from lessons.three_schedules import POLICIES, ThreeSchedulesLesson, lanes_rows, policy_summary
 
 SMALL = {"requests": [b"4"], "rate": [b"40"], "max_batch": [b"2"]}
+# Test-only: the page's own jobs with shorter prompts and answers, so runs take a moment.
+SHORT = {"prompt_len": [8, 16], "output_len": [2, 8]}
+
+
+def run_short(service, job, cached: bool = False) -> dict:
+    job.params = {**job.params, **SHORT}
+    return service.run_for_real(job, cached)
 
 
 @pytest.fixture
@@ -36,7 +43,8 @@ def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
     # the events as the worker sends them, before the result
     events = []
     from engine import jobs
-    result = jobs.run(job.kind, job.params, lambda t, d: events.append((t, d)), lambda: False)
+    result = jobs.run(job.kind, {**job.params, **SHORT}, lambda t, d: events.append((t, d)),
+                      lambda: False)
     for type_, data in events[: len(events) // 2]:
         service.send(job, type_, data)
     assert page.lanes.lanes.data["id"], "lanes appear while the run happens"
@@ -55,11 +63,11 @@ def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
 def test_switching_policy_runs_the_same_trace_again(lesson):
     page, service = lesson
     page.run()
-    static = service.run_for_real(service.submitted[-1])
+    static = run_short(service, service.submitted[-1])
     page.policy = "continuous"
     job = service.submitted[-1]
     assert job.params["policy"] == "continuous" and job.params["seed"] == static["workload"]["seed"]
-    continuous = service.run_for_real(job, cached=True)
+    continuous = run_short(service, job, cached=True)
     arrivals = [r["arrival_s"] for r in continuous["requests"]]
     assert arrivals == [r["arrival_s"] for r in static["requests"]]  # one trace
     table = page.table.object
@@ -73,7 +81,7 @@ def test_policy_summary_reads_the_run():
     service = attach(page)
     pn.panel(page).get_root()
     page.run()
-    result = service.run_for_real(service.submitted[-1])
+    result = run_short(service, service.submitted[-1])
     s = policy_summary(result)
     assert s["policy"] == "static" and s["wait_ms"] >= 0 and s["run_ms"] > 0
     assert s["e2e_ms"] == pytest.approx(result["metrics"]["e2e_ms"]["mean"])

@@ -67,7 +67,7 @@ def test_two_clocks_streams_tokens_and_shows_ttft_on_both_clocks(page, console, 
 
 
 def test_average_lies_fills_the_percentile_table(page, console, app_url):
-    page.goto(f"{app_url}/app?lesson=average-lies&requests=10&rate=30")
+    page.goto(f"{app_url}/app?lesson=average-lies&requests=10&rate=30&long_share=0")
     expect(page.get_by_text("Percentiles over 10 requests (ms)")).to_be_visible(timeout=LONG)
     row = page.locator("tr", has_text="E2E (to last token)").first.inner_text()
     cells = [float(c.replace(",", "")) for c in row.split("\t")[1:]]
@@ -105,6 +105,7 @@ def test_knob_slider_adds_a_measured_point(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=knob&batch_size=4&prompt_len=16&new_tokens=8")
     expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 4"))).to_be_visible(
         timeout=LONG)
+    expect(page.get_by_text(re.compile(r"Against batch 1"))).to_be_visible(timeout=LONG)
     assert sorted(source(page, "points")["batch"]) == [1, 2, 4]
     handle = page.locator(".noUi-handle").first
     handle.focus()
