@@ -34,7 +34,7 @@ class BlockTableView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.source = ColumnDataSource({f: [] for f in FIELDS})
+        self.source = ColumnDataSource({f: [] for f in FIELDS}, name="kv blocks")
         fig = figure(height=220, sizing_mode="stretch_width", tools="hover,save",
                      title="Physical KV blocks", x_axis_type=None, y_axis_type=None,
                      toolbar_location="right")

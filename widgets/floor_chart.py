@@ -31,7 +31,7 @@ class FloorChart(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.source = ColumnDataSource({f: [] for f in FIELDS})
+        self.source = ColumnDataSource({f: [] for f in FIELDS}, name="floor points")
         fig = figure(height=self.height, sizing_mode="stretch_width",
                      x_axis_type="log" if self.log_x else "linear",
                      y_axis_type="log" if self.log_y else "linear",

@@ -32,7 +32,8 @@ class ItlTimeline(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.sources = {name: ColumnDataSource({f: [] for f in FIELDS}) for name in self.series}
+        self.sources = {name: ColumnDataSource({f: [] for f in FIELDS}, name=f"itl {name}")
+                        for name in self.series}
         self.marks: dict[str, list[tuple[str, float]]] = {n: [] for n in self.series}
         fig = figure(height=self.height, sizing_mode="stretch_width",
                      tools="pan,xwheel_zoom,box_zoom,reset,save",

@@ -35,7 +35,7 @@ class RateCurve(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.source = ColumnDataSource({f: [] for f in FIELDS})
+        self.source = ColumnDataSource({f: [] for f in FIELDS}, name="rate points")
         self.offered = ColumnDataSource({"x": [], "y": []})
         common = {"height": self.height, "sizing_mode": "stretch_width",
                   "tools": "pan,wheel_zoom,reset,save",

@@ -37,8 +37,9 @@ class RooflineChart(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.roof = ColumnDataSource({"x": [], "y": []})
-        self.sources = {name: ColumnDataSource({f: [] for f in POINT_FIELDS})
+        self.roof = ColumnDataSource({"x": [], "y": []}, name="roofline roof")
+        self.sources = {name: ColumnDataSource({f: [] for f in POINT_FIELDS},
+                                               name=f"roofline {name}")
                         for name in self.series}
         fig = figure(x_axis_type="log", y_axis_type="log", height=self.height,
                      sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
