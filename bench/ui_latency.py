@@ -1,0 +1,270 @@
+"""App interaction latency, measured in a real browser (Playwright driving Debian's Chromium).
+
+Starts `panel serve app.py` (the README's command) on a free port with an empty measurement
+cache, then measures three things against the targets of issue 5:
+  1. interactive: from the start of navigation to a lesson's main control being visible and
+     enabled, for lessons 1 to 4, in a browser that has opened the app before (its scripts
+     cached, as for a reader moving between lessons); each lesson --samples times, in turn.
+     Target: 3 s. The first view in a fresh browser profile (nothing cached) is reported too,
+     without a target.
+  2. uncached point: on the knob (tiny preset, the page's default measurement settings), the
+     reader releases the slider at a batch size nobody has measured; from the key press to
+     the new point being in the chart's data in the browser (checked every animation frame,
+     so it is drawn by the next paint). Target: 5 s.
+  3. cached point: a second reader (a new browser session) releases the slider at batch sizes
+     the first reader measured: the engine service answers from its cache. Target: 300 ms.
+The slider is moved with the keyboard (a key press sets the slider's throttled value, as a
+mouse release does). Prints a table and one JSON object (also saved to
+bench/results/ui_latency.json) with every sample, the targets and whether each was met, and the
+machine's load average before and after (a shared machine slows everything down).
+
+    python bench/ui_latency.py [--samples 3] [--url http://localhost:5006]  (an already running
+    server instead of a fresh one: its cache may hold the "uncached" points, see the JSON)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "ui_latency.json"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+TARGETS_MS = {"interactive": 3000.0, "uncached_point": 5000.0, "cached_point": 300.0}
+START_BATCH = 4
+
+# Each lesson's main control: the page is interactive once it is visible and enabled.
+CONTROLS = {
+    "two-clocks": ("role", "button", "Send"),
+    "average-lies": ("role", "button", "Run the load test"),
+    "three-schedules": ("role", "button", "continuous"),
+    "knob": ("css", ".noUi-handle", None),
+}
+
+# Resolves, at the first animation frame where the chart's points include `batch`, with that
+# frame's performance.now().
+POINT_DRAWN_JS = """(batch) => {
+  for (const doc of Bokeh.documents) {
+    const model = doc.get_model_by_name('points');
+    if (model) {
+      const data = model.data instanceof Map ? model.data.get('batch') : model.data.batch;
+      if (Array.from(data).includes(batch)) { return performance.now(); }
+    }
+  }
+  return false;
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(cache: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "LLM_SPEED_CACHE": cache}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
+         "--static-dirs", "assets=./assets", "--plugins", "lessons.shell.routes",
+         "--allow-websocket-origin", f"localhost:{port}",
+         # a page the reader left stops its jobs within a second (as in tests/ui), so one
+         # measurement's leftover engine work does not slow the next one down
+         "--unused-session-lifetime", "1000", "--check-unused-sessions", "500"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://localhost:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"panel serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/app", timeout=5) as response:
+                if response.status == 200:
+                    return proc, url
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError("the app did not answer within 120 s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(15)
+
+
+def control(page, slug: str):
+    how, what, name = CONTROLS[slug]
+    return page.get_by_role(what, name=name) if how == "role" else page.locator(what).first
+
+
+def time_interactive(page, url: str, slug: str) -> float:
+    """ms from the start of navigation to the lesson's main control visible and enabled."""
+    from playwright.sync_api import expect
+
+    start = time.perf_counter()
+    page.goto(f"{url}/app?lesson={slug}", wait_until="commit")
+    target = control(page, slug)
+    expect(target).to_be_visible(timeout=60_000)
+    expect(target).to_be_enabled(timeout=60_000)
+    return 1000 * (time.perf_counter() - start)
+
+
+def time_cold(browser, url: str, slug: str) -> float:
+    """The same in a fresh browser profile: every script and stylesheet downloaded first."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        return time_interactive(context.new_page(), url, slug)
+    finally:
+        context.close()
+
+
+def open_knob(browser, url: str, batch: int):
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{url}/app?lesson=knob&batch_size={batch}")
+    half = batch // 2
+    expect(page.get_by_text(f"Last doubling, batch {half} to {batch}")).to_be_visible(
+        timeout=180_000)
+    return context, page
+
+
+def release_at_next(page, batch: int, timeout_ms: float) -> float:
+    """Press the right arrow on the slider (batch - 1 -> batch) and return ms from the press
+    to the first animation frame whose chart data holds the new point."""
+    handle = page.locator(".noUi-handle").first
+    handle.focus()
+    start = page.evaluate("() => performance.now()")
+    handle.press("ArrowRight")
+    drawn = page.wait_for_function(POINT_DRAWN_JS, arg=batch, polling="raf",
+                                   timeout=timeout_ms).json_value()
+    return drawn - start
+
+
+def wait_idle(page, batch: int) -> None:
+    """Until the page has what it asked for (the point and its half: the doubling readout)."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_text(f"Last doubling, batch {batch // 2} to {batch}")).to_be_visible(
+        timeout=180_000)
+
+
+def summarize(samples: list[float], target: float) -> dict:
+    return {"samples_ms": [round(s, 1) for s in samples],
+            "median_ms": round(statistics.median(samples), 1) if samples else None,
+            "max_ms": round(max(samples), 1) if samples else None,
+            "target_ms": target,
+            "met": bool(samples) and max(samples) <= target}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=3, help="slider moves per kind of point")
+    parser.add_argument("--url", default=None, help="use this running server instead")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    load_before = os.getloadavg()
+    proc = None
+    cache = tempfile.mkdtemp(prefix="ui-latency-cache-")
+    if args.url:
+        url = args.url.rstrip("/")
+    else:
+        proc, url = start_server(cache)
+    results: dict = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                        headless=True)
+            # warm-up: the first page view imports the pages and starts the engine worker
+            cold = {slug: round(time_cold(browser, url, slug), 1) for slug in CONTROLS}
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            reader = context.new_page()
+            reader.goto(f"{url}/app")
+            samples: dict[str, list[float]] = {slug: [] for slug in CONTROLS}
+            for _ in range(args.samples):
+                for slug in CONTROLS:
+                    samples[slug].append(time_interactive(reader, url, slug))
+                    reader.goto(f"{url}/app")  # leave: the lesson's session and jobs end
+            context.close()
+            results["interactive"] = {slug: summarize(s, TARGETS_MS["interactive"])
+                                      for slug, s in samples.items()}
+            results["interactive_first_view_ms"] = cold
+            # reader A: a fresh session; every release lands on a batch size nobody measured
+            context_a, page_a = open_knob(browser, url, START_BATCH)
+            uncached = []
+            for i in range(args.samples):
+                batch = START_BATCH + 1 + i
+                uncached.append(release_at_next(page_a, batch, 60_000))
+                wait_idle(page_a, batch)
+            context_a.close()
+            results["uncached_point"] = summarize(uncached, TARGETS_MS["uncached_point"])
+            # reader B: another session moves over the points A measured (the service's cache)
+            context_b, page_b = open_knob(browser, url, START_BATCH)
+            cached = []
+            for i in range(args.samples):
+                batch = START_BATCH + 1 + i
+                cached.append(release_at_next(page_b, batch, 60_000))
+                wait_idle(page_b, batch)
+            context_b.close()
+            results["cached_point"] = summarize(cached, TARGETS_MS["cached_point"])
+            version = browser.version
+            browser.close()
+    finally:
+        if proc is not None:
+            stop_server(proc)
+    load_after = os.getloadavg()
+    interactive_met = all(r["met"] for r in results["interactive"].values())
+    report = {
+        "bench": "ui_latency",
+        "server": "given --url (cache state unknown)" if args.url else "fresh panel serve, "
+                  "empty cache",
+        "chromium": version,
+        "preset": "tiny", "knob_start_batch": START_BATCH,
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in load_after],
+        "cpu_count": os.cpu_count(),
+        **results,
+        "all_targets_met": interactive_met and results["uncached_point"]["met"]
+        and results["cached_point"]["met"],
+    }
+    rows = [(f"lesson {slug} interactive", r) for slug, r in results["interactive"].items()]
+    rows += [("uncached tiny point drawn", results["uncached_point"]),
+             ("cached point drawn", results["cached_point"])]
+    print(f"{'what':<36} {'median ms':>10} {'max ms':>10} {'target ms':>10}  met")
+    for what, r in rows:
+        print(f"{what:<36} {r['median_ms']:>10.0f} {r['max_ms']:>10.0f} "
+              f"{r['target_ms']:>10.0f}  {'yes' if r['met'] else 'NO'}")
+    print("first view in a fresh browser profile (no target): "
+          + ", ".join(f"{k} {v:.0f} ms" for k, v in results["interactive_first_view_ms"].items()))
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} "
+          f"(1 min, {os.cpu_count()} CPUs)")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report))
+    return 0 if report["all_targets_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
