@@ -112,9 +112,10 @@ class SLOGoodputLesson(LessonPage):
                                   label="Price of the machine per hour ($)",
                                   doc="What this machine costs you per hour; a placeholder, "
                                       "not a quoted price.")
-    max_rate = param.Number(default=16.0, bounds=(0.1, 200.0), label="Highest request rate (/s)")
+    max_rate = param.Number(default=128.0, bounds=(0.1, 256.0),
+                            label="Highest request rate (/s)")
     points = param.Integer(default=5, bounds=(2, 8), label="Rates measured")
-    requests = param.Integer(default=24, bounds=(4, 64), label="Requests per rate")
+    requests = param.Integer(default=32, bounds=(4, 64), label="Requests per rate")
     max_batch = param.Integer(default=8, bounds=(1, 64), label="Max batch")
 
     def __init__(self, **params):

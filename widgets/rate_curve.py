@@ -13,7 +13,7 @@ import math
 
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.models import ColumnDataSource, HoverTool, LogTicker
 from bokeh.plotting import figure
 
 from .tables import html_table, sig, table_pane
@@ -30,6 +30,8 @@ class RateCurve(pn.viewable.Viewer):
     """Requests/s and tokens/s against the request rate sent to the engine."""
 
     height = param.Integer(default=320, bounds=(150, None))
+    log_x = param.Boolean(default=True, constant=True,
+                          doc="A log2 rate axis (rates that double from one point to the next).")
     goodput_label = param.String(default="goodput (met every target)",
                                  doc="Legend of the goodput lines.")
 
@@ -38,6 +40,7 @@ class RateCurve(pn.viewable.Viewer):
         self.source = ColumnDataSource({f: [] for f in FIELDS}, name="rate points")
         self.offered = ColumnDataSource({"x": [], "y": []})
         common = {"height": self.height, "sizing_mode": "stretch_width",
+                  "x_axis_type": "log" if self.log_x else "linear",
                   "tools": "pan,wheel_zoom,reset,save",
                   "x_axis_label": "offered request rate (requests/s)"}
         rps = figure(title="Requests per second", y_axis_label="requests/s", **common)
@@ -60,6 +63,9 @@ class RateCurve(pn.viewable.Viewer):
                   legend_label="tokens of requests that met every target")
         toks.scatter("rate", "goodput_tok_s", source=self.source, color=GOODPUT_COLOR, size=8,
                      marker="square")
+        if self.log_x:
+            rps.xaxis.ticker = LogTicker(base=2, mantissas=[1])
+            toks.xaxis.ticker = rps.xaxis.ticker
         for fig in (rps, toks):
             fig.y_range.start = 0
             fig.legend.location = "top_left"
@@ -68,6 +74,7 @@ class RateCurve(pn.viewable.Viewer):
                                               ("goodput", "@goodput_rps{0.00} req/s"),
                                               ("throughput", "@throughput_tok_s{0.0} tok/s"),
                                               ("goodput tokens", "@goodput_tok_s{0.0} tok/s")]))
+        toks.legend.location = "bottom_right"
         self.figures = (rps, toks)
         self._table = table_pane(css_classes=["rate-table"])
         self._layout = pn.Column(
@@ -106,9 +113,8 @@ class RateCurve(pn.viewable.Viewer):
 
     def _refresh(self) -> None:
         rows = self.points()
-        top = max([r["rate"] for r in rows] + [max([r["completed_rps"] or 0 for r in rows],
-                                                   default=0)], default=0)
-        self.offered.data = {"x": [0, top], "y": [0, top]} if rows else {"x": [], "y": []}
+        rates = [r["rate"] for r in rows]
+        self.offered.data = {"x": rates, "y": rates}
         self._table.object = html_table(
             "Throughput and goodput at each offered rate",
             ["offered rate (req/s)", "completed (req/s)", "goodput (req/s)",

@@ -20,7 +20,7 @@ def test_points_stream_in_rate_order_and_patch_when_rejudged():
     curve.add(P2)
     curve.add(P1)  # out of order: kept sorted
     assert [p["rate"] for p in curve.points()] == [1.0, 4.0]
-    assert curve.offered.data == {"x": [0, 4.0], "y": [0, 4.0]}
+    assert curve.offered.data == {"x": [1.0, 4.0], "y": [1.0, 4.0]}
     curve.set_points([{**P1, "goodput_rps": None, "goodput_tok_s": None}, P2])
     first = curve.points()[0]
     assert first["goodput_rps"] is None
