@@ -131,7 +131,9 @@ class SLOGoodputLesson(LessonPage):
         self.checks = table_pane(css_classes=["slo-checks"])
         self.goodput_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
                                                 css_classes=["goodput-summary"])
-        self.cost = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["cost"])
+        # disable_math: dollar signs are prices here, not LaTeX
+        self.cost = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["cost"],
+                                     disable_math=True)
         self.uses_table = table_pane(css_classes=["uses-table"])
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
@@ -366,7 +368,8 @@ class SLOGoodputLesson(LessonPage):
 
     # ---- the page -------------------------------------------------------------------------------------
     def body(self) -> list:
-        md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
+        md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width",  # noqa: E731
+                                           disable_math=True)
         sweep_controls = pn.Row(
             pn.widgets.Select.from_param(self.param.use, sizing_mode="stretch_width"),
             pn.widgets.FloatInput.from_param(self.param.max_rate, step=1,
