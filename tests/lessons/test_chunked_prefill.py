@@ -1,12 +1,16 @@
-"""Lesson 7 without a browser or an engine: the two runs it asks for, the gaps it draws live and
-at the end, and its verdict."""
+"""Lesson 7 without a browser: the two runs it asks for, the gaps it draws live and at the end,
+and its verdict, on real runs of the tiny model (tests/lessons/in_process_service.py)."""
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import panel as pn
-from engine_stub import StubService, attach, serve_run_result
+from in_process_service import InProcessService, attach, run_job
 
 from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson
+from widgets.tables import sig
 
 SMALL = {"requests": [b"3"], "output_len": [b"40"], "long_prompt": [b"512"]}
 
@@ -14,7 +18,7 @@ SMALL = {"requests": [b"3"], "output_len": [b"40"], "long_prompt": [b"512"]}
 def lesson(args=None, service=None):
     page = ChunkedPrefillLesson.from_url(args or {})
     pn.panel(page).get_root()
-    return page, attach(page, service or StubService())
+    return page, attach(page, service)
 
 
 def test_two_runs_of_the_same_workload_whole_and_chunked():
@@ -32,38 +36,42 @@ def test_two_runs_of_the_same_workload_whole_and_chunked():
     assert defaults[0][1]["long_prompt_len"] == 1536 and defaults[0][1]["requests"] == 8
 
 
+def gaps_ms(run: dict, long_id: int) -> list[float]:
+    return [1000 * (b - a) for r in run["requests"] if r["id"] != long_id
+            for a, b in zip(r["token_s"], r["token_s"][1:], strict=False)]
+
+
 def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
-    page, _ = lesson(SMALL)
+    page, service = lesson(SMALL)
     page.start()
-    assert page.timeline.worst(WHOLE) > page.timeline.worst(CHUNKED)
-    assert page.results[WHOLE]["worst_ms"] == page.timeline.worst(WHOLE)
-    assert page.results[CHUNKED]["prefill_steps"] == 6
-    verdict = page.verdict.object
-    assert "worst stall is **7.5x shorter**" in verdict
-    assert "the long request paid 20.0 ms more TTFT" in verdict
-    assert "long prompt arrives at 0.20 s" in page.timeline.table_html
+    whole_run, chunked_run = (j.result for j in service.submitted)
+    whole, chunked = page.results[WHOLE], page.results[CHUNKED]
+    assert whole["worst_ms"] == page.timeline.worst(WHOLE) == max(gaps_ms(whole_run, 3))
+    assert chunked["worst_ms"] == max(gaps_ms(chunked_run, 3))
+    assert whole["median_ms"] == statistics.median(gaps_ms(whole_run, 3))
+    assert whole["prefill_steps"] == 1 and chunked["prefill_steps"] == math.ceil(512 / 128)
     assert len(page.timeline.gaps(WHOLE)) == 3 * 39  # the long request's gaps are left out
+    verdict = page.verdict.object
+    assert f"worst gap **{sig(whole['worst_ms'])} ms**" in verdict
+    ratio = whole["worst_ms"] / chunked["worst_ms"]
+    if ratio > 1:
+        assert f"worst stall is **{ratio:.1f}x shorter**" in verdict
+    else:
+        assert "chunks did not shorten the worst stall" in verdict
+    ttft_change = chunked["long_ttft_ms"] - whole["long_ttft_ms"]
+    assert (f"paid {sig(ttft_change)} ms more TTFT" if ttft_change > 0
+            else f"{sig(-ttft_change)} ms sooner") in verdict
+    assert "long prompt arrives at 0.20 s" in page.timeline.table_html
 
 
 def test_live_gaps_from_steps_match_the_token_times():
-    page, _ = lesson(SMALL, StubService(hold={"serve_run"}))
+    page, _ = lesson(SMALL, InProcessService(hold={"serve_run"}))
     page.start()
-    run = serve_run_result(page.run_params(0))
-    steps = []
-    t_prev = 0.0
-    for k, t in enumerate(run["requests"][0]["token_s"]):
-        prefill = [[i, 64] for i in range(3)] if k == 0 else []
-        decode = [] if k == 0 else [0, 1, 2]
-        steps.append({"end_s": t, "decode_ids": decode, "prefill_chunks": prefill})
-        t_prev = t
-    for step in steps:
+    _, run = run_job("serve_run", page.run_params(0))
+    for step in run["steps"]:
         page.on_step(WHOLE, 0, step)
-    gaps = page.timeline.gaps(WHOLE)
-    token_s = run["requests"][0]["token_s"]
-    expected = [1000 * (b - a) for a, b in zip(token_s, token_s[1:], strict=False)]
-    assert sorted(gaps) == sorted(expected * 3)
+    assert sorted(page.timeline.gaps(WHOLE)) == sorted(gaps_ms(run, 3))
     assert "s into the run" in page.status.message  # progress was reported
-    assert t_prev == token_s[-1]
 
 
 def test_a_new_chunk_size_runs_again():
@@ -72,3 +80,4 @@ def test_a_new_chunk_size_runs_again():
     page.chunk_size = 64
     assert [j.params["chunk_size"] for j in service.submitted] == [0, 128, 0, 64]
     assert "chunks of 64 tokens" in page.verdict.object
+    assert page.results[CHUNKED]["prefill_steps"] == math.ceil(512 / 64)

@@ -1,21 +1,22 @@
-"""Lesson 5 without a browser or an engine: which jobs it asks for, and what it draws from
-their results (tests/lessons/engine_stub.py answers them)."""
+"""Lesson 5 without a browser: which jobs it asks for, and what it draws from their real results
+(measured on this machine by tests/lessons/in_process_service.py, on the tiny preset)."""
 
 from __future__ import annotations
 
 import panel as pn
 import pytest
-from engine_stub import StubService, attach
+from in_process_service import InProcessService, attach
 
 from engine.config import PRESETS
 from engine.step_cost import decode_context, decode_cost
 from lessons.roofline import DECODE, PREFILL, RooflineLesson, powers
+from widgets.tables import sig
 
 
 def lesson(args=None, service=None):
     page = RooflineLesson.from_url(args or {})
     pn.panel(page).get_root()
-    return page, attach(page, service or StubService())
+    return page, attach(page, service)
 
 
 def test_powers_end_at_the_limit():
@@ -35,31 +36,42 @@ def test_the_url_picks_the_measurements():
     assert len(RooflineLesson.warm_jobs()) == 1 + 6 + 4
 
 
+TINY = {"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"256"]}
+
+
 def test_points_land_under_the_roofs_with_the_preset_formulas():
-    page, service = lesson({"max_batch": [b"4"], "max_prompt": [b"256"]})
+    page, service = lesson(TINY)
     page.start()
-    assert page.chart.bandwidth_gbs == 30.0 and page.chart.peak_gflops == 180.0
+    info = service.result("info")
+    bw, peak = info["memory_bandwidth_gbs"], info["matmul_gflops"]
+    assert page.chart.bandwidth_gbs == bw and page.chart.peak_gflops == peak
     decode = page.chart.points(DECODE)
     assert [p["label"] for p in decode] == ["decode, batch 1", "decode, batch 2",
                                             "decode, batch 4"]
-    cost = decode_cost(PRESETS["small"].describe("cpu"), 4, decode_context(128, 32))
+    top = [j.result for j in service.submitted if j.kind == "sweep_point"][-1]
+    shape = {**PRESETS["tiny"].describe("cpu"), "weight_bytes": top["weight_bytes"]}
+    cost = decode_cost(shape, 4, decode_context(128, 32))
     assert decode[2]["intensity"] == pytest.approx(cost.intensity)
-    assert decode[2]["gflops"] == pytest.approx(cost.flops / 0.028 / 1e9)
+    assert decode[2]["gflops"] == pytest.approx(cost.flops / (top["tpot_ms"] / 1000) / 1e9)
+    for point in decode + page.chart.points(PREFILL):  # none above the compute roof
+        assert 0 < point["gflops"] <= 1.5 * peak
     assert [p["label"] for p in page.chart.points(PREFILL)][-1] == "prefill, 256 tokens"
     rows = page.floor.rows()
     assert [r["x"] for r in rows] == [1, 2, 4]
-    assert rows[0]["floor"] == pytest.approx(1000 * decode_cost(
-        PRESETS["small"].describe("cpu"), 1, decode_context(128, 32)).bytes / 30e9)
-    assert "30.0 GB/s" in page.limits.object and "6.00 FLOP" in page.limits.object
+    one = decode_cost(shape, 1, decode_context(128, 32))
+    assert rows[0]["floor"] == pytest.approx(1000 * one.bytes / (bw * 1e9))
+    assert f"{sig(bw)} GB/s" in page.limits.object
+    assert f"{sig(info['ridge_flop_per_byte'])} FLOP" in page.limits.object
     assert "Decode, batch 1" in page.roof_summary.object
     assert "Prefill, 256 tokens" in page.roof_summary.object
-    assert "the engine took **22.0 ms**" in page.floor_summary.object
+    first = [j.result for j in service.submitted if j.kind == "sweep_point"][0]
+    assert f"the engine took **{sig(first['tpot_ms'])} ms**" in page.floor_summary.object
     assert not page.status.running and "measured live" in page.status.label_text
 
 
 def test_points_that_come_before_the_machines_limits_wait_for_them():
-    service = StubService(hold={"info", "sweep_point", "prefill_point"})
-    page, _ = lesson({"max_batch": [b"2"], "max_prompt": [b"16"]}, service)
+    service = InProcessService(hold={"info", "sweep_point", "prefill_point"})
+    page, _ = lesson({**TINY, "max_batch": [b"2"], "max_prompt": [b"16"]}, service)
     page.start()
     service.release(reverse=True)  # the points first, the machine's info last
     assert len(page.chart.points(DECODE)) == 2 and len(page.chart.points(PREFILL)) == 1
@@ -67,8 +79,8 @@ def test_points_that_come_before_the_machines_limits_wait_for_them():
 
 
 def test_moving_a_control_measures_again_and_drops_the_old_batch():
-    service = StubService(hold={"sweep_point"})
-    page, _ = lesson({"max_batch": [b"2"], "max_prompt": [b"16"]}, service)
+    service = InProcessService(hold={"sweep_point"})
+    page, _ = lesson({**TINY, "max_batch": [b"2"], "max_prompt": [b"16"]}, service)
     page.start()
     old = [j for j in service.submitted if j.kind == "sweep_point"]
     page.max_batch = 1
@@ -78,8 +90,8 @@ def test_moving_a_control_measures_again_and_drops_the_old_batch():
 
 
 def test_an_engine_error_is_a_message():
-    page, _ = lesson({"max_batch": [b"1"], "max_prompt": [b"16"]},
-                     StubService(fail={"prefill_point": "the KV budget holds no block"}))
+    page, _ = lesson({**TINY, "max_batch": [b"1"], "max_prompt": [b"16"]},
+                     InProcessService(fail={"prefill_point": "the KV budget holds no block"}))
     page.start()
     assert "the KV budget holds no block" in page.status.error._alert.object
     assert len(page.chart.points(DECODE)) == 1

@@ -1,12 +1,16 @@
-"""Lesson 8 without a browser or an engine: the rate sweep it asks for, goodput judged against
+"""Lesson 8 without a browser, on real rate sweeps of the tiny model
+(tests/lessons/in_process_service.py): the rate sweep it asks for, goodput judged against
 the typed targets without a new run, the cost of a million tokens, and the two uses."""
 
 from __future__ import annotations
 
 import panel as pn
-from engine_stub import StubService, attach
+import pytest
+from in_process_service import attach
 
+from engine.slo_math import cost_per_million_tokens
 from lessons.slo_goodput import SLOGoodputLesson, sweep_rates
+from widgets.tables import sig
 
 SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"]}
 
@@ -14,7 +18,7 @@ SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"]}
 def lesson(args=None, service=None, start=True):
     page = SLOGoodputLesson.from_url(args or {})
     pn.panel(page).get_root()
-    service = attach(page, service or StubService())
+    service = attach(page, service)
     if start:
         page.start()
     return page, service
@@ -25,40 +29,55 @@ def test_rates_double_up_to_the_highest():
     assert sweep_rates(3, 2) == [1.5, 3]
 
 
+def good_requests(point: dict, ttft_ms=1200, tpot_ms=40, e2e_ms=8000) -> int:
+    """Requests within the chat limits, counted here from the raw per-request figures."""
+    return sum(1 for a, b, c in zip(point["ttft_ms"], point["tpot_ms"], point["e2e_ms"],
+                                    strict=True)
+               if a <= ttft_ms and (b is None or b <= tpot_ms) and c <= e2e_ms)
+
+
 def test_the_sweep_and_goodput_at_or_below_throughput():
     page, service = lesson(SMALL)
     [job] = service.submitted
     assert job.params["rates"] == [2, 4, 8] and job.params["max_batch"] == 8
+    raw = {p["rate"]: p for p in job.result["points"]}
     points = page.curve.points()
     assert [p["rate"] for p in points] == [2, 4, 8]
     for p in points:
+        r = raw[p["rate"]]
+        assert p["completed_rps"] == pytest.approx(8 / r["duration_s"])
+        assert p["goodput_rps"] == pytest.approx(good_requests(r) / r["duration_s"])
         assert p["goodput_rps"] <= p["completed_rps"]
         assert p["goodput_tok_s"] <= p["throughput_tok_s"]
-    assert points[0]["goodput_rps"] == points[0]["completed_rps"]  # under capacity: all good
-    assert points[-1]["goodput_rps"] < points[-1]["completed_rps"]  # over it: TTFT too long
+        assert p["throughput_tok_s"] == pytest.approx(sum(r["output_len"]) / r["duration_s"])
     assert "Best goodput" in page.goodput_summary.object
-    assert "✗" in page.checks.object and "✓" in page.checks.object
+    assert "P50 TTFT (target 300 ms)" in page.checks.object
+    cells = page.checks.object.split("</caption>")[1]  # one mark per target per rate
+    assert cells.count("✓") + cells.count("✗") == 3 * 5
 
 
 def test_new_targets_are_judged_without_a_new_run():
     page, service = lesson(SMALL)
-    before = page.curve.points()[-1]["goodput_rps"]
-    page.ttft_p99_ms = 100_000
-    assert page.curve.points()[-1]["goodput_rps"] > before
-    page.itl_p50_ms = 10  # every request's 30 ms TPOT now fails
+    page.param.update(ttft_p99_ms=1e7, itl_p50_ms=1e7, e2e_p99_s=1e4)
+    assert all(p["goodput_rps"] == p["completed_rps"] for p in page.curve.points())
+    page.itl_p50_ms = 1e-6  # every request's TPOT now fails
     assert all(p["goodput_rps"] == 0 for p in page.curve.points())
     assert len(service.submitted) == 1
 
 
 def test_cost_per_million_tokens_and_a_bad_price():
-    page, _ = lesson(SMALL)
-    # throughput at capacity: 8 requests x 40 tokens in 2 s = 160 tokens/s
-    assert "(1 / 3600) × (1,000,000 / 160) = **$1.74 per million tokens**" in page.cost.object
+    page, service = lesson(SMALL)
+    points = service.result("rate_sweep")["points"]
+    best = max(sum(p["output_len"]) / p["duration_s"] for p in points)
+    cost = cost_per_million_tokens(1.0, best)
+    assert f"(1 / 3600) × (1,000,000 / {sig(best)}) = **${cost:,.2f} per million tokens**" \
+        in page.cost.object
     page.price_per_hour = -2
     assert page.input_error.visible and "negative" in page.input_error.object
     assert "per million" not in page.cost.object
     page.price_per_hour = 3.6
-    assert not page.input_error.visible and "$6.25 per million" in page.cost.object
+    assert not page.input_error.visible
+    assert f"${cost_per_million_tokens(3.6, best):,.2f} per million" in page.cost.object
     page.ttft_p50_ms = 0
     assert "must be more than 0" in page.input_error.object
 

@@ -1,10 +1,10 @@
-"""Lesson 6 without a browser or an engine: the calculator, its check against the engine's real
+"""Lesson 6 without a browser, on the engine's real answers (tests/lessons/in_process_service.py): the calculator, its check against the engine's real
 allocation, the block tables of a run, and what fits a typed budget."""
 
 from __future__ import annotations
 
 import panel as pn
-from engine_stub import StubService, attach
+from in_process_service import attach
 
 from lessons.kv_cache import KVCacheLesson
 
@@ -12,7 +12,7 @@ from lessons.kv_cache import KVCacheLesson
 def lesson(args=None, service=None, start=True):
     page = KVCacheLesson.from_url(args or {})
     pn.panel(page).get_root()
-    service = attach(page, service or StubService())
+    service = attach(page, service)
     if start:
         page.start()
     return page, service
@@ -43,14 +43,30 @@ def test_a_disagreement_would_be_shown():
     assert "1 of 9 caches differ" in page.check_summary.object and "DIFFERS" in page.check.object
 
 
+def chain(blocks: list[int]) -> str:
+    return " → ".join(str(b) for b in blocks)
+
+
 def test_block_tables_from_the_run():
-    page, _ = lesson()
-    assert page.blocks.num_blocks == 40 and page.player.end == 2 and not page.player.disabled
-    assert page.player.value == 1  # the step holding the most blocks
-    assert "0 → 1" in page.blocks.table_html and "2 → 3 → 4" in page.blocks.table_html
-    page.player.value = 2
-    assert "0 → 1 → 5" in page.blocks.table_html
-    assert "2 blocks were used by more than one request" in page.run_summary.object
+    page, service = lesson()
+    run = service.result("block_snapshots")
+    snaps = [s for s in run["snapshots"] if "step" in s]
+    assert page.blocks.num_blocks == run["num_blocks"] and len(snaps) > 2
+    assert page.player.end == len(snaps) - 1 and not page.player.disabled
+    in_use = [(len(s["seqs"]), sum(len(q["blocks"]) for q in s["seqs"])) for s in snaps]
+    assert page.player.value == in_use.index(max(in_use))  # the step holding the most blocks
+    for index in (page.player.value, len(snaps) - 1):
+        page.player.value = index
+        for seq in snaps[index]["seqs"]:
+            assert chain(seq["blocks"]) in page.blocks.table_html
+    owners: dict[int, set] = {}
+    for snap in snaps:
+        for seq in snap["seqs"]:
+            for block in seq["blocks"]:
+                owners.setdefault(block, set()).add(seq["id"])
+    reused = sum(1 for ids in owners.values() if len(ids) > 1)
+    assert reused > 0  # 10 requests through a 2 MiB pool: freed blocks serve later requests
+    assert f"{reused} blocks were used by more than one request" in page.run_summary.object
 
 
 def test_paged_fits_more_and_bad_budgets_get_a_message():
