@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .matmul_plan import multiply
+from .matmul_plan import multiply, split_transposed
 
 
 class RMSNorm(nn.Module):
@@ -38,12 +38,12 @@ class Linear(nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        self.weight_t: torch.Tensor | None = None  # (in x out) copy, for the "x_wt" variant
+        self.weight_t: torch.Tensor | None = None  # split_transposed copy, for "x_wt"
         self.plan: list[str] | None = None  # variant for 1..MAX_TUNED_ROWS rows
 
     def prepare_for_cpu_decode(self, plan: list[str], weight_t: torch.Tensor | None = None):
-        """Keep a transposed copy and the measured plan (see engine/matmul_plan.py)."""
-        self.weight_t = self.weight.detach().t().contiguous() if weight_t is None else weight_t
+        """Keep a transposed copy cut in pieces and the measured plan (engine/matmul_plan.py)."""
+        self.weight_t = split_transposed(self.weight.detach()) if weight_t is None else weight_t
         self.plan = plan
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from torch import nn
 
 from .config import ModelConfig
 from .layers import Linear, RMSNorm, Rotary
-from .matmul_plan import matmul_plan
+from .matmul_plan import matmul_plan, split_transposed
 
 # attend(layer_index, q (..., T, H, D), k (..., T, KVH, D), v (..., T, KVH, D)) -> (..., T, H * D)
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -112,7 +112,7 @@ class LlamaModel(nn.Module):
         self.requires_grad_(False)
         if self.embed.weight.device.type == "cpu":
             linears = [m for m in self.modules() if isinstance(m, Linear)]  # in step order
-            pairs = [(m.weight.detach(), m.weight.detach().t().contiguous()) for m in linears]
+            pairs = [(m.weight.detach(), split_transposed(m.weight.detach())) for m in linears]
             plan = matmul_plan(pairs)
             for m, (_, weight_t) in zip(linears, pairs):
                 m.prepare_for_cpu_decode(plan, weight_t)

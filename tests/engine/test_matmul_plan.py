@@ -7,23 +7,37 @@ import pytest
 import torch
 
 from engine.layers import Linear
-from engine.matmul_plan import MAX_TUNED_ROWS, VARIANTS, multiply, tune_rows
+from engine.matmul_plan import MAX_TUNED_ROWS, VARIANTS, multiply, split_transposed, tune_rows
 
 
+@pytest.mark.parametrize("out_features", [48, 47])  # 47: a prime, so one piece
 @pytest.mark.parametrize("rows", [1, 2, 3, 7, 16, 40])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_every_variant_computes_x_times_w_transposed(rows, variant):
+def test_every_variant_computes_x_times_w_transposed(rows, variant, out_features):
     gen = torch.Generator().manual_seed(rows)
-    weight = torch.randn(48, 24, generator=gen)
+    weight = torch.randn(out_features, 24, generator=gen)
     x = torch.randn(rows, 24, generator=gen)
-    out = multiply(x, weight, weight.t().contiguous(), variant)
-    assert out.shape == (rows, 48)
+    out = multiply(x, weight, split_transposed(weight), variant)
+    assert out.shape == (rows, out_features)
     torch.testing.assert_close(out, x @ weight.t(), atol=1e-5, rtol=1e-5)
+
+
+def test_split_transposed_cuts_w_transposed_into_one_piece_per_thread():
+    weight = torch.arange(8 * 3, dtype=torch.float32).reshape(8, 3)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)
+        halves = split_transposed(weight)
+        assert halves.shape == (4, 3, 2) and halves.is_contiguous()
+        assert torch.equal(torch.cat(list(halves), dim=1), weight.t())
+        assert split_transposed(torch.zeros(7, 3)).shape == (1, 3, 7)  # 7 = 7 x 1: one piece
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_tuned_plan_covers_every_row_count():
     weights = [torch.randn(64, 32), torch.randn(32, 64)]
-    plan = tune_rows([(w, w.t().contiguous()) for w in weights], budget_s=0.01)
+    plan = tune_rows([(w, split_transposed(w)) for w in weights], budget_s=0.01)
     assert len(plan) == MAX_TUNED_ROWS and set(plan) <= set(VARIANTS)
 
 
