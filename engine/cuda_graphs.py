@@ -43,7 +43,7 @@ class DecodeGraphs:
         self.positions = torch.zeros(largest, dtype=torch.int64, device=device)
         self.slots = torch.full((largest,), self.scratch_slot, dtype=torch.int64, device=device)
         self.block_tables = torch.full((largest, self.max_blocks), scratch_block,
-                                       dtype=torch.int32, device=device)
+                                       dtype=torch.int64, device=device)
         self.seq_lens = torch.ones(largest, dtype=torch.int32, device=device)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}

@@ -67,7 +67,7 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
     if tables:
         width = max(len(t) for t in tables)
         decode_tables = torch.tensor([t + [0] * (width - len(t)) for t in tables],
-                                     dtype=torch.int32, device=device)
+                                     dtype=torch.int64, device=device)
     chunks = []
     for seq, count in prefill:
         chunks.append(PrefillChunk(

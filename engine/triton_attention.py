@@ -201,7 +201,7 @@ def paged_decode_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                         block_tables: torch.Tensor, seq_lens: torch.Tensor,
                         max_len: int) -> torch.Tensor:
     """Paged decode attention, same contract as attention.paged_decode_torch: q (B, H, D);
-    caches (blocks, block_size, KVH, D); block_tables (B, max_blocks) int32, padded;
+    caches (blocks, block_size, KVH, D); block_tables (B, max_blocks) int32 or int64, padded;
     seq_lens (B,) int32; max_len = max(seq_lens) as a Python int. Returns (B, H, D) in q's
     dtype."""
     num_splits, blocks_per_split = choose_splits(

@@ -65,6 +65,13 @@ def test_matches_reference(case, dtype):
     torch.testing.assert_close(out, ref, **TOL[dtype])
 
 
+def test_int64_block_tables_as_the_runner_builds_them():
+    q, k_cache, v_cache, tables, seq_lens, max_len = make_case(*CASES["ragged"], torch.float32)
+    args = (q, k_cache, v_cache, tables.long(), seq_lens, max_len)
+    torch.testing.assert_close(paged_decode_triton(*args), paged_decode_torch(*args),
+                               **TOL[torch.float32])
+
+
 def test_max_len_spans_several_splits():
     lens = [300, 7, 150]
     num_splits, blocks_per_split = choose_splits(len(lens), 1, max(lens), 16)
