@@ -137,15 +137,15 @@ class AverageLiesLesson(LessonPage):
                 "max_batch": int(self.max_batch)}
 
     def run(self) -> None:
-        self.button.disabled = True
+        """Start a load test with the current settings. The button stays usable: pressed
+        during a run, it replaces that run (the runner cancels it) with one at the new
+        settings, so a reader never waits for a test they no longer want."""
         self.tail_text.object = site_html(
             f"<p>Serving {self.requests} requests arriving at {self.rate:g} per second "
             f"(about {self.requests / self.rate:.0f} s of arrivals)...</p>")
         self.runner.submit("load_test", self.job_params(), self._on_event)
 
     def _on_event(self, event) -> None:
-        if event.final:
-            self.button.disabled = False
         if event.type == "result":
             self.show_result(event.data, event)
         elif event.type == "error":

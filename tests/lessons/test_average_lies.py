@@ -33,7 +33,19 @@ def test_the_button_runs_the_load_test_with_the_pages_settings(shown):
     page, job, _ = shown
     assert job.kind == "load_test" and job.use_cache
     assert (job.params["requests"], job.params["rate"], job.params["long_share"]) == (10, 30.0, 0.3)
-    assert not page.button.disabled  # enabled again after the result
+    assert not page.button.disabled
+
+
+def test_pressing_run_during_a_run_replaces_it():
+    page = AverageLiesLesson.from_url({"requests": [b"10"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    page.button.clicks += 1
+    assert not page.button.disabled  # usable while the first test runs
+    page.requests = 20
+    page.button.clicks += 1
+    first, second = service.submitted
+    assert service.cancelled == [first] and second.params["requests"] == 20
 
 
 def test_histograms_hold_every_request_with_the_runs_markers(shown):
