@@ -19,11 +19,12 @@ import param
 
 from widgets.checkpoint import Choice, Question
 from widgets.readouts import Readouts, table_html
+from widgets.site_css import site_stylesheets
 from widgets.throughput_curve import ThroughputCurve
 
 from .base import LessonPage
 from .demo_runner import RANDOM_WEIGHTS, DemoRunner, provenance
-from .shell.template import STYLESHEETS, html_pane, site_html
+from .shell.template import html_pane, site_html
 
 # An uncached tiny point at batch 64 is measured in about 1.2 s on an idle 2-core CPU (64 prompt
 # tokens each, 32 new tokens: 31 decode steps, 29 of them timed): well inside 5 s when busy.
@@ -112,7 +113,7 @@ class KnobLesson(LessonPage):
         self.readouts = Readouts([
             ("tput", "total tokens/s, all users"), ("tpot", "ms per token, each user"),
             ("users", "tokens/s each user (1000 / ms per token)"),
-        ], stylesheets=STYLESHEETS)
+        ], stylesheets=site_stylesheets())
         self.gain = html_pane("", css_classes=["doubling"])
         self.table = html_pane("", css_classes=["points-table"])
         self.measured_on = html_pane("", css_classes=["measurement-label"])

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import panel as pn
 
-STYLESHEETS = ["assets/app.css"]  # the site's stylesheet (served from assets/)
+from .site_css import site_stylesheets
 
 
 def html_table(caption: str, head: Sequence[str], rows: Sequence[Sequence], numeric: Sequence[bool]
@@ -37,7 +37,7 @@ def html_table(caption: str, head: Sequence[str], rows: Sequence[Sequence], nume
 def table_pane(**params) -> pn.pane.HTML:
     """An HTML pane for a table, with the site's stylesheet."""
     params.setdefault("sizing_mode", "stretch_width")
-    return pn.pane.HTML("", stylesheets=STYLESHEETS, **params)
+    return pn.pane.HTML("", stylesheets=site_stylesheets(), **params)
 
 
 def sig(x: float | None, digits: int = 3) -> str:

@@ -58,6 +58,9 @@ def build_page(args: Mapping[str, Any] | None = None):
         args = pn.state.session_args if pn.state.curdoc is not None else {}
     embed = raw_value(args.get("embed", "false")).lower() in TRUE
     get_service()  # start the engine worker with the first page, before anyone needs it
+    if "bokeh-absolute-url" in args:  # embedded by a script tag (bokeh.embed.server_document)
+        _fix_autoload_paths(raw_value(args["bokeh-absolute-url"]))  # before building: URLs
+        embed = True  # the template cannot live inside another site's page; its content can
     try:
         content, title, current = choose(args)
     except Exception as e:  # a page's bug: a message, never a traceback, and the links still work
@@ -65,10 +68,25 @@ def build_page(args: Mapping[str, Any] | None = None):
         content = [html_pane(f"<h1>This page failed to load</h1><p>{type(e).__name__}: "
                              "the server's log has the details. The other pages still work.</p>")]
         title, current = "Error", ""
-    if "bokeh-absolute-url" in args:  # embedded by a script tag (bokeh.embed.server_document)
-        _fix_autoload_paths(raw_value(args["bokeh-absolute-url"]))
-        embed = True  # the template cannot live inside another site's page; its content can
+    _serve_panel_css_locally()
     return page(content, title, current, embed=embed)
+
+
+def _serve_panel_css_locally() -> None:
+    """Make every Panel stylesheet of this session come from this server, never from Panel's CDN.
+
+    Panel points a component's stylesheets at the document's "dist_url" template variable, and at
+    cdn.holoviz.org when the document has none. Panel 1.9 sets it only when it renders a whole
+    page, so a page embedded by a script tag (autoload.js) never gets it, and stylesheet objects
+    that Panel shares between documents (its Design cache) can be flipped to the CDN by such a
+    page. A classroom LAN has no internet: set it from the start, to the value Panel would use."""
+    from panel.io.resources import LOCAL_DIST
+
+    doc = pn.state.curdoc
+    if doc is None or doc.session_context is None:
+        return
+    rel_path = pn.state.rel_path
+    doc._template_variables["dist_url"] = f"{rel_path}/{LOCAL_DIST}" if rel_path else LOCAL_DIST
 
 
 def _fix_autoload_paths(absolute_url: str) -> None:

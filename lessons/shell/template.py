@@ -11,13 +11,13 @@ from collections.abc import Sequence
 
 import panel as pn
 
+from widgets.site_css import site_stylesheets
+
 from ..registry import LESSONS
 
 APP_TITLE = "LLM serving speed"
 ROUTE = "app"
-CSS_URL = "assets/app.css"
 LOGO_URL = "assets/logo.svg"
-STYLESHEETS = [CSS_URL]
 
 OTHER_PAGES = (("about", "About this machine"), ("vocabulary", "Vocabulary"))
 
@@ -40,7 +40,7 @@ def navigation(current: str) -> pn.pane.HTML:
             f'<ul>{item(ROUTE, "Course map", "index")}</ul>'
             f'<h2>Lessons</h2><ul>{lessons}</ul>'
             f'<h2>Reference</h2><ul>{others}</ul></nav>')
-    return pn.pane.HTML(body, sizing_mode="stretch_width", stylesheets=STYLESHEETS)
+    return pn.pane.HTML(body, sizing_mode="stretch_width", stylesheets=site_stylesheets())
 
 
 def site_html(body: str) -> str:
@@ -51,7 +51,7 @@ def site_html(body: str) -> str:
 def html_pane(body: str, **params) -> pn.pane.HTML:
     """An HTML pane carrying the site's stylesheet (each pane has its own shadow DOM)."""
     params.setdefault("sizing_mode", "stretch_width")
-    return pn.pane.HTML(site_html(body), stylesheets=STYLESHEETS, **params)
+    return pn.pane.HTML(site_html(body), stylesheets=site_stylesheets(), **params)
 
 
 def page(content: Sequence, title: str, current: str, embed: bool = False):

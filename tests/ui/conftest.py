@@ -114,7 +114,8 @@ def embed_site(tmp_path_factory, app_url, embed_port):
         '<!doctype html><html><head><title>Course site</title></head><body>'
         '<h1>Our course</h1><iframe id="lesson" title="Lesson" width="1000" height="700" '
         f'src="{app_url}/app?lesson=knob"></iframe></body></html>')
-    script = server_document(f"{app_url}/app", arguments={"lesson": "knob"})
+    script = server_document(f"{app_url}/app", arguments={
+        "lesson": "knob", "batch_size": "4", "prompt_len": "16", "new_tokens": "8"})
     (site / "script.html").write_text(
         '<!doctype html><html><head><title>Course site</title></head><body>'
         f'<h1>Our course</h1><div id="lesson">{script}</div></body></html>')

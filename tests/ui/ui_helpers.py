@@ -24,7 +24,8 @@ class ConsoleLog:
 
     def __init__(self, page):
         self.errors: list[str] = []
-        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        page.on("console", lambda m: m.type == "error" and self.errors.append(
+            f"{m.text} ({m.location.get('url') or 'no url'})"))
         page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
 
 
