@@ -13,6 +13,7 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
 from .tables import html_table, table_pane
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -53,6 +54,7 @@ class BlockTableView(pn.viewable.Viewer):
         self._build_grid()
 
     @param.depends("num_blocks", "columns", watch=True)
+    @changes_bokeh_models
     def _build_grid(self) -> None:
         n, cols = self.num_blocks, self.columns
         rows = -(-n // cols) if n else 0
@@ -68,6 +70,7 @@ class BlockTableView(pn.viewable.Viewer):
     def set_pool(self, num_blocks: int, block_size: int) -> None:
         self.param.update(num_blocks=num_blocks, block_size=block_size)
 
+    @changes_bokeh_models
     def show(self, snapshot: dict) -> None:
         """Colour the grid and fill the table from one snapshot."""
         n, bs = self.num_blocks, self.block_size

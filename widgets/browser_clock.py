@@ -20,6 +20,8 @@ from __future__ import annotations
 import param
 from bokeh.models import ColumnDataSource, CustomJS
 
+from .doc_hold import changes_bokeh_models
+
 # Runs in the browser each time rows are streamed into `src` (the server's stream, not a reset).
 STAMP_JS = """
 const n = src.data[key].length;
@@ -70,6 +72,7 @@ class BrowserClock(param.Parameterized):
         """Start the clock (time 0) when this Panel button is clicked, read in the browser."""
         button.js_on_click(args={"out": self.into}, code=START_JS)
 
+    @changes_bokeh_models
     def reset(self) -> None:
         """Forget the stamps (a new run); the next start or first arrival is time 0."""
         self.into.data = {"x": [], "row": [], "index": [], "text": []}

@@ -11,6 +11,7 @@ import param
 from bokeh.models import ColumnDataSource, FactorRange
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
 from .tables import html_table, table_pane
 
 COLORS = ("#9aa5b1", "#1f5f8b", "#3a8d3a", "#d9822b")
@@ -41,6 +42,7 @@ class CountBars(pn.viewable.Viewer):
                                  sizing_mode="stretch_width")
         self.set([])
 
+    @changes_bokeh_models
     def set(self, bars: list[tuple[str, int, str]]) -> None:
         labels = [b[0] for b in bars]
         data = {"label": labels, "count": [b[1] for b in bars],

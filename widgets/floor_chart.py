@@ -11,6 +11,7 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
 from .tables import html_table, sig, table_pane
 
 FIELDS = ("x", "measured", "floor", "ratio")
@@ -57,6 +58,7 @@ class FloorChart(pn.viewable.Viewer):
                                  sizing_mode="stretch_width")
         self._refresh_table()
 
+    @changes_bokeh_models
     def add(self, x: float, measured: float, floor: float) -> None:
         """One knob setting: the measured value and its floor (same units)."""
         rows = [r for r in self.rows() if r["x"] != x]
@@ -69,6 +71,7 @@ class FloorChart(pn.viewable.Viewer):
             self.source.data = {f: [r[f] for r in rows] for f in FIELDS}
         self._refresh_table()
 
+    @changes_bokeh_models
     def clear(self) -> None:
         self.source.data = {f: [] for f in FIELDS}
         self._refresh_table()

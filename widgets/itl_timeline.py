@@ -14,6 +14,7 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Span
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
 from .tables import html_table, sig, table_pane
 
 COLORS = ("#c0392b", "#1f5f8b", "#3a8d3a", "#8e44ad")
@@ -68,6 +69,7 @@ class ItlTimeline(pn.viewable.Viewer):
             raise ValueError(f"unknown series {series!r}: one of {', '.join(self.sources)}")
         return self.sources[series]
 
+    @changes_bokeh_models
     def stream(self, series: str, t: list[float], gap_ms: list[float],
                request: list[int]) -> None:
         """Append gaps as they are measured."""
@@ -76,12 +78,14 @@ class ItlTimeline(pn.viewable.Viewer):
                                         "request": list(request)})
             self._refresh_table()
 
+    @changes_bokeh_models
     def set(self, series: str, t: list[float], gap_ms: list[float], request: list[int]) -> None:
         """Replace a run's gaps (its final figures)."""
         self._check(series).data = {"t": list(t), "gap_ms": list(gap_ms),
                                     "request": list(request)}
         self._refresh_table()
 
+    @changes_bokeh_models
     def clear(self, series: str) -> None:
         self.marks[series] = []
         for label in self.mark_names:

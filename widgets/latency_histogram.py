@@ -20,6 +20,8 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
+
 MARKERS = ("p50", "mean", "p90", "p95", "p99")
 MARKER_LABELS = {"p50": "P50", "mean": "mean", "p90": "P90", "p95": "P95", "p99": "P99",
                  "max": "max"}
@@ -88,6 +90,7 @@ class LatencyHistogram(pn.viewable.Viewer):
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         self.values: dict[str, float] = {}
 
+    @changes_bokeh_models
     def update(self, values_ms: Sequence[float], summary: Mapping | None = None) -> None:
         """Draw these latencies; markers from `summary` (mean, p50, ...) if given."""
         values = [float(v) for v in values_ms if v is not None]

@@ -16,6 +16,7 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, LogTicker
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
 from .tables import html_table, sig, table_pane
 
 FIELDS = ("rate", "completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s")
@@ -83,6 +84,7 @@ class RateCurve(pn.viewable.Viewer):
             self._table, sizing_mode="stretch_width")
         self._refresh()
 
+    @changes_bokeh_models
     def add(self, point: dict) -> None:
         """One more rate (kept in rate order: appended if it is the highest so far)."""
         rows = self.points()
@@ -92,6 +94,7 @@ class RateCurve(pn.viewable.Viewer):
         self.source.stream({f: [_nan(point.get(f))] for f in FIELDS})
         self._refresh()
 
+    @changes_bokeh_models
     def set_points(self, points: list[dict]) -> None:
         rows = sorted(points, key=lambda p: p["rate"])
         new = {f: [_nan(p.get(f)) for p in rows] for f in FIELDS}
@@ -111,6 +114,7 @@ class RateCurve(pn.viewable.Viewer):
     def table_html(self) -> str:
         return self._table.object
 
+    @changes_bokeh_models
     def _refresh(self) -> None:
         rows = self.points()
         rates = [r["rate"] for r in rows]

@@ -27,6 +27,8 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Range1d, Span
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
+
 PARTS = ("queued", "prefill", "decode")
 PART_LABELS = {"queued": "queued", "prefill": "running: prefill", "decode": "running: decode"}
 PART_COLORS = {"queued": "#f2c14e", "prefill": "#8e6cc4", "decode": "#1f5f8b"}
@@ -74,6 +76,7 @@ class RequestLanes(pn.viewable.Viewer):
         self._times: dict[int, dict[str, float | None]] = {}
 
     # ---- all at once ----------------------------------------------------------------------
+    @changes_bokeh_models
     def show(self, requests: Iterable[Mapping]) -> None:
         """Draw finished (or partly finished) requests: each a mapping with id, arrival_ms,
         admitted_ms, first_token_ms, finish_ms (None where it had not happened)."""
@@ -100,6 +103,7 @@ class RequestLanes(pn.viewable.Viewer):
         self.now_line.visible = False
 
     # ---- live ------------------------------------------------------------------------------
+    @changes_bokeh_models
     def clear(self) -> None:
         self.lanes.data = _empty()
         self.firsts.data = {"id": [], "y": [], "x": []}
@@ -111,6 +115,7 @@ class RequestLanes(pn.viewable.Viewer):
         """Make room for request ids 0 .. count - 1 (first on top)."""
         self.figure.y_range.update(start=max(count, 1) - 0.5, end=-0.5)
 
+    @changes_bokeh_models
     def arrive(self, rid: int, t_ms: float) -> None:
         if rid in self._times:
             return
@@ -128,6 +133,7 @@ class RequestLanes(pn.viewable.Viewer):
     def admit(self, rid: int, t_ms: float) -> None:
         self._set(rid, "admitted_ms", t_ms)
 
+    @changes_bokeh_models
     def first_token(self, rid: int, t_ms: float) -> None:
         if self._set(rid, "first_token_ms", t_ms):
             self.firsts.stream({"id": [rid], "y": [rid], "x": [t_ms]})
@@ -179,6 +185,7 @@ class RequestLanes(pn.viewable.Viewer):
             spans["decode"] = (first, finish if finish is not None else now)
         return spans
 
+    @changes_bokeh_models
     def _patch(self, now: float) -> None:
         data = self.lanes.data
         patches: dict[str, list] = {"left": [], "right": []}

@@ -13,6 +13,7 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Label, Span
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
 from .tables import html_table, sig, table_pane
 
 SERIES_COLORS = ("#1f5f8b", "#d9822b", "#3a8d3a", "#8e44ad")
@@ -95,6 +96,7 @@ class RooflineChart(pn.viewable.Viewer):
         return lo, hi
 
     @param.depends("bandwidth_gbs", "peak_gflops", watch=True)
+    @changes_bokeh_models
     def _draw_roof(self) -> None:
         ridge = self.ridge_point
         if ridge is None:
@@ -117,6 +119,7 @@ class RooflineChart(pn.viewable.Viewer):
         self._refresh_table()
 
     # ---- points ------------------------------------------------------------------------------
+    @changes_bokeh_models
     def add_point(self, series: str, label: str, intensity: float, gflops: float,
                   ms: float) -> None:
         """Add one measured step: its intensity (FLOP/byte), achieved GFLOP/s and time."""
@@ -132,6 +135,7 @@ class RooflineChart(pn.viewable.Viewer):
         else:
             self._refresh_table()
 
+    @changes_bokeh_models
     def clear(self) -> None:
         for source in self.sources.values():
             source.data = {f: [] for f in POINT_FIELDS}

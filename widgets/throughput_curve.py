@@ -18,6 +18,8 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, LogTickFormatter, Range1d, Span
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
+
 THROUGHPUT_COLOR = "#1f5f8b"
 LATENCY_COLOR = "#d95f02"
 
@@ -80,11 +82,13 @@ class ThroughputCurve(pn.viewable.Viewer):
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
 
     # ---- data ---------------------------------------------------------------------------------
+    @changes_bokeh_models
     def clear(self) -> None:
         self.points.data = _empty_points()
         self.lines.data = {"batch": [], "tokens_per_s": [], "ms_per_token": []}
         self.marker.data = {"batch": [], "tokens_per_s": [], "ms_per_token": []}
 
+    @changes_bokeh_models
     def add_point(self, batch: int, tokens_per_s: float, ms_per_token: float,
                   origin: str = "", cached: bool = False) -> None:
         """Add (or replace) the point of one batch size; origin says where it came from."""
@@ -116,6 +120,7 @@ class ThroughputCurve(pn.viewable.Viewer):
         self._mark()
 
     # ---- drawing ------------------------------------------------------------------------------
+    @changes_bokeh_models
     def _redraw_lines(self) -> None:
         data = self.points.data
         order = sorted(range(len(data["batch"])), key=lambda i: data["batch"][i])
@@ -125,6 +130,7 @@ class ThroughputCurve(pn.viewable.Viewer):
         top = max(ms) if ms else 1.0
         self.figure.extra_y_ranges["latency"].update(start=0, end=top * 1.15)
 
+    @changes_bokeh_models
     def _mark(self) -> None:
         here = self.here
         self.here_line.update(location=here or 1, visible=here is not None)

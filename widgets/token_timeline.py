@@ -21,6 +21,8 @@ import param
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool
 from bokeh.plotting import figure
 
+from .doc_hold import changes_bokeh_models
+
 TICK_COLORS = ("#1f5f8b", "#d95f02", "#1b9e77", "#7570b3")
 SPAN_COLORS = {"queued": "#f2c14e", "prefill": "#b39ddb", "waiting": "#d5dde5"}
 
@@ -64,12 +66,14 @@ class TokenTimeline(pn.viewable.Viewer):
         self.figure = fig
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
 
+    @changes_bokeh_models
     def clear(self) -> None:
         """Forget every tick and span (a new run)."""
         for source in self.sources.values():
             source.data = empty_ticks()
         self.spans.data = {"left": [], "right": [], "row": [], "part": [], "color": []}
 
+    @changes_bokeh_models
     def add_ticks(self, row: str, times_ms: Sequence[float], texts: Sequence[str] | None = None,
                   start_index: int | None = None) -> None:
         """Stream ticks into a row; token indices count on from the row's last one."""
@@ -82,6 +86,7 @@ class TokenTimeline(pn.viewable.Viewer):
                        "index": list(range(first, first + len(times_ms))),
                        "text": [str(t) for t in texts]})
 
+    @changes_bokeh_models
     def set_wait(self, row: str, parts: Sequence[tuple[str, float, float]]) -> None:
         """Shade a row's wait before its first token: (part, start ms, end ms) per part."""
         data = {k: list(v) for k, v in self.spans.data.items()}

@@ -47,10 +47,14 @@ def test_two_clocks_streams_tokens_and_shows_ttft_on_both_clocks(page, console, 
     page.goto(f"{app_url}/app?lesson=two-clocks&max_new_tokens=8")
     send = page.get_by_role("button", name="Send")
     expect(send).to_be_enabled(timeout=60_000)
+    # a click while the prompt's edit is still on its way: Panel runs it off the document lock
+    page.get_by_role("textbox", name="Your prompt").fill("The engine reads the prompt")
     send.click()
     expect(page.get_by_text(re.compile("The same tokens on both clocks"))).to_be_visible(
         timeout=LONG)
     expect(page.get_by_text("first token on your screen, from your click")).to_be_visible()
+    # the table fills as tokens stream in; the readouts' notes come with the finished result
+    expect(page.get_by_text(re.compile("TTFT: queued"))).to_be_visible(timeout=LONG)
     text = page_text(page)
     assert number_in(text, "TTFT: queued") > 0
     ticks = source(page, "ticks engine")
