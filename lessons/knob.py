@@ -19,7 +19,6 @@ import param
 
 from widgets.checkpoint import Choice, Question
 from widgets.readouts import Readouts, table_html
-from widgets.site_css import site_stylesheets
 from widgets.throughput_curve import ThroughputCurve
 
 from .base import LessonPage
@@ -113,7 +112,7 @@ class KnobLesson(LessonPage):
         self.readouts = Readouts([
             ("tput", "total tokens/s, all users"), ("tpot", "ms per token, each user"),
             ("users", "tokens/s each user (1000 / ms per token)"),
-        ], stylesheets=site_stylesheets())
+        ])
         self.gain = html_pane("", css_classes=["doubling"])
         self.table = html_pane("", css_classes=["points-table"])
         self.measured_on = html_pane("", css_classes=["measurement-label"])

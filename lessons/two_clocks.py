@@ -23,7 +23,6 @@ import param
 from widgets.browser_clock import BrowserClock
 from widgets.checkpoint import Choice, Question
 from widgets.readouts import Readouts, table_html
-from widgets.site_css import site_stylesheets
 from widgets.token_timeline import TokenTimeline
 
 from .base import LessonPage
@@ -149,13 +148,13 @@ class TwoClocksLesson(LessonPage):
             ("itl", "ITL P50 / P99: gap between tokens"),
             ("speed", "per-user speed: 1000 / ITL P50"),
             ("e2e", "E2E: arrival to last token"),
-        ], stylesheets=site_stylesheets())
+        ])
         self.browser_readouts = Readouts([
             ("first", "first token on your screen, from your click"),
             ("last", "last token on your screen, from your click"),
             ("outside", "outside the engine: browser first token - engine TTFT"),
             ("lag", "delivery lag P50 / max: how much later than the fastest-delivered token"),
-        ], stylesheets=site_stylesheets())
+        ])
         self.measured_on = html_pane("", css_classes=["measurement-label"])
         self.token_table = html_pane("", css_classes=["token-table"])
 

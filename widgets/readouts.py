@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import panel as pn
 import param
 
+from .site_css import site_stylesheets
+
 DASH = "\u2013"
 
 
@@ -39,11 +41,10 @@ class Readouts(pn.viewable.Viewer):
     values = param.Dict(default={}, doc="key -> the value's text, with its unit.")
     notes = param.Dict(default={}, doc="key -> a replacement for the 'what' line (optional).")
 
-    def __init__(self, items: Sequence[tuple[str, str]], stylesheets: Sequence[str] = (),
-                 **params):
+    def __init__(self, items: Sequence[tuple[str, str]], **params):
         super().__init__(**params)
         self.items = list(items)
-        self._pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=list(stylesheets),
+        self._pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=site_stylesheets(),
                                   css_classes=["readouts"])
         self._render()
 
