@@ -107,7 +107,8 @@ class RooflineChart(pn.viewable.Viewer):
             return
         lo, hi = self._x_span()
         xs = [lo, ridge, max(hi, ridge * 3)]
-        self.roof.data = {"x": xs, "y": [self.roof_at(x) for x in xs]}
+        # at the ridge the roof is the peak itself (bandwidth x (peak / bandwidth) can round off)
+        self.roof.data = {"x": xs, "y": [self.roof_at(lo), self.peak_gflops, self.peak_gflops]}
         self.ridge.update(location=ridge, visible=True)
         mid = (lo * ridge) ** 0.5
         self.memory_label.update(x=mid, y=self.bandwidth_gbs * mid,

@@ -22,6 +22,13 @@ def test_roof_is_the_minimum_of_the_two_limits():
     assert "ridge point 6.00 FLOP/byte" in chart.table_html
 
 
+def test_the_roof_is_flat_from_the_ridge_at_exactly_the_peak():
+    chart = RooflineChart()
+    chart.set_limits(38.8, 185.0)  # 38.8 x (185 / 38.8) rounds to 184.99999999999997
+    ys = chart.roof.data["y"]
+    assert ys[1] == ys[2] == 185.0 and ys[0] == pytest.approx(38.8 * chart.roof.data["x"][0])
+
+
 def test_points_stream_into_their_series_and_the_table():
     chart = RooflineChart(series=["decode step", "prefill pass"])
     root = pn.panel(chart).get_root()
