@@ -111,6 +111,7 @@ class RequestLanes(pn.viewable.Viewer):
         self._times.clear()
         self.now_line.visible = False
 
+    @changes_bokeh_models
     def expect(self, count: int) -> None:
         """Make room for request ids 0 .. count - 1 (first on top)."""
         self.figure.y_range.update(start=max(count, 1) - 0.5, end=-0.5)
