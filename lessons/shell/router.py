@@ -80,13 +80,12 @@ def _serve_panel_css_locally() -> None:
     page, so a page embedded by a script tag (autoload.js) never gets it, and stylesheet objects
     that Panel shares between documents (its Design cache) can be flipped to the CDN by such a
     page. A classroom LAN has no internet: set it from the start, to the value Panel would use."""
-    from panel.io.resources import LOCAL_DIST
+    from panel.io.resources import get_dist_path
 
     doc = pn.state.curdoc
     if doc is None or doc.session_context is None:
         return
-    rel_path = pn.state.rel_path
-    doc._template_variables["dist_url"] = f"{rel_path}/{LOCAL_DIST}" if rel_path else LOCAL_DIST
+    doc._template_variables["dist_url"] = get_dist_path(cdn=False)
 
 
 def _fix_autoload_paths(absolute_url: str) -> None:
