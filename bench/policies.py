@@ -37,8 +37,8 @@ from engine.config import EngineConfig  # noqa: E402
 from engine.device import describe_device  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
 from engine.scheduler import SchedulerConfig  # noqa: E402
-from engine.serving import RunResult, run  # noqa: E402
-from engine.workload import WorkloadSpec, make_workload  # noqa: E402
+from engine.serve.loop import RunResult, run  # noqa: E402
+from engine.serve.workload import WorkloadSpec, make_workload  # noqa: E402
 
 KV_BUDGET = 256 * 2**20
 SATURATION = WorkloadSpec(kind="poisson", requests=48, rate=math.inf, prompt_len=(32, 256),

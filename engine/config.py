@@ -84,7 +84,7 @@ class ModelConfig:
 
 
 PRESETS: dict[str, ModelConfig] = {
-    # Trained by `python -m engine.train` on assets/corpus; small enough to train on 2 CPU cores.
+    # Trained by `python -m engine.training` on assets/corpus; small enough to train on 2 CPU cores.
     "tiny": ModelConfig(
         name="tiny", layers=6, hidden=256, heads=8, kv_heads=2, head_dim=32,
         intermediate=768, vocab=4096, context=2048, weights="trained",
@@ -124,7 +124,7 @@ class EngineConfig:
     device: str = "auto"  # "auto" picks CUDA when present, else CPU
     backend: str = "auto"  # "torch" | "triton" | "auto" (triton on CUDA, torch on CPU)
     block_size: int = 16
-    kv_budget_bytes: int | None = None  # None: a share of free memory (see kv_cache.default_budget)
+    kv_budget_bytes: int | None = None  # None: a share of free memory (see model.kv_cache.default_budget)
     max_batch: int = 256  # most sequences one step may hold
     seed: int = 0
     cuda_graphs: bool = True  # capture decode steps in CUDA graphs on CUDA

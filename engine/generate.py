@@ -1,6 +1,6 @@
 """Offline generation: a set of prompts, all present at once, prefilled then decoded together.
 
-This is the simplest schedule there is (no arrivals, no queue); the serving loop in serving.py
+This is the simplest schedule there is (no arrivals, no queue); the serving loop in serve/loop.py
 adds real-time arrivals and batching policies. Used by `python -m engine generate`, the tests,
 and the first lesson's streaming demo.
 """

@@ -11,8 +11,8 @@ import itertools
 from .block_manager import BlockManager, blocks_for
 from .config import TINY_CHECKPOINT, ConfigError, EngineConfig, get_preset
 from .device import configure_threads, resolve_device, synchronize
-from .kv_cache import PagedKVCache, default_budget
-from .model import LlamaModel, load_checkpoint
+from .model.kv_cache import PagedKVCache, default_budget
+from .model.model import LlamaModel, load_checkpoint
 from .model_runner import ModelRunner
 from .sampler import SamplingParams
 from .sequence import Sequence
@@ -32,7 +32,7 @@ def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = 
     if cfg.weights == "trained" and not random_weights:
         if not TINY_CHECKPOINT.exists():
             raise FileNotFoundError(
-                f"checkpoint {TINY_CHECKPOINT} is missing: train it with `python -m engine.train`"
+                f"checkpoint {TINY_CHECKPOINT} is missing: train it with `python -m engine.training`"
             )
         load_checkpoint(model, TINY_CHECKPOINT)
     else:
@@ -91,7 +91,7 @@ class LLMEngine:
     def use_decode_graphs(self, replay: bool = True) -> None:
         """Run decode steps through static buffers (CUDA graphs when replay is True); padding
         rows write into the scratch block."""
-        from .cuda_graphs import DecodeGraphs
+        from .model.cuda_graphs import DecodeGraphs
 
         self.runner.graphs = DecodeGraphs(
             self.model, self.runner.attention, self.scratch_block, self.device, replay=replay

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention import AttentionBatch, PagedAttention, PrefillChunk
-from .kv_cache import PagedKVCache
-from .model import LlamaModel
+from .model.attention import AttentionBatch, PagedAttention, PrefillChunk
+from .model.kv_cache import PagedKVCache
+from .model.model import LlamaModel
 from .sampler import sample
 from .sequence import Sequence
 

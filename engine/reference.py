@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .model import LlamaModel
+from .model.model import LlamaModel
 
 
 class ContiguousDecoder:

@@ -1,6 +1,6 @@
 """Batching policies: which sequences run in the next engine step.
 
-Three policies share one interface. The serving loop (serving.py) owns the clock and the
+Three policies share one interface. The serving loop (serve/loop.py) owns the clock and the
 arrivals: it hands each arrived request to `add`, asks `schedule(now, more_coming)` for a
 StepPlan before every step (None: nothing to run now), runs the plan on the engine, and calls
 `finish` for every sequence that ended. When idle it sleeps until the next arrival or

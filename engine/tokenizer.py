@@ -15,7 +15,7 @@ class Tokenizer:
     def __init__(self, path: Path = TOKENIZER_FILE):
         if not Path(path).exists():
             raise FileNotFoundError(
-                f"tokenizer not found at {path}: train it with `python -m engine.train`"
+                f"tokenizer not found at {path}: train it with `python -m engine.training`"
             )
         self._tok = _HFTokenizer.from_file(str(path))
         self.eos_id = self._tok.token_to_id(EOS_TOKEN)

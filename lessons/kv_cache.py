@@ -1,7 +1,7 @@
 """Lesson 6: KV cache memory. /app?lesson=kv-cache
 
 Three demos:
-- a calculator of KV bytes per token (engine.kv_math) for public model shapes and the engine's
+- a calculator of KV bytes per token (engine.calc.kv_math) for public model shapes and the engine's
   presets, checked against the caches the engine really allocates (the `kv_allocation` job);
 - the block tables of live sequences, recorded step by step during a real run
   (`block_snapshots`), drawn with widgets.block_table;
@@ -16,7 +16,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from engine.kv_math import (
+from engine.calc.kv_math import (
     DEFAULT_BLOCK_SIZE,
     PUBLIC_SHAPES,
     KVShape,

@@ -4,7 +4,7 @@ The machine's two limits come from the engine's `info` job (a memory-bandwidth a
 micro-benchmark). Decode steps at several batch sizes (`sweep_point`, shared with lesson 4's
 cache) and prefill passes at several prompt lengths (`prefill_point`) are placed under them:
 x = FLOPs / bytes moved, y = FLOPs / measured time, both from the preset's shape
-(engine.step_cost). Beside it, each decode step's time against its bandwidth floor.
+(engine.calc.step_cost). Beside it, each decode step's time against its bandwidth floor.
 
 URL: preset, max_batch (decode batches 1, 2, 4, ... up to it), max_prompt (prompts of 16, 64,
 256, ... tokens up to it): /app?lesson=roofline&preset=tiny&max_batch=4&max_prompt=64
@@ -15,7 +15,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from engine.step_cost import decode_context, decode_cost
+from engine.calc.step_cost import decode_context, decode_cost
 from widgets.batch_status import BatchStatus
 from widgets.checkpoint import Choice, Question
 from widgets.floor_chart import FloorChart

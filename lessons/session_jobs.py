@@ -19,7 +19,7 @@ import panel as pn
 from bokeh.document import Document
 from panel.io.state import set_curdoc
 
-from engine.service import EngineService, Job, JobEvent, get_service
+from engine.lab.service import EngineService, Job, JobEvent, get_service
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A request-rate sweep on the engine (`rate_sweep`: one seeded Poisson workload served at several
 rates) gives each request's TTFT, TPOT and E2E at each rate; the page judges them against the
-targets the reader types (engine.slo_math, no new run needed), draws throughput and goodput
+targets the reader types (engine.calc.slo_math, no new run needed), draws throughput and goodput
 against rate (widgets.rate_curve), and prices a million tokens from the measured throughput and a
 price per hour the reader types. "Interactive" and "batch" are two settings of the same knobs:
 latency targets on or off, a small or a large batch.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from engine.slo_math import (
+from engine.calc.slo_math import (
     INTERACTIVE_CHAT,
     INTERACTIVE_CHAT_SOURCE,
     Judged,

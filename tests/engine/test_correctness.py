@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine.generate import generate
-from engine.model import full_logits
+from engine.model.model import full_logits
 from engine.reference import ContiguousDecoder
 from engine.sampler import SamplingParams
 

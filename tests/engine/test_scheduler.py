@@ -10,8 +10,8 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.scheduler import SchedulerConfig
-from engine.serving import RunResult, run
-from engine.workload import Request, WorkloadSpec, make_workload
+from engine.serve.loop import RunResult, run
+from engine.serve.workload import Request, WorkloadSpec, make_workload
 
 KV_BUDGET = 16 * 2**20
 

@@ -1,5 +1,5 @@
 """The engine service for lesson tests without a server: every job runs for real, in the calling
-thread, through `engine.jobs.run` (the function the service's worker runs), on the shipped tiny
+thread, through `engine.lab.jobs.run` (the function the service's worker runs), on the shipped tiny
 model or the preset the page asks for. Its events reach the page at once, as SessionJobs delivers
 them outside a served session. The queue and worker thread themselves are tested in
 tests/engine/test_service.py; here the subject is what each page does with real results.
@@ -18,8 +18,8 @@ from __future__ import annotations
 import itertools
 import json
 
-from engine import jobs
-from engine.service import Job, JobEvent
+from engine.lab import jobs
+from engine.lab.service import Job, JobEvent
 from lessons.session_jobs import SessionJobs
 
 WHEN = "measured in this test run"

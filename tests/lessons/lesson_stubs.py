@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from engine import jobs
-from engine.service import Job, JobEvent
+from engine.lab import jobs
+from engine.lab.service import Job, JobEvent
 from lessons.session_jobs import SessionJobs
 
 DEVICE = "cpu: Test CPU (2 cores)"

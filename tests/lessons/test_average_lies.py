@@ -8,7 +8,7 @@ import panel as pn
 import pytest
 from lesson_stubs import DEVICE, attach
 
-from engine import jobs
+from engine.lab import jobs
 from lessons.average_lies import AverageLiesLesson, tail_sentence
 
 

@@ -7,8 +7,8 @@ import panel as pn
 import pytest
 from in_process_service import InProcessService, attach
 
+from engine.calc.step_cost import decode_context, decode_cost
 from engine.config import PRESETS
-from engine.step_cost import decode_context, decode_cost
 from lessons.roofline import DECODE, PREFILL, RooflineLesson, powers
 from widgets.tables import sig
 

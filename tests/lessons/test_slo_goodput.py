@@ -8,7 +8,7 @@ import panel as pn
 import pytest
 from in_process_service import attach
 
-from engine.slo_math import cost_per_million_tokens
+from engine.calc.slo_math import cost_per_million_tokens
 from lessons.slo_goodput import SLOGoodputLesson, sweep_rates
 from widgets.tables import sig
 

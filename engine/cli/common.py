@@ -1,0 +1,94 @@
+"""What every command of `python -m engine` shares: the one-line parser and usage error, the
+argument types (each names the limit it enforces), the engine options, building the engine from
+them, and printing one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..config import PRESETS, ConfigError, EngineConfig, get_preset
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: exit status 2 and one line."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage plus an error over several lines; the contract wants one line."""
+
+    def error(self, message: str):
+        raise UsageError(message)
+
+
+# ---- argument types: each names the limit it enforces -------------------------------------------
+def positive_int(what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{what} must be a whole number of at least 1 (got {text!r})") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{what} must be at least 1 (got {value})")
+        return value
+    return parse
+
+
+def int_list(what: str):
+    one = positive_int(what)
+
+    def parse(text: str) -> list[int]:
+        items = [t for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"{what}: give a comma-separated list, like 1,4,16")
+        return [one(t.strip()) for t in items]
+    return parse
+
+
+def preset_name(text: str) -> str:
+    try:
+        get_preset(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def non_negative_float(what: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number (got {text!r})") from None
+        if not value >= 0:  # also refuses NaN
+            raise argparse.ArgumentTypeError(f"{what} must be 0 or more (got {text})")
+        return value
+    return parse
+
+
+def add_engine_options(parser: argparse.ArgumentParser, default_preset: str = "tiny") -> None:
+    parser.add_argument("--preset", type=preset_name, default=default_preset,
+                        help=f"model preset: {', '.join(PRESETS)} (default {default_preset})")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--backend", default="auto", choices=["auto", "torch", "triton"],
+                        help="decode attention: triton on CUDA, torch on CPU by default")
+    parser.add_argument("--kv-budget-mib", type=positive_int("KV budget (MiB)"), default=None,
+                        help="KV cache memory budget in MiB (default: a share of free memory)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def make_engine(args):
+    from ..llm_engine import LLMEngine
+
+    budget = args.kv_budget_mib * 2**20 if args.kv_budget_mib else None
+    return LLMEngine(EngineConfig(
+        preset=args.preset, device=args.device, backend=args.backend, kv_budget_bytes=budget,
+    ))
+
+
+def emit_json(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,189 @@
+"""`python -m engine info | generate | sweep | run`: the engine's stable command-line contract.
+
+`--json` prints exactly one JSON object on stdout. Bad arguments exit with status 2 and a single
+line naming the limit; no command prints a traceback to a user (ENGINE_DEBUG=1 shows them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..config import ConfigError
+from .common import (
+    EXIT_USAGE,
+    OneLineParser,
+    UsageError,
+    add_engine_options,
+    emit_json,
+    int_list,
+    make_engine,
+    non_negative_float,
+    positive_int,
+)
+from .run import add_run_parser
+
+
+# ---- info ------------------------------------------------------------------------------------
+def cmd_info(args) -> int:
+    from ..lab.jobs import machine_info
+
+    if not args.json:
+        print("measuring memory bandwidth and matmul peak (cached after the first time)...",
+              file=sys.stderr)
+    info = machine_info(args.device, refresh=args.refresh)
+    if args.json:
+        emit_json(info)
+        return 0
+    print(f"device   {info['device_name']}  ({info['threads']} threads, torch {info['torch']})")
+    ridge = info["matmul_gflops"] / info["memory_bandwidth_gbs"]
+    print(f"memory   {info['memory_bandwidth_gbs']:.1f} GB/s read bandwidth")
+    print(f"compute  {info['matmul_gflops']:.0f} GFLOP/s {info['matmul_dtype']} matmul "
+          f"(ridge {ridge:.1f} FLOP/byte)")
+    print()
+    head = f"{'preset':<7} {'params':>8} {'layers':>6} {'hidden':>6} {'heads':>5} {'kv':>3} " \
+           f"{'dim':>4} {'ffn':>5} {'vocab':>6} {'context':>7} {'dtype':>8} {'KV B/tok':>9}  weights"
+    print(head)
+    for p in info["presets"]:
+        weights = "trained" if p["weights"] == "trained" else "random weights: timing only"
+        print(f"{p['name']:<7} {p['params'] / 1e6:>7.1f}M {p['layers']:>6} {p['hidden']:>6} "
+              f"{p['heads']:>5} {p['kv_heads']:>3} {p['head_dim']:>4} {p['intermediate']:>5} "
+              f"{p['vocab']:>6} {p['context']:>7} {p['dtype']:>8} "
+              f"{p['kv_bytes_per_token']:>9}  {weights}")
+    return 0
+
+
+# ---- generate --------------------------------------------------------------------------------
+def cmd_generate(args) -> int:
+    from ..generate import generate
+    from ..sampler import SamplingParams
+
+    if not args.prompt:
+        raise UsageError("--prompt is empty: give some text")
+    engine = make_engine(args)
+    ids = engine.tokenizer.encode(args.prompt)
+    context = engine.model_config.context
+    if len(ids) + args.max_new_tokens > context:
+        raise UsageError(
+            f"prompt of {len(ids)} tokens plus {args.max_new_tokens} new tokens exceeds the "
+            f"{args.preset} context of {context} positions"
+        )
+    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
+    try:
+        sampling.validate()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    stream = args.stream and not args.json
+
+    def show(event) -> None:
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+
+    [gen] = generate(engine, [ids], args.max_new_tokens, sampling, on_token=show if stream else None)
+    if args.json:
+        emit_json({
+            "device": engine.device,
+            "preset": args.preset,
+            "weights": engine.model_config.weights,
+            "prompt": args.prompt,
+            "prompt_tokens": len(ids),
+            "text": gen.text,
+            "tokens": [{"text": piece, "t_s": t} for piece, t in zip(gen.pieces, gen.token_times)],
+            "ttft_ms": gen.ttft_ms,
+            "tpot_ms": gen.tpot_ms,
+        })
+        return 0
+    if stream:
+        print()
+    else:
+        print(gen.text)
+    tpot = f"{gen.tpot_ms:.1f} ms" if gen.tpot_ms is not None else "n/a (one token)"
+    print(f"[{args.preset} on {engine.device}: TTFT {gen.ttft_ms:.1f} ms, TPOT {tpot}, "
+          f"{len(gen.token_times)} tokens]", file=sys.stderr)
+    return 0
+
+
+# ---- sweep -----------------------------------------------------------------------------------
+def cmd_sweep(args) -> int:
+    from ..sweep import sweep, validate
+
+    for b in args.batch_sizes:
+        try:
+            validate(b, args.prompt_len, args.new_tokens)
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+    engine = make_engine(args)
+    for b in args.batch_sizes:  # refuse before printing anything
+        engine.check_fits(b, args.prompt_len + args.new_tokens)
+    if not args.json:
+        print(f"{'batch':>5} {'TTFT ms':>9} {'TPOT ms':>9} {'tokens/s':>9} {'KV MiB':>8} "
+              f"{'GB/s':>6}", flush=True)
+
+    def show(p) -> None:
+        if not args.json:
+            print(f"{p.batch_size:>5} {p.ttft_ms:>9.1f} {p.tpot_ms:>9.2f} {p.tokens_per_s:>9.1f} "
+                  f"{p.kv_bytes / 2**20:>8.2f} {p.achieved_gbs:>6.1f}", flush=True)
+
+    points = sweep(engine, args.batch_sizes, args.prompt_len, args.new_tokens, on_point=show)
+    if args.json:
+        emit_json({
+            "device": engine.device,
+            "preset": args.preset,
+            "weights": engine.model_config.weights,
+            "backend": engine.backend,
+            "weight_bytes": engine.model.weight_bytes(),
+            "points": [p.to_dict() for p in points],
+        })
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="python -m engine", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    info = sub.add_parser("info", help="device, presets and measured hardware limits")
+    info.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    info.add_argument("--refresh", action="store_true", help="measure the limits again")
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(func=cmd_info)
+
+    gen = sub.add_parser("generate", help="generate text from a prompt")
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--max-new-tokens", type=positive_int("max new tokens"), default=64)
+    gen.add_argument("--stream", action="store_true", help="print text as it arrives")
+    gen.add_argument("--temperature", type=non_negative_float("temperature"), default=0.0,
+                     help="0 (default) is greedy")
+    gen.add_argument("--top-k", type=int, default=0)
+    gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--seed", type=int, default=0)
+    add_engine_options(gen)
+    gen.set_defaults(func=cmd_generate)
+
+    sw = sub.add_parser("sweep", help="decode step time against batch size")
+    sw.add_argument("--batch-sizes", type=int_list("batch size"), default=[1, 2, 4, 8, 16, 32, 64])
+    sw.add_argument("--prompt-len", type=positive_int("prompt length"), default=128)
+    sw.add_argument("--new-tokens", type=positive_int("new tokens"), default=32)
+    add_engine_options(sw)
+    sw.set_defaults(func=cmd_sweep)
+
+    add_run_parser(sub, add_engine_options)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.func(args)
+    except (UsageError, ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # never a traceback for a user; ENGINE_DEBUG=1 shows it
+        if os.environ.get("ENGINE_DEBUG"):
+            raise
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,199 @@
+"""`python -m engine run`: serve a seeded workload under a batching policy, print its metrics.
+
+Every value is checked before anything runs; a bad one exits with status 2 and one line naming
+the limit (argparse types for the flags, ConfigError for what needs the engine: context, KV
+budget). --json prints exactly one JSON object on stdout: the DESIGN.md `run` shape, plus the
+workload, the scheduler settings, per-request preemptions and per-step batch and KV use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..config import ConfigError, get_preset
+from ..scheduler import DEFAULT_CHUNK_SIZE, DEFAULT_TOKEN_BUDGET, POLICIES, SchedulerConfig
+from ..serve.metrics import Metrics
+from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload
+from .common import emit_json, make_engine
+
+
+# ---- argument types: each names the limit it enforces -------------------------------------------
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} must be a number (got {text!r})") from None
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError(f"{what} must be a number (got {text!r})")
+    return value
+
+
+def _whole(text: str, what: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{what} must be a whole number of at least {minimum} (got {text!r})") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{what} must be at least {minimum} (got {value})")
+    return value
+
+
+def whole(what: str, minimum: int = 1):
+    return lambda text: _whole(text, what, minimum)
+
+
+def rate(text: str) -> float:
+    """Requests per second: a number above 0, or inf (everything arrives at t = 0)."""
+    value = _number(text, "rate")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"rate must be above 0 requests/s, or inf (got {text})")
+    return value
+
+
+def positive(what: str):
+    def parse(text: str) -> float:
+        value = _number(text, what)
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{what} must be a finite number above 0 (got {text})")
+        return value
+    return parse
+
+
+def non_negative(what: str):
+    def parse(text: str) -> float:
+        value = _number(text, what)
+        if not (value >= 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{what} must be a finite number, 0 or more (got {text})")
+        return value
+    return parse
+
+
+def length_range(what: str):
+    """A[:B]: one length, or a uniform range of whole numbers with 1 <= A <= B."""
+    def parse(text: str) -> tuple[int, int]:
+        parts = text.split(":")
+        if len(parts) > 2:
+            raise argparse.ArgumentTypeError(f"{what} must be A or A:B (got {text!r})")
+        low = _whole(parts[0], what, 1)
+        high = _whole(parts[1], what, 1) if len(parts) == 2 else low
+        if high < low:
+            raise argparse.ArgumentTypeError(f"{what} range {text} must have A <= B")
+        return low, high
+    return parse
+
+
+def add_run_parser(sub, add_engine_options) -> None:
+    """Register `run` on the command line's subparsers."""
+    p = sub.add_parser("run", help="serve a workload under a batching policy: trace and metrics")
+    p.add_argument("--policy", required=True, choices=POLICIES)
+    p.add_argument("--workload", default="poisson", choices=WORKLOADS)
+    p.add_argument("--rate", type=rate, default=10.0,
+                   help="arrivals per second, or inf: all at t=0 (poisson, gamma; default 10)")
+    p.add_argument("--burstiness", type=positive("burstiness"), default=1.0,
+                   help="gamma shape K: gaps with coefficient of variation 1/sqrt(K) (gamma)")
+    p.add_argument("--requests", type=whole("requests"), default=32,
+                   help="requests to serve (interference: plus the long prompt; default 32)")
+    p.add_argument("--concurrency", type=whole("concurrency"), default=4,
+                   help="users in the closed loop (fixed)")
+    p.add_argument("--prompt-len", type=length_range("prompt length"), default=(32, 256),
+                   help="prompt tokens, A or uniform A:B (default 32:256)")
+    p.add_argument("--output-len", type=length_range("output length"), default=(16, 128),
+                   help="output tokens, forced, A or uniform A:B (default 16:128)")
+    p.add_argument("--long-prompt-len", type=whole("long prompt length"), default=1536,
+                   help="the late long prompt's tokens (interference; default 1536)")
+    p.add_argument("--long-at", type=non_negative("long-at"), default=0.2,
+                   help="when the long prompt arrives, seconds (interference; default 0.2)")
+    p.add_argument("--max-batch", type=whole("max batch"), default=8,
+                   help="most requests running at once (default 8)")
+    p.add_argument("--timeout-ms", type=non_negative("timeout"), default=50.0,
+                   help="dynamic: launch when the oldest request waited this long (default 50)")
+    p.add_argument("--chunk-size", type=whole("chunk size", 0), default=DEFAULT_CHUNK_SIZE,
+                   help="continuous: prefill chunk tokens; 0 prefills whole prompts "
+                        f"(default {DEFAULT_CHUNK_SIZE})")
+    p.add_argument("--max-tokens-per-step", type=whole("max tokens per step"), default=None,
+                   help=f"continuous: token budget of a step (default {DEFAULT_TOKEN_BUDGET}; "
+                        "no limit with --chunk-size 0)")
+    p.add_argument("--slo-ttft-ms", type=positive("TTFT SLO (ms)"), default=None)
+    p.add_argument("--slo-tpot-ms", type=positive("TPOT SLO (ms)"), default=None)
+    p.add_argument("--seed", type=whole("seed", 0), default=0,
+                   help="the same seed gives the same workload under every policy")
+    add_engine_options(p)
+    p.set_defaults(func=cmd_run)
+
+
+def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
+    """The workload and scheduler settings, checked against each other and the preset's context
+    (the checks that need no engine)."""
+    spec = WorkloadSpec(
+        kind=args.workload, requests=args.requests, rate=args.rate, burstiness=args.burstiness,
+        concurrency=args.concurrency, prompt_len=args.prompt_len, output_len=args.output_len,
+        long_prompt_len=args.long_prompt_len, long_at_s=args.long_at, seed=args.seed,
+    )
+    config = SchedulerConfig(
+        policy=args.policy, max_batch=args.max_batch, timeout_ms=args.timeout_ms,
+        chunk_size=args.chunk_size, max_tokens_per_step=args.max_tokens_per_step,
+    )
+    spec.validate()
+    config.validate()
+    cfg = get_preset(args.preset)
+    longest = spec.prompt_len[1]
+    if spec.kind == "interference":
+        longest = max(longest, spec.long_prompt_len)
+    if longest + spec.output_len[1] > cfg.context:
+        raise ConfigError(
+            f"prompts of up to {longest} tokens plus up to {spec.output_len[1]} new tokens "
+            f"exceed the {cfg.name} context of {cfg.context} positions")
+    return spec, config
+
+
+def cmd_run(args) -> int:
+    from ..serve.loop import run
+
+    spec, config = specs_from_args(args)
+    engine = make_engine(args)
+    requests = make_workload(spec, engine.tokenizer)
+    result = run(engine, requests, config, slo_ttft_ms=args.slo_ttft_ms,
+                 slo_tpot_ms=args.slo_tpot_ms)
+    result.extra["workload"] = spec.to_json()
+    if args.json:
+        emit_json(result.to_json())
+        return 0
+    print(summary_table(result.metrics, describe(args, spec, engine)))
+    return 0
+
+
+def describe(args, spec: WorkloadSpec, engine) -> str:
+    weights = "trained" if engine.model_config.weights == "trained" else \
+        "random weights: timing only"
+    what = {"poisson": f"rate {args.rate:g}/s", "gamma": f"rate {args.rate:g}/s, "
+            f"burstiness {spec.burstiness:g}", "fixed": f"concurrency {spec.concurrency}",
+            "interference": f"+ {spec.long_prompt_len}-token prompt at {spec.long_at_s:g} s"}
+    return (f"{args.policy} batching (max batch {args.max_batch}) - {spec.kind} workload, "
+            f"{spec.requests} requests, {what[spec.kind]} - {engine.model_config.name} "
+            f"({weights}) on {engine.device}")
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def summary_table(m: Metrics, title: str) -> str:
+    rows = [title, "", f"{'ms':<7}" + "".join(f"{h:>9}" for h in
+                                             ("mean", "p50", "p90", "p95", "p99", "max"))]
+    for name, s in (("TTFT", m.ttft_ms), ("TPOT", m.tpot_ms), ("ITL", m.itl_ms),
+                    ("E2E", m.e2e_ms), ("queue", m.queue_ms)):
+        rows.append(f"{name:<7}" + "".join(f"{_fmt(v):>9}" for v in
+                                           (s.mean, s.p50, s.p90, s.p95, s.p99, s.max)))
+    goodput = "n/a (no SLO given)" if m.goodput_rps is None else \
+        f"{m.goodput_rps:.2f} req/s ({m.requests_meeting_slo}/{m.completed} met the SLO)"
+    slots = "n/a" if m.slot_use is None else f"{100 * m.slot_use:.0f}%"
+    rows += [
+        "",
+        f"throughput {_fmt(m.throughput_tok_s)} output tokens/s, {_fmt(m.requests_per_s, 2)} "
+        f"requests/s over {_fmt(m.duration_s, 2)} s ({m.completed} requests, "
+        f"{m.output_tokens} tokens)",
+        f"goodput {goodput}; batch slots used {slots}; preemptions {m.preemptions}",
+    ]
+    return "\n".join(rows)

@@ -1,0 +1,88 @@
+"""Building blocks of the decoder: RMSNorm, rotary embedding, and a linear layer that picks how
+to multiply by batch size.
+
+Why it matters: a decode step multiplies a few rows of activations by every weight matrix, so
+its speed is how fast the weights stream from memory, and on CPUs that depends on how the
+product is laid out (engine/model/matmul_plan.py measures the choices once per machine). Keeping the
+weight in both layouts costs memory, not time per step: each product reads only one of them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .matmul_plan import multiply, split_transposed
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """One fused op (normalized in fp32 when the model runs in half precision)."""
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        normed = F.rms_norm(x.float(), (x.shape[-1],), None, self.eps)
+        return self.weight * normed.to(x.dtype)
+
+
+class Linear(nn.Module):
+    """y = x @ W.T without bias; on CPU, with a measured plan for how to multiply few rows."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.weight_t: torch.Tensor | None = None  # split_transposed copy, for "x_wt"
+        self.plan: list[str] | None = None  # variant for 1..MAX_TUNED_ROWS rows
+
+    def prepare_for_cpu_decode(self, plan: list[str], weight_t: torch.Tensor | None = None):
+        """Keep a transposed copy cut in pieces and the measured plan (engine/model/matmul_plan.py)."""
+        self.weight_t = split_transposed(self.weight.detach()) if weight_t is None else weight_t
+        self.plan = plan
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.plan is None:
+            return F.linear(x, self.weight)
+        rows = x.reshape(-1, self.in_features)
+        count = rows.shape[0]
+        if count <= len(self.plan):
+            out = multiply(rows, self.weight, self.weight_t, self.plan[count - 1])
+        elif count <= 64:
+            out = multiply(rows, self.weight, self.weight_t, "w_xt")
+        else:
+            out = F.linear(rows, self.weight)
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding (the rotate-half form used by Llama).
+
+    With x = [x1, x2] (two halves of the head dimension), rotation by angle t is
+    [x1 cos t - x2 sin t, x2 cos t + x1 sin t] = x * [cos, cos] + roll(x, half) * [-sin, sin],
+    which is four tensor ops. The angles depend only on the positions, so a step looks them
+    up once (`angles`) and every layer applies them to q and k (`apply`)."""
+
+    def __init__(self, head_dim: int, context: int, theta: float):
+        super().__init__()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        angles = torch.outer(torch.arange(context, dtype=torch.float32), inv_freq)
+        self.register_buffer("cos", torch.cat([angles.cos()] * 2, -1), persistent=False)
+        self.register_buffer("sin", torch.cat([-angles.sin(), angles.sin()], -1),
+                             persistent=False)
+
+    def angles(self, positions: torch.Tensor, dtype: torch.dtype):
+        """(cos, sin) for positions (..., T), shaped (..., T, 1, head_dim) to broadcast over heads."""
+        return (self.cos[positions].unsqueeze(-2).to(dtype),
+                self.sin[positions].unsqueeze(-2).to(dtype))
+
+    @staticmethod
+    def apply(x: torch.Tensor, angles) -> torch.Tensor:
+        """x: (..., T, heads, head_dim)."""
+        cos, sin = angles
+        return x * cos + x.roll(x.shape[-1] // 2, -1) * sin

@@ -1,0 +1,130 @@
+"""How to multiply a few rows of activations by the weight matrices on this CPU, measured once.
+
+A decode step multiplies B rows (one per sequence) by every weight matrix. The physics says a
+memory-bound step should cost about the same for B = 1 and B = 8, but BLAS libraries pick their
+inner kernels by shape, and for small B the choice is erratic: with MKL on a 2-core AVX2 machine,
+W @ x.T (W stored out x in) streams a 768 x 3072 matrix at 24 GB/s for 2 or 4 rows and 12 GB/s for
+8, and one row is fastest as x @ W.T with W.T stored in x out (shared/PERF-NOTES.md has the
+table). A single product also tends to be streamed by one core: on that machine one row times
+all of a GPT-2-small's matrices reached about 20 GB/s against 28 GB/s for summing the same
+memory, and cutting each matrix into one piece per thread, multiplied as a batch (torch.bmm runs
+the pieces on different cores), reached about 25. Rather than hard-code one machine's quirks,
+the engine times four ways of doing every product of a decode step, for each row count from 1 to
+MAX_TUNED_ROWS, and keeps the fastest:
+
+- "x_wt": x @ W.T, from a stored copy of W.T cut by output columns into one (in x out/P)
+  piece per thread (P pieces, `split_transposed`), multiplied as a batch of P;
+- "w_xt": (W @ x.T).T, from the usual (out x in) weight;
+- "w_xt_split": the same with W viewed as P (out/P x in) pieces, multiplied as a batch (no copy);
+- "w_xt_pad": W @ x.T with x padded with zero rows to PAD_ROWS (the extra rows are dropped),
+  for libraries that are faster at that size.
+
+It is timed on the model's own weights, layer after layer as a step reads them: each matrix is
+then read from memory, not from cache, as in a real step, and mixing layouts from one layer to
+the next turned out slower than any single choice, so one variant serves every layer for a given
+row count. Plans are cached per machine (CPU, torch version, threads) and model shape.
+Above MAX_TUNED_ROWS rows the product is compute-bound and (W @ x.T).T or F.linear are used.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+
+from ..device import describe_device
+from ..paths import cache_dir, write_json_atomic
+
+VARIANTS = ("x_wt", "w_xt", "w_xt_split", "w_xt_pad")
+MAX_TUNED_ROWS = 16
+PAD_ROWS = 16
+PLAN_VERSION = 4
+
+
+def pieces(out_features: int) -> int:
+    """How many pieces a matrix is cut into: one per thread, or fewer so they are equal."""
+    return next(p for p in range(min(torch.get_num_threads(), out_features), 0, -1)
+                if out_features % p == 0)
+
+
+def split_transposed(weight: torch.Tensor) -> torch.Tensor:
+    """W (out x in) as W.T cut by columns: (P, in, out/P), each piece contiguous."""
+    count = pieces(weight.shape[0])
+    return weight.t().reshape(weight.shape[1], count, -1).permute(1, 0, 2).contiguous()
+
+
+def multiply(rows: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor,
+             variant: str) -> torch.Tensor:
+    """rows (M, in) times the weight, the way `variant` says; returns (M, out).
+    weight_t is split_transposed(weight)."""
+    if variant == "x_wt":
+        count = weight_t.shape[0]
+        out = torch.bmm(rows.expand(count, -1, -1), weight_t)  # (P, M, out/P)
+        return out.permute(1, 0, 2).reshape(rows.shape[0], -1)
+    if variant == "w_xt_split":
+        count = pieces(weight.shape[0])
+        out = torch.bmm(weight.view(count, -1, weight.shape[1]),
+                        rows.t().expand(count, -1, -1))  # (P, out/P, M)
+        return out.reshape(-1, rows.shape[0]).t()
+    if variant == "w_xt_pad" and rows.shape[0] < PAD_ROWS:
+        count = rows.shape[0]
+        padded = torch.cat([rows, rows.new_zeros(PAD_ROWS - count, rows.shape[1])])
+        return (weight @ padded.t()).t()[:count]
+    if variant in ("w_xt", "w_xt_pad"):
+        return (weight @ rows.t()).t()
+    return F.linear(rows, weight)
+
+
+def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float = 3.0,
+              max_repeats: int = 5) -> list[str]:
+    """The fastest variant for 1..MAX_TUNED_ROWS rows, over passes through all
+    (W, split_transposed(W)) pairs
+    in order. Variants are timed interleaved and the best pass kept, so a passing hiccup on a
+    shared machine rarely decides."""
+    inputs = {w.shape[1]: torch.randn(MAX_TUNED_ROWS, w.shape[1], dtype=w.dtype)
+              for w, _ in weights}
+
+    def one_pass(count: int, variant: str) -> float:
+        start = time.perf_counter()
+        for w, w_t in weights:
+            multiply(inputs[w.shape[1]][:count], w, w_t, variant)
+        return time.perf_counter() - start
+
+    first = one_pass(1, "x_wt")
+    calls = MAX_TUNED_ROWS * len(VARIANTS)
+    repeats = int(min(max_repeats, max(2, budget_s / (calls * first))))
+    plan = []
+    for count in range(1, MAX_TUNED_ROWS + 1):
+        times = dict.fromkeys(VARIANTS, float("inf"))
+        for _ in range(repeats):
+            for variant in VARIANTS:
+                times[variant] = min(times[variant], one_pass(count, variant))
+        plan.append(min(VARIANTS, key=times.get))
+    return plan
+
+
+def _plan_file():
+    key = f"{describe_device('cpu')}|torch {torch.__version__}|threads {torch.get_num_threads()}"
+    safe = "".join(c if c.isalnum() else "_" for c in key)[:150]
+    return cache_dir() / f"matmul-plan-v{PLAN_VERSION}-{safe}.json"
+
+
+def matmul_plan(weights: list[tuple[torch.Tensor, torch.Tensor]]) -> list[str]:
+    """The plan for a model whose decode step reads these (W, split_transposed(W)) pairs in this
+    order: from the
+    machine's cache file, or measured (a few seconds) and saved."""
+    dtype = str(weights[0][0].dtype).removeprefix("torch.")
+    key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w, _ in weights)
+    path = _plan_file()
+    plans = {}
+    if path.exists():
+        try:
+            plans = json.loads(path.read_text())
+        except ValueError:
+            pass
+    if key not in plans:
+        plans[key] = tune_rows(weights)
+        write_json_atomic(path, plans)
+    return plans[key]

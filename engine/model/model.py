@@ -1,0 +1,157 @@
+"""A Llama-family decoder in plain torch: RMSNorm, rotary positions, grouped-query attention,
+SwiGLU MLP, tied input and output embeddings.
+
+The model does not know how attention over past tokens is done: each layer projects q, k and v
+and hands them to an `attend(layer, q, k, v)` function chosen by the caller. Training and the
+full-recompute reference pass causal attention over whole sequences; the engine passes paged
+attention over its KV cache; the reference loop passes a contiguous cache. One set of weights,
+one definition of the network, several ways of remembering the past.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from ..config import ModelConfig
+from .layers import Linear, RMSNorm, Rotary
+from .matmul_plan import matmul_plan, split_transposed
+
+# attend(layer_index, q (..., T, H, D), k (..., T, KVH, D), v (..., T, KVH, D)) -> (..., T, H * D)
+Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, rotary: Rotary):
+        super().__init__()
+        self.cfg = cfg
+        self.rotary = rotary
+        self.qkv_proj = Linear(cfg.hidden, (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim)
+        self.o_proj = Linear(cfg.heads * cfg.head_dim, cfg.hidden)
+
+    def project(self, x: torch.Tensor, angles):
+        """q, k, v for x (..., T, hidden), with rotary positions (Rotary.angles) applied."""
+        cfg = self.cfg
+        qkv = self.qkv_proj(x)
+        q_size, kv_size = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        qk, v = qkv.split([q_size + kv_size, kv_size], dim=-1)
+        lead = x.shape[:-1]
+        # q and k heads side by side get their rotation in one go (fewer ops per layer)
+        qk = self.rotary.apply(qk.reshape(*lead, cfg.heads + cfg.kv_heads, cfg.head_dim), angles)
+        q, k = qk.split([cfg.heads, cfg.kv_heads], dim=-2)
+        return q, k, v.reshape(*lead, cfg.kv_heads, cfg.head_dim)
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused in one matrix."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate_up_proj = Linear(cfg.hidden, 2 * cfg.intermediate)
+        self.down_proj = Linear(cfg.intermediate, cfg.hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, index: int, cfg: ModelConfig, rotary: Rotary):
+        super().__init__()
+        self.index = index
+        self.input_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
+        self.attn = Attention(cfg, rotary)
+        self.post_attn_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, angles, attend: Attend) -> torch.Tensor:
+        q, k, v = self.attn.project(self.input_norm(x), angles)
+        x = x + self.attn.o_proj(attend(self.index, q, k, v))
+        return x + self.mlp(self.post_attn_norm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.rotary = Rotary(cfg.head_dim, cfg.context, cfg.rope_theta)
+        self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.layers = nn.ModuleList(DecoderLayer(i, cfg, self.rotary) for i in range(cfg.layers))
+        self.norm = RMSNorm(cfg.hidden, cfg.norm_eps)
+        self.lm_head = Linear(cfg.hidden, cfg.vocab)
+        self.lm_head.weight = self.embed.weight  # tied, as in GPT-2 and Llama-3.2-1B
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, attend: Attend):
+        """Hidden states after the final norm, for tokens of any leading shape (..., T)."""
+        x = self.embed(input_ids)
+        angles = self.rotary.angles(positions, x.dtype)  # once per step, for every layer
+        for layer in self.layers:
+            x = layer(x, angles, attend)
+        return self.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden).float()
+
+    def init_random(self, seed: int = 0) -> None:
+        """Random weights for timing-only presets (scaled so activations stay finite)."""
+        gen = torch.Generator().manual_seed(seed)
+        for name, p in self.named_parameters():
+            if name.endswith("norm.weight"):
+                p.data.fill_(1.0)
+            else:
+                p.data.normal_(0.0, 0.02, generator=gen)
+
+    def prepare_for_inference(self) -> None:
+        """Freeze, and on CPU give every linear layer its measured plan for few-row products."""
+        self.eval()
+        self.requires_grad_(False)
+        if self.embed.weight.device.type == "cpu":
+            linears = [m for m in self.modules() if isinstance(m, Linear)]  # in step order
+            pairs = [(m.weight.detach(), split_transposed(m.weight.detach())) for m in linears]
+            plan = matmul_plan(pairs)
+            for m, (_, weight_t) in zip(linears, pairs):
+                m.prepare_for_cpu_decode(plan, weight_t)
+
+    def weight_bytes(self) -> int:
+        """Bytes one decode step must read: every parameter once (tied embedding counted once)."""
+        return sum(p.numel() * p.element_size() for p in self.parameters())
+
+
+def causal_attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Attention of whole sequences over themselves, (B, T, H, D): training and full recompute."""
+    out = F.scaled_dot_product_attention(
+        q.transpose(-3, -2), k.transpose(-3, -2), v.transpose(-3, -2),
+        is_causal=True, enable_gqa=True,
+    )
+    out = out.transpose(-3, -2)
+    return out.reshape(*out.shape[:-2], -1)
+
+
+def full_logits(model: LlamaModel, token_ids: torch.Tensor) -> torch.Tensor:
+    """Logits at every position of (B, T) token ids, recomputed from scratch with no cache."""
+    positions = torch.arange(token_ids.shape[-1], device=token_ids.device).expand_as(token_ids)
+    return model.logits(model(token_ids, positions, causal_attend))
+
+
+def save_checkpoint(model: LlamaModel, path: Path, dtype: torch.dtype = torch.float16) -> None:
+    """Weights as safetensors (fp16 by default, to keep the shipped file small)."""
+    tensors = {
+        name: p.detach().to(dtype).contiguous()
+        for name, p in model.named_parameters()
+        if name != "lm_head.weight"
+    }
+    save_file(tensors, str(path))
+
+
+def load_checkpoint(model: LlamaModel, path: Path) -> None:
+    tensors = load_file(str(path))
+    state = {name: t.to(model.embed.weight.dtype) for name, t in tensors.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [m for m in missing if m != "lm_head.weight"]
+    if missing or unexpected:
+        raise ValueError(f"checkpoint {path} does not match the model: {missing} {unexpected}")

@@ -1,0 +1,174 @@
+"""Seeded workloads: requests with prompts, forced output lengths and arrival times.
+
+A workload depends only on its spec and seed, never on the policy that serves it, so one seed
+gives the same requests at the same times under every policy and runs compare.
+
+- poisson: exponential gaps of mean 1/rate (rate inf: all arrive at t = 0).
+- gamma: gamma-distributed gaps with shape K = burstiness and mean 1/rate, so their coefficient of
+  variation is 1/sqrt(K): K < 1 is burstier than Poisson, K = 1 is Poisson, K > 1 is smoother
+  (vLLM's --burstiness).
+- fixed: a closed loop of `concurrency` users. The first `concurrency` requests arrive at t = 0;
+  every later one has arrival_s None and is released by the serving loop when a request
+  finishes, so exactly `concurrency` are outstanding until the list runs out.
+- interference: `requests` requests at t = 0 plus one request with a long prompt arriving at
+  long_at_s (the stall of lesson 7); its output length is drawn like the others'.
+
+In the open-loop kinds the first request arrives at t = 0 and each later one after a drawn gap
+(as vLLM's benchmark sends its first request at once). Prompt and output lengths are uniform
+integers in [A, B]. Prompt tokens are real text: slices of the training corpus at seeded
+offsets, tokenized (the tiny model continues text it knows); without a tokenizer or corpus they
+are seeded random token ids.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ASSETS, ConfigError
+from ..sampler import SamplingParams
+
+WORKLOADS = ("poisson", "gamma", "fixed", "interference")
+CORPUS_FILE = ASSETS / "corpus" / "corpus.txt"
+EOS_TEXT = "<|endoftext|>"
+
+
+@dataclass
+class Request:
+    """One request to serve. arrival_s is seconds from the run's start; None means closed loop:
+    it arrives when an earlier request finishes. output_len is forced (end-of-text ignored)
+    unless stop_at_eos is set."""
+
+    id: int
+    prompt_ids: list[int]
+    output_len: int
+    arrival_s: float | None = 0.0
+    stop_at_eos: bool = False
+    sampling: SamplingParams | None = None  # None: greedy
+
+
+@dataclass
+class WorkloadSpec:
+    kind: str = "poisson"
+    requests: int = 32
+    rate: float = math.inf  # requests per second (poisson, gamma)
+    burstiness: float = 1.0  # gamma shape K
+    concurrency: int = 4  # fixed
+    prompt_len: tuple[int, int] = (32, 256)
+    output_len: tuple[int, int] = (16, 128)
+    long_prompt_len: int = 1536  # interference
+    long_at_s: float = 0.2  # interference
+    seed: int = 0
+
+    def validate(self) -> None:
+        if self.kind not in WORKLOADS:
+            raise ConfigError(f"unknown workload {self.kind!r}: choose one of {', '.join(WORKLOADS)}")
+        if self.requests < 1:
+            raise ConfigError(f"requests must be at least 1 (got {self.requests})")
+        if not self.rate > 0:
+            raise ConfigError(f"rate must be more than 0 requests/s, or inf (got {self.rate})")
+        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
+            raise ConfigError(f"burstiness must be a finite number above 0 (got {self.burstiness})")
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1 (got {self.concurrency})")
+        for what, (low, high) in (("prompt length", self.prompt_len),
+                                  ("output length", self.output_len)):
+            if not 1 <= low <= high:
+                raise ConfigError(f"{what} range {low}:{high} must satisfy 1 <= A <= B")
+        if self.long_prompt_len < 1:
+            raise ConfigError(f"long prompt length must be at least 1 (got {self.long_prompt_len})")
+        if not (self.long_at_s >= 0 and math.isfinite(self.long_at_s)):
+            raise ConfigError(f"long-at must be 0 s or more (got {self.long_at_s})")
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["rate"] = "inf" if math.isinf(self.rate) else self.rate
+        out["prompt_len"] = list(self.prompt_len)
+        out["output_len"] = list(self.output_len)
+        return out
+
+
+# ---- arrival processes -------------------------------------------------------------------
+def poisson_arrivals(n: int, rate: float, rng: np.random.Generator) -> list[float]:
+    """n arrival times: 0, then exponential gaps of mean 1/rate; all 0 when rate is inf."""
+    if math.isinf(rate):
+        return [0.0] * n
+    gaps = rng.exponential(1.0 / rate, size=n - 1)
+    return [0.0] + np.cumsum(gaps).tolist()
+
+
+def gamma_arrivals(n: int, rate: float, burstiness: float,
+                   rng: np.random.Generator) -> list[float]:
+    """n arrival times: 0, then gamma gaps with shape burstiness and mean 1/rate (coefficient of
+    variation 1/sqrt(burstiness)); all 0 when rate is inf."""
+    if math.isinf(rate):
+        return [0.0] * n
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n - 1)
+    return [0.0] + np.cumsum(gaps).tolist()
+
+
+# ---- prompts -----------------------------------------------------------------------------
+_corpus_cache: dict[Path, str] = {}
+
+
+def _corpus(path: Path) -> str | None:
+    if path not in _corpus_cache:
+        if not path.exists():
+            return None
+        _corpus_cache[path] = path.read_text(encoding="utf-8").replace(EOS_TEXT, "\n\n")
+    return _corpus_cache[path]
+
+
+class PromptSource:
+    """Prompts of exact token lengths: tokenized corpus slices at seeded offsets, or seeded random
+    ids in [0, vocab) when there is no tokenizer or no corpus."""
+
+    def __init__(self, tokenizer=None, vocab: int = 4096, corpus: Path = CORPUS_FILE):
+        self.tokenizer = tokenizer
+        self.vocab = tokenizer.vocab_size if tokenizer is not None else vocab
+        self.text = _corpus(corpus) if tokenizer is not None else None
+
+    def prompt(self, length: int, rng: np.random.Generator) -> list[int]:
+        if self.text is None:
+            return rng.integers(0, self.vocab, size=length).tolist()
+        start = int(rng.integers(0, len(self.text)))
+        start = self.text.find(" ", start) + 1  # begin at a word, not inside one
+        ids: list[int] = []
+        span = 6 * length + 64
+        while len(ids) < length:
+            piece = self.text[start:start + span]
+            if len(piece) < span:  # near the end: wrap around to the beginning
+                piece += self.text[: span - len(piece)]
+            ids = self.tokenizer.encode(piece)
+            span *= 2
+        return ids[:length]
+
+
+def make_workload(spec: WorkloadSpec, tokenizer=None, vocab: int = 4096) -> list[Request]:
+    """The requests of a spec, ids 0..n-1 in arrival order (closed-loop ones last, in release
+    order). The same spec and seed always give the same requests."""
+    spec.validate()
+    rng = np.random.default_rng(spec.seed)
+    n = spec.requests
+    if spec.kind == "poisson":
+        arrivals: list[float | None] = poisson_arrivals(n, spec.rate, rng)
+    elif spec.kind == "gamma":
+        arrivals = gamma_arrivals(n, spec.rate, spec.burstiness, rng)
+    elif spec.kind == "fixed":
+        arrivals = [0.0] * min(n, spec.concurrency) + [None] * max(0, n - spec.concurrency)
+    else:  # interference
+        arrivals = [0.0] * n
+    prompt_lens = rng.integers(spec.prompt_len[0], spec.prompt_len[1] + 1, size=n).tolist()
+    output_lens = rng.integers(spec.output_len[0], spec.output_len[1] + 1, size=n).tolist()
+    if spec.kind == "interference":
+        arrivals.append(spec.long_at_s)
+        prompt_lens.append(spec.long_prompt_len)
+        output_lens.append(int(rng.integers(spec.output_len[0], spec.output_len[1] + 1)))
+    source = PromptSource(tokenizer, vocab)
+    return [
+        Request(id=i, prompt_ids=source.prompt(p, rng), output_len=o, arrival_s=a)
+        for i, (a, p, o) in enumerate(zip(arrivals, prompt_lens, output_lens, strict=True))
+    ]

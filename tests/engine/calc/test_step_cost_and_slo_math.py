@@ -1,0 +1,99 @@
+"""The roofline's formulas (engine.calc.step_cost) against the sweep's own counts, and the SLO and cost
+arithmetic (engine.calc.slo_math)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.calc.slo_math import (
+    INTERACTIVE_CHAT,
+    Targets,
+    cost_per_million_tokens,
+    judge,
+    request_meets,
+)
+from engine.calc.step_cost import (
+    decode_context,
+    decode_cost,
+    prefill_cost,
+    ridge_point,
+    roof_gflops,
+)
+from engine.config import PRESETS
+from engine.sweep import measure_point
+
+
+def tiny_shape(engine) -> dict:
+    return {**engine.model_config.describe(engine.device),
+            "weight_bytes": engine.model.weight_bytes()}
+
+
+def test_decode_cost_matches_the_sweeps_counts(engine):
+    point = measure_point(engine, batch_size=2, prompt_len=16, new_tokens=6)
+    cost = decode_cost(tiny_shape(engine), 2, decode_context(16, 6))
+    assert cost.flops == pytest.approx(point.flops_per_step)
+    assert cost.bytes == pytest.approx(point.bytes_per_step, rel=1e-6)
+
+
+def test_decode_intensity_is_about_half_the_batch_in_fp32():
+    shape = PRESETS["small"].describe("cpu")
+    for batch in (1, 4, 16):
+        assert decode_cost(shape, batch, 1).intensity == pytest.approx(batch / 2, rel=0.02)
+
+
+def test_prefill_reuses_weights_and_grows_with_the_square_of_length():
+    shape = PRESETS["small"].describe("cpu")
+    short, long = prefill_cost(shape, 64), prefill_cost(shape, 1024)
+    assert long.intensity > 10 * short.intensity
+    embedding = shape["vocab"] * shape["hidden"]
+    linear = 2 * 1024 * (shape["params"] - embedding) + 2 * embedding
+    attention = 4 * (1024 * 1025 / 2) * shape["heads"] * shape["head_dim"] * shape["layers"]
+    assert long.flops == pytest.approx(linear + attention)
+    assert long.bytes == shape["weight_bytes"] + 1024 * shape["kv_bytes_per_token"]
+
+
+def test_roof_and_floor():
+    assert roof_gflops(1.0, 30, 180) == 30 and roof_gflops(100, 30, 180) == 180
+    assert ridge_point(30, 180) == 6
+    cost = decode_cost(PRESETS["small"].describe("cpu"), 1, 100)
+    assert cost.floor_ms(30) == pytest.approx(1000 * cost.bytes / 30e9)
+    assert cost.floor_ms(30, 1e-6) == pytest.approx(1000 * cost.flops / 1e3)  # compute-bound
+
+
+def point(ttft, tpot, e2e, outputs, duration=10.0):
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "output_len": outputs,
+            "duration_s": duration, "itl_p50_ms": 20.0, "itl_p99_ms": 90.0}
+
+
+def test_goodput_counts_requests_within_every_limit():
+    p = point([100, 2000, 200, 250], [10, 10, 60, None], [900, 3000, 4000, 250], [50, 50, 50, 1])
+    j = judge(p, INTERACTIVE_CHAT)
+    assert j.completed == 4 and j.good == 2  # the 2000 ms TTFT and the 60 ms TPOT fail
+    assert j.goodput_rps == pytest.approx(0.2) and j.requests_per_s == pytest.approx(0.4)
+    assert j.goodput_tok_s == pytest.approx(5.1) and j.throughput_tok_s == pytest.approx(15.1)
+    assert j.goodput_rps <= j.requests_per_s and j.goodput_tok_s <= j.throughput_tok_s
+    checks = {what: met for what, _v, _t, met in j.checks}
+    assert checks == {"P50 TTFT": True, "P99 TTFT": False, "P50 ITL": True, "P99 ITL": True,
+                      "P99 E2E": True}
+    assert not j.all_targets_met
+
+
+def test_no_targets_means_goodput_is_throughput():
+    p = point([5000], [500], [60000], [64])
+    j = judge(p, Targets())
+    assert j.good == 1 and j.checks == () and j.all_targets_met
+    assert Targets().empty and INTERACTIVE_CHAT.without_latency().empty
+
+
+def test_request_meets_ignores_missing_targets():
+    assert request_meets(5000, 5, 1, Targets(itl_p50_ms=10))
+    assert not request_meets(5000, 5, 1, Targets(ttft_p99_ms=1000))
+
+
+def test_cost_per_million_tokens():
+    assert cost_per_million_tokens(2.0, 500) == pytest.approx(1.1111, rel=1e-3)
+    assert cost_per_million_tokens(0, 500) == 0
+    with pytest.raises(ValueError, match="negative"):
+        cost_per_million_tokens(-1, 500)
+    with pytest.raises(ValueError, match="no tokens"):
+        cost_per_million_tokens(1, 0)

@@ -1,0 +1,258 @@
+"""The engine service with its real worker process and the real tiny engine: order of arrival,
+the measurement cache (memory and disk), cancellation, errors, a killed worker, many threads."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from engine.lab.service import EngineService, JobEvent
+
+KV = 64  # MiB: every job shares one small engine in the worker
+QUICK = {"preset": "tiny", "kv_budget_mib": KV, "prompt_len": 16, "new_tokens": 8}
+LONG = {"preset": "tiny", "kv_budget_mib": KV, "prompt_len": 16, "new_tokens": 1500,
+        "batch_size": 4}
+TIMEOUT = 120
+
+
+class Recorder:
+    """Collects every job's events, in the order the service delivered them."""
+
+    def __init__(self):
+        self.events: list[JobEvent] = []
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+
+    def __call__(self, event: JobEvent) -> None:
+        with self._changed:
+            self.events.append(event)
+            self._changed.notify_all()
+
+    def of(self, job) -> list[JobEvent]:
+        with self._lock:
+            return [e for e in self.events if e.job_id == job.id]
+
+    def types(self, job) -> list[str]:
+        return [e.type for e in self.of(job)]
+
+    def wait_for(self, job, type_: str, timeout: float = TIMEOUT) -> JobEvent:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for e in self.events:
+                    if e.job_id == job.id and e.type == type_:
+                        return e
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {type_} event for job {job.id}: {self.types(job)}")
+                self._changed.wait(left)
+
+
+@pytest.fixture(scope="module")
+def cache_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("llm-speed-cache")
+    old = os.environ.get("LLM_SPEED_CACHE")
+    os.environ["LLM_SPEED_CACHE"] = str(path)  # the worker inherits it (hardware limits)
+    yield path
+    if old is None:
+        os.environ.pop("LLM_SPEED_CACHE", None)
+    else:
+        os.environ["LLM_SPEED_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def service(cache_path):
+    svc = EngineService(cache_path=cache_path / "results")
+    assert svc.wait_ready(TIMEOUT), svc.status()
+    yield svc
+    svc.shutdown()
+
+
+def finished(job, timeout: float = TIMEOUT):
+    assert job.wait(timeout), f"job {job.id} ({job.kind}) did not finish: {job.state}"
+    return job
+
+
+def test_jobs_run_one_at_a_time_in_order_of_arrival(service):
+    rec = Recorder()
+    jobs = [service.submit("sweep_point", {**QUICK, "batch_size": b}, rec, use_cache=False)
+            for b in (1, 2, 3)]
+    for job in jobs:
+        finished(job)
+    assert [j.state for j in jobs] == ["done"] * 3
+    assert [j.result["batch_size"] for j in jobs] == [1, 2, 3]
+    with rec._lock:
+        order = [(e.job_id, e.type) for e in rec.events if e.type in ("started", "result")]
+    assert order == [(j.id, t) for j in jobs for t in ("started", "result")]
+    progress = [e for e in rec.of(jobs[0]) if e.type == "progress"]
+    assert progress and progress[-1].data["done"] == progress[-1].data["total"] == 7
+    assert not any(j.cached for j in jobs)
+
+
+def test_a_repeated_job_comes_from_the_cache(service, cache_path):
+    rec = Recorder()
+    params = {**QUICK, "batch_size": 2, "seed": 11}
+    first = finished(service.submit("sweep_point", params, rec))
+    hits = service.status()["cache_hits"]
+    again = finished(service.submit("sweep_point", dict(reversed(params.items())), rec))
+    assert first.state == again.state == "done"
+    assert not first.cached and again.cached
+    assert again.result == first.result
+    assert again.device == first.device and again.device.startswith("cpu")
+    assert again.measured_at == first.measured_at
+    result = rec.wait_for(again, "result")
+    assert result.cached and result.device == first.device
+    assert "started" not in rec.types(again)  # answered without running
+    assert service.status()["cache_hits"] == hits + 1
+    assert list((cache_path / "results").glob("sweep_point-*.json"))
+
+
+def test_defaults_share_a_cache_entry_with_explicit_values(service):
+    explicit = finished(service.submit("sweep_point", {**QUICK, "batch_size": 1, "seed": 0,
+                                                       "device": "auto"}))
+    implicit = finished(service.submit("sweep_point", {**QUICK}))
+    assert implicit.cached and implicit.result == explicit.result
+
+
+def test_the_disk_cache_outlives_the_service(service, cache_path):
+    params = {**QUICK, "batch_size": 3, "seed": 5}
+    first = finished(service.submit("sweep_point", params))
+    fresh = EngineService(cache_path=cache_path / "results")
+    try:
+        again = finished(fresh.submit("sweep_point", params))
+    finally:
+        fresh.shutdown()
+    assert not first.cached and again.cached
+    assert again.result == first.result and again.measured_at == first.measured_at
+
+
+def test_use_cache_false_measures_again(service):
+    params = {**QUICK, "batch_size": 1, "seed": 3}
+    first = finished(service.submit("sweep_point", params))
+    again = finished(service.submit("sweep_point", params, use_cache=False))
+    assert not again.cached and again.measured_at >= first.measured_at
+
+
+def test_cancel_a_queued_and_a_running_job(service):
+    rec = Recorder()
+    running = service.submit("sweep_point", LONG, rec, use_cache=False)
+    queued = service.submit("sweep_point", {**QUICK, "batch_size": 4}, rec, use_cache=False)
+    after = service.submit("sweep_point", {**QUICK, "batch_size": 5}, rec, use_cache=False)
+    rec.wait_for(running, "progress")
+    assert service.cancel(queued)
+    assert service.cancel(running)
+    assert finished(running).state == "cancelled"
+    assert finished(queued).state == "cancelled"
+    assert finished(after).state == "done"
+    assert rec.types(queued) == ["queued", "cancelled"]
+    assert rec.types(running)[-1] == "cancelled" and "result" not in rec.types(running)
+    assert not service.cancel(after)  # already finished
+
+
+def test_a_closed_session_cancels_its_jobs(service):
+    rec = Recorder()
+    mine = service.submit("sweep_point", LONG, rec, session_id="closed", use_cache=False)
+    mine_queued = service.submit("sweep_point", QUICK, rec, session_id="closed",
+                                 use_cache=False)
+    other = service.submit("sweep_point", QUICK, rec, session_id="open", use_cache=False)
+    rec.wait_for(mine, "progress")
+    assert service.cancel_session("closed") == 2
+    assert finished(mine).state == "cancelled"
+    assert finished(mine_queued).state == "cancelled"
+    assert finished(other).state == "done"
+
+
+@pytest.mark.parametrize("kind, params, words", [
+    ("sweep_point", {"batch_size": 0}, "batch_size must be between 1 and 4096"),
+    ("sweep_point", {"batch_size": "eight"}, "batch_size must be a whole number"),
+    ("sweep_point", {**QUICK, "prompt_len": 2000, "new_tokens": 100}, "context of 2048"),
+    ("sweep_point", {"bacth_size": 4}, "unknown parameter 'bacth_size'"),
+    ("sweep_point", {"preset": "huge"}, "preset must be one of"),
+    ("generate", {"prompt": "   "}, "the prompt is empty"),
+    ("no_such_job", {}, "unknown job kind 'no_such_job'"),
+])
+def test_bad_params_give_a_one_line_error_and_the_service_goes_on(service, kind, params, words):
+    rec = Recorder()
+    job = finished(service.submit(kind, params, rec))
+    event = rec.wait_for(job, "error")
+    assert job.state == "error" and words in event.data["message"]
+    assert "\n" not in event.data["message"] and "Traceback" not in event.data["message"]
+    assert finished(service.submit("sweep_point", QUICK)).state == "done"
+
+
+def test_a_killed_worker_is_restarted_and_the_next_job_runs(service):
+    rec = Recorder()
+    doomed = service.submit("sweep_point", LONG, rec, use_cache=False)
+    waiting = service.submit("sweep_point", {**QUICK, "batch_size": 6}, rec, use_cache=False)
+    rec.wait_for(doomed, "progress")
+    restarts, pid = service.status()["restarts"], service.status()["worker_pid"]
+    os.kill(pid, signal.SIGKILL)
+    error = rec.wait_for(doomed, "error")
+    assert "worker stopped unexpectedly" in error.data["message"]
+    assert "\n" not in error.data["message"]
+    assert finished(waiting).state == "done"
+    status = service.status()
+    assert status["restarts"] == restarts + 1 and status["worker_pid"] != pid
+    assert status["worker_alive"]
+
+
+def test_many_threads_submitting_at_once_all_get_their_results(service):
+    rec = Recorder()
+    jobs, lock = [], threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def client(i: int) -> None:
+        barrier.wait()
+        job = service.submit("sweep_point", {**QUICK, "batch_size": 1 + i % 4, "seed": 100},
+                             rec, session_id=f"s{i}")
+        with lock:
+            jobs.append((i, job))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(jobs) == 8
+    for i, job in jobs:
+        finished(job)
+        assert job.state == "done" and job.result["batch_size"] == 1 + i % 4
+        assert rec.types(job)[-1] == "result"
+    assert sum(j.cached for _, j in jobs) >= 4  # each batch size measured once, then shared
+
+
+def test_generate_streams_a_token_event_per_token(service):
+    rec = Recorder()
+    job = finished(service.submit("generate", {"prompt": "The cache", "max_new_tokens": 12,
+                                               "kv_budget_mib": KV}, rec))
+    assert job.state == "done" and not job.cached
+    tokens = [e.data for e in rec.of(job) if e.type == "token"]
+    assert len(tokens) == len(job.result["tokens"]) >= 1
+    assert "".join(t["text"] for t in tokens) == "".join(t["text"] for t in job.result["tokens"])
+    assert all(a["t_s"] <= b["t_s"] for a, b in zip(tokens, tokens[1:], strict=False))
+    assert job.result["weights"] == "trained"
+
+
+def test_info_job_describes_the_machine(service):
+    job = finished(service.submit("info"))
+    info = job.result
+    assert {"device", "threads", "presets", "memory_bandwidth_gbs", "matmul_gflops"} <= set(info)
+    assert info["memory_bandwidth_gbs"] > 0 and info["matmul_gflops"] > 0
+    assert [p["name"] for p in info["presets"]][:2] == ["tiny", "small"]
+
+
+def test_status_says_what_the_worker_is_doing(service):
+    rec = Recorder()
+    job = service.submit("sweep_point", LONG, rec, use_cache=False)
+    rec.wait_for(job, "progress")
+    status = service.status()
+    assert status["ready"] and status["running"]["kind"] == "sweep_point"
+    assert status["running"]["params"]["batch_size"] == 4
+    assert status["running"]["progress"]["total"] == 1499
+    service.cancel(job)
+    finished(job)
+    assert service.status()["running"] is None

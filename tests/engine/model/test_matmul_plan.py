@@ -1,0 +1,52 @@
+"""The few-row product plans: every variant computes the same product, and a tuned plan names a
+variant for every row count."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.model.layers import Linear
+from engine.model.matmul_plan import MAX_TUNED_ROWS, VARIANTS, multiply, split_transposed, tune_rows
+
+
+@pytest.mark.parametrize("out_features", [48, 47])  # 47: a prime, so one piece
+@pytest.mark.parametrize("rows", [1, 2, 3, 7, 16, 40])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_computes_x_times_w_transposed(rows, variant, out_features):
+    gen = torch.Generator().manual_seed(rows)
+    weight = torch.randn(out_features, 24, generator=gen)
+    x = torch.randn(rows, 24, generator=gen)
+    out = multiply(x, weight, split_transposed(weight), variant)
+    assert out.shape == (rows, out_features)
+    torch.testing.assert_close(out, x @ weight.t(), atol=1e-5, rtol=1e-5)
+
+
+def test_split_transposed_cuts_w_transposed_into_one_piece_per_thread():
+    weight = torch.arange(8 * 3, dtype=torch.float32).reshape(8, 3)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)
+        halves = split_transposed(weight)
+        assert halves.shape == (4, 3, 2) and halves.is_contiguous()
+        assert torch.equal(torch.cat(list(halves), dim=1), weight.t())
+        assert split_transposed(torch.zeros(7, 3)).shape == (1, 3, 7)  # 7 = 7 x 1: one piece
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_tuned_plan_covers_every_row_count():
+    weights = [torch.randn(64, 32), torch.randn(32, 64)]
+    plan = tune_rows([(w, split_transposed(w)) for w in weights], budget_s=0.01)
+    assert len(plan) == MAX_TUNED_ROWS and set(plan) <= set(VARIANTS)
+
+
+def test_linear_follows_its_plan_and_matches_f_linear():
+    layer = Linear(32, 64)
+    torch.nn.init.normal_(layer.weight)
+    x = torch.randn(5, 3, 32)  # 15 rows, any leading shape
+    expected = torch.nn.functional.linear(x, layer.weight)
+    for variant in VARIANTS:
+        layer.prepare_for_cpu_decode([variant] * MAX_TUNED_ROWS)
+        torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+    assert layer(torch.randn(100, 32)).shape == (100, 64)  # past the tuned rows: F.linear
