@@ -2,6 +2,8 @@
 
 A preset fixes a model's shape; the engine settings fix how it is served (device, block size,
 KV budget, attention backend). Both are plain dataclasses so they print, compare and hash.
+Torch-free (dtypes by name; engine.device maps a name to a torch dtype), so the web process can
+import the presets.
 """
 
 from __future__ import annotations
@@ -9,14 +11,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
+from .calc.kv_math import element_bytes, kv_bytes
+from .errors import ConfigError
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TINY_CHECKPOINT = ASSETS / "tiny" / "model.safetensors"
 TOKENIZER_FILE = ASSETS / "tiny" / "tokenizer.json"
 TRAINING_RECORD = ASSETS / "tiny" / "training.json"
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,8 @@ class ModelConfig:
         return self.heads // self.kv_heads
 
     def dtype_name(self, device: str) -> str:
+        """The dtype the engine runs this model in on a device ("float32", "bfloat16", ...)."""
         return self.cuda_dtype if str(device).startswith("cuda") else self.cpu_dtype
-
-    def dtype(self, device: str) -> torch.dtype:
-        return DTYPES[self.dtype_name(device)]
 
     @property
     def params(self) -> int:
@@ -59,12 +58,12 @@ class ModelConfig:
         return self.layers * (attn + mlp + norms) + self.vocab * self.hidden + self.hidden
 
     def kv_bytes_per_token(self, element_size: int) -> int:
-        """2 (K and V) x layers x KV heads x head dim x bytes per element."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * element_size
+        """2 (K and V) x layers x KV heads x head dim x bytes per element (calc.kv_math)."""
+        return kv_bytes(self.layers, self.kv_heads, self.head_dim, element_size)
 
     def describe(self, device: str) -> dict:
         """The fields `python -m engine info` prints for a preset on a device."""
-        dtype = self.dtype(device)
+        size = element_bytes(self.dtype_name(device))
         return {
             "name": self.name,
             "params": self.params,
@@ -78,8 +77,8 @@ class ModelConfig:
             "context": self.context,
             "dtype": self.dtype_name(device),
             "weights": self.weights,
-            "kv_bytes_per_token": self.kv_bytes_per_token(dtype.itemsize),
-            "weight_bytes": self.params * dtype.itemsize,
+            "kv_bytes_per_token": self.kv_bytes_per_token(size),
+            "weight_bytes": self.params * size,
         }
 
 
@@ -101,10 +100,6 @@ PRESETS: dict[str, ModelConfig] = {
         rope_theta=500000.0,
     ),
 }
-
-
-class ConfigError(ValueError):
-    """A setting a user chose is outside what the engine supports; the message names the limit."""
 
 
 def get_preset(name: str) -> ModelConfig:

@@ -1,4 +1,4 @@
-"""Which device the engine runs on, and reading a clock only after that device has finished."""
+"""Which device the engine runs on, its dtypes, and waiting for it to finish before a clock is read."""
 
 from __future__ import annotations
 
@@ -6,6 +6,14 @@ import os
 import time
 
 import torch
+
+# The dtype names engine.config uses (torch-free there) to torch's dtypes.
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a name from engine.config ("float32", "float16", "bfloat16")."""
+    return DTYPES[name]
 
 
 def resolve_device(name: str = "auto") -> str:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .config import ConfigError
+from .errors import ConfigError
 from .llm_engine import LLMEngine
 from .sampler import SamplingParams
 from .sequence import Sequence

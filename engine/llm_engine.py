@@ -9,8 +9,9 @@ from __future__ import annotations
 import itertools
 
 from .block_manager import BlockManager, blocks_for
-from .config import TINY_CHECKPOINT, ConfigError, EngineConfig, get_preset
-from .device import configure_threads, resolve_device, synchronize
+from .config import TINY_CHECKPOINT, EngineConfig, get_preset
+from .device import configure_threads, resolve_device, synchronize, torch_dtype
+from .errors import ConfigError
 from .model.kv_cache import PagedKVCache, default_budget
 from .model.model import LlamaModel, load_checkpoint
 from .model_runner import ModelRunner
@@ -37,7 +38,7 @@ def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = 
         load_checkpoint(model, TINY_CHECKPOINT)
     else:
         model.init_random(seed)
-    model.to(device=device, dtype=cfg.dtype(device))
+    model.to(device=device, dtype=torch_dtype(cfg.dtype_name(device)))
     model.prepare_for_inference()
     return model
 
@@ -53,7 +54,7 @@ class LLMEngine:
         if self.device == "cpu":
             configure_threads()
         self.backend = default_backend(self.device) if config.backend == "auto" else config.backend
-        self.dtype = self.model_config.dtype(self.device)
+        self.dtype = torch_dtype(self.model_config.dtype_name(self.device))
         self.tokenizer = Tokenizer()
         self.model = build_model(config.preset, self.device, config.seed, config.random_weights)
         budget = config.kv_budget_bytes or default_budget(self.device)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .errors import ConfigError
+
 
 @dataclass
 class SamplingParams:
@@ -30,11 +32,11 @@ class SamplingParams:
 
     def validate(self) -> None:
         if self.temperature < 0:
-            raise ValueError("temperature must be 0 (greedy) or more")
+            raise ConfigError("temperature must be 0 (greedy) or more")
         if self.top_k < 0:
-            raise ValueError("top-k must be 0 (off) or a positive count")
+            raise ConfigError("top-k must be 0 (off) or a positive count")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError("top-p must be in (0, 1]")
+            raise ConfigError("top-p must be in (0, 1]")
 
 
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:

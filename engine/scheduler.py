@@ -33,7 +33,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from .block_manager import blocks_for
-from .config import ConfigError
+from .errors import ConfigError
 from .llm_engine import LLMEngine
 from .sequence import Sequence
 

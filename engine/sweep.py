@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .config import ConfigError
+from .errors import ConfigError
 from .llm_engine import LLMEngine
 
 WARMUP_STEPS = 2

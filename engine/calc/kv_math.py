@@ -38,9 +38,14 @@ def element_bytes(dtype: str) -> int:
                          f"{', '.join(BYTES_PER_ELEMENT)}") from None
 
 
+def kv_bytes(layers: int, kv_heads: int, head_dim: int, element_size: int) -> int:
+    """KV bytes per token: 2 (K and V) x layers x KV heads x head dim x bytes per element."""
+    return 2 * layers * kv_heads * head_dim * element_size
+
+
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype: str) -> int:
-    """2 x layers x KV heads x head dim x bytes per element."""
-    return 2 * layers * kv_heads * head_dim * element_bytes(dtype)
+    """KV bytes per token for a dtype name (see kv_bytes)."""
+    return kv_bytes(layers, kv_heads, head_dim, element_bytes(dtype))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import argparse
 import json
 import sys
 
-from ..config import PRESETS, ConfigError, EngineConfig, get_preset
+from ..config import PRESETS, EngineConfig, get_preset
+from ..errors import ConfigError
 
 EXIT_USAGE = 2
 

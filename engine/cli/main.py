@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from ..config import ConfigError
+from ..errors import ConfigError
 from .common import (
     EXIT_USAGE,
     OneLineParser,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..config import ConfigError, get_preset
+from ..config import get_preset
+from ..errors import ConfigError
 from ..scheduler import DEFAULT_CHUNK_SIZE, DEFAULT_TOKEN_BUDGET, POLICIES, SchedulerConfig
 from ..serve.metrics import Metrics
 from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigError
+
 Emit = Callable[[str, dict], None]
 Cancelled = Callable[[], bool]
 JobFn = Callable[[dict, Emit, Cancelled], "dict | None"]
@@ -86,38 +88,32 @@ def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
 
 
 # ---- parameter checks: each raises ConfigError naming the limit ------------------------------
-def _config_error(message: str) -> Exception:
-    from ..config import ConfigError
-
-    return ConfigError(message)
-
-
 def int_param(params: dict, name: str, lo: int, hi: int | None = None) -> int:
     value = params[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or int(value) != value:
-        raise _config_error(f"{name} must be a whole number (got {value!r})")
+        raise ConfigError(f"{name} must be a whole number (got {value!r})")
     value = int(value)
     if value < lo or (hi is not None and value > hi):
         limit = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
-        raise _config_error(f"{name} must be {limit} (got {value})")
+        raise ConfigError(f"{name} must be {limit} (got {value})")
     return value
 
 
 def float_param(params: dict, name: str, lo: float, hi: float | None = None) -> float:
     value = params[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _config_error(f"{name} must be a number (got {value!r})")
+        raise ConfigError(f"{name} must be a number (got {value!r})")
     if value < lo or (hi is not None and value > hi):
         limit = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
-        raise _config_error(f"{name} must be {limit} (got {value})")
+        raise ConfigError(f"{name} must be {limit} (got {value})")
     return float(value)
 
 
 def choice_param(params: dict, name: str, choices) -> str:
     value = params[name]
     if value not in choices:
-        raise _config_error(f"{name} must be one of {', '.join(map(str, choices))} (got {value!r})")
+        raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))} (got {value!r})")
     return value
 
 
@@ -163,7 +159,7 @@ def engine_from_params(params: dict):
     backend = choice_param(params, "backend", ["auto", "torch", "triton"])
     budget = None if params["kv_budget_mib"] is None else int_param(params, "kv_budget_mib", 1)
     if not isinstance(params["random_weights"], bool):
-        raise _config_error("random_weights must be true or false")
+        raise ConfigError("random_weights must be true or false")
     return engine_for(preset, device, backend, budget, params["random_weights"])
 
 
@@ -242,16 +238,13 @@ def generate_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
 
     prompt = params["prompt"]
     if not isinstance(prompt, str) or not prompt.strip():
-        raise _config_error("the prompt is empty: give some text")
+        raise ConfigError("the prompt is empty: give some text")
     max_new = int_param(params, "max_new_tokens", 1)
     sampling = SamplingParams(float_param(params, "temperature", 0.0),
                               int_param(params, "top_k", 0),
                               float_param(params, "top_p", 0.0, 1.0),
                               int_param(params, "seed", 0))
-    try:
-        sampling.validate()
-    except ValueError as e:
-        raise _config_error(str(e)) from None
+    sampling.validate()
     engine = engine_from_params(params)
     ids = engine.tokenizer.encode(prompt)
 

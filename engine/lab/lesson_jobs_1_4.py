@@ -14,11 +14,11 @@ jobs.JOB_MODULES; torch and numpy are imported inside the functions only.
 
 from __future__ import annotations
 
+from ..errors import ConfigError
 from .jobs import (
     ENGINE_DEFAULTS,
     Cancelled,
     Emit,
-    _config_error,
     engine_from_params,
     float_param,
     int_param,
@@ -39,7 +39,7 @@ TWO_CLOCKS_DEFAULTS = {
 
 def _bool_param(params: dict, name: str) -> bool:
     if not isinstance(params[name], bool):
-        raise _config_error(f"{name} must be true or false (got {params[name]!r})")
+        raise ConfigError(f"{name} must be true or false (got {params[name]!r})")
     return params[name]
 
 
@@ -66,7 +66,6 @@ def two_clocks_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     """The reader's prompt streamed beside N background requests that are already decoding."""
     import numpy as np
 
-    from ..config import ConfigError
     from ..sampler import SamplingParams
     from ..scheduler import SchedulerConfig
     from ..serve.loop import run
@@ -76,9 +75,9 @@ def two_clocks_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
 
     prompt = params["prompt"]
     if not isinstance(prompt, str) or not prompt.strip():
-        raise _config_error("the prompt is empty: give some text")
+        raise ConfigError("the prompt is empty: give some text")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise _config_error(f"the prompt is longer than {MAX_PROMPT_CHARS} characters")
+        raise ConfigError(f"the prompt is longer than {MAX_PROMPT_CHARS} characters")
     context = int_param(params, "context_tokens", 0, MAX_CONTEXT_TOKENS)
     max_new = int_param(params, "max_new_tokens", 2, 512)
     background = int_param(params, "background", 0, MAX_BACKGROUND)
@@ -96,7 +95,7 @@ def two_clocks_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     reader_ids = context_ids + text_ids
     limit = engine.model_config.context
     if len(reader_ids) + max_new > limit:
-        raise _config_error(f"a prompt of {len(reader_ids)} tokens plus {max_new} new tokens "
+        raise ConfigError(f"a prompt of {len(reader_ids)} tokens plus {max_new} new tokens "
                             f"exceeds the {engine.model_config.name} context of {limit} positions")
     # Background requests decode for as long as the reader's answer takes (the run stops when
     # the reader's request finishes), so their output is long; they all arrive at t = 0.
@@ -120,16 +119,13 @@ def two_clocks_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
                              "t_ms": 1000 * (event.t_s - delay_s)})
             reader_done = reader_done or event.kind == "finished"
 
-    try:
-        result = run(engine, requests, config, on_event=on_event,
-                     cancelled=lambda: cancelled() or reader_done, stream_text=True)
-    except ConfigError as e:
-        raise _config_error(str(e)) from None
+    result = run(engine, requests, config, on_event=on_event,
+                 cancelled=lambda: cancelled() or reader_done, stream_text=True)
     if cancelled():
         return None
     reader = result.requests[0]
     if reader.finish_s is None:
-        raise _config_error("the run ended before your answer was finished")
+        raise ConfigError("the run ended before your answer was finished")
     decode_steps = [s for s in result.steps
                     if reader.first_token_s < s.end_s <= reader.finish_s]
     shared = [len(s.decode_ids) for s in decode_steps]
@@ -178,10 +174,10 @@ def _range(params: dict, name: str, hi: int) -> tuple[int, int]:
     value = params[name]
     if not (isinstance(value, (list, tuple)) and len(value) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
-        raise _config_error(f"{name.replace('_', ' ')} must be [A, B] in tokens")
+        raise ConfigError(f"{name.replace('_', ' ')} must be [A, B] in tokens")
     low, high = value
     if not 1 <= low <= high <= hi:
-        raise _config_error(f"{name.replace('_', ' ')} range {low}:{high} must satisfy "
+        raise ConfigError(f"{name.replace('_', ' ')} range {low}:{high} must satisfy "
                             f"1 <= A <= B <= {hi}")
     return low, high
 
@@ -213,7 +209,6 @@ def mixed_workload(tokenizer, rate: float, count: int, long_share: float,
 @job("load_test", defaults=LOAD_TEST_DEFAULTS)
 def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     """Poisson arrivals of short and long requests under continuous batching: the tail."""
-    from ..config import ConfigError
     from ..scheduler import SchedulerConfig
     from ..serve.loop import run
     from ..serve.trace import RequestEvent
@@ -239,10 +234,7 @@ def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
                               "message": "requests answered"})
 
     emit("progress", {"done": 0, "total": count, "message": "requests answered"})
-    try:
-        result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
-    except ConfigError as e:
-        raise _config_error(str(e)) from None
+    result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
     if result.cancelled:
         return None
     out = result.to_json()

@@ -19,11 +19,11 @@ from __future__ import annotations
 import statistics
 import time
 
+from ..errors import ConfigError
 from .jobs import (
     ENGINE_DEFAULTS,
     Cancelled,
     Emit,
-    _config_error,
     choice_param,
     engine_from_params,
     float_param,
@@ -74,10 +74,7 @@ def prefill_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | 
     engine = engine_from_params(params)
     context = engine.model_config.context
     prompt_len = int_param(params, "prompt_len", 1, context - 1)
-    try:
-        engine.check_fits(batch, prompt_len)
-    except Exception as e:
-        raise _config_error(str(e)) from None
+    engine.check_fits(batch, prompt_len)
     engine.warm_up()
     prompts = sweep_prompts(engine.tokenizer.vocab_size, batch, prompt_len, seed)
     times: list[float] = []
@@ -124,7 +121,7 @@ def kv_allocation_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict:
     import torch
 
     from ..config import PRESETS
-    from ..device import resolve_device
+    from ..device import resolve_device, torch_dtype
     from ..model.kv_cache import PagedKVCache
 
     device = resolve_device(choice_param(params, "device", ["auto", "cpu", "cuda"]))
@@ -133,7 +130,7 @@ def kv_allocation_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict:
     rows = []
     for name, cfg in PRESETS.items():
         for which in KV_DTYPES:
-            dtype = cfg.dtype(device) if which == "engine" else getattr(torch, which, None)
+            dtype = torch_dtype(cfg.dtype_name(device)) if which == "engine" else getattr(torch, which, None)
             if dtype is None:  # an older torch without fp8
                 continue
             per_block = cfg.kv_bytes_per_token(dtype.itemsize) * block_size
@@ -190,11 +187,8 @@ def block_snapshots_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
                           "long_prompt_len": 1, "long_at": 0.0})
     config = scheduler_config({**params, "policy": "continuous", "timeout_ms": 0.0,
                                "max_tokens_per_step": None})
-    try:
-        spec.validate()
-        config.validate()
-    except ValueError as e:
-        raise _config_error(str(e)) from None
+    spec.validate()
+    config.validate()
     engine = engine_from_params(params)
     requests = make_workload(spec, engine.tokenizer)
     snapshots: list[dict] = []
@@ -216,10 +210,6 @@ def block_snapshots_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
     unwrap = record_block_tables(engine, snapshots)
     try:
         result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
-    except Exception as e:
-        if type(e).__name__ == "ConfigError":
-            raise _config_error(str(e)) from None
-        raise
     finally:
         unwrap()
     if result.cancelled:
@@ -272,19 +262,16 @@ def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
 
     rates = params["rates"]
     if not isinstance(rates, (list, tuple)) or not 1 <= len(rates) <= MAX_RATES:
-        raise _config_error(f"rates must be a list of 1 to {MAX_RATES} request rates")
+        raise ConfigError(f"rates must be a list of 1 to {MAX_RATES} request rates")
     rates = [float_param({"rate": r}, "rate", 1e-3, 1000.0) for r in rates]
     config = scheduler_config({**params, "policy": "continuous", "timeout_ms": 0.0,
                                "max_tokens_per_step": None})
     specs = [workload_spec({**params, "workload": "poisson", "rate": rate, "burstiness": 1.0,
                             "concurrency": 1, "long_prompt_len": 1, "long_at": 0.0})
              for rate in rates]
-    try:
-        config.validate()
-        for spec in specs:
-            spec.validate()
-    except ValueError as e:
-        raise _config_error(str(e)) from None
+    config.validate()
+    for spec in specs:
+        spec.validate()
     engine = engine_from_params(params)
     workloads = [make_workload(spec, engine.tokenizer) for spec in specs]
     total = sum(r.output_len for w in workloads for r in w)
@@ -300,12 +287,7 @@ def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
 
     points = []
     for rate, requests in zip(rates, workloads, strict=True):
-        try:
-            result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
-        except Exception as e:
-            if type(e).__name__ == "ConfigError":
-                raise _config_error(str(e)) from None
-            raise
+        result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
         if result.cancelled:
             return None
         point = rate_point(result, rate)

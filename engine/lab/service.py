@@ -38,6 +38,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from ..paths import cache_dir, write_json_atomic
 from . import jobs
 
@@ -55,10 +56,11 @@ def now_iso() -> str:
 
 
 def one_line(error: BaseException) -> str:
-    """A reader-facing message: ConfigError text as is, anything else with its type; one line."""
-    name = type(error).__name__
+    """A reader-facing message: a ConfigError's (or plain ValueError's) text as is, anything else
+    with its type's name in front; one line."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    if name not in ("ConfigError", "ValueError"):
+    if not (isinstance(error, ConfigError) or type(error) is ValueError):
+        name = type(error).__name__
         text = f"{name}: {text}" if text else name
     return text[:MAX_MESSAGE]
 
@@ -197,7 +199,7 @@ def _worker_main(job_conn, event_conn, cancel_id) -> None:
         try:
             result = jobs.run(kind, params, emit, cancelled)
         except Exception as e:
-            if not _is_config_error(e):
+            if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
                 log.error("job %s %s failed:\n%s", kind, params, traceback.format_exc())
             emit("error", {"message": one_line(e)})
             continue
@@ -216,10 +218,6 @@ def _plain(data: dict) -> dict:
     """JSON types only: what the disk cache can hold, and what the web process can unpickle
     without importing torch (a torch.__version__ or a tensor would drag it in)."""
     return json.loads(json.dumps(data))
-
-
-def _is_config_error(e: BaseException) -> bool:
-    return type(e).__name__ == "ConfigError" or isinstance(e, ValueError)
 
 
 @dataclass

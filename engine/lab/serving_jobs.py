@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ConfigError
 from .jobs import (
     ENGINE_DEFAULTS,
     Cancelled,
     Emit,
-    _config_error,
     choice_param,
     engine_from_params,
     float_param,
@@ -45,10 +45,10 @@ def _length_range(params: dict, name: str) -> tuple[int, int]:
         value = [value, value]
     if not (isinstance(value, (list, tuple)) and len(value) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
-        raise _config_error(f"{name.replace('_', ' ')} must be a whole number or [A, B]")
+        raise ConfigError(f"{name.replace('_', ' ')} must be a whole number or [A, B]")
     low, high = value
     if not 1 <= low <= high:
-        raise _config_error(f"{name.replace('_', ' ')} range {low}:{high} must satisfy 1 <= A <= B")
+        raise ConfigError(f"{name.replace('_', ' ')} range {low}:{high} must satisfy 1 <= A <= B")
     return low, high
 
 
@@ -91,7 +91,6 @@ def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
                  extra: dict | None = None) -> dict | None:
     """Serve requests, streaming "step", "request" (arrived, admitted, preempted, finished) and,
     if stream_tokens, "token" events, each with event_to_json's fields; returns the run's JSON."""
-    from ..config import ConfigError
     from ..serve.loop import run
     from ..serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
 
@@ -102,12 +101,9 @@ def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
             "request" if isinstance(event, RequestEvent) else "token"
         emit(kind, event_to_json(event))
 
-    try:
-        result = run(engine, requests, config, on_event=on_event, cancelled=cancelled,
-                     slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
-                     stream_text=stream_tokens)
-    except ConfigError as e:
-        raise _config_error(str(e)) from None
+    result = run(engine, requests, config, on_event=on_event, cancelled=cancelled,
+                 slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+                 stream_text=stream_tokens)
     if result.cancelled:
         return None
     result.extra.update(extra or {})
@@ -121,11 +117,8 @@ def serve_run_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
 
     spec = workload_spec(params)
     config = scheduler_config(params)
-    try:
-        spec.validate()
-        config.validate()
-    except ValueError as e:
-        raise _config_error(str(e)) from None
+    spec.validate()
+    config.validate()
     engine = engine_from_params(params)
     requests = make_workload(spec, engine.tokenizer)
     return run_requests(

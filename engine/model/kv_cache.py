@@ -10,7 +10,8 @@ import os
 
 import torch
 
-from ..config import ConfigError, ModelConfig
+from ..config import ModelConfig
+from ..errors import ConfigError
 
 # Budget when none is given: a share of what is free, capped so a laptop stays usable. On a CPU,
 # 1 GiB holds 350k tokens of tiny or 43k of small: far more than the lessons' batches need, and

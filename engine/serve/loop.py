@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..block_manager import blocks_for
-from ..config import ConfigError
+from ..errors import ConfigError
 from ..llm_engine import LLMEngine
 from ..scheduler import SchedulerConfig, kv_tokens_needed, make_scheduler
 from ..sequence import Sequence

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import ASSETS, ConfigError
+from ..config import ASSETS
+from ..errors import ConfigError
 from ..sampler import SamplingParams
 
 WORKLOADS = ("poisson", "gamma", "fixed", "interference")

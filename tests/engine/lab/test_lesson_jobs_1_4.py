@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.config import ConfigError
+from engine.errors import ConfigError
 from engine.lab import jobs
 
 

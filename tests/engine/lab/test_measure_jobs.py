@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from engine.config import PRESETS, ConfigError
+from engine.config import PRESETS
+from engine.errors import ConfigError
 from engine.lab import jobs
 from engine.lab.jobs import _engines
 

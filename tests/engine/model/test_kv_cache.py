@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from engine.block_manager import BlockManager
-from engine.config import PRESETS, ConfigError, get_preset
+from engine.config import PRESETS, get_preset
+from engine.errors import ConfigError
 from engine.model.kv_cache import PagedKVCache
 from engine.sequence import Sequence
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engine.cli.main import main
-from engine.config import ConfigError
+from engine.errors import ConfigError
 from engine.model.model import full_logits
 from engine.scheduler import SchedulerConfig
 from engine.serve.loop import run

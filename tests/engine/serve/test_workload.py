@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.config import ConfigError
+from engine.errors import ConfigError
 from engine.serve.workload import (
     CORPUS_FILE,
     EOS_TEXT,
