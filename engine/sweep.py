@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .calc.step_cost import decode_context, decode_cost
 from .errors import ConfigError
 from .llm_engine import LLMEngine
 
@@ -34,9 +35,9 @@ class SweepPoint:
     decode_steps_timed: int
     step_ms_p10: float
     step_ms_p90: float
-    bytes_per_step: int  # weights plus the mean KV cache read per decode step
+    bytes_per_step: int  # weights plus the mean KV cache read per decode step (calc.step_cost)
     achieved_gbs: float  # bytes_per_step / TPOT
-    flops_per_step: float  # about 2 x params x batch (matmuls) plus attention
+    flops_per_step: float  # about 2 x params x batch (matmuls) plus attention (calc.step_cost)
     prefill_tokens_per_s: float
 
     def to_dict(self) -> dict:
@@ -102,10 +103,11 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
     timed = steps[WARMUP_STEPS:]
     tpot = statistics.median(timed)
     deciles = statistics.quantiles(timed, n=10) if len(timed) > 1 else [tpot] * 9
-    mean_context = prompt_len + new_tokens / 2
-    kv_read = batch_size * mean_context * engine.cache.bytes_per_token
-    bytes_per_step = engine.model.weight_bytes() + int(kv_read)
-    attn_flops = 4 * batch_size * mean_context * cfg.heads * cfg.head_dim * cfg.layers
+    shape = {"params": cfg.params, "heads": cfg.heads, "head_dim": cfg.head_dim,
+             "layers": cfg.layers, "weight_bytes": engine.model.weight_bytes(),
+             "kv_bytes_per_token": engine.cache.bytes_per_token}
+    cost = decode_cost(shape, batch_size, decode_context(prompt_len, new_tokens))
+    bytes_per_step = int(cost.bytes)
     return SweepPoint(
         batch_size=batch_size,
         ttft_ms=1000 * ttft,
@@ -119,7 +121,7 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
         step_ms_p90=1000 * deciles[-1],
         bytes_per_step=bytes_per_step,
         achieved_gbs=bytes_per_step / tpot / 1e9,
-        flops_per_step=2.0 * cfg.params * batch_size + attn_flops,
+        flops_per_step=cost.flops,
         prefill_tokens_per_s=batch_size * prompt_len / ttft,
     )
 

@@ -3,12 +3,17 @@
 Pure Python (numpy only, no torch), so a page can re-judge a measured run against new targets as
 the reader types them, without running anything again.
 
+Goodput counts the completed requests that meet every SLO, per second of the run. Whether one
+request met its SLOs is `meets_slo`, the one definition (vLLM's --goodput): per-request limits on
+TTFT, on TPOT (a request with one token has no TPOT and meets any TPOT limit) and, here, on E2E;
+a limit of None is not checked. engine.serve.metrics judges a run's requests with it under the
+--slo-ttft-ms and --slo-tpot-ms limits.
+
 Targets are the five an interactive chat service might start from (P50/P99 TTFT, P50/P99 ITL,
-P99 E2E). Goodput needs a yes or no for each request, so each request is held to the limits no
-single request should pass: its TTFT within the P99 TTFT target, its TPOT (its mean gap) within
-the P50 ITL target, and its E2E within the P99 E2E target. A target set to None is not checked.
-Goodput counts completed requests that meet every limit, per second of the run (as
-engine.serve.metrics defines it); goodput tokens/s counts their output tokens.
+P99 E2E). Goodput needs a yes or no for each request, so `request_meets` holds each request to
+the limits no single request should pass: its TTFT within the P99 TTFT target, its TPOT (its mean
+gap) within the P50 ITL target, and its E2E within the P99 E2E target. Goodput tokens/s counts
+the output tokens of the requests that met them.
 
 Cost per million output tokens = (price per hour / 3600) x (1,000,000 / tokens per second).
 """
@@ -49,14 +54,25 @@ INTERACTIVE_CHAT_SOURCE = ("starting targets often suggested for an interactive 
                            "(lesson 2's reference points), not an industry standard")
 
 
+def meets_slo(ttft_ms: float, tpot_ms: float | None, e2e_ms: float | None = None, *,
+              ttft_limit_ms: float | None = None, tpot_limit_ms: float | None = None,
+              e2e_limit_ms: float | None = None) -> bool:
+    """Whether one request met every SLO given: TTFT, TPOT and E2E each within its limit (None:
+    not checked). A request with no TPOT (one output token) meets any TPOT limit, as vLLM counts
+    its TPOT as 0."""
+    if ttft_limit_ms is not None and ttft_ms > ttft_limit_ms:
+        return False
+    if tpot_limit_ms is not None and tpot_ms is not None and tpot_ms > tpot_limit_ms:
+        return False
+    return e2e_limit_ms is None or e2e_ms <= e2e_limit_ms
+
+
 def request_meets(ttft_ms: float, tpot_ms: float | None, e2e_ms: float,
                   targets: Targets) -> bool:
-    """Whether one request met the per-request limits the targets imply (see the module doc)."""
-    if targets.ttft_p99_ms is not None and ttft_ms > targets.ttft_p99_ms:
-        return False
-    if targets.itl_p50_ms is not None and tpot_ms is not None and tpot_ms > targets.itl_p50_ms:
-        return False
-    return targets.e2e_p99_ms is None or e2e_ms <= targets.e2e_p99_ms
+    """Whether one request met the per-request limits the targets imply (see the module doc):
+    TTFT within the P99 TTFT target, TPOT within the P50 ITL target, E2E within the P99 E2E."""
+    return meets_slo(ttft_ms, tpot_ms, e2e_ms, ttft_limit_ms=targets.ttft_p99_ms,
+                     tpot_limit_ms=targets.itl_p50_ms, e2e_limit_ms=targets.e2e_p99_ms)
 
 
 def percentile(values, q: float) -> float | None:

@@ -67,7 +67,7 @@ def prefill_cost(shape: dict, prompt_len: int, batch: int = 1) -> StepCost:
 
 
 def decode_context(prompt_len: int, new_tokens: int) -> float:
-    """The mean cached length over a sweep point's decode steps (as engine.sweep uses)."""
+    """The mean cached length over a sweep point's decode steps (engine.sweep uses it)."""
     return prompt_len + new_tokens / 2
 
 

@@ -22,6 +22,7 @@ reported in milliseconds):
 - goodput = completed requests that met every SLO given (TTFT <= --slo-ttft-ms and
   TPOT <= --slo-tpot-ms) / duration. A request with one output token has no TPOT and meets any
   TPOT SLO (vLLM counts its TPOT as 0). With no SLO given, goodput is None: it is undefined.
+  Whether a request met its SLOs is engine.calc.slo_math.meets_slo (the pages use it too).
 
 Only completed requests (those with a finish time) count, as in vLLM; a cancelled run's
 unfinished requests are left out. Empty inputs never raise: a summary of no values has None in
@@ -38,6 +39,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from ..calc import slo_math as slo
 from .trace import RequestTrace, StepTrace
 
 PERCENTILES = (50, 90, 95, 99)
@@ -113,10 +115,9 @@ def itl_ms(r: RequestTrace) -> list[float]:
 
 
 def meets_slo(r: RequestTrace, slo_ttft_ms: float | None, slo_tpot_ms: float | None) -> bool:
-    if slo_ttft_ms is not None and ttft_ms(r) > slo_ttft_ms:
-        return False
-    tpot = tpot_ms(r)
-    return slo_tpot_ms is None or tpot is None or tpot <= slo_tpot_ms
+    """Whether a request met the run's SLOs (engine.calc.slo_math.meets_slo, the definition)."""
+    return slo.meets_slo(ttft_ms(r), tpot_ms(r), ttft_limit_ms=slo_ttft_ms,
+                         tpot_limit_ms=slo_tpot_ms)
 
 
 def slot_use(steps: list[StepTrace], max_batch: int) -> float | None:

@@ -10,6 +10,7 @@ from engine.calc.slo_math import (
     Targets,
     cost_per_million_tokens,
     judge,
+    meets_slo,
     request_meets,
 )
 from engine.calc.step_cost import (
@@ -20,6 +21,8 @@ from engine.calc.step_cost import (
     roof_gflops,
 )
 from engine.config import PRESETS
+from engine.serve import metrics
+from engine.serve.trace import RequestTrace
 from engine.sweep import measure_point
 
 
@@ -88,6 +91,22 @@ def test_no_targets_means_goodput_is_throughput():
 def test_request_meets_ignores_missing_targets():
     assert request_meets(5000, 5, 1, Targets(itl_p50_ms=10))
     assert not request_meets(5000, 5, 1, Targets(ttft_p99_ms=1000))
+
+
+def test_goodput_is_judged_by_one_definition_in_the_run_metrics_and_the_pages():
+    """serve.metrics (a run's --slo-ttft-ms/--slo-tpot-ms) and request_meets (the page's
+    targets) both judge a request with meets_slo: the same answers for the same limits."""
+    traces = [RequestTrace(0, 0.0, 4, 3, first_token_s=0.2, token_s=[0.2, 0.25, 0.3]),
+              RequestTrace(1, 0.0, 4, 1, first_token_s=0.9, token_s=[0.9]),
+              RequestTrace(2, 0.1, 4, 2, first_token_s=0.3, token_s=[0.3, 0.5])]
+    for ttft, tpot in [(None, None), (250, None), (None, 60), (250, 60), (1000, 10)]:
+        for r in traces:
+            by_run = metrics.meets_slo(r, ttft, tpot)
+            by_page = request_meets(metrics.ttft_ms(r), metrics.tpot_ms(r), metrics.e2e_ms(r),
+                                    Targets(ttft_p99_ms=ttft, itl_p50_ms=tpot))
+            assert by_run == by_page == meets_slo(metrics.ttft_ms(r), metrics.tpot_ms(r),
+                                                  ttft_limit_ms=ttft, tpot_limit_ms=tpot)
+    assert not meets_slo(10, 5, 900, e2e_limit_ms=800)
 
 
 def test_cost_per_million_tokens():
