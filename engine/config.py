@@ -19,6 +19,11 @@ TINY_CHECKPOINT = ASSETS / "tiny" / "model.safetensors"
 TOKENIZER_FILE = ASSETS / "tiny" / "tokenizer.json"
 TRAINING_RECORD = ASSETS / "tiny" / "training.json"
 
+# The names a run's settings take: batching policies (engine.scheduler) and workload kinds
+# (engine.serve.workload), here so that torch-free code (the job registry, pages) can offer them.
+POLICIES = ("static", "dynamic", "continuous")
+WORKLOADS = ("poisson", "gamma", "fixed", "interference")
+
 
 @dataclass(frozen=True)
 class ModelConfig:

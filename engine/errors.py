@@ -10,3 +10,8 @@ from __future__ import annotations
 
 class ConfigError(ValueError):
     """A setting a user chose is outside what the engine supports; the message names the limit."""
+
+
+class ResultError(ValueError):
+    """A job's result does not have the shape of its record (engine.lab.results): a stale cache
+    file or a body that changed without its record. The message names the field."""

@@ -33,11 +33,11 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from .block_manager import blocks_for
+from .config import POLICIES
 from .errors import ConfigError
 from .llm_engine import LLMEngine
 from .sequence import Sequence
 
-POLICIES = ("static", "dynamic", "continuous")
 DEFAULT_TOKEN_BUDGET = 512
 DEFAULT_CHUNK_SIZE = 256
 

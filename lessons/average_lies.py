@@ -1,6 +1,6 @@
 """Lesson 2: The average lies (tail latency). /app?lesson=average-lies
 
-A real load test on the engine (the `load_test` job, engine/lab/lesson_jobs_1_4.py): Poisson
+A real load test on the engine (the `load_test` job, engine/lab/jobs/serving.py): Poisson
 arrivals of a mix of short and long requests, served in real time under continuous batching,
 about 20 s on a 2-core CPU with the defaults. Histograms of E2E and TTFT with P50, mean, P90,
 P95 and P99 marked; the percentile table; the slowest requests with why they were slow, read

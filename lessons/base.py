@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import panel as pn
 
-from engine.lab.service import Job
+from engine.lab.events import Job
 
 from .registry import LessonInfo, lesson_info, neighbours
 from .session_jobs import SessionJobs

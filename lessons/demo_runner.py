@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import panel as pn
 
-from engine.lab.service import Job, JobEvent
+from engine.lab.events import Job, JobEvent
 from widgets.job_status import JobStatus
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.lab.service import Job, JobEvent
+from engine.lab.events import Job, JobEvent
 from widgets.batch_status import BatchStatus
 
 Handler = Callable[[JobEvent], None]

@@ -19,7 +19,8 @@ import panel as pn
 from bokeh.document import Document
 from panel.io.state import set_curdoc
 
-from engine.lab.service import EngineService, Job, JobEvent, get_service
+from engine.lab.client import EngineService, get_service
+from engine.lab.events import Job, JobEvent
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Lesson 1: Two clocks (TTFT and ITL). /app?lesson=two-clocks
 
 The reader sends a prompt; the tiny model streams its answer through the engine's real-time
-serving loop (the `two_clocks` job, engine/lab/lesson_jobs_1_4.py), next to N background requests
+serving loop (the `two_clocks` job, engine/lab/jobs/generation.py), next to N background requests
 when asked. The timeline shows the engine's clock (a tick per token, the silence before the
 first one split into queue and prefill) and the browser's own clock (widgets.browser_clock: the
 same tokens stamped when they were drawn on the reader's screen). Readouts: TTFT, ITL P50/P99,

@@ -13,7 +13,7 @@ import argparse
 import sys
 import time
 
-from engine.lab.service import EngineService
+from engine.lab.client import EngineService
 
 from .registry import LESSONS, lesson_class
 from .shell.engine_check import EngineCheckPage

@@ -10,6 +10,9 @@ import sys
 
 from ..config import PRESETS, EngineConfig, get_preset
 from ..errors import ConfigError
+from ..lab.params import Int, Param
+from ..lab.registry import BACKENDS, DEVICES
+from ..llm_engine import LLMEngine
 
 EXIT_USAGE = 2
 
@@ -25,18 +28,20 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-# ---- argument types: each names the limit it enforces -------------------------------------------
-def positive_int(what: str):
-    def parse(text: str) -> int:
+# ---- argument types: the checks job parameters get (engine.lab.params), on a flag's text ------
+def arg_type(param: Param, what: str):
+    """An argparse type from a parameter declaration: its ConfigError, one line naming the
+    limit, becomes argparse's error."""
+    def parse(text: str):
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{what} must be a whole number of at least 1 (got {text!r})") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{what} must be at least 1 (got {value})")
-        return value
+            return param.parse(text, what)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
     return parse
+
+
+def positive_int(what: str):
+    return arg_type(Int(lo=1), what)
 
 
 def int_list(what: str):
@@ -58,32 +63,18 @@ def preset_name(text: str) -> str:
     return text
 
 
-def non_negative_float(what: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a number (got {text!r})") from None
-        if not value >= 0:  # also refuses NaN
-            raise argparse.ArgumentTypeError(f"{what} must be 0 or more (got {text})")
-        return value
-    return parse
-
-
 def add_engine_options(parser: argparse.ArgumentParser, default_preset: str = "tiny") -> None:
     parser.add_argument("--preset", type=preset_name, default=default_preset,
                         help=f"model preset: {', '.join(PRESETS)} (default {default_preset})")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--backend", default="auto", choices=["auto", "torch", "triton"],
+    parser.add_argument("--device", default="auto", choices=DEVICES)
+    parser.add_argument("--backend", default="auto", choices=BACKENDS,
                         help="decode attention: triton on CUDA, torch on CPU by default")
     parser.add_argument("--kv-budget-mib", type=positive_int("KV budget (MiB)"), default=None,
                         help="KV cache memory budget in MiB (default: a share of free memory)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def make_engine(args):
-    from ..llm_engine import LLMEngine
-
+def make_engine(args) -> LLMEngine:
     budget = args.kv_budget_mib * 2**20 if args.kv_budget_mib else None
     return LLMEngine(EngineConfig(
         preset=args.preset, device=args.device, backend=args.backend, kv_budget_bytes=budget,

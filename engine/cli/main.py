@@ -11,6 +11,11 @@ import os
 import sys
 
 from ..errors import ConfigError
+from ..generate import generate
+from ..lab.jobs.machine import machine_info
+from ..lab.registry import DEVICES
+from ..sampler import SamplingParams
+from ..sweep import sweep, validate
 from .common import (
     EXIT_USAGE,
     OneLineParser,
@@ -27,8 +32,6 @@ from .run import add_run_parser
 
 # ---- info ------------------------------------------------------------------------------------
 def cmd_info(args) -> int:
-    from ..lab.jobs import machine_info
-
     if not args.json:
         print("measuring memory bandwidth and matmul peak (cached after the first time)...",
               file=sys.stderr)
@@ -56,9 +59,6 @@ def cmd_info(args) -> int:
 
 # ---- generate --------------------------------------------------------------------------------
 def cmd_generate(args) -> int:
-    from ..generate import generate
-    from ..sampler import SamplingParams
-
     if not args.prompt:
         raise UsageError("--prompt is empty: give some text")
     engine = make_engine(args)
@@ -106,8 +106,6 @@ def cmd_generate(args) -> int:
 
 # ---- sweep -----------------------------------------------------------------------------------
 def cmd_sweep(args) -> int:
-    from ..sweep import sweep, validate
-
     for b in args.batch_sizes:
         try:
             validate(b, args.prompt_len, args.new_tokens)
@@ -143,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     info = sub.add_parser("info", help="device, presets and measured hardware limits")
-    info.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    info.add_argument("--device", default="auto", choices=DEVICES)
     info.add_argument("--refresh", action="store_true", help="measure the limits again")
     info.add_argument("--json", action="store_true")
     info.set_defaults(func=cmd_info)

@@ -8,81 +8,35 @@ workload, the scheduler settings, per-request preemptions and per-step batch and
 
 from __future__ import annotations
 
-import argparse
-import math
-
 from ..config import get_preset
 from ..errors import ConfigError
+from ..lab.params import Float, Int, Lengths, Rate
 from ..scheduler import DEFAULT_CHUNK_SIZE, DEFAULT_TOKEN_BUDGET, POLICIES, SchedulerConfig
+from ..serve.loop import run
 from ..serve.metrics import Metrics
 from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload
-from .common import emit_json, make_engine
+from .common import arg_type, emit_json, make_engine
 
 
-# ---- argument types: each names the limit it enforces -------------------------------------------
-def _number(text: str, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{what} must be a number (got {text!r})") from None
-    if math.isnan(value):
-        raise argparse.ArgumentTypeError(f"{what} must be a number (got {text!r})")
-    return value
-
-
-def _whole(text: str, what: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{what} must be a whole number of at least {minimum} (got {text!r})") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"{what} must be at least {minimum} (got {value})")
-    return value
-
-
+# ---- argument types: the checks job parameters get (engine.lab.params), on a flag's text ------
 def whole(what: str, minimum: int = 1):
-    return lambda text: _whole(text, what, minimum)
-
-
-def rate(text: str) -> float:
-    """Requests per second: a number above 0, or inf (everything arrives at t = 0)."""
-    value = _number(text, "rate")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"rate must be above 0 requests/s, or inf (got {text})")
-    return value
+    return arg_type(Int(lo=minimum), what)
 
 
 def positive(what: str):
-    def parse(text: str) -> float:
-        value = _number(text, what)
-        if not (value > 0 and math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"{what} must be a finite number above 0 (got {text})")
-        return value
-    return parse
+    return arg_type(Float(lo=0.0, above=True), what)
 
 
 def non_negative(what: str):
-    def parse(text: str) -> float:
-        value = _number(text, what)
-        if not (value >= 0 and math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"{what} must be a finite number, 0 or more (got {text})")
-        return value
-    return parse
+    return arg_type(Float(lo=0.0), what)
 
 
 def length_range(what: str):
     """A[:B]: one length, or a uniform range of whole numbers with 1 <= A <= B."""
-    def parse(text: str) -> tuple[int, int]:
-        parts = text.split(":")
-        if len(parts) > 2:
-            raise argparse.ArgumentTypeError(f"{what} must be A or A:B (got {text!r})")
-        low = _whole(parts[0], what, 1)
-        high = _whole(parts[1], what, 1) if len(parts) == 2 else low
-        if high < low:
-            raise argparse.ArgumentTypeError(f"{what} range {text} must have A <= B")
-        return low, high
-    return parse
+    return arg_type(Lengths(single=True), what)
+
+
+rate = arg_type(Rate(), "rate")  # requests per second, or inf (everything arrives at t = 0)
 
 
 def add_run_parser(sub, add_engine_options) -> None:
@@ -150,7 +104,6 @@ def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
 
 
 def cmd_run(args) -> int:
-    from ..serve.loop import run
 
     spec, config = specs_from_args(args)
     engine = make_engine(args)

@@ -1,35 +1,31 @@
-"""The engine service: one worker process per server runs engine jobs, one at a time, in order of
-arrival; the web process holds this thin client.
+"""The engine service's client: the web process holds one; one worker process per server runs
+engine jobs, one at a time, in order of arrival.
 
 Why a process: the worker owns the device, so the web server's Python work (serializing page
 updates for a classroom of browsers) never holds the interpreter lock while a measured step runs,
 and an engine crash does not take the pages down: the service restarts the worker and tells the
-job that was waiting. The web process never imports torch; only the worker does.
+job that was waiting. The web process never imports torch; only the worker (engine.lab.worker)
+does.
 
-Flow: `submit` queues a Job here; a dispatcher thread sends the oldest queued job to the worker
-when it is idle, receives the worker's events (progress, token, step, result, error, cancelled)
-and calls the job's `on_event` with a `JobEvent` (on the dispatcher thread: a page moves events
-onto its own event loop itself). Results are cached in memory and on disk under
-cache_dir()/results, keyed by the worker's device, the job kind, its parameters with defaults
-filled in, and the engine version; a job whose result is cached is answered at once, without
-waiting in the queue, and its result event says `cached=True` with the device and time it was
-measured.
+Flow: `submit` checks the kind and fills in its defaults (engine.lab.registry) and queues a Job;
+a dispatcher thread sends the oldest queued job to the worker when it is idle, receives the
+worker's events (progress, token, step, result, error, cancelled) and calls the job's `on_event`
+with a JobEvent (engine.lab.events; on the dispatcher thread: a page moves events onto its own
+event loop itself). Results are cached (engine.lab.cache) keyed by the worker's device, the job
+kind, its parameters with defaults filled in, and the engine version; a job whose result is cached
+is answered at once, without waiting in the queue, and its result event says `cached=True` with
+the device and time it was measured. Torch-free.
 """
 
 from __future__ import annotations
 
 import atexit
-import hashlib
 import itertools
-import json
 import logging
 import multiprocessing as mp
-import os
-import signal
 import sys
 import threading
 import time
-import traceback
 import types
 from collections import deque
 from collections.abc import Callable
@@ -38,186 +34,19 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..paths import cache_dir, write_json_atomic
-from . import jobs
+from ..paths import cache_dir
+from . import registry
+from .cache import CacheStore
+from .events import FINAL_EVENTS, FINAL_STATES, Job, JobEvent, one_line
 
 log = logging.getLogger(__name__)
 
-# Event types a job's on_event receives; "queued" and "started" come from the service itself.
-EVENT_TYPES = ("queued", "started", "progress", "token", "step", "result", "error", "cancelled")
-FINAL_EVENTS = ("result", "error", "cancelled")
-FINAL_STATES = ("done", "error", "cancelled")
-MAX_MESSAGE = 300  # characters of an error message shown to a reader
 
+def _worker_process(job_conn, event_conn, cancel_id) -> None:
+    """The spawned child's entry: the worker's code is imported there, never in the web process."""
+    from .worker import main
 
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def one_line(error: BaseException) -> str:
-    """A reader-facing message: a ConfigError's (or plain ValueError's) text as is, anything else
-    with its type's name in front; one line."""
-    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    if not (isinstance(error, ConfigError) or type(error) is ValueError):
-        name = type(error).__name__
-        text = f"{name}: {text}" if text else name
-    return text[:MAX_MESSAGE]
-
-
-@dataclass(frozen=True)
-class JobEvent:
-    """One thing that happened to a job. `data` by type:
-    queued {"ahead": jobs before it}, started {}, progress {"done", "total", maybe "message"},
-    token {"index", "text", "t_s"}, step {whatever the job reports}, result {the job's result},
-    error {"message": one line}, cancelled {}.
-    Result events also carry cached (from the cache, not measured now), device and measured_at."""
-
-    job_id: int
-    kind: str
-    type: str
-    data: dict
-    cached: bool = False
-    device: str = ""
-    measured_at: str = ""
-
-    @property
-    def final(self) -> bool:
-        return self.type in FINAL_EVENTS
-
-
-@dataclass(eq=False)
-class Job:
-    """A submitted job and what became of it; `wait()` blocks until it has finished."""
-
-    id: int
-    kind: str
-    params: dict
-    on_event: Callable[[JobEvent], None] | None = None
-    session_id: str | None = None
-    use_cache: bool = True
-    state: str = "queued"  # queued | running | done | error | cancelled
-    result: dict | None = None
-    error: str | None = None
-    cached: bool = False
-    device: str = ""
-    measured_at: str = ""
-    progress: dict | None = None
-    submitted_at: float = field(default_factory=time.time)
-    started_at: float | None = None
-    _done: threading.Event = field(default_factory=threading.Event, repr=False)
-    _cache_checked: int = field(default=-1, repr=False)
-
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """True once the job has a result, an error or was cancelled; False on timeout."""
-        return self._done.wait(timeout)
-
-
-class CacheStore:
-    """Measured results by full key, in memory and as one JSON file each on disk."""
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self._memory: dict[str, dict] = {}
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(device: str, engine_version: str, kind: str, params: dict) -> dict:
-        return {"device": device, "engine_version": engine_version, "kind": kind,
-                "params": params}
-
-    def _path(self, key: dict) -> Path:
-        text = json.dumps(key, sort_keys=True, separators=(",", ":"))
-        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
-        return self.directory / f"{key['kind']}-{digest}.json"
-
-    def get(self, key: dict) -> dict | None:
-        """The stored record {"key", "result", "device", "measured_at"} or None."""
-        path = self._path(key)
-        with self._lock:
-            record = self._memory.get(str(path))
-        if record is not None:
-            return record
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(record, dict) or record.get("key") != key or "result" not in record:
-            return None  # another key's file, or an older format: measure again
-        with self._lock:
-            self._memory[str(path)] = record
-        return record
-
-    def put(self, key: dict, result: dict, measured_at: str) -> None:
-        record = {"key": key, "result": result, "device": key["device"],
-                  "measured_at": measured_at}
-        path = self._path(key)
-        with self._lock:
-            self._memory[str(path)] = record
-        try:
-            write_json_atomic(path, record)
-        except OSError as e:  # a full or read-only disk costs the cache, not the result
-            log.warning("could not write %s: %s", path, e)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._memory)
-
-
-# ---- the worker process ------------------------------------------------------------------------
-def _worker_main(job_conn, event_conn, cancel_id) -> None:
-    """The worker: says hello (device, engine version), then runs jobs as they come, sending
-    their events back; exits when the web process goes away or says stop."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which stops us
-    logging.basicConfig(level=logging.INFO, format="engine worker: %(message)s")
-    try:
-        jobs.load_job_modules()
-        identity = jobs.worker_identity()
-    except BaseException as e:
-        event_conn.send(("fatal", one_line(e)))
-        return
-    event_conn.send(("hello", {**identity, "pid": os.getpid()}))
-    while True:
-        try:
-            message = job_conn.recv()
-        except (EOFError, OSError):
-            return
-        if message[0] == "stop":
-            return
-        _, job_id, kind, params = message
-
-        def emit(type_: str, data: dict, job_id: int = job_id) -> None:
-            event_conn.send(("event", job_id, type_, _plain(data)))
-
-        def cancelled(job_id: int = job_id) -> bool:
-            return cancel_id.value == job_id
-
-        try:
-            result = jobs.run(kind, params, emit, cancelled)
-        except Exception as e:
-            if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
-                log.error("job %s %s failed:\n%s", kind, params, traceback.format_exc())
-            emit("error", {"message": one_line(e)})
-            continue
-        if result is None or cancelled():
-            emit("cancelled", {})
-            continue
-        try:
-            result = _plain(result)
-        except (TypeError, ValueError) as e:
-            emit("error", {"message": f"job {kind} returned a result that is not JSON: {e}"})
-            continue
-        event_conn.send(("result", job_id, result, now_iso()))
-
-
-def _plain(data: dict) -> dict:
-    """JSON types only: what the disk cache can hold, and what the web process can unpickle
-    without importing torch (a torch.__version__ or a tensor would drag it in)."""
-    return json.loads(json.dumps(data))
+    main(job_conn, event_conn, cancel_id)
 
 
 @dataclass
@@ -276,8 +105,8 @@ class EngineService:
         Bad parameters or an unknown kind end the job with an error event, never an exception."""
         job = Job(next(self._ids), kind, dict(params or {}), on_event, session_id, use_cache)
         try:
-            spec = jobs.get_spec(kind)
-            job.params = jobs.normalize(kind, job.params)
+            spec = registry.get_spec(kind)
+            job.params = spec.normalize(job.params)
             job.use_cache = use_cache and spec.cacheable
         except ValueError as e:
             self._finish(job, "error", {"message": one_line(e)}, deliver_later=True)
@@ -387,7 +216,7 @@ class EngineService:
         job_r, job_w = self._ctx.Pipe(duplex=False)
         event_r, event_w = self._ctx.Pipe(duplex=False)
         cancel_id = self._ctx.RawValue("q", 0)  # no lock: a killed worker cannot leave it held
-        process = self._ctx.Process(target=_worker_main, args=(job_r, event_w, cancel_id),
+        process = self._ctx.Process(target=_worker_process, args=(job_r, event_w, cancel_id),
                                     name="engine-worker", daemon=True)
         # spawn re-runs the parent's main script in the child (`panel serve`'s, pytest's, a
         # user's script without a __main__ guard); the worker needs none of it, so it is hidden
@@ -608,11 +437,3 @@ def get_service() -> EngineService:
             atexit.register(_service.shutdown)
         return _service
 
-
-def reset_service() -> None:
-    """Shut the process's service down (tests); the next get_service() starts a fresh one."""
-    global _service
-    with _service_lock:
-        service, _service = _service, None
-    if service is not None:
-        service.shutdown()

@@ -28,11 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import ASSETS
+from ..config import ASSETS, WORKLOADS
 from ..errors import ConfigError
 from ..sampler import SamplingParams
 
-WORKLOADS = ("poisson", "gamma", "fixed", "interference")
 CORPUS_FILE = ASSETS / "corpus" / "corpus.txt"
 EOS_TEXT = "<|endoftext|>"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import panel as pn
 
-from engine.lab.service import get_service
+from engine.lab.client import get_service
 
 from ..registry import lesson_class, lesson_info
 from ..url_state import TRUE, raw_value

@@ -1,5 +1,5 @@
 """The engine service for lesson tests without a server: every job runs for real, in the calling
-thread, through `engine.lab.jobs.run` (the function the service's worker runs), on the shipped tiny
+thread, through `engine.lab.worker.run` (the function the service's worker runs), on the shipped tiny
 model or the preset the page asks for. Its events reach the page at once, as SessionJobs delivers
 them outside a served session. The queue and worker thread themselves are tested in
 tests/engine/test_service.py; here the subject is what each page does with real results.
@@ -18,12 +18,14 @@ from __future__ import annotations
 import itertools
 import json
 
-from engine.lab import jobs
-from engine.lab.service import Job, JobEvent
+from engine.lab import registry, worker
+from engine.lab.events import Job, JobEvent
+from engine.lab.results import parse_result
+from engine.lab.worker import plain
 from lessons.session_jobs import SessionJobs
 
 WHEN = "measured in this test run"
-DEVICE = jobs.worker_identity()["device"]
+DEVICE = worker.worker_identity()["device"]
 _ANSWERS: dict[str, tuple[list, dict]] = {}  # (kind, params) -> (events emitted, result)
 
 
@@ -32,7 +34,8 @@ def run_job(kind: str, params: dict) -> tuple[list, dict]:
     key = json.dumps([kind, params], sort_keys=True)
     if key not in _ANSWERS:
         events: list = []
-        result = jobs.run(kind, params, lambda t, d: events.append((t, d)), lambda: False)
+        result = worker.run(kind, params, lambda t, d: events.append((t, d)), lambda: False)
+        assert parse_result(kind, plain(result)).to_dict() == plain(result)  # its typed record
         _ANSWERS[key] = (events, result)
     return _ANSWERS[key]
 
@@ -49,7 +52,7 @@ class InProcessService:
         self._ids = itertools.count(1)
 
     def submit(self, kind, params, on_event=None, session_id=None, use_cache=True):
-        job = Job(next(self._ids), kind, jobs.normalize(kind, params), on_event, session_id,
+        job = Job(next(self._ids), kind, registry.normalize(kind, params), on_event, session_id,
                   use_cache)
         self.submitted.append(job)
         on_event(JobEvent(job.id, kind, "queued", {"ahead": len(self.held)}))

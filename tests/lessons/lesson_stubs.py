@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from engine.lab import jobs
-from engine.lab.service import Job, JobEvent
+from engine.lab import registry, worker
+from engine.lab.events import Job, JobEvent
 from lessons.session_jobs import SessionJobs
 
 DEVICE = "cpu: Test CPU (2 cores)"
@@ -22,7 +22,7 @@ class StubService:
         self.running: Job | None = None
 
     def submit(self, kind, params, on_event=None, session_id=None, use_cache=True):
-        job = Job(next(self._ids), kind, jobs.normalize(kind, params), on_event, session_id,
+        job = Job(next(self._ids), kind, registry.normalize(kind, params), on_event, session_id,
                   use_cache)
         self.submitted.append(job)
         return job
@@ -54,7 +54,7 @@ class StubService:
     def run_for_real(self, job: Job, cached: bool = False) -> dict:
         """Run the job in this process, delivering its events and its result."""
         self.send(job, "started")
-        result = jobs.run(job.kind, job.params,
+        result = worker.run(job.kind, job.params,
                           lambda t, d: self.send(job, t, d), lambda: False)
         self.finish(job, result, cached)
         return result

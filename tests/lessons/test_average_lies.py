@@ -8,7 +8,7 @@ import panel as pn
 import pytest
 from lesson_stubs import DEVICE, attach
 
-from engine.lab import jobs
+from engine.lab import worker
 from lessons.average_lies import AverageLiesLesson, tail_sentence
 
 
@@ -24,7 +24,7 @@ def shown():
     # the page's own job, with shorter requests than a reader's so the test stays quick
     small = {**job.params, "short_prompt": [8, 16], "short_output": [2, 6],
              "long_prompt": [48, 64], "long_output": [12, 16]}
-    result = jobs.run("load_test", small, lambda t, d: service.send(job, t, d), lambda: False)
+    result = worker.run("load_test", small, lambda t, d: service.send(job, t, d), lambda: False)
     service.finish(job, result)
     return page, job, result
 

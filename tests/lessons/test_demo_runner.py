@@ -5,7 +5,7 @@ from __future__ import annotations
 import panel as pn
 from lesson_stubs import DEVICE, attach
 
-from engine.lab.service import Job, JobEvent
+from engine.lab.events import Job, JobEvent
 from lessons.base import UrlPage
 from lessons.demo_runner import (
     DemoRunner,

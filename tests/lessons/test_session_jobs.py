@@ -3,7 +3,7 @@ jobs (the served path, events moved onto the session's loop, is covered by tests
 
 from __future__ import annotations
 
-from engine.lab.service import Job, JobEvent
+from engine.lab.events import Job, JobEvent
 from lessons.session_jobs import SessionJobs
 
 

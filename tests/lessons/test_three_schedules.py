@@ -42,8 +42,8 @@ def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
     service.send(job, "started")
     # the events as the worker sends them, before the result
     events = []
-    from engine.lab import jobs
-    result = jobs.run(job.kind, {**job.params, **SHORT}, lambda t, d: events.append((t, d)),
+    from engine.lab import worker
+    result = worker.run(job.kind, {**job.params, **SHORT}, lambda t, d: events.append((t, d)),
                       lambda: False)
     for type_, data in events[: len(events) // 2]:
         service.send(job, type_, data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import panel as pn
 
-from engine.lab.service import JobEvent
+from engine.lab.events import JobEvent
 from widgets.batch_status import BatchStatus
 
 DEVICE, WHEN = "cpu: Test CPU", "2026-11-22T02:48:18+0000"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import panel as pn
 
-from engine.lab.service import JobEvent
+from engine.lab.events import JobEvent
 from widgets.job_status import (
     CachedLabel,
     EngineError,

@@ -1,89 +1,75 @@
-"""Engine-service jobs that run the real-time serving loop (engine.serve.loop.run).
+"""Jobs that run the real-time serving loop (engine.serve.loop.run).
 
-`serve_run` is the `python -m engine run` command as a job: a seeded workload served under a
-policy, with each step and token streamed as events while it runs, and the run's JSON (the
-command's shape) as the result. Lessons that need a custom request list build on `run_requests`.
-Imported by the worker (through jobs.JOB_MODULES); torch is only imported inside the functions.
+- `serve_run`: the `python -m engine run` command as a job: a seeded workload served under a
+  policy, with each step, request change and token streamed as events while it runs, and the
+  run's JSON (the command's shape) as the result.
+- `load_test`: Poisson arrivals of a mix of short and long requests, served under continuous
+  batching; "progress" events as requests finish; the `run` JSON with each request's size class.
+- `block_snapshots`: a small seeded workload, with the block table of every live sequence
+  recorded after every step.
+- `rate_sweep`: the same kind of Poisson workload served at several request rates; per rate,
+  each request's TTFT, TPOT and E2E (so targets can be applied afterwards, in the page) with the
+  run's throughput.
 """
 
 from __future__ import annotations
 
-import math
+import time
 
-from ..errors import ConfigError
-from .jobs import (
-    ENGINE_DEFAULTS,
-    Cancelled,
-    Emit,
-    choice_param,
-    engine_from_params,
-    float_param,
-    int_param,
-    job,
-)
+import numpy as np
 
-SERVE_DEFAULTS = {
-    **ENGINE_DEFAULTS,
-    "policy": "continuous", "workload": "poisson", "rate": "inf", "burstiness": 1.0,
-    "requests": 16, "concurrency": 4, "prompt_len": [32, 128], "output_len": [16, 64],
-    "long_prompt_len": 1536, "long_at": 0.2, "max_batch": 8, "timeout_ms": 50.0,
-    "chunk_size": 128, "max_tokens_per_step": None, "slo_ttft_ms": None, "slo_tpot_ms": None,
-    "seed": 0, "stream_tokens": True,
-}
+from ...scheduler import SchedulerConfig
+from ...serve.loop import RunResult, run
+from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
+from ...serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
+from ...serve.workload import PromptSource, Request, WorkloadSpec, make_workload, poisson_arrivals
+from ..registry import Cancelled, Emit
+from .engines import engine_from_params
+
+PROGRESS_EVERY_S = 0.25  # progress events of serving jobs: a few a second, not one a step
 
 
-def _rate(params: dict) -> float:
-    value = params["rate"]
-    if value in ("inf", None) or (isinstance(value, float) and math.isinf(value)):
-        return math.inf
-    return float_param(params, "rate", 1e-6)
+class Every:
+    """True at most once per period (the first call included)."""
+
+    def __init__(self, period_s: float):
+        self.period_s = period_s
+        self._last = -float("inf")
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last >= self.period_s:
+            self._last = now
+            return True
+        return False
 
 
-def _length_range(params: dict, name: str) -> tuple[int, int]:
-    value = params[name]
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = [value, value]
-    if not (isinstance(value, (list, tuple)) and len(value) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
-        raise ConfigError(f"{name.replace('_', ' ')} must be a whole number or [A, B]")
-    low, high = value
-    if not 1 <= low <= high:
-        raise ConfigError(f"{name.replace('_', ' ')} range {low}:{high} must satisfy 1 <= A <= B")
-    return low, high
+def scheduler_config(params: dict, **fixed) -> SchedulerConfig:
+    """The scheduler settings of checked params (fixed: settings the job decides itself)."""
+    values = {"policy": params.get("policy"), "max_batch": params["max_batch"],
+              "timeout_ms": params.get("timeout_ms"), "chunk_size": params["chunk_size"],
+              "max_tokens_per_step": params.get("max_tokens_per_step"), **fixed}
+    config = SchedulerConfig(**values)
+    config.validate()
+    return config
 
 
-def _optional_ms(params: dict, name: str) -> float | None:
-    return None if params[name] is None else float_param(params, name, 0.0)
+def workload_spec(params: dict, **fixed) -> WorkloadSpec:
+    """The workload of checked params (fixed: settings the job decides itself)."""
+    values = {"kind": params.get("workload"), "requests": params["requests"],
+              "rate": params.get("rate"), "burstiness": params.get("burstiness"),
+              "concurrency": params.get("concurrency"), "prompt_len": params["prompt_len"],
+              "output_len": params["output_len"], "long_prompt_len": params.get("long_prompt_len"),
+              "long_at_s": params.get("long_at"), "seed": params["seed"], **fixed}
+    spec = WorkloadSpec(**values)
+    spec.validate()
+    return spec
 
 
-def scheduler_config(params: dict):
-    from ..scheduler import SchedulerConfig
-
-    budget = params["max_tokens_per_step"]
-    return SchedulerConfig(
-        policy=choice_param(params, "policy", ["static", "dynamic", "continuous"]),
-        max_batch=int_param(params, "max_batch", 1, 256),
-        timeout_ms=float_param(params, "timeout_ms", 0.0),
-        chunk_size=int_param(params, "chunk_size", 0),
-        max_tokens_per_step=None if budget is None else int_param(params, "max_tokens_per_step", 1),
-    )
-
-
-def workload_spec(params: dict):
-    from ..serve.workload import WORKLOADS, WorkloadSpec
-
-    return WorkloadSpec(
-        kind=choice_param(params, "workload", list(WORKLOADS)),
-        requests=int_param(params, "requests", 1, 10_000),
-        rate=_rate(params),
-        burstiness=float_param(params, "burstiness", 1e-6),
-        concurrency=int_param(params, "concurrency", 1, 1024),
-        prompt_len=_length_range(params, "prompt_len"),
-        output_len=_length_range(params, "output_len"),
-        long_prompt_len=int_param(params, "long_prompt_len", 1),
-        long_at_s=float_param(params, "long_at", 0.0),
-        seed=int_param(params, "seed", 0),
-    )
+# The settings of jobs that serve a plain Poisson workload under continuous batching.
+POISSON = {"kind": "poisson", "burstiness": 1.0, "concurrency": 1, "long_prompt_len": 1,
+           "long_at_s": 0.0}
+CONTINUOUS = {"policy": "continuous", "timeout_ms": 0.0, "max_tokens_per_step": None}
 
 
 def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
@@ -91,9 +77,6 @@ def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
                  extra: dict | None = None) -> dict | None:
     """Serve requests, streaming "step", "request" (arrived, admitted, preempted, finished) and,
     if stream_tokens, "token" events, each with event_to_json's fields; returns the run's JSON."""
-    from ..serve.loop import run
-    from ..serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
-
     def on_event(event) -> None:
         if isinstance(event, TokenEvent) and not stream_tokens:
             return
@@ -110,20 +93,179 @@ def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
     return result.to_json()
 
 
-@job("serve_run", defaults=SERVE_DEFAULTS)
 def serve_run_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     """A seeded workload served in real time under a batching policy (`python -m engine run`)."""
-    from ..serve.workload import make_workload
-
     spec = workload_spec(params)
     config = scheduler_config(params)
-    spec.validate()
-    config.validate()
     engine = engine_from_params(params)
     requests = make_workload(spec, engine.tokenizer)
     return run_requests(
         engine, requests, config, emit, cancelled,
-        slo_ttft_ms=_optional_ms(params, "slo_ttft_ms"),
-        slo_tpot_ms=_optional_ms(params, "slo_tpot_ms"),
-        stream_tokens=bool(params["stream_tokens"]), extra={"workload": spec.to_json()},
+        slo_ttft_ms=params["slo_ttft_ms"], slo_tpot_ms=params["slo_tpot_ms"],
+        stream_tokens=params["stream_tokens"], extra={"workload": spec.to_json()},
     )
+
+
+# ---- a load test with a mix of short and long requests -----------------------------------------
+def mixed_workload(tokenizer, rate: float, count: int, long_share: float,
+                   short: tuple[tuple[int, int], tuple[int, int]],
+                   long: tuple[tuple[int, int], tuple[int, int]], seed: int):
+    """Poisson arrivals at `rate`; each request long with probability long_share, else short;
+    prompt and output lengths uniform in the class's ranges. Returns (requests, sizes)."""
+    rng = np.random.default_rng(seed)
+    arrivals = poisson_arrivals(count, rate, rng)
+    is_long = (rng.random(count) < long_share).tolist()
+    source = PromptSource(tokenizer)
+    requests, sizes = [], []
+    for i, (arrival, big) in enumerate(zip(arrivals, is_long)):
+        (p_lo, p_hi), (o_lo, o_hi) = long if big else short
+        prompt_len = int(rng.integers(p_lo, p_hi + 1))
+        output_len = int(rng.integers(o_lo, o_hi + 1))
+        requests.append(Request(id=i, prompt_ids=source.prompt(prompt_len, rng),
+                                output_len=output_len, arrival_s=float(arrival)))
+        sizes.append("long" if big else "short")
+    return requests, sizes
+
+
+def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+    """Poisson arrivals of short and long requests under continuous batching: the tail."""
+    rate, count, long_share = params["rate"], params["requests"], params["long_share"]
+    short = (params["short_prompt"], params["short_output"])
+    long = (params["long_prompt"], params["long_output"])
+    config = SchedulerConfig(policy="continuous", max_batch=params["max_batch"],
+                             chunk_size=params["chunk_size"])
+    seed = params["seed"]
+    engine = engine_from_params(params)
+    requests, sizes = mixed_workload(engine.tokenizer, rate, count, long_share, short, long, seed)
+    finished = 0
+
+    def on_event(event) -> None:
+        nonlocal finished
+        if isinstance(event, RequestEvent) and event.kind == "finished":
+            finished += 1
+            emit("progress", {"done": finished, "total": count,
+                              "message": "requests answered"})
+
+    emit("progress", {"done": 0, "total": count, "message": "requests answered"})
+    result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
+    if result.cancelled:
+        return None
+    out = result.to_json()
+    for request, size in zip(out["requests"], sizes):
+        request["size"] = size
+    out["workload"] = {"kind": "poisson mix", "rate": rate, "requests": count,
+                       "long_share": long_share, "short_prompt": list(short[0]),
+                       "short_output": list(short[1]), "long_prompt": list(long[0]),
+                       "long_output": list(long[1]), "seed": seed}
+    return out
+
+
+# ---- block tables of live sequences --------------------------------------------------------------
+def record_block_tables(engine, snapshots: list) -> object:
+    """Wrap engine.step so that after every step the block table of each sequence in it is
+    appended to snapshots; returns a function that removes the wrapper."""
+    original = engine.step
+
+    def step(decode, prefill, padding=0):
+        tokens = original(decode, prefill, padding)
+        seqs = [(s, "decode") for s in decode] + [(s, "prefill") for s, _ in prefill]
+        snapshots.append({
+            "seqs": [{"id": s.id, "blocks": list(s.block_table), "tokens": s.num_computed,
+                      "phase": phase} for s, phase in seqs],
+            "free": engine.blocks.num_free,
+        })
+        return tokens
+
+    engine.step = step
+    return lambda: engine.__dict__.pop("step", None)
+
+
+def block_snapshots_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+    """A small Poisson workload served for real, with every step's block tables recorded."""
+    spec = workload_spec(params, **POISSON)
+    config = scheduler_config(params, **CONTINUOUS)
+    engine = engine_from_params(params)
+    requests = make_workload(spec, engine.tokenizer)
+    snapshots: list[dict] = []
+    total = sum(r.output_len for r in requests)
+    produced = [0]
+    every = Every(PROGRESS_EVERY_S)
+
+    def on_event(event) -> None:
+        if isinstance(event, TokenEvent):
+            produced[0] += 1
+        elif isinstance(event, StepEvent):
+            step = event.step
+            snapshots[-1].update({"step": step.index, "t_s": step.end_s,
+                                  "finished": list(step.finished_ids)})
+            if every.due():
+                emit("progress", {"done": min(produced[0], total), "total": total,
+                                  "message": "serving"})
+
+    unwrap = record_block_tables(engine, snapshots)
+    try:
+        result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
+    finally:
+        unwrap()
+    if result.cancelled:
+        return None
+    return {
+        "device": engine.device, "preset": params["preset"], "weights": result.weights,
+        "num_blocks": engine.blocks.num_blocks, "block_size": engine.cache.block_size,
+        "bytes_per_block": engine.cache.bytes_per_block,
+        "kv_budget_mib": params["kv_budget_mib"],
+        "requests": [{"id": r.id, "arrival_s": r.arrival_s, "finish_s": r.finish_s,
+                      "prompt_len": r.prompt_len, "output_len": r.output_len,
+                      "preemptions": r.preemptions} for r in result.requests],
+        "snapshots": snapshots,
+    }
+
+
+# ---- throughput and per-request latencies against the request rate --------------------------------
+def rate_point(result: RunResult, rate: float) -> dict:
+    """One rate's figures from a run: per-request lists (for SLOs applied later) and totals."""
+    done = [r for r in result.requests if r.finish_s is not None and r.token_s]
+    m = result.metrics
+    itl = summarize(gap for r in done for gap in itl_ms(r))
+    return {
+        "rate": rate, "requests": len(result.requests), "completed": m.completed,
+        "duration_s": m.duration_s, "output_tokens": m.output_tokens,
+        "throughput_tok_s": m.throughput_tok_s, "requests_per_s": m.requests_per_s,
+        "ttft_ms": [ttft_ms(r) for r in done], "tpot_ms": [tpot_ms(r) for r in done],
+        "e2e_ms": [e2e_ms(r) for r in done], "output_len": [len(r.token_s) for r in done],
+        "itl_p50_ms": itl.p50, "itl_p99_ms": itl.p99, "itl_max_ms": itl.max,
+        "preemptions": m.preemptions, "slot_use": m.slot_use,
+    }
+
+
+def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+    """The same Poisson workload (one seed) served at each rate in turn; a "step" event with
+    each rate's point as it finishes."""
+    rates = params["rates"]
+    config = scheduler_config(params, **CONTINUOUS)
+    specs = [workload_spec(params, **POISSON, rate=rate) for rate in rates]
+    engine = engine_from_params(params)
+    workloads = [make_workload(spec, engine.tokenizer) for spec in specs]
+    total = sum(r.output_len for w in workloads for r in w)
+    done = [0]
+    every = Every(PROGRESS_EVERY_S)
+
+    def on_event(event) -> None:
+        if isinstance(event, TokenEvent):
+            done[0] += 1
+        elif isinstance(event, StepEvent) and every.due():
+            emit("progress", {"done": min(done[0], total), "total": total,
+                              "message": f"rate {rate:g} requests/s"})
+
+    points = []
+    for rate, requests in zip(rates, workloads, strict=True):
+        result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
+        if result.cancelled:
+            return None
+        point = rate_point(result, rate)
+        points.append(point)
+        emit("step", {"kind": "rate_point", **point})
+    return {"device": engine.device, "preset": params["preset"],
+            "weights": "random" if engine.config.random_weights else engine.model_config.weights,
+            "max_batch": config.max_batch, "chunk_size": config.chunk_size,
+            "workload": specs[0].to_json(), "points": points}

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from engine.lab.service import EngineService, JobEvent
+from engine.lab.client import EngineService
+from engine.lab.events import JobEvent
 
 KV = 64  # MiB: every job shares one small engine in the worker
 QUICK = {"preset": "tiny", "kv_budget_mib": KV, "prompt_len": 16, "new_tokens": 8}

@@ -1,12 +1,16 @@
-"""The jobs of lessons 1 to 4 run in this process, on the trained tiny model, with small
-workloads: what they stream, what they return, and the errors they refuse with."""
+"""The two_clocks and load_test jobs (engine.lab.jobs.generation and .serving) run in this
+process, on the trained tiny model, with small workloads: what they stream, what they return,
+and the errors they refuse with."""
 
 from __future__ import annotations
 
 import pytest
 
 from engine.errors import ConfigError
-from engine.lab import jobs
+from engine.lab import registry, worker
+from engine.lab.jobs.serving import mixed_workload
+from engine.lab.results import parse_result
+from engine.lab.worker import plain
 
 
 def run(kind: str, params: dict, cancel_after: int | None = None):
@@ -18,14 +22,17 @@ def run(kind: str, params: dict, cancel_after: int | None = None):
     def cancelled() -> bool:
         return cancel_after is not None and len(events) >= cancel_after
 
-    return jobs.run(kind, params, emit, cancelled), events
+    result = worker.run(kind, params, emit, cancelled)
+    if result is not None:  # its record reads it and gives it back unchanged
+        assert parse_result(kind, plain(result)).to_dict() == plain(result)
+    return result, events
 
 
 def test_jobs_are_registered_with_their_defaults():
-    assert not jobs.get_spec("two_clocks").cacheable  # the reader's own text
-    assert jobs.get_spec("load_test").cacheable
+    assert not registry.get_spec("two_clocks").cacheable  # the reader's own text
+    assert registry.get_spec("load_test").cacheable
     with pytest.raises(ValueError, match="unknown parameter"):
-        jobs.normalize("two_clocks", {"promt": "typo"})
+        registry.normalize("two_clocks", {"promt": "typo"})
 
 
 def test_two_clocks_streams_only_the_readers_tokens_beside_the_background():
@@ -83,7 +90,6 @@ def test_load_test_mixes_short_and_long_requests_and_reports_progress():
     assert result["workload"]["long_share"] == 0.5 and result["policy"] == "continuous"
     assert result["metrics"]["e2e_ms"]["p99"] >= result["metrics"]["e2e_ms"]["p50"]
     # the same seed gives the same requests
-    from engine.lab.lesson_jobs_1_4 import mixed_workload
     from engine.tokenizer import Tokenizer
 
     shapes = ((8, 16), (2, 4)), ((64, 96), (12, 16))

@@ -1,0 +1,101 @@
+"""What the engine service tells the web process: a job's record (Job) and its events (JobEvent).
+
+A result event's data is the job's result dict; `event.result` gives it as the kind's typed
+record (engine.lab.results). Torch-free.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..errors import ConfigError
+from .results import Record, parse_result
+
+# Event types a job's on_event receives; "queued" and "started" come from the service itself.
+EVENT_TYPES = ("queued", "started", "progress", "token", "step", "result", "error", "cancelled")
+FINAL_EVENTS = ("result", "error", "cancelled")
+FINAL_STATES = ("done", "error", "cancelled")
+MAX_MESSAGE = 300  # characters of an error message shown to a reader
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def one_line(error: BaseException) -> str:
+    """A reader-facing message: a ConfigError's (or plain ValueError's) text as is, anything else
+    with its type's name in front; one line."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if not (isinstance(error, ConfigError) or type(error) is ValueError):
+        name = type(error).__name__
+        text = f"{name}: {text}" if text else name
+    return text[:MAX_MESSAGE]
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One thing that happened to a job. `data` by type:
+    queued {"ahead": jobs before it}, started {}, progress {"done", "total", maybe "message"},
+    token {"index", "text", "t_s"}, step {whatever the job reports}, result {the job's result},
+    error {"message": one line}, cancelled {}.
+    Result events also carry cached (from the cache, not measured now), device and measured_at."""
+
+    job_id: int
+    kind: str
+    type: str
+    data: dict
+    cached: bool = False
+    device: str = ""
+    measured_at: str = ""
+
+    @property
+    def final(self) -> bool:
+        return self.type in FINAL_EVENTS
+
+    @cached_property
+    def result(self) -> Record:
+        """A result event's data as its kind's record (engine.lab.results); ResultError if the
+        data does not have the record's shape, ValueError if this is no result event."""
+        if self.type != "result":
+            raise ValueError(f"a {self.type} event has no result")
+        return parse_result(self.kind, self.data)
+
+
+@dataclass(eq=False)
+class Job:
+    """A submitted job and what became of it; `wait()` blocks until it has finished."""
+
+    id: int
+    kind: str
+    params: dict
+    on_event: Callable[[JobEvent], None] | None = None
+    session_id: str | None = None
+    use_cache: bool = True
+    state: str = "queued"  # queued | running | done | error | cancelled
+    result: dict | None = None
+    error: str | None = None
+    cached: bool = False
+    device: str = ""
+    measured_at: str = ""
+    progress: dict | None = None
+    submitted_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _cache_checked: int = field(default=-1, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once the job has a result, an error or was cancelled; False on timeout."""
+        return self._done.wait(timeout)
+
+    @property
+    def record(self) -> Record | None:
+        """The result as its kind's record (engine.lab.results); None until there is one."""
+        return None if self.result is None else parse_result(self.kind, self.result)

@@ -1,0 +1,176 @@
+"""The job registry: every kind of job the engine service runs, declared in one place.
+
+Each kind names its parameters with their types, defaults and limits (engine.lab.params), whether
+its results may be served from the measurement cache, its typed result (engine.lab.results) and
+its body by import path ("module:function"), so the web process can fill in defaults, key the
+cache and read results without importing a body (the worker imports them; bodies import torch).
+
+A body takes (params, emit, cancelled): params are the checked values (see `check`); emit(type,
+data) sends an event to whoever submitted the job ("progress", "token", "step", ...);
+cancelled() is True once the job was cancelled (a long body polls it and returns None). It
+returns its result as a JSON-ready dict, the shape of its result record. Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import POLICIES, PRESETS, WORKLOADS
+from . import results
+from .params import Bool, Choice, Float, Int, Lengths, Many, Optional, Param, Rate, Text, check_all
+
+Emit = Callable[[str, dict], None]  # a body's emit(type, data)
+Cancelled = Callable[[], bool]  # a body's cancelled()
+DEVICES = ("auto", "cpu", "cuda")
+BACKENDS = ("auto", "torch", "triton")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job kind: its parameters, its body's import path, whether its results may be cached,
+    its result record and a line saying what it does."""
+
+    kind: str
+    body: str  # "module:function", imported by the worker only
+    params: dict[str, Param] = field(default_factory=dict)
+    result: type[results.Record] = results.Record
+    cacheable: bool = True
+    doc: str = ""
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return {name: p.default for name, p in self.params.items()}
+
+    def normalize(self, params: dict | None) -> dict:
+        """The params with the defaults filled in, so that {} and the explicit defaults share one
+        cache entry; an unknown parameter is refused (a typo must not silently use a default).
+        Values are left as given: the cache key is built from exactly these."""
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            allowed = ", ".join(sorted(self.params)) or "none"
+            raise ValueError(f"{self.kind}: unknown parameter {unknown[0]!r} (allowed: {allowed})")
+        return {**self.defaults, **params}
+
+    def check(self, params: dict) -> dict:
+        """Every parameter checked, in declaration order, as the body receives them; a
+        ConfigError names the first one out of its limits."""
+        return check_all(self.params, self.normalize(params))
+
+
+# ---- the parameters jobs share -------------------------------------------------------------------
+ENGINE = {  # which engine runs the job (engine.lab.jobs.engines keeps one per setting)
+    "preset": Choice("tiny", choices=tuple(PRESETS)),
+    "device": Choice("auto", choices=DEVICES),
+    "backend": Choice("auto", choices=BACKENDS),
+    "kv_budget_mib": Optional(None, of=Int(lo=1)),
+    "random_weights": Bool(False),
+}
+SEED = {"seed": Int(0, lo=0)}
+MAX_BATCH = Int(8, lo=1, hi=256)
+SERVE_MAX_BATCH = 256
+
+
+def _context_less_one(params: dict) -> int:
+    return PRESETS[params["preset"]].context - 1
+
+
+def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
+          cacheable: bool = True) -> JobSpec:
+    return JobSpec(kind, body, params, result, cacheable, doc)
+
+
+JOBS: dict[str, JobSpec] = {s.kind: s for s in (
+    # ---- what the machine is -----------------------------------------------------------------
+    _spec("info", "engine.lab.jobs.machine:info_job", {"device": Choice("auto", choices=DEVICES)},
+          results.InfoResult,
+          "The machine: device, threads, presets, measured memory bandwidth and matmul peak."),
+    # ---- measurements of single steps ---------------------------------------------------------
+    _spec("sweep_point", "engine.lab.jobs.measure:sweep_point_job", {
+        **ENGINE, "batch_size": Int(1, lo=1, hi=4096), "prompt_len": Int(128, lo=1),
+        "new_tokens": Int(32, lo=1), **SEED},
+        results.SweepPointResult,
+        "One batch size of the sweep: TTFT, median decode step (TPOT), tokens/s, KV bytes."),
+    _spec("prefill_point", "engine.lab.jobs.measure:prefill_point_job", {
+        **ENGINE, "prompt_len": Int(128, lo=1, hi=_context_less_one),
+        "batch_size": Int(1, lo=1, hi=256), "repeats": Int(3, lo=1, hi=20), **SEED},
+        results.PrefillPointResult,
+        "Prefill passes of batch_size prompts of prompt_len tokens: median time, FLOPs, bytes."),
+    _spec("kv_allocation", "engine.lab.jobs.measure:kv_allocation_job", {
+        "device": Choice("auto", choices=DEVICES), "blocks": Int(4, lo=1, hi=64),
+        "block_size": Int(16, lo=1, hi=256)},
+        results.KVAllocationResult,
+        "Build each preset's paged KV cache (no model) in the engine's dtype, fp16 and fp8, "
+        "and report the bytes its tensors really occupy."),
+    # ---- a reader's own text, streamed (not cached: the point is watching it arrive) -----------
+    _spec("generate", "engine.lab.jobs.generation:generate_job", {
+        **ENGINE, "prompt": Text("", what="the prompt"), "max_new_tokens": Int(64, lo=1),
+        "temperature": Float(0.0, lo=0.0), "top_k": Int(0, lo=0),
+        "top_p": Float(1.0, lo=0.0, hi=1.0), **SEED},
+        results.GenerateResult,
+        "One prompt, streamed: a \"token\" event per token with its text and engine time.",
+        cacheable=False),
+    _spec("two_clocks", "engine.lab.jobs.generation:two_clocks_job", {
+        **ENGINE, "prompt": Text("", what="the prompt", max_chars=4000),
+        "context_tokens": Int(0, lo=0, hi=1536), "max_new_tokens": Int(48, lo=2, hi=512),
+        "background": Int(0, lo=0, hi=32), "background_prompt_len": Int(32, lo=1, hi=512),
+        "arrive_after_ms": Float(300.0, lo=0.0, hi=5000.0), "stream": Bool(True),
+        "temperature": Float(0.0, lo=0.0, hi=2.0), **SEED},
+        results.TwoClocksResult,
+        "The reader's prompt streamed beside N background requests that are already decoding.",
+        cacheable=False),
+    # ---- the real-time serving loop ---------------------------------------------------------------
+    _spec("serve_run", "engine.lab.jobs.serving:serve_run_job", {
+        **ENGINE, "policy": Choice("continuous", choices=POLICIES),
+        "workload": Choice("poisson", choices=WORKLOADS), "rate": Rate("inf"),
+        "burstiness": Float(1.0, lo=1e-6), "requests": Int(16, lo=1, hi=10_000),
+        "concurrency": Int(4, lo=1, hi=1024), "prompt_len": Lengths([32, 128], single=True),
+        "output_len": Lengths([16, 64], single=True), "long_prompt_len": Int(1536, lo=1),
+        "long_at": Float(0.2, lo=0.0), "max_batch": MAX_BATCH, "timeout_ms": Float(50.0, lo=0.0),
+        "chunk_size": Int(128, lo=0), "max_tokens_per_step": Optional(None, of=Int(lo=1)),
+        "slo_ttft_ms": Optional(None, of=Float(lo=0.0)),
+        "slo_tpot_ms": Optional(None, of=Float(lo=0.0)), **SEED,
+        "stream_tokens": Bool(True)},
+        results.ServeRunResult,
+        "A seeded workload served in real time under a batching policy (`python -m engine run`)."),
+    _spec("load_test", "engine.lab.jobs.serving:load_test_job", {
+        **ENGINE, "rate": Float(4.0, lo=0.05, hi=1000.0), "requests": Int(80, lo=1, hi=2000),
+        "long_share": Float(0.2, lo=0.0, hi=1.0),
+        "short_prompt": Lengths([16, 64], hi=1536), "short_output": Lengths([8, 32], hi=512),
+        "long_prompt": Lengths([256, 512], hi=1536), "long_output": Lengths([64, 160], hi=512),
+        "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0, hi=2048), **SEED},
+        results.LoadTestResult,
+        "Poisson arrivals of short and long requests under continuous batching: the tail."),
+    _spec("block_snapshots", "engine.lab.jobs.serving:block_snapshots_job", {
+        **ENGINE, "kv_budget_mib": Int(2, lo=1, hi=64), "requests": Int(10, lo=1, hi=10_000),
+        "rate": Rate(6.0), "prompt_len": Lengths([16, 80], single=True),
+        "output_len": Lengths([8, 48], single=True), "max_batch": Int(4, lo=1, hi=256),
+        "chunk_size": Int(64, lo=0), **SEED},
+        results.BlockSnapshotsResult,
+        "A small Poisson workload served for real, with every step's block tables recorded."),
+    _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
+        **ENGINE, "rates": Many([1.0, 2.0, 4.0, 8.0], each=Float(lo=1e-3, hi=1000.0),
+                                each_name="rate", max_items=12, what="request rates"),
+        "requests": Int(24, lo=1, hi=10_000), "prompt_len": Lengths([32, 128], single=True),
+        "output_len": Lengths([16, 64], single=True), "max_batch": MAX_BATCH,
+        "chunk_size": Int(128, lo=0), **SEED},
+        results.RateSweepResult,
+        "The same Poisson workload (one seed) served at each rate in turn; a \"step\" event with "
+        "each rate's point as it finishes."),
+)}
+
+
+def get_spec(kind: str) -> JobSpec:
+    """The spec of a kind; a ValueError naming the known kinds otherwise."""
+    try:
+        return JOBS[kind]
+    except KeyError:
+        raise ValueError(f"unknown job kind {kind!r}: choose one of {', '.join(sorted(JOBS))}") \
+            from None
+
+
+def normalize(kind: str, params: dict | None) -> dict:
+    """A kind's params with its defaults filled in (see JobSpec.normalize)."""
+    return get_spec(kind).normalize(params)

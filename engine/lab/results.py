@@ -1,0 +1,532 @@
+"""Typed results: one record per job kind, and the records they are made of.
+
+A job's result crosses a process boundary and sits in the disk cache as JSON; these records are
+its shape, written down once. `Record.from_dict` checks a result dict (every field present, of
+its type; no unknown field) and raises ResultError naming the first field that is wrong;
+`to_dict` gives the JSON dict back (from_dict(d).to_dict() == d). Field names are the JSON keys,
+so `result["metrics"]["ttft_ms"]["p99"]` reads `result.metrics.ttft_ms.p99`. Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, ClassVar, TypeVar
+
+from ..errors import ResultError
+
+R = TypeVar("R", bound="Record")
+
+
+class Record:
+    """A result record (a dataclass): from_dict checks shape and types; to_dict is JSON-ready."""
+
+    job_kind: ClassVar[str] = ""  # the job kind whose result this is ("" for nested records)
+
+    @classmethod
+    def from_dict(cls: type[R], data: Any, where: str = "") -> R:
+        where = where or (f"{cls.job_kind} result" if cls.job_kind else cls.__name__)
+        if not isinstance(data, dict):
+            raise ResultError(f"{where} must be an object (got {type(data).__name__})")
+        hints = _hints(cls)
+        unknown = sorted(set(data) - set(hints))
+        if unknown:
+            raise ResultError(f"{where} has an unknown field {unknown[0]!r}")
+        values = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                if f.default is not dataclasses.MISSING:
+                    continue
+                raise ResultError(f"{where} has no field {f.name!r}")
+            values[f.name] = _convert(data[f.name], hints[f.name], f"{where}: {f.name}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if not (getattr(self, f.name) is None and f.default is None
+                        and f.metadata.get("omit_none"))}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+_NAMES = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
+
+
+def _convert(value: Any, tp: Any, where: str) -> Any:
+    """value checked against the type annotation tp (nested records built)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(value, option, where)
+            except ResultError as e:
+                errors.append(str(e))
+        raise ResultError(errors[0] if len(errors) == 1 else
+                          f"{where} has an unexpected value {value!r}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise ResultError(f"{where} must be a list (got {type(value).__name__})")
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_convert(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise ResultError(f"{where} must be an object (got {type(value).__name__})")
+        return value
+    if isinstance(tp, type) and issubclass(tp, Record):
+        return tp.from_dict(value, where)
+    if tp is Any:
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ResultError(f"{where} must be a number (got {value!r})")
+        return value
+    if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ResultError(f"{where} must be a whole number (got {value!r})")
+    if tp in (str, bool) and not isinstance(value, tp):
+        raise ResultError(f"{where} must be {_NAMES[tp]} (got {value!r})")
+    return value
+
+
+# ---- records that several results share --------------------------------------------------------------
+@dataclass(frozen=True)
+class Percentiles(Record):
+    """A summary of values in ms (engine.serve.metrics.Summary): None in every field for none."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class RunMetrics(Record):
+    """A run's metrics (engine.serve.metrics.Metrics)."""
+
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    itl_ms: Percentiles
+    e2e_ms: Percentiles
+    queue_ms: Percentiles
+    throughput_tok_s: float | None
+    requests_per_s: float | None
+    goodput_rps: float | None
+    completed: int
+    output_tokens: int
+    duration_s: float | None
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+    requests_meeting_slo: int | None
+    preemptions: int
+    slot_use: float | None
+
+
+@dataclass(frozen=True)
+class RequestRecord(Record):
+    """One request's life, seconds from the run's start (engine.serve.trace.RequestTrace);
+    size ("short" or "long") only in a load test."""
+
+    id: int
+    arrival_s: float | None
+    admitted_s: float | None
+    first_token_s: float | None
+    finish_s: float | None
+    prompt_len: int
+    output_len: int
+    token_s: list[float]
+    preemptions: int
+    size: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+
+
+@dataclass(frozen=True)
+class StepRecord(Record):
+    """One engine step (engine.serve.trace.StepTrace); prefill_chunks are [request id, tokens]."""
+
+    index: int
+    start_s: float
+    end_s: float
+    prefill_tokens: int
+    decode_seqs: int
+    kv_blocks_used: int
+    running: int
+    padding_rows: int
+    decode_ids: list[int]
+    prefill_chunks: list[list[int]]
+    admitted_ids: list[int]
+    preempted_ids: list[int]
+    finished_ids: list[int]
+
+
+@dataclass(frozen=True)
+class SchedulerSettings(Record):
+    """engine.scheduler.SchedulerConfig, with the token budget it works out to."""
+
+    policy: str
+    max_batch: int
+    timeout_ms: float
+    chunk_size: int
+    max_tokens_per_step: int | None
+    token_budget: int | None
+
+
+@dataclass(frozen=True)
+class WorkloadSettings(Record):
+    """engine.serve.workload.WorkloadSpec; rate is "inf" when every request arrives at t = 0."""
+
+    kind: str
+    requests: int
+    rate: float | str
+    burstiness: float
+    concurrency: int
+    prompt_len: list[int]
+    output_len: list[int]
+    long_prompt_len: int
+    long_at_s: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class LoadTestWorkload(Record):
+    """The load test's mix: Poisson arrivals, a share of long requests."""
+
+    kind: str
+    rate: float
+    requests: int
+    long_share: float
+    short_prompt: list[int]
+    short_output: list[int]
+    long_prompt: list[int]
+    long_output: list[int]
+    seed: int
+
+
+@dataclass(frozen=True)
+class TokenTime(Record):
+    """One generated token's text and its engine time, seconds from the start."""
+
+    text: str
+    t_s: float
+
+
+@dataclass(frozen=True)
+class TokenAt(Record):
+    """One of the reader's tokens and when it came, ms after the reader's request arrived."""
+
+    text: str
+    t_ms: float
+
+
+@dataclass(frozen=True)
+class PresetShape(Record):
+    """A preset as `info` describes it on a device (engine.config.ModelConfig.describe)."""
+
+    name: str
+    params: int
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    context: int
+    dtype: str
+    weights: str
+    kv_bytes_per_token: int
+    weight_bytes: int
+
+
+# ---- one record per job kind ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InfoResult(Record):
+    job_kind: ClassVar[str] = "info"
+    device: str
+    device_name: str
+    torch: str
+    threads: int
+    presets: list[PresetShape]
+    memory_bandwidth_gbs: float
+    matmul_gflops: float
+    matmul_dtype: str
+    ridge_flop_per_byte: float
+    limits_measured_at: str
+
+
+@dataclass(frozen=True)
+class SweepPointResult(Record):
+    """One batch size of the sweep (engine.sweep.SweepPoint) and the engine that ran it."""
+
+    job_kind: ClassVar[str] = "sweep_point"
+    device: str
+    preset: str
+    weights: str
+    backend: str
+    weight_bytes: int
+    batch_size: int
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s: float
+    kv_bytes: int
+    prompt_len: int
+    new_tokens: int
+    decode_steps_timed: int
+    step_ms_p10: float
+    step_ms_p90: float
+    bytes_per_step: int
+    achieved_gbs: float
+    flops_per_step: float
+    prefill_tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class PrefillPointResult(Record):
+    job_kind: ClassVar[str] = "prefill_point"
+    device: str
+    preset: str
+    weights: str
+    dtype: str
+    batch_size: int
+    prompt_len: int
+    ms: float
+    ms_all: list[float]
+    flops: float
+    bytes: float
+    intensity: float
+    achieved_gflops: float
+    tokens_per_s: float
+    weight_bytes: int
+    kv_bytes_per_token: int
+
+
+@dataclass(frozen=True)
+class KVCacheRow(Record):
+    """One preset's cache in one dtype: what the engine really allocated."""
+
+    preset: str
+    dtype: str
+    engine_dtype: bool
+    element_bytes: int
+    layers: int
+    kv_heads: int
+    head_dim: int
+    num_blocks: int
+    block_size: int
+    capacity_tokens: int
+    allocated_bytes: int
+    bytes_per_token: int
+    tensor_shape: list[int]
+
+
+@dataclass(frozen=True)
+class KVAllocationResult(Record):
+    job_kind: ClassVar[str] = "kv_allocation"
+    device: str
+    blocks: int
+    block_size: int
+    caches: list[KVCacheRow]
+
+
+@dataclass(frozen=True)
+class GenerateResult(Record):
+    job_kind: ClassVar[str] = "generate"
+    device: str
+    preset: str
+    weights: str
+    prompt: str
+    prompt_tokens: int
+    text: str
+    tokens: list[TokenTime]
+    ttft_ms: float
+    tpot_ms: float | None
+
+
+@dataclass(frozen=True)
+class ReaderMetrics(Record):
+    """The reader's request alone: TTFT split into queue and prefill, TPOT, ITL, E2E."""
+
+    ttft_ms: float
+    queue_ms: float
+    prefill_ms: float
+    tpot_ms: float | None
+    itl_ms: Percentiles
+    e2e_ms: float
+    user_tokens_per_s: float | None
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class TwoClocksResult(Record):
+    job_kind: ClassVar[str] = "two_clocks"
+    device: str
+    preset: str
+    weights: str
+    stream: bool
+    prompt_tokens: int
+    text_tokens: int
+    context_tokens: int
+    max_new_tokens: int
+    background: int
+    text: str
+    tokens: list[TokenAt]
+    arrival_ms: float
+    admitted_ms: float
+    first_token_ms: float
+    finish_ms: float
+    metrics: ReaderMetrics
+    sequences_per_step: float
+
+
+@dataclass(frozen=True)
+class ServeRunResult(Record):
+    """A served run: the `python -m engine run --json` object (engine.serve.loop.RunResult)."""
+
+    job_kind: ClassVar[str] = "serve_run"
+    device: str
+    preset: str
+    weights: str
+    policy: str
+    workload: WorkloadSettings
+    config: SchedulerSettings
+    cancelled: bool
+    kv_blocks_total: int
+    block_size: int
+    requests: list[RequestRecord]
+    steps: list[StepRecord]
+    metrics: RunMetrics
+
+
+@dataclass(frozen=True)
+class LoadTestResult(Record):
+    """A served run (as serve_run) of the load test's mix; each request has its size."""
+
+    job_kind: ClassVar[str] = "load_test"
+    device: str
+    preset: str
+    weights: str
+    policy: str
+    config: SchedulerSettings
+    cancelled: bool
+    kv_blocks_total: int
+    block_size: int
+    requests: list[RequestRecord]
+    steps: list[StepRecord]
+    metrics: RunMetrics
+    workload: LoadTestWorkload
+
+
+@dataclass(frozen=True)
+class SnapshotSeq(Record):
+    """A live sequence in a step: its block table and the tokens it holds."""
+
+    id: int
+    blocks: list[int]
+    tokens: int
+    phase: str
+
+
+@dataclass(frozen=True)
+class BlockSnapshot(Record):
+    """The block tables after one step."""
+
+    seqs: list[SnapshotSeq]
+    free: int
+    step: int
+    t_s: float
+    finished: list[int]
+
+
+@dataclass(frozen=True)
+class SnapshotRequest(Record):
+    id: int
+    arrival_s: float | None
+    finish_s: float | None
+    prompt_len: int
+    output_len: int
+    preemptions: int
+
+
+@dataclass(frozen=True)
+class BlockSnapshotsResult(Record):
+    job_kind: ClassVar[str] = "block_snapshots"
+    device: str
+    preset: str
+    weights: str
+    num_blocks: int
+    block_size: int
+    bytes_per_block: int
+    kv_budget_mib: int
+    requests: list[SnapshotRequest]
+    snapshots: list[BlockSnapshot]
+
+
+@dataclass(frozen=True)
+class RatePoint(Record):
+    """One rate of a rate sweep: per-request lists (so SLOs can be applied later) and totals.
+    Also the data of the sweep's "step" events (with kind "rate_point")."""
+
+    rate: float
+    requests: int
+    completed: int
+    duration_s: float | None
+    output_tokens: int
+    throughput_tok_s: float | None
+    requests_per_s: float | None
+    ttft_ms: list[float]
+    tpot_ms: list[float | None]
+    e2e_ms: list[float]
+    output_len: list[int]
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+    itl_max_ms: float | None
+    preemptions: int
+    slot_use: float | None
+
+
+@dataclass(frozen=True)
+class RateSweepResult(Record):
+    job_kind: ClassVar[str] = "rate_sweep"
+    device: str
+    preset: str
+    weights: str
+    max_batch: int
+    chunk_size: int
+    workload: WorkloadSettings
+    points: list[RatePoint]
+
+
+RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
+    InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
+    TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult)}
+
+
+def parse_result(kind: str, data: dict) -> Record:
+    """The typed record of a job kind's result dict; ResultError if it is malformed."""
+    try:
+        record = RESULTS[kind]
+    except KeyError:
+        raise ResultError(f"no result record for job kind {kind!r}") from None
+    return record.from_dict(data)
