@@ -44,11 +44,6 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
 
-    @property
-    def group_size(self) -> int:
-        """Query heads that share one KV head (1 = multi-head, heads = multi-query)."""
-        return self.heads // self.kv_heads
-
     def dtype_name(self, device: str) -> str:
         """The dtype the engine runs this model in on a device ("float32", "bfloat16", ...)."""
         return self.cuda_dtype if str(device).startswith("cuda") else self.cpu_dtype

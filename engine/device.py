@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 
@@ -37,12 +36,6 @@ def synchronize(device: str) -> None:
     """Wait for queued device work, so that a clock read next measures finished work."""
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
-
-
-def device_clock(device: str) -> float:
-    """Seconds on a monotonic clock, read after the device finished everything queued."""
-    synchronize(device)
-    return time.perf_counter()
 
 
 def describe_device(device: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .calc.step_cost import ridge_point
 from .device import describe_device, synchronize
 from .paths import cache_dir, write_json_atomic
 
@@ -27,7 +28,7 @@ class HardwareLimits:
     @property
     def ridge_flop_per_byte(self) -> float:
         """Arithmetic intensity where compute, not memory, becomes the limit."""
-        return self.matmul_gflops / self.memory_bandwidth_gbs
+        return ridge_point(self.memory_bandwidth_gbs, self.matmul_gflops)
 
 
 def _best_seconds(fn, device: str, repeats: int) -> float:

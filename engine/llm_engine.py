@@ -161,8 +161,5 @@ class LLMEngine:
     def release(self, seq: Sequence) -> None:
         self.blocks.free(seq)
 
-    def kv_bytes_in_use(self) -> int:
-        return self.blocks.num_used * self.cache.bytes_per_block
-
     def synchronize(self) -> None:
         synchronize(self.device)

@@ -13,6 +13,8 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Label, Span
 from bokeh.plotting import figure
 
+from engine.calc import step_cost
+
 from .doc_hold import changes_bokeh_models
 from .tables import html_table, sig, table_pane
 
@@ -78,13 +80,13 @@ class RooflineChart(pn.viewable.Viewer):
     def ridge_point(self) -> float | None:
         if not self.bandwidth_gbs or not self.peak_gflops:
             return None
-        return self.peak_gflops / self.bandwidth_gbs
+        return step_cost.ridge_point(self.bandwidth_gbs, self.peak_gflops)
 
     def roof_at(self, intensity: float) -> float | None:
         """Attainable GFLOP/s at an intensity: min(peak, bandwidth x intensity)."""
         if not self.bandwidth_gbs or not self.peak_gflops:
             return None
-        return min(self.peak_gflops, self.bandwidth_gbs * intensity)
+        return step_cost.roof_gflops(intensity, self.bandwidth_gbs, self.peak_gflops)
 
     def set_limits(self, bandwidth_gbs: float, peak_gflops: float) -> None:
         self.param.update(bandwidth_gbs=bandwidth_gbs, peak_gflops=peak_gflops)

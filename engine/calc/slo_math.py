@@ -20,7 +20,7 @@ Cost per million output tokens = (price per hour / 3600) x (1,000,000 / tokens p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,10 +39,6 @@ class Targets:
     def empty(self) -> bool:
         return all(v is None for v in (self.ttft_p50_ms, self.ttft_p99_ms, self.itl_p50_ms,
                                        self.itl_p99_ms, self.e2e_p99_ms))
-
-    def without_latency(self) -> Targets:
-        return replace(self, ttft_p50_ms=None, ttft_p99_ms=None, itl_p50_ms=None,
-                       itl_p99_ms=None, e2e_p99_ms=None)
 
 
 # Quoted starting targets for an interactive chat at moderate load (the E2E one is for a

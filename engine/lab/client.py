@@ -172,16 +172,6 @@ class EngineService:
                 "start_error": self._start_error,
             }
 
-    def wait_ready(self, timeout: float = 60.0) -> bool:
-        """Block until the worker has said hello (tests and warm-up scripts)."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            with self._lock:
-                if self._worker and self._worker.identity:
-                    return True
-            time.sleep(0.05)
-        return False
-
     def shutdown(self, timeout: float = 5.0) -> None:
         """Cancel what is queued, stop the worker and the dispatcher thread."""
         with self._lock:

@@ -57,12 +57,6 @@ class RunResult:
     def policy(self) -> str:
         return self.config.policy
 
-    def metrics_for(self, slo_ttft_ms: float | None = None,
-                    slo_tpot_ms: float | None = None) -> Metrics:
-        """The metrics again under other SLOs (no new run needed)."""
-        return compute_metrics(self.requests, self.steps, self.config.max_batch,
-                               slo_ttft_ms, slo_tpot_ms)
-
     def to_json(self) -> dict:
         metrics = self.metrics.to_json()
         return {

@@ -68,9 +68,19 @@ def cache_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def service(cache_path):
     svc = EngineService(cache_path=cache_path / "results")
-    assert svc.wait_ready(TIMEOUT), svc.status()
+    assert wait_ready(svc, TIMEOUT), svc.status()
     yield svc
     svc.shutdown()
+
+
+def wait_ready(svc: EngineService, timeout: float) -> bool:
+    """Until the worker has said hello."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if svc.status()["ready"]:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def finished(job, timeout: float = TIMEOUT):
