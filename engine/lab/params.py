@@ -25,6 +25,14 @@ def _limit(lo, hi, above: bool = False) -> str:
     return f"between {lo} and {hi}"
 
 
+def _number(text: str, kind: type, name: str, what: str):
+    """int(text) or float(text); ConfigError naming the parameter if the text is not one."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise ConfigError(f"{name} must be {what} (got {text!r})") from None
+
+
 def _bound(bound: Bound, params: dict | None):
     return bound(params or {}) if callable(bound) else bound
 
@@ -62,11 +70,7 @@ class Int(Param):
         return value
 
     def parse(self, text: str, name: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise ConfigError(f"{name} must be a whole number (got {text!r})") from None
-        return self.check(value, name)
+        return self.check(_number(text, int, name, "a whole number"), name)
 
 
 @dataclass(frozen=True)
@@ -87,11 +91,7 @@ class Float(Param):
         return float(value)
 
     def parse(self, text: str, name: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ConfigError(f"{name} must be a number (got {text!r})") from None
-        return self.check(value, name)
+        return self.check(_number(text, float, name, "a number"), name)
 
 
 @dataclass(frozen=True)

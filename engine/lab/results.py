@@ -401,15 +401,14 @@ class TwoClocksResult(Record):
 
 
 @dataclass(frozen=True)
-class ServeRunResult(Record):
-    """A served run: the `python -m engine run --json` object (engine.serve.loop.RunResult)."""
+class ServedRun(Record):
+    """A run of the serving loop (engine.serve.loop.RunResult.to_json): the `python -m engine
+    run --json` object, less its workload, which each job describes its own way."""
 
-    job_kind: ClassVar[str] = "serve_run"
     device: str
     preset: str
     weights: str
     policy: str
-    workload: WorkloadSettings
     config: SchedulerSettings
     cancelled: bool
     kv_blocks_total: int
@@ -420,21 +419,18 @@ class ServeRunResult(Record):
 
 
 @dataclass(frozen=True)
-class LoadTestResult(Record):
-    """A served run (as serve_run) of the load test's mix; each request has its size."""
+class ServeRunResult(ServedRun):
+    """A seeded workload served under a policy."""
+
+    job_kind: ClassVar[str] = "serve_run"
+    workload: WorkloadSettings
+
+
+@dataclass(frozen=True)
+class LoadTestResult(ServedRun):
+    """The load test's mix served; each request has its size."""
 
     job_kind: ClassVar[str] = "load_test"
-    device: str
-    preset: str
-    weights: str
-    policy: str
-    config: SchedulerSettings
-    cancelled: bool
-    kv_blocks_total: int
-    block_size: int
-    requests: list[RequestRecord]
-    steps: list[StepRecord]
-    metrics: RunMetrics
     workload: LoadTestWorkload
 
 
