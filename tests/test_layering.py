@@ -82,3 +82,17 @@ def test_the_public_api_is_named_by_the_package(name):
     value = getattr(engine, name)
     home = sys.modules[engine._MODULE_OF[name]]
     assert value is getattr(home, name)  # the function, even once its module was imported
+
+
+def test_every_engine_module_imports():
+    """A moved or renamed name breaks an import at once, not when a rarely used path runs."""
+    import importlib
+    import pkgutil
+
+    import engine
+
+    names = [m.name for m in pkgutil.walk_packages(engine.__path__, "engine.")
+             if not m.name.endswith("__main__")]
+    for name in names:
+        importlib.import_module(name)
+    assert "engine.cli.main" in names and "engine.lab.jobs.serving" in names

@@ -10,7 +10,7 @@ import sys
 
 from ..config import PRESETS, EngineConfig, get_preset
 from ..errors import ConfigError
-from ..lab.params import Int, Param
+from ..lab.params import Float, Int, Param
 from ..lab.registry import BACKENDS, DEVICES
 from ..llm_engine import LLMEngine
 
@@ -42,6 +42,10 @@ def arg_type(param: Param, what: str):
 
 def positive_int(what: str):
     return arg_type(Int(lo=1), what)
+
+
+def non_negative_float(what: str):
+    return arg_type(Float(lo=0.0), what)
 
 
 def int_list(what: str):
