@@ -124,6 +124,7 @@ class EngineConfig:
     seed: int = 0
     cuda_graphs: bool = True  # capture decode steps in CUDA graphs on CUDA
     random_weights: bool = False  # tiny with random weights (for tests that need no real text)
+    prefix_caching: bool = False  # keep full KV blocks under their prefix's hash (block_manager)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

@@ -81,12 +81,13 @@ def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
 
     try:
         for seq in seqs:
-            while seq.in_prefill or seq.num_computed == 0:
+            while not seq.output_ids:
                 if cancelled and cancelled():
                     return list(results.values())
-                count = seq.num_uncomputed if not prefill_chunk else min(
-                    prefill_chunk, seq.num_uncomputed)
-                engine.reserve(seq, count)
+                cached = engine.blocks.cached_prefix(seq)  # 0 unless prefix caching hits
+                left = seq.num_uncomputed - cached
+                count = left if not prefill_chunk else min(prefill_chunk, left)
+                engine.reserve(seq, count, cached)
                 record(engine.step([], [(seq, count)]))
         running = [s for s in seqs if not s.finished]
         while running:

@@ -61,7 +61,8 @@ class LLMEngine:
         self.cache = PagedKVCache(
             self.model_config, budget, config.block_size, self.dtype, self.device
         )
-        self.blocks = BlockManager(self.cache.num_blocks, config.block_size)
+        self.blocks = BlockManager(self.cache.num_blocks, config.block_size,
+                                   prefix_caching=config.prefix_caching)
         # One block no sequence owns: padding rows (a fixed-size static batch's finished members,
         # CUDA-graph padding) write their throwaway K and V there.
         self.scratch_block = self.blocks.take_scratch_block()
@@ -149,13 +150,17 @@ class LLMEngine:
             if seq.id in tokens:
                 seq.output_ids.append(tokens[seq.id])
                 seq.finished = self.is_finished(seq)
+            self.blocks.cache_full_blocks(seq)
         return tokens
 
-    def reserve(self, seq: Sequence, new_tokens: int) -> bool:
-        """Allocate blocks so seq can run new_tokens more tokens; False if the pool is short."""
-        if not self.blocks.can_grow(seq, new_tokens):
+    def reserve(self, seq: Sequence, new_tokens: int, cached: int = 0) -> bool:
+        """Allocate blocks so seq can run new_tokens more tokens; False if the pool is short.
+        `cached` (a sequence starting from nothing, with prefix caching: the count from
+        blocks.cached_prefix) takes that many leading tokens from the prefix cache first, and
+        new_tokens count from there."""
+        if not self.blocks.can_grow(seq, new_tokens, cached):
             return False
-        self.blocks.grow(seq, new_tokens)
+        self.blocks.grow(seq, new_tokens, cached)
         return True
 
     def release(self, seq: Sequence) -> None:

@@ -20,6 +20,9 @@ StepPlan before every step (None: nothing to run now), runs the plan on the engi
   their first chunk. Chunks are at most --chunk-size tokens; --chunk-size 0 prefills a whole
   prompt in one step (the stall lesson 7 shows).
 
+With prefix caching on (EngineConfig.prefix_caching), a request admitted from the queue first
+takes the cached blocks its prompt starts with, and its first chunk starts after them.
+
 KV memory: static and dynamic batches launch only with the members whose whole length (prompt
 plus output) fits in the free blocks, as static batching reserves its worst case; they never
 preempt. Continuous grows sequences a block at a time, and when the pool runs dry the newest
@@ -171,7 +174,8 @@ class StaticScheduler(Scheduler):
             return None
         batch = self._take_batch()
         for seq in batch:
-            self.engine.reserve(seq, seq.num_uncomputed)
+            cached = self.engine.blocks.cached_prefix(seq)  # 0 unless prefix caching hits
+            self.engine.reserve(seq, seq.num_uncomputed - cached, cached)
         self.running = batch
         self.batch_size = len(batch)
         return StepPlan(prefill=[(s, s.num_uncomputed) for s in batch], admitted=list(batch))
@@ -210,13 +214,14 @@ class DynamicScheduler(StaticScheduler):
 class ContinuousScheduler(Scheduler):
     """Iteration-level scheduling: decodes first, then prefill chunks, refilling free slots."""
 
-    def chunk(self, seq: Sequence, budget: float) -> int:
+    def chunk(self, seq: Sequence, budget: float, cached: int = 0) -> int:
         """Tokens of seq's prefill to run now: one chunk, within the budget; 0 if it must wait
-        (a whole prompt that does not fit what is left of the budget, when unchunked)."""
-        size = self.config.chunk_size
+        (a whole prompt that does not fit what is left of the budget, when unchunked). `cached`
+        tokens (a prefix-cache hit at admission) are skipped, not run."""
+        size, left = self.config.chunk_size, seq.num_uncomputed - cached
         if size == 0:
-            return seq.num_uncomputed if seq.num_uncomputed <= budget else 0
-        return int(min(size, seq.num_uncomputed, budget))
+            return left if left <= budget else 0
+        return int(min(size, left, budget))
 
     def schedule(self, now: float, more_coming: bool) -> StepPlan | None:
         plan = StepPlan()
@@ -255,8 +260,9 @@ class ContinuousScheduler(Scheduler):
         behind it, first come first served)."""
         while self.waiting and len(self.running) < self.config.max_batch and budget > 0:
             seq = self.waiting[0]
-            n = self.chunk(seq, budget)
-            if n == 0 or not self.engine.reserve(seq, n):
+            cached = self.engine.blocks.cached_prefix(seq)  # 0 unless prefix caching hits
+            n = self.chunk(seq, budget, cached)
+            if n == 0 or not self.engine.reserve(seq, n, cached):
                 return
             self.waiting.popleft()
             self.running.append(seq)

@@ -18,6 +18,10 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K and V are in the cache
     finished: bool = False
+    # Prefix caching (block_manager): chained hashes of the full blocks of token_ids, computed
+    # once, and how many leading blocks of block_table were already offered to the cache.
+    block_hashes: list[bytes] = field(default_factory=list, repr=False)
+    hashed_blocks: int = 0
 
     @property
     def token_ids(self) -> list[int]:

@@ -82,6 +82,7 @@ def make_engine(args) -> LLMEngine:
     budget = args.kv_budget_mib * 2**20 if args.kv_budget_mib else None
     return LLMEngine(EngineConfig(
         preset=args.preset, device=args.device, backend=args.backend, kv_budget_bytes=budget,
+        prefix_caching=getattr(args, "prefix_cache", "off") == "on",
     ))
 
 

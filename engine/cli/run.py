@@ -74,6 +74,11 @@ def add_run_parser(sub, add_engine_options) -> None:
     p.add_argument("--slo-tpot-ms", type=positive("TPOT SLO (ms)"), default=None)
     p.add_argument("--seed", type=whole("seed", 0), default=0,
                    help="the same seed gives the same workload under every policy")
+    p.add_argument("--shared-prefix-len", type=whole("shared prefix length", 0), default=0,
+                   help="tokens every prompt starts with, before its own --prompt-len tokens "
+                        "(a shared system prompt; default 0)")
+    p.add_argument("--prefix-cache", choices=("on", "off"), default="off",
+                   help="keep full KV blocks by their prefix and reuse them (default off)")
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -85,6 +90,7 @@ def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
         kind=args.workload, requests=args.requests, rate=args.rate, burstiness=args.burstiness,
         concurrency=args.concurrency, prompt_len=args.prompt_len, output_len=args.output_len,
         long_prompt_len=args.long_prompt_len, long_at_s=args.long_at, seed=args.seed,
+        shared_prefix_len=args.shared_prefix_len,
     )
     config = SchedulerConfig(
         policy=args.policy, max_batch=args.max_batch, timeout_ms=args.timeout_ms,
@@ -93,9 +99,7 @@ def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
     spec.validate()
     config.validate()
     cfg = get_preset(args.preset)
-    longest = spec.prompt_len[1]
-    if spec.kind == "interference":
-        longest = max(longest, spec.long_prompt_len)
+    longest = spec.longest_prompt
     if longest + spec.output_len[1] > cfg.context:
         raise ConfigError(
             f"prompts of up to {longest} tokens plus up to {spec.output_len[1]} new tokens "
@@ -115,7 +119,17 @@ def cmd_run(args) -> int:
         emit_json(result.to_json())
         return 0
     print(summary_table(result.metrics, describe(args, spec, engine)))
+    if "prefix_cache" in result.extra:
+        print(prefix_cache_line(result.extra["prefix_cache"]))
     return 0
+
+
+def prefix_cache_line(stats: dict) -> str:
+    rate = stats["token_hit_rate"]
+    rate = "n/a" if rate is None else f"{100 * rate:.0f}%"
+    return (f"prefix cache: {stats['hits']}/{stats['lookups']} admissions hit, "
+            f"{stats['tokens_skipped']} prompt tokens skipped ({rate}), "
+            f"{stats['blocks_shared']} blocks shared, {stats['evictions']} evictions")
 
 
 def describe(args, spec: WorkloadSpec, engine) -> str:
@@ -124,9 +138,11 @@ def describe(args, spec: WorkloadSpec, engine) -> str:
     what = {"poisson": f"rate {args.rate:g}/s", "gamma": f"rate {args.rate:g}/s, "
             f"burstiness {spec.burstiness:g}", "fixed": f"concurrency {spec.concurrency}",
             "interference": f"+ {spec.long_prompt_len}-token prompt at {spec.long_at_s:g} s"}
-    return (f"{args.policy} batching (max batch {args.max_batch}) - {spec.kind} workload, "
-            f"{spec.requests} requests, {what[spec.kind]} - {engine.model_config.name} "
-            f"({weights}) on {engine.device}")
+    shared = f", {spec.shared_prefix_len}-token shared prefix" if spec.shared_prefix_len else ""
+    cache = ", prefix cache on" if engine.blocks.prefix_caching else ""
+    return (f"{args.policy} batching (max batch {args.max_batch}{cache}) - {spec.kind} "
+            f"workload, {spec.requests} requests, {what[spec.kind]}{shared} - "
+            f"{engine.model_config.name} ({weights}) on {engine.device}")
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:

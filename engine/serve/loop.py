@@ -22,7 +22,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..block_manager import blocks_for
 from ..errors import ConfigError
@@ -146,6 +146,8 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
     decoders: dict[int, IncrementalDecoder] = {}
     steps: list[StepTrace] = []
     was_cancelled = False
+    cache_before = replace(engine.blocks.stats)
+    cached_tokens: dict[int, int] = {}  # prompt tokens each request found in the prefix cache
 
     def arrive(req: Request, t: float) -> None:
         seq = engine.new_sequence(req.prompt_ids, req.output_len, req.sampling,
@@ -191,6 +193,7 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
             for seq in plan.admitted:
                 if traces[seq.id].admitted_s is None:
                     traces[seq.id].admitted_s = step_start
+                    cached_tokens[seq.id] = seq.num_computed  # > 0 only after a cache hit
                 emit(RequestEvent("admitted", seq.id, step_start))
             running = len(scheduler.running)
             # returns after the device finished
@@ -234,6 +237,13 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
         scheduler.release_all()
 
     ordered = [traces[r.id] for r in requests]
+    extra = {}
+    if engine.blocks.prefix_caching:  # only then: runs without it keep their JSON as it was
+        extra["prefix_cache"] = {
+            **engine.blocks.stats.since(cache_before).to_json(),
+            "cached_tokens": [cached_tokens.get(r.id, 0) for r in requests],
+            "cached_blocks_at_end": engine.blocks.num_cached,
+        }
     return RunResult(
         device=engine.device,
         preset=engine.model_config.name,
@@ -245,4 +255,5 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
         cancelled=was_cancelled,
         kv_blocks_total=engine.blocks.num_blocks,
         block_size=engine.cache.block_size,
+        extra=extra,
     )

@@ -15,7 +15,8 @@ gives the same requests at the same times under every policy and runs compare.
 
 In the open-loop kinds the first request arrives at t = 0 and each later one after a drawn gap
 (as vLLM's benchmark sends its first request at once). Prompt and output lengths are uniform
-integers in [A, B]. Prompt tokens are real text: slices of the training corpus at seeded
+integers in [A, B]; with shared_prefix_len N, every prompt starts with the same N tokens (a shared
+system prompt, what prefix caching reuses) followed by its own A..B tokens. Prompt tokens are real text: slices of the training corpus at seeded
 offsets, tokenized (the tiny model continues text it knows); without a tokenizer or corpus they
 are seeded random token ids.
 """
@@ -62,6 +63,7 @@ class WorkloadSpec:
     long_prompt_len: int = 1536  # interference
     long_at_s: float = 0.2  # interference
     seed: int = 0
+    shared_prefix_len: int = 0  # tokens every prompt starts with (a shared system prompt)
 
     def validate(self) -> None:
         if self.kind not in WORKLOADS:
@@ -82,9 +84,22 @@ class WorkloadSpec:
             raise ConfigError(f"long prompt length must be at least 1 (got {self.long_prompt_len})")
         if not (self.long_at_s >= 0 and math.isfinite(self.long_at_s)):
             raise ConfigError(f"long-at must be 0 s or more (got {self.long_at_s})")
+        if self.shared_prefix_len < 0:
+            raise ConfigError(f"shared prefix length must be 0 or more (got "
+                              f"{self.shared_prefix_len})")
+
+    @property
+    def longest_prompt(self) -> int:
+        """The most prompt tokens any request of this workload can have."""
+        longest = self.prompt_len[1]
+        if self.kind == "interference":
+            longest = max(longest, self.long_prompt_len)
+        return self.shared_prefix_len + longest
 
     def to_json(self) -> dict:
         out = asdict(self)
+        if not self.shared_prefix_len:  # absent when unused: earlier runs' JSON stays as it was
+            del out["shared_prefix_len"]
         out["rate"] = "inf" if math.isinf(self.rate) else self.rate
         out["prompt_len"] = list(self.prompt_len)
         out["output_len"] = list(self.output_len)
@@ -168,7 +183,10 @@ def make_workload(spec: WorkloadSpec, tokenizer=None, vocab: int = 4096) -> list
         prompt_lens.append(spec.long_prompt_len)
         output_lens.append(int(rng.integers(spec.output_len[0], spec.output_len[1] + 1)))
     source = PromptSource(tokenizer, vocab)
+    shared: list[int] = []
+    if spec.shared_prefix_len:  # its own generator: the requests' own draws stay as without it
+        shared = source.prompt(spec.shared_prefix_len, np.random.default_rng([spec.seed, 1]))
     return [
-        Request(id=i, prompt_ids=source.prompt(p, rng), output_len=o, arrival_s=a)
+        Request(id=i, prompt_ids=shared + source.prompt(p, rng), output_len=o, arrival_s=a)
         for i, (a, p, o) in enumerate(zip(arrivals, prompt_lens, output_lens, strict=True))
     ]

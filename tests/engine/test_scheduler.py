@@ -215,10 +215,10 @@ class PoolOnly:
 
         self.blocks = BlockManager(num_blocks, block_size)
 
-    def reserve(self, seq, n: int) -> bool:
-        if not self.blocks.can_grow(seq, n):
+    def reserve(self, seq, n: int, cached: int = 0) -> bool:
+        if not self.blocks.can_grow(seq, n, cached):
             return False
-        self.blocks.grow(seq, n)
+        self.blocks.grow(seq, n, cached)
         return True
 
     def release(self, seq) -> None:

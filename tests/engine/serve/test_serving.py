@@ -203,6 +203,19 @@ def test_cli_run_json_prints_one_object():
     assert all(len(r["token_s"]) == r["output_len"] for r in result["requests"])
 
 
+def test_cli_run_with_a_shared_prefix_and_the_prefix_cache(capsys):
+    assert main(["run", "--policy", "continuous", "--workload", "fixed", "--concurrency", "1",
+                 "--requests", "3", "--prompt-len", "4", "--output-len", "2",
+                 "--shared-prefix-len", "32", "--prefix-cache", "on", "--kv-budget-mib", "8",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["workload"]["shared_prefix_len"] == 32
+    assert [r["prompt_len"] for r in result["requests"]] == [36, 36, 36]
+    cache = result["prefix_cache"]
+    assert cache["cached_tokens"] == [0, 32, 32]  # one at a time: each after the first hits
+    assert cache["hits"] == 2 and cache["tokens_skipped"] == 64 and cache["lookups"] == 3
+
+
 @pytest.mark.parametrize("args, words", [
     ([], "--policy"),
     (["--policy", "fifo"], "invalid choice"),
@@ -219,6 +232,9 @@ def test_cli_run_json_prints_one_object():
     (["--policy", "static", "--slo-ttft-ms", "nan"], "TTFT SLO"),
     (["--policy", "static", "--workload", "interference", "--long-prompt-len", "2000"],
      "context of 2048"),
+    (["--policy", "static", "--shared-prefix-len", "-1"], "shared prefix length"),
+    (["--policy", "static", "--shared-prefix-len", "1900"], "context of 2048"),
+    (["--policy", "static", "--prefix-cache", "maybe"], "invalid choice"),
 ])
 def test_cli_bad_flags_exit_2_with_one_line(capsys, args, words):
     assert main(["run", *args]) == 2
