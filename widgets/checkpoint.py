@@ -1,13 +1,26 @@
 """Checkpoint questions: multiple choice at the end of a lesson, with an explanation for every
-answer, so a wrong pick teaches as much as a right one."""
+answer, so a wrong pick teaches as much as a right one.
+
+Choices are shown in an order shuffled per reader: `choice_order(question, seed)` is a
+permutation drawn from the reader's seed and the question's prompt, so a reload (same seed)
+keeps the order, another reader (another seed) gets another, and the right answer can sit in any
+position. Correctness goes with the choice, never with its position.
+
+A question on the reader's own numbers is a `MeasuredQuestion` slot: it shows what to measure
+first, and the lesson `provide`s the real Question (built from its measurement, so the key is
+the page's own number) once it has one; a new measurement provides a new question.
+"""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import panel as pn
 import param
+
+from .site_css import site_stylesheets
 
 
 @dataclass(frozen=True)
@@ -28,6 +41,33 @@ class Question:
         if len({c.text for c in self.choices}) != len(self.choices):
             raise ValueError(f"question {self.prompt!r} has two choices with the same text")
 
+    @property
+    def answer(self) -> Choice:
+        """The right choice."""
+        return next(c for c in self.choices if c.correct)
+
+
+@dataclass(frozen=True)
+class MeasuredQuestion:
+    """A slot for a question on the reader's own measurement. Until the lesson provides the
+    question (Checkpoint.provide(key, question)), the slot says what to measure first."""
+
+    key: str
+    waiting: str  # e.g. "Measure a few batch sizes above, and a question on your curve appears."
+
+
+def choice_order(question: Question, seed: int) -> tuple[int, ...]:
+    """The order to show the question's choices in: a permutation of their indices drawn from
+    the reader's seed and the prompt (a string seed: the same on every run and machine)."""
+    order = list(range(len(question.choices)))
+    random.Random(f"{seed}|{question.prompt}").shuffle(order)
+    return tuple(order)
+
+
+def _heading(text: str, level: int = 3) -> pn.pane.HTML:
+    return pn.pane.HTML(f'<div class="site"><h{level}>{text}</h{level}></div>',
+                        sizing_mode="stretch_width", stylesheets=site_stylesheets())
+
 
 class CheckpointQuestion(pn.viewable.Viewer):
     """One question: pick an answer, read why it is right or not."""
@@ -35,10 +75,12 @@ class CheckpointQuestion(pn.viewable.Viewer):
     answer = param.Selector(default=None, allow_None=True, objects=[], doc="""
         The text of the choice the reader picked; None until they pick one.""")
 
-    def __init__(self, question: Question, **params):
+    def __init__(self, question: Question, seed: int = 0, **params):
         super().__init__(**params)
         self.question = question
-        self.param.answer.objects = [c.text for c in question.choices]
+        self.order = choice_order(question, seed)
+        self.shown = [question.choices[i] for i in self.order]  # the choices, as displayed
+        self.param.answer.objects = [c.text for c in self.shown]
         self._choices = {c.text: c for c in question.choices}
         self._picker = pn.widgets.RadioBoxGroup.from_param(
             self.param.answer, inline=False, sizing_mode="stretch_width")
@@ -77,27 +119,64 @@ class CheckpointQuestion(pn.viewable.Viewer):
 
 
 class Checkpoint(pn.viewable.Viewer):
-    """A lesson's checkpoint: a few questions and a running count of right answers."""
+    """A lesson's checkpoint: a few questions (some on the reader's own numbers) and a running
+    count of right answers."""
 
     right = param.Integer(default=0, bounds=(0, None), constant=True,
                           doc="How many questions the reader has answered correctly.")
 
-    def __init__(self, questions: Sequence[Question], title: str = "Checkpoint", **params):
+    def __init__(self, questions: Sequence[Question | MeasuredQuestion], seed: int = 0,
+                 title: str = "Checkpoint", **params):
         super().__init__(**params)
-        self.questions = [CheckpointQuestion(q) for q in questions]
-        for q in self.questions:
-            q.param.watch(self._count, "answer")
+        self.seed = seed
+        self._slots: list[pn.Column] = []
+        self._asked: list[CheckpointQuestion | None] = []  # None: a measured one not yet given
+        self._keys: dict[str, int] = {}
+        for i, q in enumerate(questions):
+            if isinstance(q, MeasuredQuestion):
+                self._keys[q.key] = i
+                self._asked.append(None)
+                slot = pn.Column(pn.pane.Markdown(f"*{q.waiting}*", sizing_mode="stretch_width",
+                                                  css_classes=["checkpoint-waiting"]),
+                                 sizing_mode="stretch_width")
+            else:
+                asked = self._ask(q)
+                self._asked.append(asked)
+                slot = pn.Column(asked, sizing_mode="stretch_width")
+            self._slots.append(slot)
         self._score = pn.pane.Markdown(self._score_text(), sizing_mode="stretch_width")
         self._layout = pn.Column(
-            pn.pane.Markdown(f"## {title}", sizing_mode="stretch_width"),
-            *self.questions, self._score, sizing_mode="stretch_width",
-            css_classes=["checkpoint"], visible=bool(self.questions),
+            _heading(title, 2), *self._slots, self._score, sizing_mode="stretch_width",
+            css_classes=["checkpoint"], visible=bool(self._slots),
         )
 
+    @property
+    def questions(self) -> list[CheckpointQuestion]:
+        """The questions asked so far (a measured one appears once provided)."""
+        return [q for q in self._asked if q is not None]
+
+    def _ask(self, question: Question) -> CheckpointQuestion:
+        asked = CheckpointQuestion(question, self.seed)
+        asked.param.watch(self._count, "answer")
+        return asked
+
+    def provide(self, key: str, question: Question) -> None:
+        """Ask the measured question `key`, built from the page's measurement. A new
+        measurement gives a new question (and a fresh pick); the same question again keeps the
+        reader's answer."""
+        i = self._keys[key]
+        current = self._asked[i]
+        if current is not None and current.question == question:
+            return
+        self._asked[i] = self._ask(question)
+        self._slots[i].objects = [self._asked[i]]
+        self._count()
+
     def _score_text(self) -> str:
+        total = len(self._asked)
         answered = sum(q.answer is not None for q in self.questions)
-        return (f"{self.right} of {len(self.questions)} right"
-                + (f" ({answered} answered)" if answered < len(self.questions) else ""))
+        return (f"{self.right} of {total} right"
+                + (f" ({answered} answered)" if answered < total else ""))
 
     def _count(self, *_events) -> None:
         with param.edit_constant(self):

@@ -1,4 +1,6 @@
-"""Checkpoint questions: picking an answer shows why it is right or wrong; the score counts."""
+"""Checkpoint questions: picking an answer shows why it is right or wrong; the score counts;
+choices are shuffled per reader (seeded) with the key still right; a question on the reader's
+own numbers waits for the page's measurement."""
 
 from __future__ import annotations
 
@@ -6,7 +8,14 @@ import panel as pn
 import pytest
 from bokeh.models import RadioGroup
 
-from widgets.checkpoint import Checkpoint, CheckpointQuestion, Choice, Question
+from widgets.checkpoint import (
+    Checkpoint,
+    CheckpointQuestion,
+    Choice,
+    MeasuredQuestion,
+    Question,
+    choice_order,
+)
 
 PROMPT = "Which clock does a longer prompt move?"
 QUESTION = Question(PROMPT, (
@@ -33,7 +42,8 @@ def test_nothing_is_picked_at_first():
     model = root(q)
     assert q.answer is None and q.correct is None and q.feedback == ""
     assert radio(model).active is None
-    assert radio(model).labels == ["TTFT", "ITL"]
+    assert radio(model).labels == [c.text for c in q.shown]
+    assert sorted(radio(model).labels) == ["ITL", "TTFT"]
 
 
 @pytest.mark.parametrize("answer, correct, verdict", [("TTFT", True, "Right."),
@@ -45,7 +55,7 @@ def test_each_answer_explains_itself(answer, correct, verdict):
     why = next(c.why for c in QUESTION.choices if c.text == answer)
     assert q.correct is correct
     assert q.feedback == f"{verdict} {why}"
-    assert radio(model).active == ["TTFT", "ITL"].index(answer)
+    assert radio(model).active == [c.text for c in q.shown].index(answer)
 
 
 def test_picking_in_the_widget_sets_the_answer():
@@ -71,3 +81,59 @@ def test_a_question_needs_exactly_one_right_answer():
         Question("?", (Choice("a", True, ""), Choice("b", True, "")))
     with pytest.raises(ValueError):
         Question("?", (Choice("a", False, ""),))
+
+
+THREE = Question("Where does the mean of a right-skewed latency sit?", (
+    Choice("Above the median", True, "The slow tail pulls it up."),
+    Choice("On the median", False, "Only for a symmetric spread."),
+    Choice("Below the median", False, "Slow outliers push it up, not down."),
+))
+
+
+def test_the_order_is_seeded_by_the_reader_and_the_question():
+    assert choice_order(THREE, 7) == choice_order(THREE, 7)  # a reload keeps the order
+    assert sorted(choice_order(THREE, 7)) == [0, 1, 2]
+    orders = {choice_order(THREE, seed) for seed in range(40)}
+    assert len(orders) == 6  # every permutation of three choices occurs for some reader
+    # two questions of one reader are shuffled independently
+    assert any(choice_order(THREE, s) != choice_order(OTHER_THREE, s) for s in range(10))
+
+
+OTHER_THREE = Question("Which clock does a longer prompt move?", (
+    Choice("TTFT", True, "Prefill."), Choice("ITL", False, "Decode."),
+    Choice("Neither", False, "Prefill reads the whole prompt."),
+))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_key_stays_right_wherever_it_is_shown(seed):
+    q = CheckpointQuestion(THREE, seed)
+    model = root(q)
+    labels = radio(model).labels
+    position = labels.index("Above the median")
+    q._picker.value = labels[position]
+    assert q.correct is True and q.feedback.startswith("Right.")
+    wrong = next(i for i, label in enumerate(labels) if i != position)
+    q._picker.value = labels[wrong]
+    assert q.correct is False and q.feedback.startswith("Not quite.")
+
+
+def test_the_right_answer_reaches_every_position_over_seeds():
+    positions = {CheckpointQuestion(THREE, s).order.index(0) for s in range(30)}
+    assert positions == {0, 1, 2}
+
+
+def test_a_measured_question_waits_for_the_measurement():
+    cp = Checkpoint([QUESTION, MeasuredQuestion("yours", "Measure first.")], seed=3)
+    model = root(cp)
+    assert len(cp.questions) == 1
+    assert cp._score.object == "0 of 2 right (0 answered)"
+    assert any("Measure first." in str(getattr(m, "text", "")) for m in model.references())
+    cp.provide("yours", THREE)
+    assert [q.question for q in cp.questions] == [QUESTION, THREE]
+    cp.questions[1].answer = "Above the median"
+    assert cp.right == 1
+    cp.provide("yours", THREE)  # the same measurement again: the answer stays
+    assert cp.questions[1].answer == "Above the median" and cp.right == 1
+    cp.provide("yours", OTHER_THREE)  # a new measurement: a new question, not answered yet
+    assert cp.questions[1].answer is None and cp.right == 0
