@@ -14,56 +14,178 @@ class Term:
     anchor: str
     meaning: str
     measured: str  # how the engine measures it; "" when it is derived or a convention
+    group: str  # one of GROUPS: the table is read group by group
 
+
+TIME, LOAD, BATCH, MEMORY, LIMITS, LATER = (
+    "Time and speed", "Load and targets", "Batching and scheduling", "Memory",
+    "The machine's two limits", "Techniques of the later lessons")
+GROUPS = (TIME, LOAD, BATCH, MEMORY, LIMITS, LATER)
 
 TERMS: tuple[Term, ...] = (
+    # ---- time and speed
     Term("TTFT (time to first token)", "ttft",
          "How long a request waits, from the moment it arrives, until its first output token "
          "appears. It covers waiting in the queue and reading the whole prompt (prefill).",
-         "Timestamp of the first token minus the arrival time."),
+         "Timestamp of the first token minus the arrival time.", TIME),
     Term("TPOT (time per output token)", "tpot",
-         "The average time for each token after the first: (E2E - TTFT) / (N - 1) for an answer "
-         "of N tokens. The first token is left out because it carries the prompt's cost.",
-         "Per request, from its N token timestamps."),
+         "The average gap between the tokens of one answer after the first: (E2E - TTFT) / "
+         "(N - 1) for an answer of N tokens, which has N - 1 such gaps. The first token is left "
+         "out because it carries the prompt's cost.",
+         "Per request, from its N token timestamps.", TIME),
     Term("ITL (inter-token latency)", "itl",
          "Every single gap between two tokens of the same answer. TPOT is their average; the "
          "ITLs show the hiccups an average hides.",
-         "Every gap, pooled over all requests."),
-    Term("E2E (end to end), also TTLT", "e2e",
-         "From arrival to the last token: roughly TTFT + (N - 1) x TPOT. It is all a caller "
-         "feels when the answer is not streamed, for example a program waiting for a whole JSON "
-         "reply.",
-         "Timestamp of the last token minus the arrival time."),
+         "Every gap, pooled over all requests.", TIME),
+    Term("E2E (end to end), also TTLT (time to last token)", "e2e",
+         "From arrival to the last token: TTFT + (N - 1) x TPOT. It is all a caller feels when "
+         "the answer is not streamed, for example a program waiting for a whole JSON reply.",
+         "Timestamp of the last token minus the arrival time.", TIME),
     Term("Queue time", "queue",
          "From arrival until the server takes the request into a running batch.",
-         "Admission timestamp minus the arrival time."),
+         "Admission timestamp minus the arrival time.", TIME),
     Term("Throughput", "throughput",
          "Output tokens per second produced by the whole server, for everyone together, over "
          "wall-clock time.",
-         "All output tokens divided by the run's wall time."),
+         "All output tokens divided by the run's wall time.", TIME),
     Term("Per-user speed", "per-user-speed",
-         "How fast one reader sees text appear: 1000 / ITL in milliseconds. An ITL of 10 ms is "
-         "100 tokens per second for that reader, whatever the server's total.", ""),
-    Term("Goodput", "goodput",
-         "Requests per second that met every target (SLO) set for them; the rest count for "
-         "nothing, however fast the server was on average.", ""),
-    Term("SLO (service-level objective)", "slo",
-         "A target written on the tail, such as \"P99 TTFT under 1.2 s\". Choosing it comes "
-         "before tuning: a chat lives on TTFT and ITL, an overnight batch job on throughput.", ""),
+         "How fast one reader sees text appear: 1000 / TPOT in milliseconds. A TPOT of 10 ms is "
+         "100 tokens per second for that reader, whatever the server's total. It is taken from "
+         "TPOT, the mean gap, so a stall in the middle of an answer counts; the median gap "
+         "would hide it.", "", TIME),
     Term("P50, P90, P95, P99 (percentiles)", "percentiles",
          "The latency that 50, 90, 95 or 99 percent of requests beat. P50 is the median, the "
          "typical case; P99 is one request in a hundred, the one users remember.",
          "Linear interpolation between the two nearest ranks (the pages say when another rule "
-         "is used)."),
+         "is used).", TIME),
+    Term("Right skew", "right-skew",
+         "A spread with a long tail on the right: most requests are quick, a few are much "
+         "slower. The slow few pull the mean above the median, so the mean describes almost "
+         "nobody's request.", "", TIME),
+    # ---- load and targets
+    Term("Poisson arrivals", "poisson",
+         "Requests arriving independently, at random moments, at an average rate: the gaps "
+         "between arrivals are random (exponentially distributed) with a mean of 1 / rate. A "
+         "common model of many users who do not know about each other.",
+         "The load tests draw arrival times this way from a seed.", LOAD),
+    Term("Open-loop load", "open-loop",
+         "Requests are sent at their own times whatever happens to earlier ones, as many "
+         "independent users do. If the server falls behind, the queue grows without limit and "
+         "so does TTFT. The load tests on these pages are open-loop.", "", LOAD),
+    Term("Closed-loop load", "closed-loop",
+         "A fixed number of users, each sending a new request only when the previous answer "
+         "has arrived. A slow server slows the arrivals down too, so the queue never exceeds the "
+         "number of users: a benchmark run this way (a fixed 'concurrency') can hide the queue "
+         "that open-loop traffic would build.", "", LOAD),
+    Term("SLO (service-level objective)", "slo",
+         "A latency target, for example \"TTFT at most 200 ms and TPOT at most 100 ms\". "
+         "Choosing it comes before tuning: a chat lives on TTFT and TPOT, an overnight batch job "
+         "on throughput.", "", LOAD),
+    Term("SLO attainment", "slo-attainment",
+         "The share of requests that met every per-request limit of the SLO, in percent. It "
+         "says how many users were served well; a percentile of one metric says how slow one "
+         "kind of wait got.", "Requests meeting every limit / completed requests.", LOAD),
+    Term("Goodput", "goodput",
+         "Requests per second that met every per-request limit (TTFT at most X, TPOT at most Y, "
+         "and E2E at most Z if one is set), as vLLM's benchmark counts it with --goodput; the "
+         "rest count for nothing, however fast the server was on average.",
+         "Requests meeting every limit / the run's wall time.", LOAD),
+    Term("Cost per million tokens", "cost",
+         "What a million output tokens cost on a machine rented by the hour: (price per hour / "
+         "3600) x (1,000,000 / tokens per second). Count all tokens (throughput) for batch "
+         "work, only tokens of requests within the SLO (goodput) for a chat.", "", LOAD),
+    # ---- batching and scheduling
+    Term("Static batching", "static-batching",
+         "Wait until a batch is full (or no more requests are coming), run it until its longest "
+         "member has finished, then take the next batch. The first arrival waits for the last, "
+         "and a short answer waits for the longest one in its batch.", "", BATCH),
+    Term("Dynamic batching", "dynamic-batching",
+         "Like static batching, but a batch also leaves when its oldest request has waited a "
+         "timeout (the batching window). The wait for a batch to fill is bounded; the wait for "
+         "the running batch to end is not.", "", BATCH),
+    Term("Batching window", "batching-window",
+         "How long a dynamic batcher lets the first request of a batch wait for others before it "
+         "launches a batch that is not full.", "", BATCH),
+    Term("Continuous batching (in-flight batching)", "continuous-batching",
+         "The batch is re-formed at every step: a finished request leaves at once and a waiting "
+         "one takes its slot in the next step. Used by vLLM, SGLang and TGI; TensorRT-LLM calls "
+         "it in-flight batching.", "", BATCH),
+    Term("Iteration-level scheduling", "iteration-level",
+         "Deciding which requests run at every step (iteration) of the model instead of once "
+         "per batch; introduced by Orca (OSDI 2022), it is what makes continuous batching "
+         "possible.", "", BATCH),
+    Term("Chunked prefill", "chunked-prefill",
+         "Splitting a long prompt's prefill into pieces processed over several steps, each "
+         "beside the running requests' decode tokens, so no step grows long enough to stall "
+         "them (SARATHI, 2023; Sarathi-Serve, OSDI 2024).", "", BATCH),
+    Term("Token budget", "token-budget",
+         "The most tokens one step may process (vLLM's max_num_batched_tokens). Running decodes "
+         "take one token each first; prefill chunks fill what is left.", "", BATCH),
+    Term("Preemption", "preemption",
+         "Taking a running request out of the batch when the KV cache is full, so others can "
+         "go on: its blocks are freed and it waits again. This engine preempts the newest "
+         "request and recomputes its cache (as a prefill) when it is readmitted; vLLM can also "
+         "swap the cache to CPU memory.", "", BATCH),
+    # ---- memory
+    Term("KV cache", "kv-cache",
+         "The keys and values of every token seen so far, kept so decode need not recompute "
+         "them. Its size per token is 2 x layers x KV heads x head size x bytes per number.",
+         "The engine reports the bytes its cache tensors really take.", MEMORY),
+    Term("PagedAttention", "paged-attention",
+         "Keeping the KV cache in fixed-size blocks allocated as a sequence grows, with "
+         "attention reading them through a block table, instead of one slab reserved per "
+         "sequence (Kwon et al., SOSP 2023, the vLLM paper).", "", MEMORY),
+    Term("Block table", "block-table",
+         "A sequence's list of the physical KV blocks that hold its tokens, in order. The "
+         "blocks need not be next to each other, and two sequences with the same prefix can "
+         "point at the same blocks.", "", MEMORY),
+    Term("GQA and MQA (grouped-query, multi-query attention)", "gqa",
+         "Several query heads share one key-and-value head (GQA), or all share a single one "
+         "(MQA), which divides the KV cache by the group size.", "", MEMORY),
+    # ---- the machine's two limits
+    Term("Compute-bound", "compute-bound",
+         "Work whose speed is set by the arithmetic units: the data would arrive faster than "
+         "the processor can do the sums with it. A prefill over a long prompt is compute-bound.",
+         "", LIMITS),
+    Term("Memory-bound", "memory-bound",
+         "Work whose speed is set by how fast bytes come from memory: the sums would be quick, "
+         "but the processor waits for the data. A decode step at a small batch is "
+         "memory-bound: it reads every weight to make one token per sequence.", "", LIMITS),
     Term("Prefill", "prefill",
-         "Reading the prompt: the model processes all its tokens in one pass, which keeps the "
-         "processor busy (compute-bound) and sets most of TTFT.", ""),
+         "Reading the prompt: the model processes all its tokens in one pass (or in chunks) "
+         "and sets most of TTFT. Compute-bound for long prompts; a short prompt on a GPU is "
+         "memory-bound, like a decode step.", "", LIMITS),
     Term("Decode", "decode",
          "Writing the answer: one step per new token, each step reading all the model's weights "
-         "from memory (memory-bound). Requests sharing a step share that read.", ""),
-    Term("KV cache", "kv-cache",
-         "The keys and values of every token seen so far, kept so decode need not recompute them. "
-         "Its size per token is 2 x layers x KV heads x head size x bytes per number.", ""),
+         "from memory. Requests sharing a step share that read; each still reads its own KV "
+         "cache.", "", LIMITS),
+    Term("Arithmetic intensity", "arithmetic-intensity",
+         "FLOPs done per byte moved from memory. Low intensity: memory-bound; high: "
+         "compute-bound.", "Counted from the model's shape (engine.calc.step_cost).", LIMITS),
+    Term("Roofline", "roofline",
+         "A chart of attainable FLOP/s against arithmetic intensity: a slanted roof (bandwidth "
+         "x intensity) and a flat one (the compute peak). A step can sit under the roofs, never "
+         "above.", "", LIMITS),
+    Term("Ridge point", "ridge-point",
+         "The intensity where the two roofs meet: compute peak / memory bandwidth, in FLOP per "
+         "byte. Below it a step waits on memory, above it on arithmetic.",
+         "From the engine's measured bandwidth and matrix-multiply peak.", LIMITS),
+    # ---- techniques of the later lessons
+    Term("Prefix caching", "prefix-caching",
+         "Keeping the KV cache of a prompt's beginning (a shared system prompt) so a later "
+         "request that starts the same way skips that part of its prefill.", "", LATER),
+    Term("Quantization", "quantization",
+         "Storing weights (or the KV cache) in fewer bits, such as 8 or 4 instead of 16: fewer "
+         "bytes per step, a lower decode floor, at some cost in quality that has to be "
+         "measured.", "", LATER),
+    Term("Speculative decoding", "speculative-decoding",
+         "A small, fast draft proposes several next tokens; the large model checks them all in "
+         "one step and keeps those it agrees with, so one step can yield several tokens. It "
+         "helps most at batch 1 and fades as the batch grows.", "", LATER),
+    Term("Tensor parallelism", "tensor-parallelism",
+         "Splitting every weight matrix across several GPUs, each computing its share of every "
+         "layer and exchanging results after it: more memory bandwidth and room for one model, "
+         "paid for in communication at every layer.", "", LATER),
 )
 
 NOTES = """
@@ -78,10 +200,15 @@ the pages always say which.</li>
 
 
 def vocabulary_table() -> str:
-    rows = "".join(
-        f'<tr id="{t.anchor}"><th scope="row">{html.escape(t.term)}</th>'
-        f"<td>{html.escape(t.meaning)}</td><td>{html.escape(t.measured) or '&ndash;'}</td></tr>"
-        for t in TERMS)
+    body = []
+    for group in GROUPS:
+        body.append(f'<tr class="term-group"><th colspan="3" scope="colgroup">'
+                    f"{html.escape(group)}</th></tr>")
+        body += [f'<tr id="{t.anchor}"><th scope="row">{html.escape(t.term)}</th>'
+                 f"<td>{html.escape(t.meaning)}</td>"
+                 f"<td>{html.escape(t.measured) or '&ndash;'}</td></tr>"
+                 for t in TERMS if t.group == group]
+    rows = "".join(body)
     return (
         '<table class="plain"><caption>Terms used on every page</caption>'
         '<thead><tr><th scope="col">Term</th><th scope="col">What it means</th>'

@@ -15,7 +15,7 @@ import pytest
 from lessons.base import LessonPage
 from lessons.registry import LESSONS, lesson_class, lesson_info, neighbours
 from lessons.shell.router import choose
-from lessons.shell.vocabulary import TERMS, vocabulary_table
+from lessons.shell.vocabulary import GROUPS, TERMS, vocabulary_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SLUGS = ["two-clocks", "average-lies", "three-schedules", "knob", "roofline", "kv-cache",
@@ -64,8 +64,18 @@ def test_vocabulary_defines_every_term_once():
     assert len(anchors) == len(set(anchors))
     table = vocabulary_table()
     for needed in ("ttft", "tpot", "itl", "e2e", "queue", "throughput", "per-user-speed",
-                   "goodput", "percentiles"):
+                   "goodput", "percentiles",
+                   # the terms the lessons use (issue 13, item 14) and issue 18's load models
+                   "static-batching", "dynamic-batching", "continuous-batching",
+                   "batching-window", "iteration-level", "paged-attention", "block-table",
+                   "preemption", "chunked-prefill", "token-budget", "roofline",
+                   "arithmetic-intensity", "ridge-point", "gqa", "slo-attainment", "poisson",
+                   "right-skew", "cost", "prefix-caching", "speculative-decoding",
+                   "tensor-parallelism", "compute-bound", "memory-bound", "open-loop",
+                   "closed-loop"):
         assert f'id="{needed}"' in table
+    assert "TTLT" in table and "MQA" in table
+    assert {t.group for t in TERMS} == set(GROUPS)
 
 
 def test_page_parameters_may_not_take_reserved_query_names():
