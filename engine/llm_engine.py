@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from .block_manager import BlockManager, blocks_for
-from .config import TINY_CHECKPOINT, EngineConfig, get_preset
+from .config import EngineConfig, checkpoint_path, get_preset
 from .device import configure_threads, resolve_device, synchronize, torch_dtype
 from .errors import ConfigError
 from .model.kv_cache import PagedKVCache, default_budget
@@ -27,15 +27,16 @@ def default_backend(device: str) -> str:
 
 
 def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = False):
-    """The preset's model on the device in its dtype: trained weights for tiny, random otherwise."""
+    """The preset's model on the device in its dtype: trained weights for tiny (and the draft
+    models), random otherwise."""
     cfg = get_preset(preset)
     model = LlamaModel(cfg)
     if cfg.weights == "trained" and not random_weights:
-        if not TINY_CHECKPOINT.exists():
-            raise FileNotFoundError(
-                f"checkpoint {TINY_CHECKPOINT} is missing: train it with `python -m engine.training`"
-            )
-        load_checkpoint(model, TINY_CHECKPOINT)
+        path = checkpoint_path(cfg)
+        if not path.exists():
+            raise FileNotFoundError(f"checkpoint {path} is missing: train it with "
+                                    f"`python -m engine.training --preset {cfg.name}`")
+        load_checkpoint(model, path)
     else:
         model.init_random(seed)
     model.to(device=device, dtype=torch_dtype(cfg.dtype_name(device)))
