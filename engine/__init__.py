@@ -25,8 +25,9 @@ from typing import Any
 
 __all__ = [
     "ENGINE_VERSION", "PRESETS", "ConfigError", "EngineConfig", "LLMEngine", "ModelConfig",
-    "Request", "RunResult", "SamplingParams", "SchedulerConfig", "WorkloadSpec",
-    "compute_metrics", "generate", "get_preset", "make_workload", "measure_point", "run", "sweep",
+    "Request", "RunResult", "SamplingParams", "SchedulerConfig", "SpeculativeDecoder",
+    "WorkloadSpec", "compute_metrics", "generate", "get_preset", "make_draft", "make_workload",
+    "measure_point", "run", "sweep",
 ]
 _HOME = {  # where each public name is defined
     "engine.config": ("EngineConfig", "ModelConfig", "PRESETS", "get_preset"),
@@ -35,6 +36,7 @@ _HOME = {  # where each public name is defined
     "engine.sampler": ("SamplingParams",),
     "engine.scheduler": ("SchedulerConfig",),
     "engine.generate": ("generate",),
+    "engine.speculative": ("SpeculativeDecoder", "make_draft"),
     "engine.sweep": ("sweep", "measure_point"),
     "engine.serve.loop": ("run", "RunResult"),
     "engine.serve.workload": ("Request", "WorkloadSpec", "make_workload"),

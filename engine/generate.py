@@ -15,6 +15,7 @@ from .errors import ConfigError
 from .llm_engine import LLMEngine
 from .sampler import SamplingParams
 from .sequence import Sequence
+from .speculative import SpeculativeDecoder
 from .tokenizer import IncrementalDecoder
 
 
@@ -50,9 +51,11 @@ class Generation:
 def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
              sampling: SamplingParams | None = None, on_token: Callable[[TokenEvent], None] |
              None = None, cancelled: Callable[[], bool] | None = None,
-             prefill_chunk: int | None = None, ignore_eos: bool = False) -> list[Generation]:
+             prefill_chunk: int | None = None, ignore_eos: bool = False,
+             speculative: SpeculativeDecoder | None = None) -> list[Generation]:
     """Generate for every prompt at once; prompts are prefilled (in chunks of prefill_chunk
-    tokens if given), then all decode together, one token each per step."""
+    tokens if given), then all decode together, one token each per step, or, with a
+    speculative decoder, one verify step at a time (several tokens each, stamped together)."""
     if max_new_tokens < 1:
         raise ConfigError("max new tokens must be at least 1")
     seqs = [
@@ -69,15 +72,16 @@ def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
     decoders = {s.id: IncrementalDecoder(engine.tokenizer) for s in seqs}
     start = time.perf_counter()
 
-    def record(tokens: dict[int, int]) -> None:
+    def record(tokens: dict[int, list[int]]) -> None:
         now = time.perf_counter() - start  # engine.step returns after the device finished
-        for seq_id, tok in tokens.items():
+        for seq_id, toks in tokens.items():
             result = results[seq_id]
-            piece = decoders[seq_id].push(tok)
-            result.token_times.append(now)
-            result.pieces.append(piece)
-            if on_token:
-                on_token(TokenEvent(seq_id, len(result.token_times) - 1, tok, piece, now))
+            for tok in toks:
+                piece = decoders[seq_id].push(tok)
+                result.token_times.append(now)
+                result.pieces.append(piece)
+                if on_token:
+                    on_token(TokenEvent(seq_id, len(result.token_times) - 1, tok, piece, now))
 
     try:
         for seq in seqs:
@@ -88,21 +92,30 @@ def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
                 left = seq.num_uncomputed - cached
                 count = left if not prefill_chunk else min(prefill_chunk, left)
                 engine.reserve(seq, count, cached)
-                record(engine.step([], [(seq, count)]))
+                record(_lists(engine.step([], [(seq, count)])))
         running = [s for s in seqs if not s.finished]
         while running:
             if cancelled and cancelled():
                 break
-            for seq in running:
-                engine.reserve(seq, 1)
-            record(engine.step(running, []))
+            if speculative is not None:
+                record(speculative.step(running))
+            else:
+                for seq in running:
+                    engine.reserve(seq, 1)
+                record(_lists(engine.step(running, [])))
             running = [s for s in running if not s.finished]
     finally:
         for seq in seqs:
             engine.release(seq)
+            if speculative is not None:
+                speculative.release(seq)
     for gen in results.values():
         gen.text = decoders[gen.seq.id].tokenizer.decode(gen.seq.output_ids)
     return list(results.values())
+
+
+def _lists(tokens: dict[int, int]) -> dict[int, list[int]]:
+    return {seq_id: [tok] for seq_id, tok in tokens.items()}
 
 
 def _copy(sampling: SamplingParams | None, index: int) -> SamplingParams:

@@ -154,6 +154,15 @@ class LLMEngine:
             self.blocks.cache_full_blocks(seq)
         return tokens
 
+    def verify(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[list[int]]:
+        """A speculative verify step (speculative.py): each sequence's last token and its draft
+        tokens run in one step; returns the greedy choice after each of them (len(draft) + 1
+        tokens per sequence). Blocks must be reserved for them; what is accepted, and so
+        num_computed, is the caller's to settle."""
+        logits = self.runner.verify(seqs, drafts)
+        self.synchronize()
+        return [rows.argmax(-1).tolist() for rows in logits]
+
     def reserve(self, seq: Sequence, new_tokens: int, cached: int = 0) -> bool:
         """Allocate blocks so seq can run new_tokens more tokens; False if the pool is short.
         `cached` (a sequence starting from nothing, with prefix caching: the count from

@@ -63,11 +63,6 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
         slots.extend([scratch_block * block_size] * padding)
         decode_lens.extend([1] * padding)
         tables.extend([[scratch_block]] * padding)
-    decode_tables = None
-    if tables:
-        width = max(len(t) for t in tables)
-        decode_tables = torch.tensor([t + [0] * (width - len(t)) for t in tables],
-                                     dtype=torch.int64, device=device)
     chunks = []
     for seq, count in prefill:
         chunks.append(PrefillChunk(
@@ -76,13 +71,32 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
         ))
         add_tokens(seq, count)
 
+    attention = decode_attention_batch(slots, tables, decode_lens, chunks, device)
+    return StepInputs(
+        input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
+        positions=torch.tensor(positions, dtype=torch.int64, device=device),
+        attention=attention,
+        sample_rows=sample_rows,
+        sample_seqs=sample_seqs,
+    )
+
+
+def decode_attention_batch(slots: list[int], tables: list[list[int]], decode_lens: list[int],
+                           chunks: list[PrefillChunk], device: str) -> AttentionBatch:
+    """The attention inputs of a step whose first rows decode (one query each, over its block
+    table and context length) and whose other rows are prefill chunks."""
+    decode_tables = None
+    if tables:
+        width = max(len(t) for t in tables)
+        decode_tables = torch.tensor([t + [0] * (width - len(t)) for t in tables],
+                                     dtype=torch.int64, device=device)
     max_len = max(decode_lens, default=0)
     mask = None
     if min(decode_lens, default=max_len) != max_len:
         lens = torch.tensor(decode_lens, device=device)
         mask = (torch.arange(max_len, device=device)[None, :] < lens[:, None])
         mask = mask.view(len(decode_lens), 1, 1, max_len)
-    attention = AttentionBatch(
+    return AttentionBatch(
         slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
         num_decode=len(tables),
         decode_block_tables=decode_tables,
@@ -92,12 +106,35 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
         prefills=chunks,
         decode_mask=mask,
     )
+
+
+def build_verify_batch(seqs: list[Sequence], drafts: list[list[int]], block_size: int,
+                       device: str) -> StepInputs:
+    """Flatten a speculative verify step: each sequence's last token and then its draft tokens,
+    at their positions, every one of them a row whose logits are kept. Each row is a decode
+    query over the context up to and including itself (the K and V of the whole step are
+    written before attention reads), so the rows of one sequence attend causally, exactly as
+    plain decoding would at those positions."""
+    ids: list[int] = []
+    positions: list[int] = []
+    slots: list[int] = []
+    tables: list[list[int]] = []
+    lens: list[int] = []
+    for seq, draft in zip(seqs, drafts, strict=True):
+        assert seq.num_uncomputed == 1, "a verified sequence has exactly its last token to run"
+        for i, token in enumerate([seq.token_ids[-1], *draft]):
+            pos = seq.num_computed + i
+            ids.append(token)
+            positions.append(pos)
+            slots.append(seq.block_table[pos // block_size] * block_size + pos % block_size)
+            tables.append(seq.block_table)
+            lens.append(pos + 1)
     return StepInputs(
         input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
         positions=torch.tensor(positions, dtype=torch.int64, device=device),
-        attention=attention,
-        sample_rows=sample_rows,
-        sample_seqs=sample_seqs,
+        attention=decode_attention_batch(slots, tables, lens, [], device),
+        sample_rows=list(range(len(ids))),
+        sample_seqs=list(seqs),
     )
 
 
@@ -145,6 +182,20 @@ class ModelRunner:
         for seq, count in prefill:
             seq.num_computed += count
         return tokens
+
+    @torch.inference_mode()
+    def verify(self, seqs: list[Sequence], drafts: list[list[int]]) -> list[torch.Tensor]:
+        """Run a speculative verify step (see build_verify_batch): for each sequence, logits
+        (len(draft) + 1, vocab) at its last token and at each draft token. Writes their K and V
+        (blocks must be reserved); leaves num_computed to the caller, who knows what was
+        accepted."""
+        inputs = build_verify_batch(seqs, drafts, self.cache.block_size, self.device)
+        self.attention.batch = inputs.attention
+        logits = self.model.logits(self.model(inputs.input_ids, inputs.positions,
+                                              self.attention))
+        if self.sample_vocab is not None:
+            logits = logits[:, : self.sample_vocab]
+        return list(logits.split([len(d) + 1 for d in drafts]))
 
     def _logits(self, inputs: StepInputs) -> torch.Tensor:
         """Logits of the rows that sample, from a CUDA graph when the step allows it."""

@@ -13,14 +13,19 @@ import sys
 from ..errors import ConfigError
 from ..generate import generate
 from ..lab.jobs.machine import machine_info
+from ..lab.params import Int
 from ..lab.registry import DEVICES
 from ..sampler import SamplingParams
+from ..speculative import MAX_K as MAX_SPEC_K
+from ..speculative import METHODS as SPEC_METHODS
+from ..speculative import SpeculativeDecoder, make_draft
 from ..sweep import sweep, validate
 from .common import (
     EXIT_USAGE,
     OneLineParser,
     UsageError,
     add_engine_options,
+    arg_type,
     emit_json,
     int_list,
     make_engine,
@@ -74,13 +79,22 @@ def cmd_generate(args) -> int:
         sampling.validate()
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if args.speculative != "off" and not sampling.greedy:
+        raise UsageError("--speculative accepts greedily: leave --temperature at 0")
+    speculative = None
+    if args.speculative != "off":
+        speculative = SpeculativeDecoder(engine, make_draft(args.speculative, engine),
+                                         args.spec_k)
     stream = args.stream and not args.json
 
     def show(event) -> None:
         sys.stdout.write(event.text)
         sys.stdout.flush()
 
-    [gen] = generate(engine, [ids], args.max_new_tokens, sampling, on_token=show if stream else None)
+    [gen] = generate(engine, [ids], args.max_new_tokens, sampling, on_token=show if stream else None,
+                     speculative=speculative)
+    spec = None if speculative is None else \
+        {"method": args.speculative, **speculative.stats.to_json()}
     if args.json:
         emit_json({
             "device": engine.device,
@@ -92,6 +106,7 @@ def cmd_generate(args) -> int:
             "tokens": [{"text": piece, "t_s": t} for piece, t in zip(gen.pieces, gen.token_times)],
             "ttft_ms": gen.ttft_ms,
             "tpot_ms": gen.tpot_ms,
+            **({"speculative": spec} if spec else {}),
         })
         return 0
     if stream:
@@ -101,6 +116,11 @@ def cmd_generate(args) -> int:
     tpot = f"{gen.tpot_ms:.1f} ms" if gen.tpot_ms is not None else "n/a (one token)"
     print(f"[{args.preset} on {engine.device}: TTFT {gen.ttft_ms:.1f} ms, TPOT {tpot}, "
           f"{len(gen.token_times)} tokens]", file=sys.stderr)
+    if spec:
+        rate = "n/a" if spec["acceptance_rate"] is None else f"{100 * spec['acceptance_rate']:.0f}%"
+        print(f"[speculative {args.speculative}, k={args.spec_k}: {spec['steps']} target steps, "
+              f"{spec['tokens_per_step'] or 0:.2f} tokens per step, {rate} of "
+              f"{spec['proposed']} draft tokens accepted]", file=sys.stderr)
     return 0
 
 
@@ -155,6 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-k", type=int, default=0)
     gen.add_argument("--top-p", type=float, default=1.0)
     gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--speculative", choices=("off", *SPEC_METHODS), default="off",
+                     help="speculative decoding (greedy only): ngram = prompt lookup, draft = "
+                          "the small draft model (default off)")
+    gen.add_argument("--spec-k", type=arg_type(Int(lo=1, hi=MAX_SPEC_K), "spec k"), default=4,
+                     help=f"draft tokens proposed per step, 1 to {MAX_SPEC_K} (default 4)")
     add_engine_options(gen)
     gen.set_defaults(func=cmd_generate)
 
