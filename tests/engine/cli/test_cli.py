@@ -58,6 +58,18 @@ def test_generate_json():
     assert result["ttft_ms"] == pytest.approx(1000 * times[0])
 
 
+def test_generate_speculative_json():
+    out = run_engine("generate", "--prompt", "The list", "--max-new-tokens", "12",
+                     "--speculative", "ngram", "--spec-k", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    spec = result["speculative"]
+    assert spec["method"] == "ngram" and spec["k"] == 3
+    assert spec["tokens"] == spec["accepted"] + spec["rounds"] == len(result["tokens"]) - 1
+    assert {"acceptance_rate", "alpha", "tokens_per_step", "expected_tokens_per_step"} <= \
+        spec.keys()
+
+
 def test_generate_streams_text_without_json():
     out = run_engine("generate", "--prompt", "The list", "--max-new-tokens", "5", "--stream")
     assert out.returncode == 0, out.stderr
@@ -89,6 +101,9 @@ def test_sweep_json():
     (["sweep", "--preset", "huge"], "unknown preset"),
     (["generate", "--prompt", "word " * 3000], "context"),
     (["generate", "--prompt", "hi", "--max-new-tokens", "0"], "at least 1"),
+    (["generate", "--prompt", "hi", "--spec-k", "17"], "spec k"),
+    (["generate", "--prompt", "hi", "--speculative", "ngram", "--temperature", "0.7"],
+     "greedily"),
     (["info", "--bogus"], "unrecognized"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):
