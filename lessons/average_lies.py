@@ -17,12 +17,12 @@ import panel as pn
 import param
 
 from widgets.checkpoint import Choice, Question
+from widgets.html import html_pane, site_html
 from widgets.latency_histogram import LatencyHistogram
 from widgets.readouts import table_html
 
 from .base import LessonPage
 from .demo_runner import DemoRunner, provenance
-from .shell.template import html_pane, site_html
 from .trace_reading import STAT_COLUMNS, fmt_ms, percentile_rows, request_latencies, slowest
 
 INTRO = """

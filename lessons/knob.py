@@ -18,12 +18,12 @@ import panel as pn
 import param
 
 from widgets.checkpoint import Choice, Question
+from widgets.html import html_pane, site_html
 from widgets.readouts import Readouts, table_html
 from widgets.throughput_curve import ThroughputCurve
 
 from .base import LessonPage
 from .demo_runner import RANDOM_WEIGHTS, DemoRunner, provenance
-from .shell.template import html_pane, site_html
 
 # An uncached tiny point at batch 64 is measured in about 1.2 s on an idle 2-core CPU (64 prompt
 # tokens each, 32 new tokens: 31 decode steps, 29 of them timed): well inside 5 s when busy.

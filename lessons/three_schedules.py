@@ -18,12 +18,12 @@ import panel as pn
 import param
 
 from widgets.checkpoint import Choice, Question
+from widgets.html import html_pane, site_html
 from widgets.readouts import table_html
 from widgets.request_lanes import RequestLanes
 
 from .base import LessonPage
 from .demo_runner import DemoRunner, provenance
-from .shell.template import html_pane, site_html
 from .trace_reading import fmt_ms, request_latencies
 
 POLICIES = ("static", "dynamic", "continuous")

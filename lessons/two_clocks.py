@@ -22,12 +22,12 @@ import param
 
 from widgets.browser_clock import BrowserClock
 from widgets.checkpoint import Choice, Question
+from widgets.html import html_pane, site_html
 from widgets.readouts import Readouts, table_html
 from widgets.token_timeline import TokenTimeline
 
 from .base import LessonPage
 from .demo_runner import DemoRunner, provenance
-from .shell.template import html_pane, site_html
 
 ENGINE_ROW = "engine"
 BROWSER_ROW = "your browser"

@@ -15,8 +15,8 @@ import time
 
 from engine.lab.client import EngineService
 
+from .engine_check import EngineCheckPage
 from .registry import LESSONS, lesson_class
-from .shell.engine_check import EngineCheckPage
 
 
 def jobs_to_warm(slugs: list[str] | None = None) -> list[tuple[str, str, dict]]:

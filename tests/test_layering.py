@@ -96,3 +96,20 @@ def test_every_engine_module_imports():
     for name in names:
         importlib.import_module(name)
     assert "engine.cli.main" in names and "engine.lab.jobs.serving" in names
+
+
+def test_the_shell_sits_above_the_pages_and_widgets_below_them():
+    """lessons/shell imports the lessons, never the other way round (what pages share lives in
+    widgets/); widgets import no page."""
+    graph = grimp.build_graph("lessons", "widgets")
+
+    def imports(module: str) -> set[str]:
+        return graph.find_modules_directly_imported_by(module)
+
+    pages = [m for m in graph.modules if m.startswith("lessons") and
+             not m.startswith("lessons.shell")]
+    assert "lessons.two_clocks" in pages and "lessons.base" in pages
+    assert not [(m, i) for m in pages for i in imports(m) if i.startswith("lessons.shell")]
+    widgets = [m for m in graph.modules if m.startswith("widgets")]
+    assert not [(m, i) for m in widgets for i in imports(m) if i.startswith("lessons")]
+    assert "lessons.registry" in imports("lessons.shell.index")  # the check sees the imports

@@ -7,11 +7,11 @@ import html
 
 import panel as pn
 
+from widgets.html import html_pane, site_html
 from widgets.job_status import JobStatus
 
 from ..session_jobs import SessionJobs
 from .status_text import describe_status, figure
-from .template import html_pane, site_html
 
 STATUS_PERIOD_MS = 1000
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 
+from widgets.html import html_pane
+
 from ..registry import LESSONS
-from .template import html_pane, page_url
+from .template import page_url
 
 INTRO = f"""
 <h1>How fast is a language model, really?</h1>

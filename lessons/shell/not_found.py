@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 
+from widgets.html import html_pane
+
 from ..registry import LESSONS
-from .template import ROUTE, html_pane, page_url
+from .template import ROUTE, page_url
 
 
 def not_found_html(what: str, prefix: str = "") -> str:

@@ -11,14 +11,15 @@ from typing import Any
 import panel as pn
 
 from engine.lab.client import get_service
+from widgets.html import html_pane
 
+from ..engine_check import EngineCheckPage
 from ..registry import lesson_class, lesson_info
 from ..url_state import TRUE, raw_value
 from .about import AboutPage
-from .engine_check import EngineCheckPage
 from .index import index_content
 from .not_found import not_found_content
-from .template import APP_TITLE, html_pane, page
+from .template import APP_TITLE, page
 from .vocabulary import vocabulary_content
 
 log = logging.getLogger(__name__)

@@ -43,17 +43,6 @@ def navigation(current: str) -> pn.pane.HTML:
     return pn.pane.HTML(body, sizing_mode="stretch_width", stylesheets=site_stylesheets())
 
 
-def site_html(body: str) -> str:
-    """HTML for an html_pane's object: the wrapper the stylesheet's variables hang on."""
-    return f'<div class="site">{body}</div>'
-
-
-def html_pane(body: str, **params) -> pn.pane.HTML:
-    """An HTML pane carrying the site's stylesheet (each pane has its own shadow DOM)."""
-    params.setdefault("sizing_mode", "stretch_width")
-    return pn.pane.HTML(site_html(body), stylesheets=site_stylesheets(), **params)
-
-
 def page(content: Sequence, title: str, current: str, embed: bool = False):
     """The page: content inside the site's template, or alone when embedded (?embed=true)."""
     main = pn.Column(*content, sizing_mode="stretch_width", css_classes=["page-content"])

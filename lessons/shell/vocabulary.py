@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from .template import html_pane
+from widgets.html import html_pane
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import panel as pn
 import param
 
+from widgets.html import html_pane, site_html
 from widgets.job_status import JobStatus
 
-from ..base import UrlPage
-from .template import html_pane, site_html
+from .base import UrlPage
 
 RESULT_ROWS = (("ttft_ms", "TTFT (the batched prefill)", "{:.1f} ms"),
                ("tpot_ms", "TPOT (median decode step)", "{:.2f} ms"),
