@@ -18,11 +18,11 @@ import param
 
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
+from widgets.job_status import provenance
 from widgets.latency_histogram import LatencyHistogram
 from widgets.readouts import table_html
 
 from .base import LessonPage
-from .demo_runner import DemoRunner, provenance
 from .trace_reading import STAT_COLUMNS, fmt_ms, percentile_rows, request_latencies, slowest
 
 INTRO = """
@@ -90,7 +90,6 @@ class AverageLiesLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.runner = DemoRunner(self)
         self.result: dict | None = None
         self.e2e = LatencyHistogram(title="End-to-end latency (E2E)",
                                     x_label="E2E: arrival to last token (ms)")
@@ -113,8 +112,6 @@ class AverageLiesLesson(LessonPage):
                     pn.widgets.IntSlider.from_param(self.param.max_batch)]
         for w in controls:
             w.sizing_mode = "stretch_width"
-        if self.jobs.served:
-            pn.state.onload(self.run)
         return [
             html_pane(INTRO),
             pn.Row(pn.Column(*controls, self.button, width=330),
@@ -135,6 +132,9 @@ class AverageLiesLesson(LessonPage):
         return {"rate": float(self.rate), "requests": int(self.requests),
                 "long_share": round(float(self.long_share), 3),
                 "max_batch": int(self.max_batch)}
+
+    def start(self) -> None:
+        self.run()
 
     def run(self) -> None:
         """Start a load test with the current settings. The button stays usable: pressed

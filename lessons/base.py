@@ -1,4 +1,5 @@
-"""The base of every lesson page, and of any page whose controls a URL can set.
+"""The base of every page that measures (lessons.base.Page), of every page whose controls a URL
+can set (UrlPage), and of every lesson (LessonPage).
 
 A lesson is a `LessonPage` subclass in its own module (see lessons.registry):
 
@@ -6,16 +7,20 @@ A lesson is a `LessonPage` subclass in its own module (see lessons.registry):
         slug = "knob"
         batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
 
-        def body(self):           # the demo and its prose, built once
+        def body(self):           # the demo and its prose, built once; show self.runner.status
             ...
+        def start(self):          # once the page is on the reader's screen: measure
+            self.runner.submit("sweep_point", {...}, self.on_event)
         def questions(self):      # the checkpoint at the end
             return [Question(...)]
 
 It may list the engine jobs its default view runs in `warm_jobs()`, for the cache warmer.
 It gets: its title and one-line summary from the registry, its parameters set from the URL
 (/app?lesson=knob&batch_size=16, out-of-range values clamped with a visible notice) and kept in
-the URL as the reader moves them, `self.run_job(kind, params, on_event)` to run engine jobs with
-events on this session's loop, and the header, checkpoint and previous/next links around body().
+the URL as the reader moves them, `self.runner` (lessons.job_runner.JobRunner) to run engine jobs
+with events on this session's loop and its status widget, `start()` called once when the page has
+loaded (`self.started` is False until then, so parameters set from the URL measure nothing), and
+the header, checkpoint and previous/next links around body().
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from typing import Any, ClassVar
 
 import panel as pn
 
-from engine.lab.events import Job
+from widgets.job_status import JobStatus
 
+from .job_runner import JobRunner
 from .registry import LessonInfo, lesson_info, neighbours
 from .session_jobs import SessionJobs
 from .url_state import apply_query_args
@@ -35,7 +41,53 @@ from .url_state import apply_query_args
 RESERVED_QUERY_ARGS = frozenset({"lesson", "page", "embed"})
 
 
-class UrlPage(pn.viewable.Viewer):
+class Page(pn.viewable.Viewer):
+    """A page that measures: its layout built once, when it is first drawn; its engine jobs run
+    by one JobRunner and shown by its JobStatus; `start()` once the reader has the page."""
+
+    job_noun: ClassVar[str] = "measurements"  # what the page's jobs are, for its status line
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        self._jobs: SessionJobs | None = None
+        self._view: pn.viewable.Viewable | None = None
+        self.started = False
+        self.runner = JobRunner(self, JobStatus(self.job_noun))
+
+    @property
+    def jobs(self) -> SessionJobs:
+        """This session's engine jobs (tests give a page a SessionJobs of their own)."""
+        if self._jobs is None:
+            self._jobs = SessionJobs.for_session()
+        return self._jobs
+
+    # ---- drawing and starting --------------------------------------------------------------------
+    def view(self) -> pn.viewable.Viewable:
+        """The page's layout; called once, when the page is first drawn."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """What the page does once the reader has it, typically measuring what its default view
+        shows; nothing by default. Called once: when the served page has loaded in the browser
+        (not while the URL's values are being applied), or at once when the page is first drawn
+        outside a server (tests, scripts)."""
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        if self._view is None:
+            self._view = self.view()
+            if self.jobs.served:
+                pn.state.onload(self._start_once)
+            else:
+                self._start_once()
+        return self._view
+
+    def _start_once(self) -> None:
+        if not self.started:
+            self.started = True
+            self.start()
+
+
+class UrlPage(Page):
     """A page whose param parameters the URL's query sets and follows."""
 
     url_params: ClassVar[tuple[str, ...] | None] = None  # None: see url_parameter_names
@@ -49,7 +101,6 @@ class UrlPage(pn.viewable.Viewer):
         self._notices: list[str] = []
         self._notice_pane = pn.pane.Alert("", alert_type="warning", visible=False,
                                           sizing_mode="stretch_width")
-        self._jobs: SessionJobs | None = None
 
     # ---- the URL ---------------------------------------------------------------------------
     @classmethod
@@ -104,18 +155,6 @@ class UrlPage(pn.viewable.Viewer):
         self._notice_pane.param.update(object="\n\n".join(self._notices),
                                        visible=bool(self._notices))
 
-    # ---- the engine ------------------------------------------------------------------------------
-    @property
-    def jobs(self) -> SessionJobs:
-        if self._jobs is None:
-            self._jobs = SessionJobs.for_session()
-        return self._jobs
-
-    def run_job(self, kind: str, params: dict | None = None,
-                on_event: Any = None, use_cache: bool = True) -> Job:
-        """Submit an engine job; on_event(JobEvent) runs on this session's loop, in order."""
-        return self.jobs.submit(kind, params, on_event, use_cache)
-
 
 class LessonPage(UrlPage):
     """A lesson: header (number, title, what it measures), URL notices, body(), checkpoint,
@@ -129,7 +168,6 @@ class LessonPage(UrlPage):
         if info is None:
             raise TypeError(f"{type(self).__name__}.slug {self.slug!r} is not in lessons.registry")
         self.info: LessonInfo = info
-        self._layout: pn.viewable.Viewable | None = None
 
     @property
     def title(self) -> str:
@@ -172,16 +210,13 @@ class LessonPage(UrlPage):
         return pn.pane.Markdown(" &nbsp;|&nbsp; ".join(links), sizing_mode="stretch_width",
                                 css_classes=["lesson-footer"])
 
-    def __panel__(self) -> pn.viewable.Viewable:
-        if self._layout is None:
-            from widgets.checkpoint import Checkpoint
+    def view(self) -> pn.viewable.Viewable:
+        from widgets.checkpoint import Checkpoint
 
-            questions = self.questions()
-            parts = [self.header(), self._notice_pane, *self.body()]
-            if questions:
-                parts.append(Checkpoint(questions))
-            parts.append(self.footer())
-            self._layout = pn.Column(*parts, sizing_mode="stretch_width",
-                                     css_classes=["lesson", f"lesson-{self.slug}"])
-        return self._layout
-
+        questions = self.questions()
+        parts = [self.header(), self._notice_pane, *self.body()]
+        if questions:
+            parts.append(Checkpoint(questions))
+        parts.append(self.footer())
+        return pn.Column(*parts, sizing_mode="stretch_width",
+                         css_classes=["lesson", f"lesson-{self.slug}"])

@@ -17,13 +17,11 @@ import statistics
 import panel as pn
 import param
 
-from widgets.batch_status import BatchStatus
 from widgets.checkpoint import Choice, Question
 from widgets.itl_timeline import ItlTimeline
 from widgets.tables import sig
 
 from .base import LessonPage
-from .job_batch import JobBatch
 
 SHORT_PROMPT = 64  # tokens of each running request's prompt
 LONG_AT_S = 0.2  # when the long prompt arrives
@@ -70,6 +68,7 @@ class ChunkedPrefillLesson(LessonPage):
     """Lesson 7: a long prompt's stall, and chunked prefill smoothing it."""
 
     slug = "chunked-prefill"
+    job_noun = "runs"
 
     chunk_size = param.Integer(default=128, bounds=(16, 1024), label="Chunk size (tokens)",
                                doc="How many prompt tokens one step may prefill.")
@@ -85,15 +84,10 @@ class ChunkedPrefillLesson(LessonPage):
         self.results: dict[str, dict] = {}
         self._last: dict[str, dict[int, float]] = {}
         self._tokens: dict[str, int] = {}
-        self.status = BatchStatus("runs")
-        self.batch = JobBatch(self, self.status)
         self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width",
                                         css_classes=["chunk-verdict"])
         self.again = pn.widgets.Button(label="Run both again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
-        self._started = False
-        if self.jobs.served:
-            pn.state.onload(self.start)
 
     # ---- jobs ----------------------------------------------------------------------------------------
     @property
@@ -118,7 +112,6 @@ class ChunkedPrefillLesson(LessonPage):
         return [(WHOLE, 0), (CHUNKED, self.chunk_size)]
 
     def start(self, fresh: bool = False) -> None:
-        self._started = True
         self.results.clear()
         self.verdict.object = ""
         jobs = []
@@ -127,7 +120,7 @@ class ChunkedPrefillLesson(LessonPage):
             self._last[series] = {}
             self._tokens[series] = 0
             jobs.append(("serve_run", self.run_params(chunk), self._handler(series, chunk)))
-        self.batch.run(jobs, use_cache=not fresh, message="starting")
+        self.runner.run(jobs, use_cache=not fresh)
 
     def _handler(self, series: str, chunk: int):
         def on_event(event):
@@ -139,7 +132,7 @@ class ChunkedPrefillLesson(LessonPage):
 
     @param.depends("chunk_size", "requests", "output_len", "long_prompt", watch=True)
     def _settings_changed(self) -> None:
-        if self._started:
+        if self.started:
             self.start()
 
     # ---- live: gaps from the steps as they finish ----------------------------------------------------
@@ -161,9 +154,9 @@ class ChunkedPrefillLesson(LessonPage):
         self.timeline.stream(series, ts, gaps, ids)
         self._tokens[series] += len(step["decode_ids"])
         total = (self.requests + 1) * (self.output_len - 1)
-        self.status.job_progress(self._tokens[series], total,
-                                 f"{chunk_label(chunk) if chunk else series}, "
-                                 f"{end:.1f} s into the run")
+        self.runner.status.job_progress(self._tokens[series], total,
+                                        f"{chunk_label(chunk) if chunk else series}, "
+                                        f"{end:.1f} s into the run")
 
     # ---- final: gaps from every token's time ---------------------------------------------------------
     def show_run(self, series: str, chunk: int, run: dict) -> None:
@@ -230,7 +223,7 @@ class ChunkedPrefillLesson(LessonPage):
             pn.widgets.IntSlider.from_param(self.param.long_prompt, step=64, throttled=True,
                                             sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
-        return [md(INTRO), md(SETUP), controls, self.again, self.status, self.timeline,
+        return [md(INTRO), md(SETUP), controls, self.again, self.runner.status, self.timeline,
                 self.verdict, md(QUOTE)]
 
     def questions(self) -> list:

@@ -11,7 +11,6 @@ import panel as pn
 import param
 
 from widgets.html import html_pane, site_html
-from widgets.job_status import JobStatus
 
 from .base import UrlPage
 
@@ -33,7 +32,6 @@ class EngineCheckPage(UrlPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.status = JobStatus()
         self.result: dict | None = None
         self._button = pn.widgets.Button(label="Measure", color="primary")
         self._button.on_click(lambda _event: self.measure())
@@ -45,11 +43,14 @@ class EngineCheckPage(UrlPage):
                     pn.widgets.Checkbox.from_param(self.param.fresh)]
         for widget in controls:
             widget.sizing_mode = "stretch_width"
-        self._layout = pn.Column(
+        self._controls = controls
+
+    def view(self) -> pn.viewable.Viewable:
+        return pn.Column(
             html_pane("<h1>Engine check</h1><p>Prefill a batch of prompts, decode them together, "
                       "and time it: one point of lesson 4's curve. The worker runs it between "
                       "other readers' jobs.</p>"),
-            self._notice_pane, *controls, self._button, self.status, self._output,
+            self._notice_pane, *self._controls, self._button, self.runner.status, self._output,
             sizing_mode="stretch_width")
 
     def params_for_job(self) -> dict:
@@ -58,11 +59,10 @@ class EngineCheckPage(UrlPage):
 
     def measure(self) -> None:
         self._button.disabled = True
-        self.run_job("sweep_point", self.params_for_job(), self._on_event,
-                     use_cache=not self.fresh)
+        self.runner.submit("sweep_point", self.params_for_job(), self._on_event,
+                           use_cache=not self.fresh)
 
     def _on_event(self, event) -> None:
-        self.status.handle(event)
         if event.final:
             self._button.disabled = False
         if event.type == "result":
@@ -77,6 +77,3 @@ class EngineCheckPage(UrlPage):
         self._output.param.update(
             object=site_html(f'<table class="plain"><caption>{caption}</caption>'
                              f"<tbody>{rows}</tbody></table>"), visible=True)
-
-    def __panel__(self):
-        return self._layout

@@ -19,11 +19,11 @@ import param
 
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
+from widgets.job_status import RANDOM_WEIGHTS, provenance
 from widgets.readouts import Readouts, table_html
 from widgets.throughput_curve import ThroughputCurve
 
 from .base import LessonPage
-from .demo_runner import RANDOM_WEIGHTS, DemoRunner, provenance
 
 # An uncached tiny point at batch 64 is measured in about 1.2 s on an idle 2-core CPU (64 prompt
 # tokens each, 32 new tokens: 31 decode steps, 29 of them timed): well inside 5 s when busy.
@@ -104,11 +104,9 @@ class KnobLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.runner = DemoRunner(self)
         self.curve = ThroughputCurve(max_batch=64)
         self.points: dict[tuple, dict[int, dict]] = {}  # settings -> batch -> result + origin
         self.device = ""
-        self._live = False
         self.readouts = Readouts([
             ("tput", "total tokens/s, all users"), ("tpot", "ms per token, each user"),
             ("users", "tokens/s each user (1000 / ms per token)"),
@@ -141,10 +139,6 @@ class KnobLesson(LessonPage):
                            pn.widgets.IntSlider.from_param(self.param.new_tokens, step=4),
                            title="Measurement settings", collapsed=True,
                            sizing_mode="stretch_width")
-        if self.jobs.served:
-            pn.state.onload(self.start)
-        else:
-            self._live = True
         return [
             html_pane(INTRO),
             pn.Row(pn.Column(self.slider, preset, advanced, self.readouts,
@@ -157,7 +151,6 @@ class KnobLesson(LessonPage):
 
     # ---- measuring --------------------------------------------------------------------------
     def start(self) -> None:
-        self._live = True
         self.measure()
 
     def wanted(self) -> list[int]:
@@ -167,8 +160,8 @@ class KnobLesson(LessonPage):
 
     def measure(self) -> None:
         """Measure (or fetch from the cache) the points the current position needs."""
-        if not self._live:
-            return
+        if not self.started:
+            return  # points are measured once the page has loaded
         wanted = self.wanted()
         self.runner.cancel(keep=lambda job: job.state == "running"
                            or (job.params.get("batch_size") in wanted
@@ -179,8 +172,8 @@ class KnobLesson(LessonPage):
             if batch in self.measured or batch in pending:
                 continue
             settings = self.settings()
-            self.runner.submit("sweep_point", self.job_params(batch),
-                               lambda e, s=settings: self._on_event(e, s), replace=False)
+            self.runner.add("sweep_point", self.job_params(batch),
+                            lambda e, s=settings: self._on_event(e, s))
 
     def _on_event(self, event, settings: tuple) -> None:
         if event.type == "result":

@@ -25,14 +25,12 @@ from engine.calc.kv_math import (
     format_bytes,
     shape_from_preset,
 )
-from widgets.batch_status import BatchStatus
 from widgets.block_table import BlockTableView
 from widgets.checkpoint import Choice, Question
 from widgets.count_bars import CountBars
 from widgets.tables import html_table, table_pane
 
 from .base import LessonPage
-from .job_batch import JobBatch
 
 PRESET_NAMES = ("tiny", "small", "large")
 MODEL_NAMES = tuple(s.name for s in PUBLIC_SHAPES) + PRESET_NAMES
@@ -111,8 +109,6 @@ class KVCacheLesson(LessonPage):
         self.allocation: dict | None = None
         self.snapshots: list[dict] = []
         self.run_info: dict | None = None
-        self.status = BatchStatus("measurements")
-        self.batch = JobBatch(self, self.status)
         self.calculator = table_pane(css_classes=["kv-calculator"])
         self.check = table_pane(css_classes=["kv-check"])
         self.check_summary = pn.pane.Markdown("Waiting for the engine's allocation...",
@@ -130,11 +126,8 @@ class KVCacheLesson(LessonPage):
                                          css_classes=["fit-summary"])
         self.fit_error = pn.pane.Alert("", alert_type="warning", visible=False,
                                        sizing_mode="stretch_width")
-        self._started = False
         self._refresh_calculator()
         self._refresh_fit()
-        if self.jobs.served:
-            pn.state.onload(self.start)
 
     # ---- jobs ----------------------------------------------------------------------------------------
     @classmethod
@@ -142,16 +135,14 @@ class KVCacheLesson(LessonPage):
         return [("info", {}), ("kv_allocation", {}), ("block_snapshots", {})]
 
     def start(self, fresh: bool = False) -> None:
-        self._started = True
         handlers = {"info": self.show_info, "kv_allocation": self.show_allocation,
                     "block_snapshots": self.show_snapshots}
 
         def on_result(show):
             return lambda event: show(event.data) if event.type == "result" else None
 
-        self.batch.run([(kind, params, on_result(handlers[kind]))
-                        for kind, params in self.warm_jobs()], use_cache=not fresh,
-                       message="starting")
+        self.runner.run([(kind, params, on_result(handlers[kind]))
+                         for kind, params in self.warm_jobs()], use_cache=not fresh)
 
     # ---- the calculator ------------------------------------------------------------------------------
     def preset_shapes(self) -> list[KVShape]:
@@ -343,7 +334,7 @@ class KVCacheLesson(LessonPage):
             pn.widgets.IntInput.from_param(self.param.tokens_used, step=100,
                                            sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
-        return [md(INTRO), self.status, md(CALC_TEXT), self.calculator, md(CHECK_TEXT),
+        return [md(INTRO), self.runner.status, md(CALC_TEXT), self.calculator, md(CHECK_TEXT),
                 self.check, self.check_summary, md(BLOCKS_TEXT), self.player, self.blocks,
                 self.run_summary, md(FIT_TEXT), fit_controls, self.fit_error, self.bars,
                 self.fit_text]

@@ -16,14 +16,12 @@ import panel as pn
 import param
 
 from engine.calc.step_cost import decode_context, decode_cost
-from widgets.batch_status import BatchStatus
 from widgets.checkpoint import Choice, Question
 from widgets.floor_chart import FloorChart
 from widgets.roofline_chart import RooflineChart
 from widgets.tables import sig
 
 from .base import LessonPage
-from .job_batch import JobBatch
 
 DECODE_PROMPT_LEN, DECODE_NEW_TOKENS = 128, 32  # sweep_point's defaults: lesson 4 shares them
 DECODE, PREFILL = "decode step", "prefill pass"
@@ -115,8 +113,6 @@ class RooflineLesson(LessonPage):
         self.floor = FloorChart(x_label="batch size", y_label="time per decode step (ms)",
                                 measured_label="measured TPOT",
                                 floor_label="floor: bytes per step / bandwidth")
-        self.status = BatchStatus("measurements")
-        self.batch = JobBatch(self, self.status)
         self.limits = pn.pane.Markdown("Measuring this machine's limits...",
                                        sizing_mode="stretch_width", css_classes=["limits"])
         self.roof_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
@@ -125,9 +121,6 @@ class RooflineLesson(LessonPage):
                                               css_classes=["floor-summary"])
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
-        self._started = False
-        if self.jobs.served:
-            pn.state.onload(self.start)
 
     # ---- what to measure ---------------------------------------------------------------------------
     def batch_sizes(self) -> list[int]:
@@ -154,7 +147,6 @@ class RooflineLesson(LessonPage):
     # ---- running -------------------------------------------------------------------------------------
     def start(self, fresh: bool = False) -> None:
         """Measure (or fetch from the cache) every point of the current settings."""
-        self._started = True
         self.pending = []
         self.decode_results.clear()
         self.prefill_results.clear()
@@ -166,7 +158,7 @@ class RooflineLesson(LessonPage):
                     "prefill_point": self.show_prefill}
         jobs = [(kind, params, self._handler(handlers[kind]))
                 for kind, params in self.job_params()]
-        self.batch.run(jobs, use_cache=not fresh, message="starting")
+        self.runner.run(jobs, use_cache=not fresh)
 
     @staticmethod
     def _handler(show):
@@ -177,7 +169,7 @@ class RooflineLesson(LessonPage):
 
     @param.depends("preset", "max_batch", "max_prompt", watch=True)
     def _settings_changed(self) -> None:
-        if self._started:
+        if self.started:
             self.start()
 
     # ---- results -------------------------------------------------------------------------------------
@@ -289,7 +281,7 @@ class RooflineLesson(LessonPage):
 
     def body(self) -> list:
         md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
-        return [md(INTRO), md(LIMITS_TEXT), self.limits, self.controls(), self.status,
+        return [md(INTRO), md(LIMITS_TEXT), self.limits, self.controls(), self.runner.status,
                 md(ROOFLINE_TEXT), self.chart, self.roof_summary, md(FLOOR_TEXT), self.floor,
                 self.floor_summary, md(CPU_NOTE)]
 

@@ -25,13 +25,11 @@ from engine.calc.slo_math import (
     judge,
     percentile,
 )
-from widgets.batch_status import BatchStatus
 from widgets.checkpoint import Choice, Question
 from widgets.rate_curve import RateCurve
 from widgets.tables import html_table, sig, table_pane
 
 from .base import LessonPage
-from .job_batch import JobBatch
 
 USES = {
     "interactive": {"label": "interactive chat", "max_batch": 8, "targets": INTERACTIVE_CHAT},
@@ -94,6 +92,7 @@ class SLOGoodputLesson(LessonPage):
     """Lesson 8: targets first, then throughput, goodput and the cost of a token."""
 
     slug = "slo-goodput"
+    job_noun = "rate sweeps"
 
     use = param.Selector(default="interactive", objects=list(USES), label="Use",
                          doc="interactive: chat targets, batch of 8; batch: no latency "
@@ -124,8 +123,6 @@ class SLOGoodputLesson(LessonPage):
         self.points_seen: list[dict] = []
         self.by_use: dict[str, dict] = {}  # use -> its cost figures, as measured this session
         self.curve = RateCurve()
-        self.status = BatchStatus("rate sweeps")
-        self.batch = JobBatch(self, self.status)
         self.input_error = pn.pane.Alert("", alert_type="warning", visible=False,
                                          sizing_mode="stretch_width")
         self.checks = table_pane(css_classes=["slo-checks"])
@@ -144,10 +141,7 @@ class SLOGoodputLesson(LessonPage):
             number(self.param.itl_p50_ms, 5), number(self.param.itl_p99_ms, 10),
             number(self.param.e2e_p99_s, 1), sizing_mode="stretch_width",
             visible=self.use == "interactive")
-        self._started = False
         self._refresh()
-        if self.jobs.served:
-            pn.state.onload(self.start)
 
     # ---- inputs ---------------------------------------------------------------------------------------
     def targets(self) -> Targets:
@@ -188,13 +182,12 @@ class SLOGoodputLesson(LessonPage):
         return jobs
 
     def start(self, fresh: bool = False) -> None:
-        self._started = True
         self.sweep = None
         self.points_seen = []
         self.curve.set_points([])
         if self.expected_seconds() > MAX_SWEEP_S:
-            self.batch.cancel()
-            self.status.error.message = (
+            self.runner.cancel()
+            self.runner.status.error.message = (
                 f"This sweep would take about {self.expected_seconds():.0f} s of arrivals alone "
                 f"(more than {MAX_SWEEP_S:.0f} s): raise the highest rate, measure fewer rates, "
                 "or send fewer requests per rate.")
@@ -209,13 +202,12 @@ class SLOGoodputLesson(LessonPage):
             elif event.type == "result":
                 self.show_sweep(event.data, use)
 
-        self.batch.run([("rate_sweep", self.sweep_params(), on_event)], use_cache=not fresh,
-                       message="starting")
+        self.runner.run([("rate_sweep", self.sweep_params(), on_event)], use_cache=not fresh)
         self._refresh()
 
     @param.depends("max_rate", "points", "requests", "max_batch", watch=True)
     def _sweep_changed(self) -> None:
-        if self._started:
+        if self.started:
             self.start()
 
     @param.depends("use", watch=True)
@@ -229,7 +221,7 @@ class SLOGoodputLesson(LessonPage):
                               e2e_p99_s=t.e2e_p99_ms / 1000)
         self._target_widgets.visible = self.use == "interactive"
         args = pn.state.session_args if pn.state.curdoc is not None else {}
-        if self._started or "max_batch" not in args:  # a link's own max_batch wins at first
+        if self.started or "max_batch" not in args:  # a link's own max_batch wins at first
             self.max_batch = setting["max_batch"]  # re-measures if it changed
         self._refresh()
 
@@ -384,7 +376,7 @@ class SLOGoodputLesson(LessonPage):
         price = pn.widgets.FloatInput.from_param(self.param.price_per_hour, step=0.1,
                                                  sizing_mode="stretch_width")
         return [md(INTRO), md(TARGETS_TEXT), md(QUOTE), self._target_widgets, md(SWEEP_TEXT),
-                sweep_controls, self.again, self.status, self.curve, self.goodput_summary,
+                sweep_controls, self.again, self.runner.status, self.curve, self.goodput_summary,
                 self.checks, md(COST_TEXT), price, self.input_error, self.cost,
                 self.uses_table]
 

@@ -19,11 +19,11 @@ import param
 
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
+from widgets.job_status import provenance
 from widgets.readouts import table_html
 from widgets.request_lanes import RequestLanes
 
 from .base import LessonPage
-from .demo_runner import DemoRunner, provenance
 from .trace_reading import fmt_ms, request_latencies
 
 POLICIES = ("static", "dynamic", "continuous")
@@ -97,7 +97,6 @@ class ThreeSchedulesLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.runner = DemoRunner(self)
         self.lanes = RequestLanes(height=360)
         self.runs: dict[tuple, dict] = {}  # (settings..., policy) -> summary with origin
         self.result: dict | None = None
@@ -108,7 +107,6 @@ class ThreeSchedulesLesson(LessonPage):
         self.lane_text = html_pane("", css_classes=["lanes-summary"])
         self.table = html_pane("", css_classes=["policy-table"])
         self.measured_on = html_pane("", css_classes=["measurement-label"])
-        self._live = False  # runs start once the page has loaded (not while the URL is read)
         self.param.watch(lambda _e: self.run(), ["policy"])
 
     def settings(self) -> tuple:
@@ -130,10 +128,6 @@ class ThreeSchedulesLesson(LessonPage):
         for s in sliders:  # measure on release, not on every pixel of a drag
             s.sizing_mode = "stretch_width"
             s.param.watch(lambda _e: self.run(), "value_throttled")
-        if self.jobs.served:
-            pn.state.onload(self.start)
-        else:
-            self._live = True
         return [
             html_pane(INTRO),
             pn.Row(pn.Column(policy, *sliders, self.compare, width=330),
@@ -145,36 +139,31 @@ class ThreeSchedulesLesson(LessonPage):
 
     # ---- running -----------------------------------------------------------------------------
     def start(self) -> None:
-        self._live = True
         self.run()
 
     def run(self) -> None:
         """Serve the trace under the chosen policy, drawing the lanes as it goes."""
-        if not self._live:
-            return
+        if not self.started:
+            return  # runs start once the page has loaded (not while the URL is read)
         self.lanes.clear()
         self.lanes.expect(self.requests)
         self._prefill_end.clear()
         self.lane_text.object = site_html(f"<p>Serving the trace under <b>{self.policy}</b> "
                                           "batching...</p>")
-        policy = self.policy
-        self.runner.submit("serve_run", self.job_params(),
-                           lambda e: self._on_event(e, policy))
+        # a new policy or setting replaces this run: the runner drops its late events
+        self.runner.submit("serve_run", self.job_params(), self._on_event)
 
     def run_others(self) -> None:
         """Measure the policies this table still lacks, for the same trace and settings."""
         for policy in POLICIES:
             if (*self.settings(), policy) not in self.runs and policy != self.policy:
-                self.runner.submit("serve_run", self.job_params(policy),
-                                   lambda e, p=policy: self._on_other(e, p), replace=False)
+                self.runner.add("serve_run", self.job_params(policy), self._on_other)
 
-    def _on_other(self, event, policy: str) -> None:
+    def _on_other(self, event) -> None:
         if event.type == "result":
             self._record(event.data, event)
 
-    def _on_event(self, event, policy: str) -> None:
-        if policy != self.policy:
-            return  # a run of a policy the reader has left
+    def _on_event(self, event) -> None:
         d = event.data
         if event.type == "request":
             rid, t = d["request_id"], 1000 * d["t_s"]
@@ -193,7 +182,7 @@ class ThreeSchedulesLesson(LessonPage):
                 if rid in self._prefill_end:
                     self.lanes.first_token(rid, self._prefill_end[rid])
             self.lanes.advance(end)
-            self.runner.status.progress.update(
+            self.runner.status.job_progress(
                 self.lanes.finished_count,
                 self.requests, f"{self.policy}: requests finished")
         elif event.type == "result":

@@ -23,11 +23,11 @@ import param
 from widgets.browser_clock import BrowserClock
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
+from widgets.job_status import provenance
 from widgets.readouts import Readouts, table_html
 from widgets.token_timeline import TokenTimeline
 
 from .base import LessonPage
-from .demo_runner import DemoRunner, provenance
 
 ENGINE_ROW = "engine"
 BROWSER_ROW = "your browser"
@@ -128,7 +128,6 @@ class TwoClocksLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.runner = DemoRunner(self)
         self.result: dict | None = None
         self._engine_ms: list[float] = []
         self._texts: list[str] = []
@@ -210,8 +209,8 @@ class TwoClocksLesson(LessonPage):
             self._add_tokens([event.data["t_ms"]], [event.data["text"]])
             if event.data["index"] == 0:
                 self.engine_readouts.set(ttft=_fmt_ms(event.data["t_ms"]))
-            self.runner.status.progress.update(event.data["index"] + 1, self.max_new_tokens,
-                                               "streaming tokens")
+            self.runner.status.job_progress(event.data["index"] + 1, self.max_new_tokens,
+                                            "streaming tokens")
         elif event.type == "request" and event.data.get("kind") == "admitted":
             self.timeline.set_wait(ENGINE_ROW, [("queued", 0.0, event.data["t_ms"])])
         elif event.type == "result":
@@ -253,7 +252,6 @@ class TwoClocksLesson(LessonPage):
             "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m['ttft_ms']:.0f} + {n - 1} x "
                     f"{m['tpot_ms'] or 0:.1f} = {formula:,.0f} ms"),
         }
-        self.runner.status.progress.stop()
         share = result.get("sequences_per_step", 1.0)
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(result, event))}. Your prompt: "

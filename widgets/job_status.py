@@ -1,9 +1,14 @@
-"""What a page shows about an engine job besides its numbers: where the numbers came from (a
-cached measurement or a fresh one, on which device, when), how far a slow job has got, and a
-one-line message when the engine refused or failed.
+"""What a page shows about its engine jobs besides their numbers: how far they have got (after a
+second), where they wait in the engine's queue, where the numbers came from (a cached measurement
+or a fresh one, on which device, when), and a one-line message when the engine refused or failed.
 
-Each piece takes the service's JobEvents (engine.service.JobEvent) on the session's own event
-loop; `JobStatus` combines them so a lesson needs one line: `status.handle(event)`.
+One widget for a group of jobs, a single job being a group of one (lessons.runner.JobRunner feeds
+it): `start(total)` begins a group, `add()` grows it, `forget()` drops a job the page cancelled,
+`handle(event)` takes any of the group's engine JobEvents on the session's own loop,
+`job_progress(done, total, message)` reports progress a job does not send itself (tokens drawn,
+requests finished), and `queued(ahead)` says how many other readers' jobs run first. A group of
+one reads "measuring: 3 of 31 steps (2 s)"; a larger group "4 of 11 measurements done (now:
+...), 6 s".
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ import panel as pn
 import param
 
 SHOW_PROGRESS_AFTER_S = 1.0  # quick jobs finish without a bar flashing up
+BAR_MAX = 1000
+RANDOM_WEIGHTS = "random weights: timing only"
 
 
+# ---- the words -------------------------------------------------------------------------------
 def format_time(iso: str) -> str:
     """'2026-11-22T02:48:18+0000' -> '2026-11-22 02:48 UTC+00:00'; unparsable text as is."""
     try:
@@ -33,39 +41,27 @@ def describe_measurement(cached: bool, device: str, measured_at: str) -> str:
     return f"cached: measured {where}{when}" if cached else f"measured live {where}{when}"
 
 
-class CachedLabel(pn.viewable.Viewer):
-    """"cached: measured on <device> at <time>", or "measured live ..." for a fresh result."""
-
-    cached = param.Boolean(default=False, doc="The result came from the measurement cache.")
-    device = param.String(default="", doc="The device that measured it.")
-    measured_at = param.String(default="", doc="When it was measured (ISO 8601).")
-    shown = param.Boolean(default=False, doc="Whether there is a result to describe yet.")
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self._pane = pn.pane.HTML("", sizing_mode="stretch_width", visible=False,
-                                  css_classes=["measurement-label"])
-        self._refresh()
-
-    @property
-    def text(self) -> str:
-        return describe_measurement(self.cached, self.device, self.measured_at) if self.shown else ""
-
-    def update(self, event) -> None:
-        """Take a result event's cached/device/measured_at."""
-        self.param.update(cached=event.cached, device=event.device,
-                          measured_at=event.measured_at, shown=True)
-
-    @param.depends("cached", "device", "measured_at", "shown", watch=True)
-    def _refresh(self) -> None:
-        css = "measurement-label cached" if self.cached else "measurement-label live"
-        self._pane.param.update(object=f'<span class="{css}">{self.text}</span>',
-                                visible=self.shown)
-
-    def __panel__(self):
-        return self._pane
+def queue_message(ahead: int) -> str:
+    """Where a job waits: how many jobs of other readers the engine runs first."""
+    if ahead <= 0:
+        return "starting"
+    return (f"queued behind {ahead} job{'s' if ahead != 1 else ''} from other readers "
+            "(the engine runs one at a time, in order)")
 
 
+def weights_text(weights: str | None) -> str:
+    return RANDOM_WEIGHTS if weights == "random" else f"{weights or 'trained'} weights"
+
+
+def provenance(result: dict, event=None) -> str:
+    """'tiny preset (trained weights) on cpu: <model> (2 cores)': what measured these numbers;
+    the device from the result event when it names one."""
+    device = (event.device if event is not None and event.device else "") or \
+        result.get("device", "this machine")
+    return f"{result.get('preset', '?')} preset ({weights_text(result.get('weights'))}) on {device}"
+
+
+# ---- the panes -------------------------------------------------------------------------------
 class EngineError(pn.viewable.Viewer):
     """The engine's one-line message when a job failed or was refused; hidden otherwise."""
 
@@ -87,33 +83,88 @@ class EngineError(pn.viewable.Viewer):
         return self._alert
 
 
-class JobProgress(pn.viewable.Viewer):
-    """A progress bar and a line of text for a job that takes more than a second."""
+class JobStatus(pn.viewable.Viewer):
+    """Progress, queue position, provenance and errors of a group of engine jobs."""
 
-    running = param.Boolean(default=False, doc="A job is queued or running.")
-    done = param.Integer(default=0, bounds=(0, None), doc="Steps done.")
-    total = param.Integer(default=0, bounds=(0, None), doc="Steps in all; 0 when unknown.")
-    message = param.String(default="", doc="What the job is doing now.")
+    total = param.Integer(default=0, bounds=(0, None), doc="Jobs in the group.")
+    finished = param.Integer(default=0, bounds=(0, None),
+                             doc="Jobs with a result, an error or cancelled.")
+    running = param.Boolean(default=False, doc="Some job of the group has not finished.")
+    message = param.String(default="", doc="What the group is doing now.")
+    done = param.Integer(default=0, bounds=(0, None), doc="Steps the running job has done.")
+    steps = param.Integer(default=0, bounds=(0, None),
+                          doc="Steps the running job has in all; 0 when unknown.")
 
-    def __init__(self, **params):
+    def __init__(self, what: str = "measurements", **params):
         super().__init__(**params)
+        self.what = what  # what the jobs are, in the plural: "measurements", "runs"
+        self.results: list[tuple[bool, str, str]] = []  # (cached, device, measured_at)
         self._since: float | None = None
-        self._bar = pn.indicators.Progress(value=-1, max=100, bar_color="info",
-                                           sizing_mode="stretch_width", height=14)
-        self._text = pn.pane.Str("", sizing_mode="stretch_width", css_classes=["job-progress"])
-        self._layout = pn.Column(self._text, self._bar, visible=False,
-                                 sizing_mode="stretch_width")
         self._callback = None
+        self._bar = pn.indicators.Progress(value=-1, max=BAR_MAX, bar_color="info", height=14,
+                                           sizing_mode="stretch_width")
+        self._text = pn.pane.Str("", sizing_mode="stretch_width", css_classes=["job-progress"])
+        self._progress = pn.Column(self._text, self._bar, visible=False,
+                                   sizing_mode="stretch_width")
+        self.error = EngineError()
+        self._label = pn.pane.HTML("", visible=False, sizing_mode="stretch_width",
+                                   css_classes=["measurement-label"])
+        self._layout = pn.Column(self._progress, self.error, self._label,
+                                 sizing_mode="stretch_width")
 
-    def start(self, message: str = "") -> None:
-        self.param.update(running=True, done=0, total=0, message=message)
+    # ---- the group -------------------------------------------------------------------------------
+    def start(self, total: int = 1, message: str = "starting") -> None:
+        """A new group of `total` jobs (forgets the previous group's provenance and error)."""
+        self.results = []
+        self.error.message = ""
+        self.param.update(total=total, finished=0, running=total > 0, message=message, done=0,
+                          steps=0)
         self._since = time.monotonic()
-        self._start_timer()
+        self._label.param.update(object="", visible=False)
+        if total > 0:
+            self._start_timer()
         self.tick()
 
-    def update(self, done: int, total: int, message: str | None = None) -> None:
-        self.param.update(done=max(0, done), total=max(0, total),
+    def add(self, count: int = 1) -> None:
+        """More jobs join the group; a new group when none is running."""
+        if not self.running:
+            self.start(count)
+        else:
+            self.total += count
+            self.tick()
+
+    def forget(self, count: int = 1) -> None:
+        """Jobs the page cancelled leave the group unfinished (their events are not coming)."""
+        self.total = max(self.finished, self.total - count)
+        if self.running and self.finished >= self.total:
+            self.stop()
+
+    def handle(self, event) -> None:
+        """Take one engine.lab.events.JobEvent of any job in the group."""
+        kind = event.type
+        if kind == "started":
+            self.job_progress(0, 0, "measuring")
+        elif kind == "progress":
+            self.job_progress(event.data.get("done", 0), event.data.get("total", 0),
+                              event.data.get("message"))
+        elif kind == "result":
+            self.results.append((event.cached, event.device, event.measured_at))
+            self._finish_one()
+        elif kind == "error":
+            self.error.message = event.data.get("message", "unknown error")
+            self._finish_one()
+        elif kind == "cancelled":
+            self._finish_one()
+
+    def job_progress(self, done: int, total: int, message: str | None = None) -> None:
+        """The running job's own progress: done of total steps (total 0: unknown)."""
+        self.param.update(done=max(0, done), steps=max(0, total),
                           message=self.message if message is None else message)
+        self.tick()
+
+    def queued(self, ahead: int) -> None:
+        """The group waits behind `ahead` jobs of other readers."""
+        self.message = queue_message(ahead)
         self.tick()
 
     def stop(self) -> None:
@@ -122,69 +173,76 @@ class JobProgress(pn.viewable.Viewer):
         if self._callback is not None:
             self._callback.stop()
             self._callback = None
-        self._layout.visible = False
+        self._progress.visible = False
 
+    def _finish_one(self) -> None:
+        self.param.update(finished=min(self.total, self.finished + 1), done=0, steps=0)
+        if self.finished >= self.total:
+            self.stop()
+        else:
+            self.tick()
+        self._refresh_label()
+
+    # ---- drawing ---------------------------------------------------------------------------------
     @property
     def shown(self) -> bool:
-        return self._layout.visible
+        return self._progress.visible
+
+    @property
+    def progress_text(self) -> str:
+        return self._text.object
+
+    @property
+    def label_text(self) -> str:
+        return self._label.object if self._label.visible else ""
 
     def tick(self, now: float | None = None) -> None:
-        """Show the bar once the job has taken SHOW_PROGRESS_AFTER_S; refresh its value."""
+        """Show the bar once the group has taken SHOW_PROGRESS_AFTER_S; refresh its value."""
         if not self.running or self._since is None:
             return
         now = time.monotonic() if now is None else now
         elapsed = now - self._since
-        if self.total:
-            self._bar.value = int(100 * min(self.done, self.total) / self.total)
-            text = f"{self.message or 'measuring'}: {self.done} of {self.total} steps"
+        fraction = min(self.done, self.steps) / self.steps if self.steps else 0.0
+        if self.total > 1:
+            self._bar.value = int(BAR_MAX * (self.finished + fraction) / self.total)
+            now_doing = f" (now: {self.message})" if self.message else ""
+            text = f"{self.finished} of {self.total} {self.what} done{now_doing}, {elapsed:.0f} s"
+        elif self.steps:
+            self._bar.value = int(BAR_MAX * fraction)
+            text = (f"{self.message or 'measuring'}: {self.done} of {self.steps} steps "
+                    f"({elapsed:.0f} s)")
         else:
             self._bar.value = -1  # indeterminate
-            text = self.message or "working"
-        self._text.object = f"{text} ({elapsed:.0f} s)"
+            text = f"{self.message or 'working'} ({elapsed:.0f} s)"
+        self._text.object = text
         if elapsed >= SHOW_PROGRESS_AFTER_S:
-            self._layout.visible = True
+            self._progress.visible = True
+
+    def _refresh_label(self) -> None:
+        if not self.results:
+            return
+        cached = [r for r in self.results if r[0]]
+        live = [r for r in self.results if not r[0]]
+        several = len(self.results) > 1
+        parts = []
+        if live:
+            line = describe_measurement(False, live[-1][1], live[-1][2])
+            parts.append(f"{len(live)} {line}" if several else line)
+        if cached:
+            first, last = min(r[2] for r in cached), max(r[2] for r in cached)
+            device = cached[-1][1]
+            line = describe_measurement(True, device, first) if first == last else (
+                f"cached: measured on {device or 'this machine'} at {format_time(first)} to "
+                f"{format_time(last)}")
+            parts.append(f"{len(cached)} {line}" if several else line)
+        css = "measurement-label cached" if cached and not live else "measurement-label live"
+        self._label.param.update(object=f'<span class="{css}">{"; ".join(parts)}</span>',
+                                 visible=True)
 
     def _start_timer(self) -> None:
         if self._callback is None and pn.state.curdoc is not None \
                 and pn.state.curdoc.session_context is not None:
             self._callback = pn.state.add_periodic_callback(self.tick, period=250)
-
-    def __panel__(self):
-        return self._layout
-
-
-class JobStatus(pn.viewable.Viewer):
-    """Progress, provenance and errors of one demo's jobs, fed with `handle(event)`."""
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.progress = JobProgress()
-        self.label = CachedLabel()
-        self.error = EngineError()
-        self._layout = pn.Column(self.progress, self.error, self.label,
-                                 sizing_mode="stretch_width")
-
-    def handle(self, event) -> None:
-        """Update from one engine.service.JobEvent."""
-        kind = event.type
-        if kind == "queued":
-            self.error.message = ""
-            ahead = event.data.get("ahead", 0)
-            self.progress.start(f"waiting for {ahead} job{'s' if ahead != 1 else ''} ahead"
-                                if ahead else "starting")
-        elif kind == "started":
-            self.progress.update(0, 0, "measuring")
-        elif kind == "progress":
-            self.progress.update(event.data.get("done", 0), event.data.get("total", 0),
-                                 event.data.get("message", "measuring"))
-        elif kind == "result":
-            self.progress.stop()
-            self.label.update(event)
-        elif kind == "error":
-            self.progress.stop()
-            self.error.message = event.data.get("message", "unknown error")
-        elif kind == "cancelled":
-            self.progress.stop()
 
     def __panel__(self):
         return self._layout

@@ -8,9 +8,8 @@ import html
 import panel as pn
 
 from widgets.html import html_pane, site_html
-from widgets.job_status import JobStatus
 
-from ..session_jobs import SessionJobs
+from ..base import Page
 from .status_text import describe_status, figure
 
 STATUS_PERIOD_MS = 1000
@@ -47,25 +46,25 @@ def figures_html(info: dict) -> str:
     ]) + "</div>"
 
 
-class AboutPage(pn.viewable.Viewer):
+class AboutPage(Page):
     """The machine and the engine service, as measured by the engine's "info" job."""
 
-    def __init__(self, jobs: SessionJobs | None = None, **params):
+    def __init__(self, **params):
         super().__init__(**params)
-        self.jobs = jobs if jobs is not None else SessionJobs.for_session()
         self.info: dict | None = None
-        self.status = JobStatus()
         self.figures = html_pane("<p>Measuring this machine's memory bandwidth and compute "
                                  "peak (a few seconds, the first time)...</p>",
                                  css_classes=["about-figures"])
         self.presets = html_pane("", visible=False)
         self.service = html_pane(describe_status(self.jobs.service.status()),
                                  css_classes=["service-status"])
-        self._layout = pn.Column(
+
+    def view(self) -> pn.viewable.Viewable:
+        return pn.Column(
             html_pane("<h1>About this machine</h1><p>Every number in the lessons is measured "
                       "here, on this device, by the engine's own worker process. These are the "
                       "limits it works against.</p>"),
-            self.figures, self.status, self.presets,
+            self.figures, self.runner.status, self.presets,
             html_pane("<h2>The engine service, now</h2><p>One worker process runs every "
                       "reader's measurements, one at a time, in order of arrival; results are "
                       "kept, so a point measured once is shown to everyone. For a quick test of "
@@ -75,7 +74,7 @@ class AboutPage(pn.viewable.Viewer):
 
     def start(self) -> None:
         """Ask the engine for the machine's description; refresh the service line periodically."""
-        self.jobs.submit("info", {}, self._on_event)
+        self.runner.submit("info", {}, self._on_event)
         if self.jobs.served:
             pn.state.add_periodic_callback(self.refresh_status, period=STATUS_PERIOD_MS)
 
@@ -83,7 +82,6 @@ class AboutPage(pn.viewable.Viewer):
         self.service.object = site_html(describe_status(self.jobs.service.status()))
 
     def _on_event(self, event) -> None:
-        self.status.handle(event)
         if event.type == "result":
             self.show_info(event.data)
         elif event.type == "error":
@@ -93,6 +91,3 @@ class AboutPage(pn.viewable.Viewer):
         self.info = info
         self.figures.object = site_html(figures_html(info))
         self.presets.param.update(object=site_html(presets_table(info["presets"])), visible=True)
-
-    def __panel__(self):
-        return self._layout

@@ -39,12 +39,7 @@ def choose(args: Mapping[str, Any]) -> tuple[list, str, str]:
     if "page" in args:
         name = raw_value(args["page"])
         if name == "about":
-            about = AboutPage()
-            if about.jobs.served:
-                pn.state.onload(about.start)
-            else:
-                about.start()
-            return [about], "About this machine", "about"
+            return [AboutPage()], "About this machine", "about"
         if name == "vocabulary":
             return vocabulary_content(), "Vocabulary", "vocabulary"
         if name == "engine-check":

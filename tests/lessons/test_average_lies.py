@@ -18,9 +18,10 @@ def shown():
     page = AverageLiesLesson.from_url({"requests": [b"10"], "rate": [b"30"],
                                        "long_share": [b"0.3"]})
     service = attach(page)
-    pn.panel(page).get_root()
+    pn.panel(page).get_root()  # drawn: the page starts its load test, as on load in a browser
     page.button.clicks += 1
-    [job] = service.submitted
+    on_load, job = service.submitted
+    assert service.cancelled == [on_load] and on_load.params == job.params
     # the page's own job, with shorter requests than a reader's so the test stays quick
     small = {**job.params, "short_prompt": [8, 16], "short_output": [2, 6],
              "long_prompt": [48, 64], "long_output": [12, 16]}
@@ -44,8 +45,8 @@ def test_pressing_run_during_a_run_replaces_it():
     assert not page.button.disabled  # usable while the first test runs
     page.requests = 20
     page.button.clicks += 1
-    first, second = service.submitted
-    assert service.cancelled == [first] and second.params["requests"] == 20
+    on_load, first, second = service.submitted
+    assert service.cancelled == [on_load, first] and second.params["requests"] == 20
 
 
 def test_histograms_hold_every_request_with_the_runs_markers(shown):

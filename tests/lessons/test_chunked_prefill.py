@@ -16,14 +16,15 @@ SMALL = {"requests": [b"3"], "output_len": [b"40"], "long_prompt": [b"512"]}
 
 
 def lesson(args=None, service=None):
+    """The page drawn with the in-process service: it starts both runs, as on load."""
     page = ChunkedPrefillLesson.from_url(args or {})
+    service = attach(page, service)
     pn.panel(page).get_root()
-    return page, attach(page, service)
+    return page, service
 
 
 def test_two_runs_of_the_same_workload_whole_and_chunked():
     page, service = lesson({**SMALL, "chunk_size": [b"256"]})
-    page.start()
     params = [j.params for j in service.submitted]
     assert [p["chunk_size"] for p in params] == [0, 256]
     for p in params:
@@ -43,7 +44,6 @@ def gaps_ms(run: dict, long_id: int) -> list[float]:
 
 def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
     page, service = lesson(SMALL)
-    page.start()
     whole_run, chunked_run = (j.result for j in service.submitted)
     whole, chunked = page.results[WHOLE], page.results[CHUNKED]
     assert whole["worst_ms"] == page.timeline.worst(WHOLE) == max(gaps_ms(whole_run, 3))
@@ -66,17 +66,15 @@ def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
 
 def test_live_gaps_from_steps_match_the_token_times():
     page, _ = lesson(SMALL, InProcessService(hold={"serve_run"}))
-    page.start()
     _, run = run_job("serve_run", page.run_params(0))
     for step in run["steps"]:
         page.on_step(WHOLE, 0, step)
     assert sorted(page.timeline.gaps(WHOLE)) == sorted(gaps_ms(run, 3))
-    assert "s into the run" in page.status.message  # progress was reported
+    assert "s into the run" in page.runner.status.message  # progress was reported
 
 
 def test_a_new_chunk_size_runs_again():
     page, service = lesson(SMALL)
-    page.start()
     page.chunk_size = 64
     assert [j.params["chunk_size"] for j in service.submitted] == [0, 128, 0, 64]
     assert "chunks of 64 tokens" in page.verdict.object

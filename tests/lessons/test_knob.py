@@ -30,7 +30,6 @@ def lesson():
 
 def test_loading_asks_for_here_half_and_one(lesson):
     page, service = lesson
-    page.start()
     assert [j.params["batch_size"] for j in service.submitted] == [4, 2, 1]
     assert all(j.params["prompt_len"] == 16 and j.params["new_tokens"] == 8
                for j in service.submitted)
@@ -38,7 +37,6 @@ def test_loading_asks_for_here_half_and_one(lesson):
 
 def test_points_build_the_curve_and_the_readouts(lesson):
     page, service = lesson
-    page.start()
     first, half, one = service.submitted
     service.run_for_real(first)
     assert page.curve.batches() == [4] and page.readouts.values["tput"]
@@ -56,7 +54,6 @@ def test_points_build_the_curve_and_the_readouts(lesson):
 
 def test_moving_the_slider_measures_only_what_is_missing(lesson):
     page, service = lesson
-    page.start()
     for job in list(service.submitted):
         service.run_for_real(job)
     release(page, 8)
@@ -72,7 +69,6 @@ def test_moving_the_slider_measures_only_what_is_missing(lesson):
 
 def test_a_new_preset_starts_a_new_curve(lesson):
     page, service = lesson
-    page.start()
     service.run_for_real(service.submitted[0])
     page.preset = "small"
     assert page.curve.batches() == []

@@ -4,22 +4,23 @@ allocation, the block tables of a run, and what fits a typed budget."""
 from __future__ import annotations
 
 import panel as pn
-from in_process_service import attach
+from in_process_service import InProcessService, attach
 
 from lessons.kv_cache import KVCacheLesson
 
 
-def lesson(args=None, service=None, start=True):
+def lesson(args=None, answered=True):
+    """The page drawn with the in-process service: it starts its jobs, as on load; unless
+    answered, the engine holds its answers back."""
     page = KVCacheLesson.from_url(args or {})
+    held = set() if answered else {kind for kind, _ in KVCacheLesson.warm_jobs()}
+    service = attach(page, InProcessService(hold=held))
     pn.panel(page).get_root()
-    service = attach(page, service)
-    if start:
-        page.start()
     return page, service
 
 
 def test_the_calculator_shows_public_shapes_before_the_engine_answers():
-    page, _ = lesson(start=False)
+    page, _ = lesson(answered=False)
     table = page.calculator.object
     assert "Llama-2-7B" in table and "524,288 (512 KiB)" in table and "131,072" in table
     assert "327,680" in table and "tiny" not in table
@@ -92,10 +93,10 @@ def test_fp8_doubles_what_fits_and_presets_wait_for_the_engine():
     fp16 = page.bars.counts()["paged"]
     page.kv_dtype = "fp8"
     assert page.bars.counts()["paged"] in (2 * fp16, 2 * fp16 + 1)
-    waiting, _ = lesson({"model": [b"small"]}, start=False)
+    waiting, _ = lesson({"model": [b"small"]}, answered=False)
     assert "Waiting for the engine" in waiting.fit_text.object
 
 
 def test_the_budget_from_the_url_is_checked_like_a_typed_one():
-    page, _ = lesson({"budget_gb": [b"-3"]}, start=False)
+    page, _ = lesson({"budget_gb": [b"-3"]}, answered=False)
     assert page.budget_gb == -3 and "more than 0 GB" in page.fit_error.object

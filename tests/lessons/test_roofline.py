@@ -14,9 +14,11 @@ from widgets.tables import sig
 
 
 def lesson(args=None, service=None):
+    """The page drawn with the in-process service: it starts measuring, as on load."""
     page = RooflineLesson.from_url(args or {})
+    service = attach(page, service)
     pn.panel(page).get_root()
-    return page, attach(page, service)
+    return page, service
 
 
 def test_powers_end_at_the_limit():
@@ -27,7 +29,6 @@ def test_powers_end_at_the_limit():
 
 def test_the_url_picks_the_measurements():
     page, service = lesson({"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"64"]})
-    page.start()
     assert service.kinds() == ["info"] + ["sweep_point"] * 3 + ["prefill_point"] * 2
     sweeps = [j.params for j in service.submitted if j.kind == "sweep_point"]
     assert [p["batch_size"] for p in sweeps] == [1, 2, 4]
@@ -41,7 +42,6 @@ TINY = {"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"256"]}
 
 def test_points_land_under_the_roofs_with_the_preset_formulas():
     page, service = lesson(TINY)
-    page.start()
     info = service.result("info")
     bw, peak = info["memory_bandwidth_gbs"], info["matmul_gflops"]
     assert page.chart.bandwidth_gbs == bw and page.chart.peak_gflops == peak
@@ -66,13 +66,12 @@ def test_points_land_under_the_roofs_with_the_preset_formulas():
     assert "Prefill, 256 tokens" in page.roof_summary.object
     first = [j.result for j in service.submitted if j.kind == "sweep_point"][0]
     assert f"the engine took **{sig(first['tpot_ms'])} ms**" in page.floor_summary.object
-    assert not page.status.running and "measured live" in page.status.label_text
+    assert not page.runner.status.running and "measured live" in page.runner.status.label_text
 
 
 def test_points_that_come_before_the_machines_limits_wait_for_them():
     service = InProcessService(hold={"info", "sweep_point", "prefill_point"})
     page, _ = lesson({**TINY, "max_batch": [b"2"], "max_prompt": [b"16"]}, service)
-    page.start()
     service.release(reverse=True)  # the points first, the machine's info last
     assert len(page.chart.points(DECODE)) == 2 and len(page.chart.points(PREFILL)) == 1
     assert page.pending == []
@@ -81,7 +80,6 @@ def test_points_that_come_before_the_machines_limits_wait_for_them():
 def test_moving_a_control_measures_again_and_drops_the_old_batch():
     service = InProcessService(hold={"sweep_point"})
     page, _ = lesson({**TINY, "max_batch": [b"2"], "max_prompt": [b"16"]}, service)
-    page.start()
     old = [j for j in service.submitted if j.kind == "sweep_point"]
     page.max_batch = 1
     assert set(service.cancelled) == set(old)
@@ -92,13 +90,12 @@ def test_moving_a_control_measures_again_and_drops_the_old_batch():
 def test_an_engine_error_is_a_message():
     page, _ = lesson({**TINY, "max_batch": [b"1"], "max_prompt": [b"16"]},
                      InProcessService(fail={"prefill_point": "the KV budget holds no block"}))
-    page.start()
-    assert "the KV budget holds no block" in page.status.error._alert.object
+    assert "the KV budget holds no block" in page.runner.status.error._alert.object
     assert len(page.chart.points(DECODE)) == 1
 
 
 def test_the_url_is_clamped_with_a_notice():
-    page, _ = lesson({"max_batch": [b"500"]})
+    page = RooflineLesson.from_url({"max_batch": [b"500"]})
     assert page.max_batch == 64 and "largest allowed (64)" in page.notices[0]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import panel as pn
 import pytest
-from in_process_service import attach
+from in_process_service import InProcessService, attach
 
 from engine.calc.slo_math import cost_per_million_tokens
 from lessons.slo_goodput import SLOGoodputLesson, sweep_rates
@@ -15,12 +15,12 @@ from widgets.tables import sig
 SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"]}
 
 
-def lesson(args=None, service=None, start=True):
+def lesson(args=None, answered=True):
+    """The page drawn with the in-process service: it starts its sweep, as on load; unless
+    answered, the engine holds its answers back."""
     page = SLOGoodputLesson.from_url(args or {})
+    service = attach(page, InProcessService(hold=set() if answered else {"rate_sweep"}))
     pn.panel(page).get_root()
-    service = attach(page, service)
-    if start:
-        page.start()
     return page, service
 
 
@@ -99,10 +99,10 @@ def test_batch_use_turns_targets_off_and_raises_the_batch():
 def test_a_sweep_too_long_for_a_page_is_refused_with_a_message():
     page, service = lesson({"max_rate": [b"0.5"], "points": [b"4"], "requests": [b"64"]})
     assert service.submitted == []
-    assert "would take about" in page.status.error._alert.object
+    assert "would take about" in page.runner.status.error._alert.object
 
 
 def test_the_url_sets_batch_use():
-    page, _ = lesson({"use": [b"batch"], **SMALL}, start=False)
+    page, _ = lesson({"use": [b"batch"], **SMALL}, answered=False)
     assert page.use == "batch" and page.max_batch == 32
     assert SLOGoodputLesson.warm_jobs()[1][1]["max_batch"] == 32

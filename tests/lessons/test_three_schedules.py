@@ -35,8 +35,7 @@ def test_nothing_runs_while_the_url_is_read():
 
 def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
     page, service = lesson
-    page.run()
-    [job] = service.submitted
+    [job] = service.submitted  # started on load
     assert job.kind == "serve_run" and job.params["policy"] == "static"
     assert job.params["requests"] == 4 and job.params["stream_tokens"] is False
     service.send(job, "started")
@@ -62,7 +61,6 @@ def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
 
 def test_switching_policy_runs_the_same_trace_again(lesson):
     page, service = lesson
-    page.run()
     static = run_short(service, service.submitted[-1])
     page.policy = "continuous"
     job = service.submitted[-1]
@@ -80,7 +78,6 @@ def test_policy_summary_reads_the_run():
     page = ThreeSchedulesLesson.from_url(SMALL)
     service = attach(page)
     pn.panel(page).get_root()
-    page.run()
     result = run_short(service, service.submitted[-1])
     s = policy_summary(result)
     assert s["policy"] == "static" and s["wait_ms"] >= 0 and s["run_ms"] > 0

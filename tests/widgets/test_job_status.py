@@ -1,18 +1,13 @@
-"""Provenance labels, error messages and the progress bar, fed with the service's events."""
+"""The status of a page's engine jobs, fed with the service's events: a single job is a group of
+one; progress appears after a second; provenance says cached or live, device and time; an error
+is one line; a group counts its finished jobs."""
 
 from __future__ import annotations
 
 import panel as pn
 
 from engine.lab.events import JobEvent
-from widgets.job_status import (
-    CachedLabel,
-    EngineError,
-    JobProgress,
-    JobStatus,
-    describe_measurement,
-    format_time,
-)
+from widgets.job_status import EngineError, JobStatus, describe_measurement, format_time
 
 DEVICE = "cpu: Test CPU (2 cores)"
 WHEN = "2026-11-22T02:48:18+0000"
@@ -34,13 +29,15 @@ def test_describe_measurement_says_cached_device_and_time():
     assert format_time("not a time") == "not a time"
 
 
-def test_cached_label_shows_what_the_result_event_says():
-    label = CachedLabel()
-    pane = root(label)
-    assert label.text == "" and not pane.visible
-    label.update(event("result", {}, cached=True, device=DEVICE, measured_at=WHEN))
-    assert label.text == f"cached: measured on {DEVICE} at 2026-11-22 02:48 UTC"
-    assert pane.visible and label.text in pane.text
+def test_the_label_shows_what_the_result_event_says():
+    status = JobStatus()
+    root(status)
+    status.start(1)
+    assert status.label_text == "" and not status._label.visible
+    status.handle(event("result", {}, cached=True, device=DEVICE, measured_at=WHEN))
+    text = f"cached: measured on {DEVICE} at 2026-11-22 02:48 UTC"
+    assert status.label_text == f'<span class="measurement-label cached">{text}</span>'
+    assert status._label.visible
 
 
 def test_engine_error_shows_one_line():
@@ -55,32 +52,72 @@ def test_engine_error_shows_one_line():
     assert not err._alert.visible
 
 
-def test_progress_appears_only_after_a_second():
-    bar = JobProgress()
-    bar.start("measuring")
-    start = bar._since
-    bar.update(3, 10)
-    bar.tick(now=start + 0.5)
-    assert not bar.shown
-    bar.tick(now=start + 1.5)
-    assert bar.shown and bar._bar.value == 30
-    assert "3 of 10 steps" in bar._text.object
-    bar.stop()
-    assert not bar.shown and not bar.running
+def test_progress_of_one_job_appears_only_after_a_second():
+    status = JobStatus()
+    status.start(1, "measuring")
+    start = status._since
+    status.job_progress(3, 10)
+    status.tick(now=start + 0.5)
+    assert not status.shown
+    status.tick(now=start + 1.5)
+    assert status.shown and status._bar.value == 300  # of 1000: 30%
+    assert "measuring: 3 of 10 steps" in status.progress_text
+    status.stop()
+    assert not status.shown and not status.running
 
 
-def test_job_status_routes_events():
+def test_one_job_routes_its_events():
     status = JobStatus()
     root(status)
-    status.handle(event("queued", {"ahead": 2}))
-    assert status.progress.running and "2 jobs ahead" in status.progress.message
+    status.start(1)
+    status.queued(2)
+    assert status.running and "queued behind 2 jobs" in status.message
     status.handle(event("started"))
+    assert status.message == "measuring"
     status.handle(event("progress", {"done": 1, "total": 4}))
-    assert (status.progress.done, status.progress.total) == (1, 4)
+    assert (status.done, status.steps) == (1, 4)
     status.handle(event("result", {"x": 1}, cached=False, device=DEVICE, measured_at=WHEN))
-    assert not status.progress.running
-    assert status.label.text.startswith("measured live")
-    status.handle(event("queued", {"ahead": 0}))
+    assert not status.running
+    assert "measured live on" in status.label_text
+    status.start(1)
     status.handle(event("error", {"message": "the prompt is empty: give some text"}))
     assert status.error.message == "the prompt is empty: give some text"
-    assert not status.progress.running
+    assert not status.running
+
+
+def test_progress_of_a_group_counts_finished_jobs_and_shows_after_a_second():
+    status = JobStatus("measurements")
+    root(status)
+    status.start(3, "starting")
+    assert status.running and not status.shown
+    status.handle(event("progress", {"done": 5, "total": 10, "message": "batch 4"}))
+    status.tick(now=status._since + 2)
+    assert status.shown and "0 of 3 measurements done (now: batch 4)" in status.progress_text
+    assert status._bar.value == 166
+    status.handle(event("result", {}, cached=True, device=DEVICE, measured_at=WHEN))
+    status.handle(event("result", {}, cached=False, device=DEVICE, measured_at=WHEN))
+    assert status.running and status.finished == 2
+    status.handle(event("result", {}, cached=True, device=DEVICE, measured_at=WHEN))
+    assert not status.running and not status.shown
+    label = status.label_text
+    assert f"1 measured live on {DEVICE}" in label and "2 cached: measured on" in label
+
+
+def test_an_error_shows_its_message_and_a_new_group_clears_it():
+    status = JobStatus()
+    status.start(1)
+    status.handle(event("error", {"message": "batch of 99 needs 900 KV blocks"}))
+    assert "batch of 99 needs 900 KV blocks" in status.error._alert.object
+    assert not status.running
+    status.start(2)
+    assert status.error.message == "" and status.label_text == ""
+
+
+def test_a_group_grows_and_forgets_cancelled_jobs():
+    status = JobStatus()
+    status.add()  # nothing running: a new group of one
+    status.add(2)
+    assert (status.total, status.running) == (3, True)
+    status.handle(event("result", {}, device=DEVICE, measured_at=WHEN))
+    status.forget(2)  # the page cancelled the other two
+    assert not status.running and status.total == 1

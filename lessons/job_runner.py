@@ -1,0 +1,161 @@
+"""How a page runs its engine jobs: one group at a time, shown by one widgets.job_status.JobStatus.
+
+    runner = JobRunner(page, JobStatus("measurements"))
+    runner.submit("load_test", params, on_event)          # a group of one
+    runner.run([(kind, params, on_event), ...])           # a group: a roofline's dozen points
+    runner.add("sweep_point", params, on_event)           # one more job in the current group
+    runner.cancel(keep=lambda job: job.state == "running")
+
+`submit` and `run` replace the current group: its unfinished jobs are cancelled and their late
+events dropped, so a chart never mixes two settings. Each job's events reach its handler on the
+session's own loop (lessons.session_jobs), after the status has taken them. While the group's
+first job waits in the engine's queue behind other readers' jobs, the status says how many are
+ahead, refreshed twice a second: in a classroom of thirty, a reader sees "queued behind 4 jobs"
+rather than a frozen page.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import panel as pn
+
+from engine.lab.events import Job, JobEvent
+from widgets.job_status import JobStatus
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[JobEvent], None]
+QUEUE_POLL_MS = 500
+
+
+def queue_position(status: dict, job_id: int) -> int | None:
+    """How many jobs run before this one: those queued ahead of it plus the running one;
+    None when it is not queued (running, finished, or answered from the cache)."""
+    ids = [q["id"] for q in status.get("queue", [])]
+    if job_id not in ids:
+        return None
+    return ids.index(job_id) + (1 if status.get("running") else 0)
+
+
+class _Entry:
+    """One submitted job of the group, with its handler; `dropped` once the page let it go."""
+
+    def __init__(self, handler: Handler):
+        self.handler = handler
+        self.job: Job | None = None  # set when submit returns (events may come before)
+        self.final = False
+        self.dropped = False
+
+    @property
+    def open(self) -> bool:
+        return not (self.final or self.dropped or (self.job is not None and self.job.finished))
+
+
+class JobRunner:
+    """Runs a page's engine jobs, one group at a time, and keeps its JobStatus current."""
+
+    def __init__(self, page, status: JobStatus | None = None):
+        self.page = page  # anything with `.jobs`, a lessons.session_jobs.SessionJobs
+        self.status = status if status is not None else JobStatus()
+        self._entries: list[_Entry] = []
+        self._poll = None
+
+    # ---- submitting ------------------------------------------------------------------------------
+    def run(self, jobs: Sequence[tuple[str, dict, Handler]], use_cache: bool = True,
+            message: str = "starting") -> list[Job]:
+        """Replace the current group with these (kind, params, handler) jobs."""
+        self._drop(self._entries)
+        self._entries = []
+        self.status.start(len(jobs), message)
+        return [self._submit(kind, params, handler, use_cache) for kind, params, handler in jobs]
+
+    def submit(self, kind: str, params: dict, on_event: Handler, use_cache: bool = True) -> Job:
+        """Replace the current group with this one job."""
+        return self.run([(kind, params, on_event)], use_cache)[0]
+
+    def add(self, kind: str, params: dict, on_event: Handler, use_cache: bool = True) -> Job:
+        """One more job in the current group (a new group when none is running)."""
+        self._entries = [e for e in self._entries if e.open]
+        self.status.add(1)
+        return self._submit(kind, params, on_event, use_cache)
+
+    def _submit(self, kind: str, params: dict, handler: Handler, use_cache: bool) -> Job:
+        entry = _Entry(handler)
+        self._entries.append(entry)
+        entry.job = self.page.jobs.submit(kind, params, lambda e: self._deliver(entry, e),
+                                          use_cache)
+        return entry.job
+
+    # ---- cancelling ------------------------------------------------------------------------------
+    def cancel(self, keep: Callable[[Job], bool] | None = None) -> int:
+        """Cancel the group's unfinished jobs (those `keep` does not spare) and drop their late
+        events; the count cancelled."""
+        gone = [e for e in self._entries if e.open and not (keep and e.job and keep(e.job))]
+        count = self._drop(gone)
+        self.status.forget(len(gone))
+        return count
+
+    def _drop(self, entries: list[_Entry]) -> int:
+        count = 0
+        for entry in entries:
+            if not entry.open:
+                continue
+            entry.dropped = True
+            try:
+                count += bool(entry.job and self.page.jobs.cancel(entry.job))
+            except Exception:  # the service may be gone already: nothing left to cancel
+                log.debug("cancelling job %s failed", entry.job, exc_info=True)
+        return count
+
+    # ---- what the group is doing -----------------------------------------------------------------
+    @property
+    def jobs(self) -> list[Job]:
+        """The group's unfinished jobs, in the order they were submitted."""
+        return [e.job for e in self._entries if e.open and e.job is not None]
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.jobs)
+
+    def _deliver(self, entry: _Entry, event: JobEvent) -> None:
+        if entry.dropped:
+            return  # a job of a group the reader has moved on from
+        if event.final:
+            entry.final = True
+        if event.type == "queued" and event.data.get("ahead") and self._first_open() is entry:
+            self.status.queued(event.data["ahead"])
+            self._start_polling()
+        self.status.handle(event)
+        entry.handler(event)
+
+    def _first_open(self) -> _Entry | None:
+        return next((e for e in self._entries if e.open), None)
+
+    def refresh_queue_position(self) -> None:
+        """Say how many jobs are ahead of the group's first unfinished job while it waits in
+        the queue; stop polling once it has started (the group's own jobs follow it)."""
+        first = self._first_open()
+        if first is None or first.job is None or first.job.state != "queued":
+            self._stop_polling()
+            return
+        try:
+            status = self.page.jobs.service.status()
+        except Exception:  # the service is restarting: say nothing new
+            log.debug("service status failed", exc_info=True)
+            return
+        ahead = queue_position(status, first.job.id)
+        if ahead is not None and self.status.running:
+            self.status.queued(ahead)
+
+    def _start_polling(self) -> None:
+        if self._poll is not None or not self.page.jobs.served:
+            return
+        self._poll = pn.state.add_periodic_callback(self.refresh_queue_position,
+                                                    period=QUEUE_POLL_MS)
+
+    def _stop_polling(self) -> None:
+        if self._poll is not None:
+            self._poll.stop()
+            self._poll = None

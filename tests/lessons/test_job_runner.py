@@ -1,0 +1,128 @@
+"""The job runner: a group of one or many, replaced as a whole with the late events of the old
+group dropped, jobs added to a running group, cancellation that spares what the page keeps, the
+live queue position in words, provenance lines, and the start-on-load hook of the page base."""
+
+from __future__ import annotations
+
+import panel as pn
+from lesson_stubs import DEVICE, attach
+
+from engine.lab.events import Job, JobEvent
+from lessons.base import Page, UrlPage
+from lessons.job_runner import JobRunner, queue_position
+from widgets.job_status import provenance, queue_message
+
+
+def test_queue_position_counts_the_running_job_and_those_ahead():
+    status = {"queue": [{"id": 4}, {"id": 5}, {"id": 9}], "running": {"id": 2}}
+    assert queue_position(status, 9) == 3
+    assert queue_position({**status, "running": None}, 4) == 0
+    assert queue_position(status, 2) is None  # running, not queued
+    assert queue_message(1) == ("queued behind 1 job from other readers (the engine runs one "
+                                "at a time, in order)")
+    assert "behind 4 jobs" in queue_message(4) and queue_message(0) == "starting"
+
+
+def test_provenance_names_preset_weights_and_device():
+    event = JobEvent(1, "sweep_point", "result", {}, device=DEVICE)
+    assert provenance({"preset": "tiny", "weights": "trained"}, event) == \
+        f"tiny preset (trained weights) on {DEVICE}"
+    assert provenance({"preset": "small", "weights": "random", "device": "cpu"}) == \
+        "small preset (random weights: timing only) on cpu"
+
+
+def runner_on_a_page():
+    page = UrlPage()
+    service = attach(page)
+    runner = JobRunner(page)
+    pn.panel(runner.status).get_root()
+    return runner, service
+
+
+def test_runner_shows_the_live_queue_and_replaces_its_job():
+    runner, service = runner_on_a_page()
+    seen = []
+    first = runner.submit("sweep_point", {"batch_size": 2}, seen.append)
+    service.send(first, "queued", {"ahead": 2})
+    assert "queued behind 2 jobs" in runner.status.message
+    service.queue, service.running = [first], Job(99, "info", {})  # another reader's job
+    runner.refresh_queue_position()
+    assert "queued behind 1 job " in runner.status.message
+    second = runner.submit("sweep_point", {"batch_size": 4}, seen.append)
+    assert service.cancelled == [first] and runner.jobs == [second]
+    service.send(second, "started")
+    assert runner.status.message == "measuring"
+    service.finish(second, {"batch_size": 4})
+    assert runner.jobs == [] and not runner.busy
+    assert [e.type for e in seen] == ["queued", "started", "result"]
+    assert "cached" not in runner.status.label_text and DEVICE in runner.status.label_text
+
+
+def test_errors_become_a_message():
+    runner, service = runner_on_a_page()
+    job = runner.submit("sweep_point", {"batch_size": 2}, lambda e: None)
+    service.send(job, "error", {"message": "batch of 2 needs 9 KV blocks"})
+    assert "batch of 2 needs 9 KV blocks" in runner.status.error._alert.object
+
+
+def test_a_new_group_replaces_the_old_and_drops_its_late_events():
+    runner, service = runner_on_a_page()
+    seen = []
+    old = runner.run([("sweep_point", {"batch_size": b}, seen.append) for b in (1, 2)])
+    assert runner.status.total == 2 and runner.status.running
+    new = runner.run([("sweep_point", {"batch_size": 4}, seen.append)])
+    assert service.cancelled == old and runner.jobs == new
+    service.finish(old[0], {"batch_size": 1})  # late: the reader has moved on
+    assert seen == [] and runner.status.finished == 0 and runner.status.running
+    service.finish(new[0], {"batch_size": 4})
+    assert [e.job_id for e in seen] == [new[0].id] and not runner.status.running
+
+
+def test_added_jobs_join_the_running_group_and_cancel_spares_what_is_kept():
+    runner, service = runner_on_a_page()
+    one = runner.add("sweep_point", {"batch_size": 1}, lambda e: None)
+    two = runner.add("sweep_point", {"batch_size": 2}, lambda e: None)
+    three = runner.add("sweep_point", {"batch_size": 3}, lambda e: None)
+    assert runner.status.total == 3 and runner.jobs == [one, two, three]
+    service.send(one, "started")
+    one.state = "running"
+    assert runner.cancel(keep=lambda job: job.state == "running") == 2
+    assert service.cancelled == [two, three] and runner.jobs == [one]
+    assert runner.status.total == 1 and runner.status.running
+    service.finish(one, {"batch_size": 1})
+    assert not runner.status.running and runner.jobs == []
+    runner.add("sweep_point", {"batch_size": 4}, lambda e: None)  # after the group: a new one
+    assert (runner.status.total, runner.status.finished) == (1, 0)
+
+
+def test_only_the_groups_first_waiting_job_speaks_for_the_queue():
+    runner, service = runner_on_a_page()
+    first, second = runner.run([("sweep_point", {"batch_size": b}, lambda e: None)
+                                for b in (1, 2)])
+    service.send(first, "queued", {"ahead": 3})
+    service.send(second, "queued", {"ahead": 4})  # the 4th ahead of it is the group's own
+    assert "queued behind 3 jobs" in runner.status.message
+
+
+class Probe(Page):
+    """A page that records when it is started."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.starts = 0
+
+    def view(self):
+        return pn.Column(self.runner.status)
+
+    def start(self):
+        self.starts += 1
+
+
+def test_a_page_starts_once_when_first_drawn_outside_a_server():
+    """(In a served session the base calls start() on load instead: tests/ui open every page.)"""
+    page = Probe()
+    attach(page)
+    assert not page.started and page.starts == 0
+    pn.panel(page).get_root()
+    pn.panel(page).get_root()
+    assert page.started and page.starts == 1
