@@ -20,9 +20,9 @@ from engine.calc.kv_math import (
     DEFAULT_BLOCK_SIZE,
     PUBLIC_SHAPES,
     KVShape,
-    element_bytes,
     fit,
     format_bytes,
+    kv_bytes,
     shape_from_preset,
 )
 from widgets.block_table import BlockTableView
@@ -31,6 +31,7 @@ from widgets.count_bars import CountBars
 from widgets.tables import html_table, table_pane
 
 from .base import LessonPage
+from .number_input import number_problem
 
 PRESET_NAMES = ("tiny", "small", "large")
 MODEL_NAMES = tuple(s.name for s in PUBLIC_SHAPES) + PRESET_NAMES
@@ -194,7 +195,8 @@ class KVCacheLesson(LessonPage):
             return []
         out = []
         for row in self.allocation["caches"]:
-            formula = 2 * row["layers"] * row["kv_heads"] * row["head_dim"] * row["element_bytes"]
+            formula = kv_bytes(row["layers"], row["kv_heads"], row["head_dim"],
+                               row["element_bytes"])
             measured = row["allocated_bytes"] / row["capacity_tokens"]
             out.append({**row, "formula": formula, "measured": measured,
                         "agrees": measured == formula})
@@ -307,21 +309,17 @@ class KVCacheLesson(LessonPage):
 
     def fit_problem(self) -> str:
         """A message for inputs that make no sense ('' when all is well)."""
-        budget = self.budget_gb
-        if budget is None or not budget > 0:
-            return ("The memory budget must be more than 0 GB: type the memory left for the KV "
-                    "cache once the weights are loaded, for example 16.")
-        if budget > MAX_BUDGET_GB:
-            return (f"A budget of {budget:g} GB is more than {MAX_BUDGET_GB:,.0f} GB: type a "
-                    "budget one machine could have.")
+        too_small = ("The memory budget must be more than 0 GB: type the memory left for the KV "
+                     "cache once the weights are loaded, for example 16.")
+        problem = number_problem(
+            self.budget_gb, lo=0, above=True, hi=MAX_BUDGET_GB, empty=too_small, low=too_small,
+            high=f"A budget of {{value:g}} GB is more than {MAX_BUDGET_GB:,.0f} GB: type a "
+                 "budget one machine could have.")
         shape = self.shape(self.model)
-        if shape is not None and self.tokens_used > shape.context:
-            return (f"{shape.name} takes at most {shape.context:,} tokens per sequence; "
-                    f"{self.tokens_used:,} tokens do not fit its context.")
-        if self.kv_dtype not in ("fp32", "fp16", "fp8"):
-            return f"Unknown number format {self.kv_dtype!r}."
-        element_bytes(self.kv_dtype)
-        return ""
+        if not problem and shape is not None and self.tokens_used > shape.context:
+            problem = (f"{shape.name} takes at most {shape.context:,} tokens per sequence; "
+                       f"{self.tokens_used:,} tokens do not fit its context.")
+        return problem
 
     # ---- the page ------------------------------------------------------------------------------------
     def body(self) -> list:

@@ -16,6 +16,7 @@ import panel as pn
 import param
 
 from engine.calc.step_cost import decode_context, decode_cost
+from engine.lab.registry import get_spec
 from widgets.checkpoint import Choice, Question
 from widgets.floor_chart import FloorChart
 from widgets.roofline_chart import RooflineChart
@@ -23,7 +24,8 @@ from widgets.tables import sig
 
 from .base import LessonPage
 
-DECODE_PROMPT_LEN, DECODE_NEW_TOKENS = 128, 32  # sweep_point's defaults: lesson 4 shares them
+_SWEEP = get_spec("sweep_point").params  # decode steps at the sweep_point job's defaults
+DECODE_PROMPT_LEN, DECODE_NEW_TOKENS = _SWEEP["prompt_len"].default, _SWEEP["new_tokens"].default
 DECODE, PREFILL = "decode step", "prefill pass"
 
 INTRO = """

@@ -30,6 +30,7 @@ from widgets.rate_curve import RateCurve
 from widgets.tables import html_table, sig, table_pane
 
 from .base import LessonPage
+from .number_input import number_problem
 
 USES = {
     "interactive": {"label": "interactive chat", "max_batch": 8, "targets": INTERACTIVE_CHAT},
@@ -150,19 +151,25 @@ class SLOGoodputLesson(LessonPage):
         e2e = None if self.e2e_p99_s is None else 1000 * self.e2e_p99_s
         return Targets(self.ttft_p50_ms, self.ttft_p99_ms, self.itl_p50_ms, self.itl_p99_ms, e2e)
 
+    def price_problem(self) -> str:
+        return number_problem(
+            self.price_per_hour, lo=0,
+            empty="Type a price per hour (for example 1.50) to see what a million tokens cost.",
+            low="A price of {value:g} $ per hour is negative: type what the machine costs, 0 or "
+                "more.")
+
     def input_problem(self) -> str:
         """A message for typed values that make no sense ('' when all is well)."""
-        if self.price_per_hour is None:
-            return "Type a price per hour (for example 1.50) to see what a million tokens cost."
-        if self.price_per_hour < 0:
-            return (f"A price of {self.price_per_hour:g} $ per hour is negative: type what the "
-                    "machine costs, 0 or more.")
-        if self.use == "interactive":
-            for name in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_s"):
-                value = getattr(self, name)
-                if value is not None and not value > 0:
-                    return (f"{self.param[name].label} is {value:g}: a target must be more "
-                            "than 0 (leave it empty to drop it).")
+        problem = self.price_problem()
+        if problem or self.use != "interactive":
+            return problem
+        for name in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_s"):
+            problem = number_problem(  # empty is allowed: no such target
+                getattr(self, name), lo=0, above=True,
+                low=f"{self.param[name].label} is {{value:g}}: a target must be more than 0 "
+                    "(leave it empty to drop it).")
+            if problem:
+                return problem
         return ""
 
     def expected_seconds(self) -> float:
@@ -343,7 +350,7 @@ class SLOGoodputLesson(LessonPage):
             self._refresh_uses()
 
     def _refresh_uses(self) -> None:
-        if self.price_per_hour is None or self.price_per_hour < 0:
+        if self.price_problem():
             return
         rows = []
         for use, fig in self.by_use.items():

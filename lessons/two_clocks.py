@@ -20,6 +20,7 @@ import numpy as np
 import panel as pn
 import param
 
+from engine.lab.registry import get_spec
 from widgets.browser_clock import BrowserClock
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
@@ -32,6 +33,7 @@ from .base import LessonPage
 ENGINE_ROW = "engine"
 BROWSER_ROW = "your browser"
 DEFAULT_PROMPT = "The engine reads the whole prompt first, and then"
+CONTEXT = get_spec("two_clocks").params["context_tokens"]
 ARRIVE_AFTER_MS = 300.0  # the background requests' head start, so they are decoding already
 
 INTRO = """
@@ -119,8 +121,8 @@ class TwoClocksLesson(LessonPage):
     slug = "two-clocks"
 
     prompt = param.String(default=DEFAULT_PROMPT, label="Your prompt")
-    context_tokens = param.Integer(
-        default=0, bounds=(0, 1536), label="Document before your prompt (tokens)")
+    context_tokens = param.Integer(  # up to what the two_clocks job takes
+        default=0, bounds=(0, CONTEXT.hi), label="Document before your prompt (tokens)")
     background = param.Integer(
         default=0, bounds=(0, 16), label="Background requests decoding")
     streamed = param.Boolean(default=True, label="Stream the answer token by token")
