@@ -16,6 +16,7 @@ import html
 import panel as pn
 import param
 
+from engine.lab.results import LoadTestResult, Percentiles
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
@@ -62,13 +63,14 @@ knowledge of the field, not a measurement of this app).</p>
 </blockquote>
 """
 
-TARGETS = (("TTFT P50", "ttft_ms", "p50", 300.0), ("TTFT P99", "ttft_ms", "p99", 1200.0),
-           ("ITL P50", "itl_ms", "p50", 40.0), ("ITL P99", "itl_ms", "p99", 120.0))
+TARGETS = (("TTFT P50", lambda m: m.ttft_ms.p50, 300.0),  # (label, figure of the run, target)
+           ("TTFT P99", lambda m: m.ttft_ms.p99, 1200.0),
+           ("ITL P50", lambda m: m.itl_ms.p50, 40.0), ("ITL P99", lambda m: m.itl_ms.p99, 120.0))
 
 
-def tail_sentence(e2e: dict) -> str:
+def tail_sentence(e2e: Percentiles) -> str:
     """The lesson in one sentence, from a run's E2E summary."""
-    p50, mean, p99 = e2e.get("p50"), e2e.get("mean"), e2e.get("p99")
+    p50, mean, p99 = e2e.p50, e2e.mean, e2e.p99
     if not p50 or mean is None or p99 is None:
         return "Not enough finished requests to describe the spread."
     return (f"The median request took {fmt_ms(p50)} ms end to end; the mean is "
@@ -90,7 +92,7 @@ class AverageLiesLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.result: dict | None = None
+        self.result: LoadTestResult | None = None
         self.e2e = LatencyHistogram(title="End-to-end latency (E2E)",
                                     x_label="E2E: arrival to last token (ms)")
         self.ttft = LatencyHistogram(title="Time to first token (TTFT)",
@@ -147,41 +149,40 @@ class AverageLiesLesson(LessonPage):
 
     def _on_event(self, event) -> None:
         if event.type == "result":
-            self.show_result(event.data, event)
+            self.show_result(event.result, event)
         elif event.type == "error":
             self.tail_text.object = site_html("<p>No load test to show: see the message.</p>")
 
-    def show_result(self, run: dict, event=None) -> None:
+    def show_result(self, run: LoadTestResult, event=None) -> None:
         self.result = run
-        m = run["metrics"]
+        m = run.metrics
         rows = request_latencies(run)
-        self.e2e.update([r["e2e_ms"] for r in rows], m["e2e_ms"])
-        self.ttft.update([r["ttft_ms"] for r in rows], m["ttft_ms"])
-        self.tail_text.object = site_html(f"<p><strong>{html.escape(tail_sentence(m['e2e_ms']))}"
-                                        "</strong></p>")
+        self.e2e.update([r.e2e_ms for r in rows], m.e2e_ms.to_dict())
+        self.ttft.update([r.ttft_ms for r in rows], m.ttft_ms.to_dict())
+        self.tail_text.object = site_html(f"<p><strong>{html.escape(tail_sentence(m.e2e_ms))}"
+                                          "</strong></p>")
         self.table.object = site_html(table_html(
-            ("latency (ms)", *[label for _, label in STAT_COLUMNS]), percentile_rows(m),
-            caption=f"Percentiles over {m['completed']} requests (ms)"))
+            ("latency (ms)", *STAT_COLUMNS), percentile_rows(m),
+            caption=f"Percentiles over {m.completed} requests (ms)"))
         slow = slowest(run, 5)
         self.slow.object = site_html(table_html(
             ("request", "size", "E2E (ms)", "TTFT (ms)", "queue (ms)", "prompt / answer tokens",
              "why it was slow"),
-            [(f"#{r['id']}", r["size"], fmt_ms(r["e2e_ms"]), fmt_ms(r["ttft_ms"]),
-              fmt_ms(r["queue_ms"]), f"{r['prompt_len']} / {r['output_len']}",
-              "; ".join(r["why"])) for r in slow],
+            [(f"#{r.id}", r.size, fmt_ms(r.e2e_ms), fmt_ms(r.ttft_ms), fmt_ms(r.queue_ms),
+              f"{r.prompt_len} / {r.output_len}", "; ".join(r.why)) for r in slow],
             numeric_from=2, caption="The five slowest requests by E2E"))
         self.targets.object = site_html(table_html(
             ("figure", "measured here (ms)", "quoted chat target (ms)", "met?"),
-            [(label, fmt_ms(m[key][stat]), f"{target:,.0f}",
-              "\u2013" if m[key][stat] is None else ("yes" if m[key][stat] <= target else "no"))
-             for label, key, stat, target in TARGETS],
+            [(label, fmt_ms(figure(m)), f"{target:,.0f}",
+              "\u2013" if figure(m) is None else ("yes" if figure(m) <= target else "no"))
+             for label, figure, target in TARGETS],
             caption="This run against the quoted chat targets (a tiny model on this machine, "
                     "not a production chat server)"))
         self.measured_on.object = site_html(
-            f"<p>Measured: {html.escape(provenance(run, event))}. {m['completed']} requests in "
-            f"{m['duration_s']:.1f} s; the server produced {m['throughput_tok_s']:,.0f} output "
-            f"tokens/s in total (all users), with {100 * (m['slot_use'] or 0):.0f}% of the "
-            f"{run['config']['max_batch']} batch slots in use while it worked.</p>")
+            f"<p>Measured: {html.escape(provenance(run, event))}. {m.completed} requests in "
+            f"{m.duration_s:.1f} s; the server produced {m.throughput_tok_s:,.0f} output "
+            f"tokens/s in total (all users), with {100 * (m.slot_use or 0):.0f}% of the "
+            f"{run.config.max_batch} batch slots in use while it worked.</p>")
 
     def questions(self) -> list:
         return [

@@ -13,15 +13,18 @@ URL: chunk_size, requests, output_len, long_prompt:
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 import panel as pn
 import param
 
+from engine.lab.results import ServeRunResult, StepRecord
 from widgets.checkpoint import Choice, Question
 from widgets.itl_timeline import ItlTimeline
 from widgets.tables import sig
 
 from .base import LessonPage
+from .job_runner import event_record
 
 SHORT_PROMPT = 64  # tokens of each running request's prompt
 LONG_AT_S = 0.2  # when the long prompt arrives
@@ -60,6 +63,18 @@ QUOTE = """
 """
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """One of the two runs in figures: the running requests' gaps, the long prompt's cost."""
+
+    chunk: int  # 0: the prompt prefilled whole
+    worst_ms: float | None
+    median_ms: float | None
+    long_ttft_ms: float | None
+    prefill_steps: int
+    device: str
+
+
 def chunk_label(chunk_size: int) -> str:
     return f"chunks of {chunk_size} tokens"
 
@@ -81,7 +96,7 @@ class ChunkedPrefillLesson(LessonPage):
     def __init__(self, **params):
         super().__init__(**params)
         self.timeline = ItlTimeline(series=[WHOLE, CHUNKED])
-        self.results: dict[str, dict] = {}
+        self.results: dict[str, RunSummary] = {}
         self._last: dict[str, dict[int, float]] = {}
         self._tokens: dict[str, int] = {}
         self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width",
@@ -125,9 +140,9 @@ class ChunkedPrefillLesson(LessonPage):
     def _handler(self, series: str, chunk: int):
         def on_event(event):
             if event.type == "step":
-                self.on_step(series, chunk, event.data)
+                self.on_step(series, chunk, event_record(StepRecord, event.data))
             elif event.type == "result":
-                self.show_run(series, chunk, event.data)
+                self.show_run(series, chunk, event.result)
         return on_event
 
     @param.depends("chunk_size", "requests", "output_len", "long_prompt", watch=True)
@@ -136,52 +151,52 @@ class ChunkedPrefillLesson(LessonPage):
             self.start()
 
     # ---- live: gaps from the steps as they finish ----------------------------------------------------
-    def on_step(self, series: str, chunk: int, step: dict) -> None:
+    def on_step(self, series: str, chunk: int, step: StepRecord) -> None:
         """Each decode step gives every request in it one token: its gap is this step's end
         minus the end of the last step that request was in (the previous token, or the final
         chunk of its prompt, which gave its first token)."""
-        end = step["end_s"]
+        end = step.end_s
         last = self._last[series]
         ts, gaps, ids = [], [], []
-        for rid in step["decode_ids"]:
+        for rid in step.decode_ids:
             if rid != self.long_id and rid in last:
                 ts.append(end)
                 gaps.append(1000 * (end - last[rid]))
                 ids.append(rid)
             last[rid] = end
-        for rid, _n in step["prefill_chunks"]:
+        for rid, _n in step.prefill_chunks:
             last[rid] = end
         self.timeline.stream(series, ts, gaps, ids)
-        self._tokens[series] += len(step["decode_ids"])
+        self._tokens[series] += len(step.decode_ids)
         total = (self.requests + 1) * (self.output_len - 1)
         self.runner.status.job_progress(self._tokens[series], total,
                                         f"{chunk_label(chunk) if chunk else series}, "
                                         f"{end:.1f} s into the run")
 
     # ---- final: gaps from every token's time ---------------------------------------------------------
-    def show_run(self, series: str, chunk: int, run: dict) -> None:
-        long = next(r for r in run["requests"] if r["id"] == self.long_id)
+    def show_run(self, series: str, chunk: int, run: ServeRunResult) -> None:
+        long = next(r for r in run.requests if r.id == self.long_id)
         ts, gaps, ids = [], [], []
-        for r in run["requests"]:
-            if r["id"] == self.long_id:
+        for r in run.requests:
+            if r.id == self.long_id:
                 continue
-            times = r["token_s"]
+            times = r.token_s
             for a, b in zip(times, times[1:], strict=False):
                 ts.append(b)
                 gaps.append(1000 * (b - a))
-                ids.append(r["id"])
+                ids.append(r.id)
         self.timeline.set(series, ts, gaps, ids)
-        self.timeline.mark(series, "long prompt arrives", long["arrival_s"])
-        if long["first_token_s"] is not None:
-            self.timeline.mark(series, "its first token", long["first_token_s"])
-        prefill_steps = sum(1 for s in run["steps"]
-                            if any(i == self.long_id for i, _ in s["prefill_chunks"]))
-        self.results[series] = {
-            "chunk": chunk, "worst_ms": max(gaps) if gaps else None,
-            "median_ms": statistics.median(gaps) if gaps else None,
-            "long_ttft_ms": 1000 * (long["first_token_s"] - long["arrival_s"])
-            if long["first_token_s"] is not None else None,
-            "prefill_steps": prefill_steps, "device": run["device"]}
+        self.timeline.mark(series, "long prompt arrives", long.arrival_s)
+        if long.first_token_s is not None:
+            self.timeline.mark(series, "its first token", long.first_token_s)
+        prefill_steps = sum(1 for s in run.steps
+                            if any(i == self.long_id for i, _ in s.prefill_chunks))
+        self.results[series] = RunSummary(
+            chunk=chunk, worst_ms=max(gaps) if gaps else None,
+            median_ms=statistics.median(gaps) if gaps else None,
+            long_ttft_ms=1000 * (long.first_token_s - long.arrival_s)
+            if long.first_token_s is not None else None,
+            prefill_steps=prefill_steps, device=run.device)
         self._summarize()
 
     def _summarize(self) -> None:
@@ -192,13 +207,13 @@ class ChunkedPrefillLesson(LessonPage):
             if r is None:
                 continue
             lines.append(
-                f"- **{name}:** worst gap **{sig(r['worst_ms'])} ms**, median gap "
-                f"{sig(r['median_ms'])} ms; the long prompt took {r['prefill_steps']} "
-                f"step{'s' if r['prefill_steps'] != 1 else ''} to prefill and its TTFT was "
-                f"**{sig(r['long_ttft_ms'])} ms**.")
-        if whole and chunked and whole["worst_ms"] and chunked["worst_ms"]:
-            ratio = whole["worst_ms"] / chunked["worst_ms"]
-            ttft_change = chunked["long_ttft_ms"] - whole["long_ttft_ms"]
+                f"- **{name}:** worst gap **{sig(r.worst_ms)} ms**, median gap "
+                f"{sig(r.median_ms)} ms; the long prompt took {r.prefill_steps} "
+                f"step{'s' if r.prefill_steps != 1 else ''} to prefill and its TTFT was "
+                f"**{sig(r.long_ttft_ms)} ms**.")
+        if whole and chunked and whole.worst_ms and chunked.worst_ms:
+            ratio = whole.worst_ms / chunked.worst_ms
+            ttft_change = chunked.long_ttft_ms - whole.long_ttft_ms
             if ratio > 1:
                 comparison = f"In chunks, the worst stall is **{ratio:.1f}x shorter**"
             else:

@@ -10,15 +10,19 @@ from __future__ import annotations
 import panel as pn
 import param
 
+from engine.lab.results import SweepPointResult
 from widgets.html import html_pane, site_html
 
 from .base import UrlPage
 
-RESULT_ROWS = (("ttft_ms", "TTFT (the batched prefill)", "{:.1f} ms"),
-               ("tpot_ms", "TPOT (median decode step)", "{:.2f} ms"),
-               ("tokens_per_s", "Throughput, all sequences", "{:.0f} tokens/s"),
-               ("achieved_gbs", "Bytes read per second", "{:.1f} GB/s"),
-               ("kv_bytes", "KV cache held", "{:,} bytes"))
+
+def result_rows(r: SweepPointResult) -> list[tuple[str, str]]:
+    """(what, measured value with its unit) for the result table."""
+    return [("TTFT (the batched prefill)", f"{r.ttft_ms:.1f} ms"),
+            ("TPOT (median decode step)", f"{r.tpot_ms:.2f} ms"),
+            ("Throughput, all sequences", f"{r.tokens_per_s:.0f} tokens/s"),
+            ("Bytes read per second", f"{r.achieved_gbs:.1f} GB/s"),
+            ("KV cache held", f"{r.kv_bytes:,} bytes")]
 
 
 class EngineCheckPage(UrlPage):
@@ -32,7 +36,7 @@ class EngineCheckPage(UrlPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.result: dict | None = None
+        self.result: SweepPointResult | None = None
         self._button = pn.widgets.Button(label="Measure", color="primary")
         self._button.on_click(lambda _event: self.measure())
         self._output = html_pane("", visible=False, css_classes=["engine-check-result"])
@@ -66,14 +70,14 @@ class EngineCheckPage(UrlPage):
         if event.final:
             self._button.disabled = False
         if event.type == "result":
-            self.show_result(event.data)
+            self.show_result(event.result)
 
-    def show_result(self, result: dict) -> None:
+    def show_result(self, result: SweepPointResult) -> None:
         self.result = result
-        rows = "".join(f'<tr><th scope="row">{label}</th><td class="num">{fmt.format(result[key])}'
-                       f"</td></tr>" for key, label, fmt in RESULT_ROWS)
-        caption = (f"Batch of {result['batch_size']} on {result['device']}, preset "
-                   f"{result['preset']} ({result['weights']} weights)")
+        rows = "".join(f'<tr><th scope="row">{label}</th><td class="num">{value}</td></tr>'
+                       for label, value in result_rows(result))
+        caption = (f"Batch of {result.batch_size} on {result.device}, preset "
+                   f"{result.preset} ({result.weights} weights)")
         self._output.param.update(
             object=site_html(f'<table class="plain"><caption>{caption}</caption>'
                              f"<tbody>{rows}</tbody></table>"), visible=True)

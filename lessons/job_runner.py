@@ -18,16 +18,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import panel as pn
 
 from engine.lab.events import Job, JobEvent
+from engine.lab.results import Record
 from widgets.job_status import JobStatus
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[JobEvent], None]
+R = TypeVar("R", bound=Record)
 QUEUE_POLL_MS = 500
+
+
+def event_record(record: type[R], data: dict) -> R:
+    """A live event's data (its "kind" aside) as the record the job's result holds for the same
+    thing: a serving run's "step" event as a StepRecord, a rate sweep's point as a RatePoint."""
+    return record.from_dict({k: v for k, v in data.items() if k != "kind"})
 
 
 def queue_position(status: dict, job_id: int) -> int | None:

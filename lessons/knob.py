@@ -13,10 +13,12 @@ URL: batch_size, preset, prompt_len, new_tokens (/app?lesson=knob&batch_size=16&
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 import panel as pn
 import param
 
+from engine.lab.results import SweepPointResult
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
 from widgets.job_status import RANDOM_WEIGHTS, provenance
@@ -69,7 +71,18 @@ def ratio_text(new: float, old: float) -> str:
     return f"x{new / old:.2f} ({100 * (new / old - 1):+.0f}%)"
 
 
-def doubling(points: dict[int, dict], batch: int) -> str:
+@dataclass(frozen=True)
+class Point:
+    """One measured batch size: total tokens/s, each user's ms per token, and where it came
+    from ("measured live (<time>)" or "cached (<time>)")."""
+
+    tokens_per_s: float
+    tpot_ms: float
+    origin: str = "measured live"
+    cached: bool = False
+
+
+def doubling(points: dict[int, Point], batch: int) -> str:
     """The marginal gain of the last doubling, from batch // 2 to batch, in words."""
     if batch < 2:
         return "Batch 1 is where the curve starts: no doubling yet."
@@ -78,16 +91,16 @@ def doubling(points: dict[int, dict], batch: int) -> str:
         return f"Measuring batch {half} and {batch} to compare them..."
     a, b = points[half], points[batch]
     return (f"Last doubling, batch {half} to {batch}: total tokens/s "
-            f"{ratio_text(b['tokens_per_s'], a['tokens_per_s'])}, each user's time per token "
-            f"{ratio_text(b['tpot_ms'], a['tpot_ms'])}.")
+            f"{ratio_text(b.tokens_per_s, a.tokens_per_s)}, each user's time per token "
+            f"{ratio_text(b.tpot_ms, a.tpot_ms)}.")
 
 
-def against_one(points: dict[int, dict], batch: int) -> str:
+def against_one(points: dict[int, Point], batch: int) -> str:
     if batch < 2 or 1 not in points or batch not in points:
         return ""
     a, b = points[1], points[batch]
-    return (f"Against batch 1: {b['tokens_per_s'] / a['tokens_per_s']:.1f} times the throughput "
-            f"for {b['tpot_ms'] / a['tpot_ms']:.1f} times the time per token.")
+    return (f"Against batch 1: {b.tokens_per_s / a.tokens_per_s:.1f} times the throughput "
+            f"for {b.tpot_ms / a.tpot_ms:.1f} times the time per token.")
 
 
 class KnobLesson(LessonPage):
@@ -105,7 +118,7 @@ class KnobLesson(LessonPage):
     def __init__(self, **params):
         super().__init__(**params)
         self.curve = ThroughputCurve(max_batch=64)
-        self.points: dict[tuple, dict[int, dict]] = {}  # settings -> batch -> result + origin
+        self.points: dict[tuple, dict[int, Point]] = {}  # settings -> batch -> its point
         self.device = ""
         self.readouts = Readouts([
             ("tput", "total tokens/s, all users"), ("tpot", "ms per token, each user"),
@@ -125,7 +138,7 @@ class KnobLesson(LessonPage):
                 "prompt_len": int(self.prompt_len), "new_tokens": int(self.new_tokens)}
 
     @property
-    def measured(self) -> dict[int, dict]:
+    def measured(self) -> dict[int, Point]:
         return self.points.setdefault(self.settings(), {})
 
     def body(self) -> list:
@@ -177,28 +190,29 @@ class KnobLesson(LessonPage):
 
     def _on_event(self, event, settings: tuple) -> None:
         if event.type == "result":
-            self.add_result(event.data, event, settings)
+            self.add_result(event.result, event, settings)
 
-    def add_result(self, point: dict, event=None, settings: tuple | None = None) -> None:
+    def add_result(self, point: SweepPointResult, event=None,
+                   settings: tuple | None = None) -> None:
         settings = settings or self.settings()
         cached = bool(event is not None and event.cached)
         origin = "cached" if cached else "measured live"
         if event is not None and event.measured_at:
             origin += f" ({event.measured_at[:16].replace('T', ' ')})"
-        self.points.setdefault(settings, {})[point["batch_size"]] = {**point, "origin": origin,
-                                                                      "cached": cached}
+        self.points.setdefault(settings, {})[point.batch_size] = Point(
+            point.tokens_per_s, point.tpot_ms, origin, cached)
         if event is not None and event.device:
             self.device = event.device
         if settings != self.settings():
             return  # a point of settings the reader has left: kept, not drawn
-        self.curve.add_point(point["batch_size"], point["tokens_per_s"], point["tpot_ms"],
+        self.curve.add_point(point.batch_size, point.tokens_per_s, point.tpot_ms,
                              origin=origin, cached=cached)
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(point, event))}; each point prefills "
-            f"{point['prompt_len']} prompt tokens per request, then times "
-            f"{point['decode_steps_timed']} decode steps (their median is the time per "
+            f"{point.prompt_len} prompt tokens per request, then times "
+            f"{point.decode_steps_timed} decode steps (their median is the time per "
             f"token). Big dots were measured live, small ones came from the cache."
-            f"{' The small preset has ' + RANDOM_WEIGHTS + '.' if point.get('weights') == 'random' else ''}"
+            f"{' The small preset has ' + RANDOM_WEIGHTS + '.' if point.weights == 'random' else ''}"
             "</p>")
         self._moved()
 
@@ -210,9 +224,9 @@ class KnobLesson(LessonPage):
         if here is None:
             self.readouts.clear()
         else:
-            self.readouts.set(tput=f"{here['tokens_per_s']:,.0f}",
-                              tpot=f"{here['tpot_ms']:.2f} ms",
-                              users=f"{1000 / here['tpot_ms']:,.0f}")
+            self.readouts.set(tput=f"{here.tokens_per_s:,.0f}",
+                              tpot=f"{here.tpot_ms:.2f} ms",
+                              users=f"{1000 / here.tpot_ms:,.0f}")
             self.readouts.notes = {"tput": f"total tokens/s at batch {b}, all users"}
         words = doubling(self.measured, b)
         extra = against_one(self.measured, b)
@@ -226,14 +240,13 @@ class KnobLesson(LessonPage):
         self.curve.clear()
         for batch in sorted(self.measured):
             p = self.measured[batch]
-            self.curve.add_point(batch, p["tokens_per_s"], p["tpot_ms"], p["origin"],
-                                 p["cached"])
+            self.curve.add_point(batch, p.tokens_per_s, p.tpot_ms, p.origin, p.cached)
         self.measure()
         self._moved()
 
     def _table(self) -> str:
-        rows = [(b, f"{p['tokens_per_s']:,.0f}", f"{p['tpot_ms']:.2f}",
-                 f"{1000 / p['tpot_ms']:,.0f}", p["origin"])
+        rows = [(b, f"{p.tokens_per_s:,.0f}", f"{p.tpot_ms:.2f}", f"{1000 / p.tpot_ms:,.0f}",
+                 p.origin)
                 for b, p in sorted(self.measured.items())]
         if not rows:
             return ""

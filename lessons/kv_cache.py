@@ -13,6 +13,8 @@ URL: budget_gb, model, kv_dtype, tokens_used: /app?lesson=kv-cache&budget_gb=40&
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import panel as pn
 import param
 
@@ -24,6 +26,13 @@ from engine.calc.kv_math import (
     format_bytes,
     kv_bytes,
     shape_from_preset,
+)
+from engine.lab.results import (
+    BlockSnapshot,
+    BlockSnapshotsResult,
+    InfoResult,
+    KVAllocationResult,
+    KVCacheRow,
 )
 from widgets.block_table import BlockTableView
 from widgets.checkpoint import Choice, Question
@@ -90,6 +99,19 @@ sits after it. A **paged** cache holds only what each sequence uses, rounded up 
 """
 
 
+@dataclass(frozen=True)
+class CacheCheck:
+    """One cache the engine allocated, against the formula: bytes per token both ways."""
+
+    row: KVCacheRow
+    formula: int  # 2 x layers x KV heads x head dim x bytes per element
+    measured: float  # allocated bytes / tokens of capacity
+
+    @property
+    def agrees(self) -> bool:
+        return self.measured == self.formula
+
+
 class KVCacheLesson(LessonPage):
     """Lesson 6: the KV cache's size, its pages, and what it caps."""
 
@@ -106,10 +128,10 @@ class KVCacheLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.machine: dict | None = None
-        self.allocation: dict | None = None
-        self.snapshots: list[dict] = []
-        self.run_info: dict | None = None
+        self.machine: InfoResult | None = None
+        self.allocation: KVAllocationResult | None = None
+        self.snapshots: list[BlockSnapshot] = []
+        self.run_info: BlockSnapshotsResult | None = None
         self.calculator = table_pane(css_classes=["kv-calculator"])
         self.check = table_pane(css_classes=["kv-check"])
         self.check_summary = pn.pane.Markdown("Waiting for the engine's allocation...",
@@ -140,7 +162,7 @@ class KVCacheLesson(LessonPage):
                     "block_snapshots": self.show_snapshots}
 
         def on_result(show):
-            return lambda event: show(event.data) if event.type == "result" else None
+            return lambda event: show(event.result) if event.type == "result" else None
 
         self.runner.run([(kind, params, on_result(handlers[kind]))
                          for kind, params in self.warm_jobs()], use_cache=not fresh)
@@ -149,7 +171,7 @@ class KVCacheLesson(LessonPage):
     def preset_shapes(self) -> list[KVShape]:
         if self.machine is None:
             return []
-        return [shape_from_preset(p) for p in self.machine["presets"]]
+        return [shape_from_preset(p.to_dict()) for p in self.machine.presets]
 
     def shape(self, name: str) -> KVShape | None:
         for s in (*PUBLIC_SHAPES, *self.preset_shapes()):
@@ -157,12 +179,7 @@ class KVCacheLesson(LessonPage):
                 return s
         return None
 
-    def engine_dtype(self, preset: str) -> str | None:
-        if self.machine is None:
-            return None
-        return next((p["dtype"] for p in self.machine["presets"] if p["name"] == preset), None)
-
-    def show_info(self, info: dict) -> None:
+    def show_info(self, info: InfoResult) -> None:
         self.machine = info
         self._refresh_calculator()
         self._refresh_check()
@@ -185,86 +202,82 @@ class KVCacheLesson(LessonPage):
             numeric=[False, False, True, True, True, True, True, False])
 
     # ---- the engine's real allocation ----------------------------------------------------------------
-    def show_allocation(self, allocation: dict) -> None:
+    def show_allocation(self, allocation: KVAllocationResult) -> None:
         self.allocation = allocation
         self._refresh_check()
 
-    def agreement(self) -> list[dict]:
+    def agreement(self) -> list[CacheCheck]:
         """Each cache the engine allocated, with the formula's bytes per token beside it."""
         if self.allocation is None:
             return []
-        out = []
-        for row in self.allocation["caches"]:
-            formula = kv_bytes(row["layers"], row["kv_heads"], row["head_dim"],
-                               row["element_bytes"])
-            measured = row["allocated_bytes"] / row["capacity_tokens"]
-            out.append({**row, "formula": formula, "measured": measured,
-                        "agrees": measured == formula})
-        return out
+        return [CacheCheck(row, kv_bytes(row.layers, row.kv_heads, row.head_dim,
+                                         row.element_bytes),
+                           row.allocated_bytes / row.capacity_tokens)
+                for row in self.allocation.caches]
 
     def _refresh_check(self) -> None:
         rows = self.agreement()
         if not rows:
             return
         table = []
-        for r in rows:
-            engine_note = " (what the engine serves with here)" if r["engine_dtype"] else ""
-            table.append([f"{r['preset']}, {r['dtype']}{engine_note}",
-                          f"2 × {r['layers']} × {r['kv_heads']} × {r['head_dim']} × "
-                          f"{r['element_bytes']} = {r['formula']:,}",
-                          f"{r['allocated_bytes']:,} bytes for {r['capacity_tokens']:,} tokens",
-                          f"{r['measured']:,.0f}", "agrees" if r["agrees"] else "DIFFERS"])
+        for check in rows:
+            r = check.row
+            engine_note = " (what the engine serves with here)" if r.engine_dtype else ""
+            table.append([f"{r.preset}, {r.dtype}{engine_note}",
+                          f"2 × {r.layers} × {r.kv_heads} × {r.head_dim} × "
+                          f"{r.element_bytes} = {check.formula:,}",
+                          f"{r.allocated_bytes:,} bytes for {r.capacity_tokens:,} tokens",
+                          f"{check.measured:,.0f}", "agrees" if check.agrees else "DIFFERS"])
         self.check.object = html_table(
-            f"The engine's paged KV cache on {self.allocation['device']}: "
-            f"{self.allocation['blocks']} blocks of {self.allocation['block_size']} tokens each",
+            f"The engine's paged KV cache on {self.allocation.device}: "
+            f"{self.allocation.blocks} blocks of {self.allocation.block_size} tokens each",
             ["cache", "formula (bytes per token)", "the engine allocated",
              "allocated bytes per token", "check"], table,
             numeric=[False, True, True, True, False])
-        bad = [r for r in rows if not r["agrees"]]
-        engine_rows = [r for r in rows if r["engine_dtype"]]
+        bad = [c for c in rows if not c.agrees]
+        engine_rows = [c for c in rows if c.row.engine_dtype]
         if bad:
             self.check_summary.object = (f"**{len(bad)} of {len(rows)} caches differ from the "
                                          "formula**: see the table.")
         else:
-            serving = ", ".join(f"{r['preset']} {r['measured']:,.0f} bytes per token "
-                                f"({r['dtype']})" for r in engine_rows)
+            serving = ", ".join(f"{c.row.preset} {c.measured:,.0f} bytes per token "
+                                f"({c.row.dtype})" for c in engine_rows)
             self.check_summary.object = (
                 f"**All {len(rows)} caches agree with the formula.** What the engine serves "
                 f"with on this device: {serving}.")
 
     # ---- block tables --------------------------------------------------------------------------------
-    def show_snapshots(self, result: dict) -> None:
+    def show_snapshots(self, result: BlockSnapshotsResult) -> None:
         self.run_info = result
-        self.snapshots = [s for s in result["snapshots"] if "step" in s]
-        self.blocks.set_pool(result["num_blocks"], result["block_size"])
+        self.snapshots = list(result.snapshots)
+        self.blocks.set_pool(result.num_blocks, result.block_size)
         if not self.snapshots:
             self.run_summary.object = "The run recorded no steps."
             return
         busiest = max(range(len(self.snapshots)),
-                      key=lambda i: (len(self.snapshots[i]["seqs"]),
-                                     sum(len(s["blocks"]) for s in self.snapshots[i]["seqs"])))
+                      key=lambda i: (len(self.snapshots[i].seqs),
+                                     sum(len(s.blocks) for s in self.snapshots[i].seqs)))
         self.player.param.update(end=max(1, len(self.snapshots) - 1), disabled=False)
         if self.player.value == busiest:
             self._show_moment()
         else:
             self.player.value = busiest
         reused = self._reused_blocks()
-        requests = result["requests"]
         self.run_summary.object = (
-            f"A real run on {result['device']} ({result['preset']} preset): "
-            f"{len(requests)} requests, {len(self.snapshots)} steps, a pool of "
-            f"{result['num_blocks']} blocks of {result['block_size']} tokens "
-            f"({format_bytes(result['bytes_per_block'])} each, "
-            f"{format_bytes(result['num_blocks'] * result['bytes_per_block'])} in all). "
+            f"A real run on {result.device} ({result.preset} preset): "
+            f"{len(result.requests)} requests, {len(self.snapshots)} steps, a pool of "
+            f"{result.num_blocks} blocks of {result.block_size} tokens "
+            f"({format_bytes(result.bytes_per_block)} each, "
+            f"{format_bytes(result.num_blocks * result.bytes_per_block)} in all). "
             f"{reused} blocks were used by more than one request in turn. "
             "The step shown first is the one with the most blocks in use.")
 
     def _reused_blocks(self) -> int:
         owners: dict[int, set[int]] = {}
         for snap in self.snapshots:
-            for seq in snap["seqs"]:
-                for b in seq["blocks"]:
-                    owners.setdefault(b, set()).add(seq["id"])
+            for seq in snap.seqs:
+                for b in seq.blocks:
+                    owners.setdefault(b, set()).add(seq.id)
         return sum(1 for ids in owners.values() if len(ids) > 1)
 
     def _show_moment(self, *_events) -> None:

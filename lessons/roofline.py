@@ -12,13 +12,17 @@ URL: preset, max_batch (decode batches 1, 2, 4, ... up to it), max_prompt (promp
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import panel as pn
 import param
 
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.lab.registry import get_spec
+from engine.lab.results import InfoResult, PrefillPointResult, PresetShape, SweepPointResult
 from widgets.checkpoint import Choice, Question
 from widgets.floor_chart import FloorChart
+from widgets.job_status import RANDOM_WEIGHTS
 from widgets.roofline_chart import RooflineChart
 from widgets.tables import sig
 
@@ -79,6 +83,22 @@ weight), which halves the bytes of every step.*
 """
 
 
+@dataclass(frozen=True)
+class DecodeStep:
+    """A measured decode step placed on the roofline: its bytes and intensity counted from the
+    preset's shape (engine.calc.step_cost), the GFLOP/s it achieved, its bandwidth floor."""
+
+    point: SweepPointResult
+    bytes: float
+    intensity: float
+    achieved_gflops: float
+    floor_ms: float
+
+    @property
+    def tpot_ms(self) -> float:
+        return self.point.tpot_ms
+
+
 def powers(start: int, factor: int, limit: int) -> list[int]:
     """start, start x factor, ... up to limit, and limit itself if it is not one of them."""
     out = []
@@ -107,10 +127,10 @@ class RooflineLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.machine: dict | None = None
-        self.pending: list[tuple[str, dict]] = []  # results that came before the machine's info
-        self.decode_results: dict[int, dict] = {}
-        self.prefill_results: dict[int, dict] = {}
+        self.machine: InfoResult | None = None
+        self.pending: list[SweepPointResult | PrefillPointResult] = []  # before the machine's info
+        self.decode_results: dict[int, DecodeStep] = {}
+        self.prefill_results: dict[int, PrefillPointResult] = {}
         self.chart = RooflineChart(series=[DECODE, PREFILL])
         self.floor = FloorChart(x_label="batch size", y_label="time per decode step (ms)",
                                 measured_label="measured TPOT",
@@ -166,7 +186,7 @@ class RooflineLesson(LessonPage):
     def _handler(show):
         def on_event(event):
             if event.type == "result":
-                show(event.data)
+                show(event.result)
         return on_event
 
     @param.depends("preset", "max_batch", "max_prompt", watch=True)
@@ -175,99 +195,97 @@ class RooflineLesson(LessonPage):
             self.start()
 
     # ---- results -------------------------------------------------------------------------------------
-    def show_info(self, info: dict) -> None:
+    def show_info(self, info: InfoResult) -> None:
         self.machine = info
-        self.chart.set_limits(info["memory_bandwidth_gbs"], info["matmul_gflops"])
+        self.chart.set_limits(info.memory_bandwidth_gbs, info.matmul_gflops)
         shape = self.shape()
         self.limits.object = (
-            f"**This machine** ({info['device_name']}, {info['threads']} threads): memory "
-            f"bandwidth **{sig(info['memory_bandwidth_gbs'])} GB/s**, compute peak "
-            f"**{sig(info['matmul_gflops'])} GFLOP/s** ({info['matmul_dtype']} matrix multiply). "
-            f"The ridge point, where the two roofs meet, is {sig(info['matmul_gflops'])} / "
-            f"{sig(info['memory_bandwidth_gbs'])} = **{sig(info['ridge_flop_per_byte'])} FLOP "
+            f"**This machine** ({info.device_name}, {info.threads} threads): memory "
+            f"bandwidth **{sig(info.memory_bandwidth_gbs)} GB/s**, compute peak "
+            f"**{sig(info.matmul_gflops)} GFLOP/s** ({info.matmul_dtype} matrix multiply). "
+            f"The ridge point, where the two roofs meet, is {sig(info.matmul_gflops)} / "
+            f"{sig(info.memory_bandwidth_gbs)} = **{sig(info.ridge_flop_per_byte)} FLOP "
             "per byte**: a step doing fewer FLOPs per byte than that waits on memory."
-            + (f"\n\nPreset **{self.preset}**: {shape['params'] / 1e6:.1f} M parameters in "
-               f"{shape['dtype']}, {shape['weight_bytes'] / 1e6:.1f} MB of weights"
-               f"{' (random weights: timing only)' if shape['weights'] == 'random' else ''}."
+            + (f"\n\nPreset **{self.preset}**: {shape.params / 1e6:.1f} M parameters in "
+               f"{shape.dtype}, {shape.weight_bytes / 1e6:.1f} MB of weights"
+               f"{' (' + RANDOM_WEIGHTS + ')' if shape.weights == 'random' else ''}."
                if shape else ""))
         pending, self.pending = self.pending, []
-        for kind, data in pending:
-            (self.show_decode if kind == DECODE else self.show_prefill)(data)
+        for point in pending:
+            (self.show_decode if isinstance(point, SweepPointResult) else self.show_prefill)(point)
 
-    def shape(self) -> dict | None:
+    def shape(self) -> PresetShape | None:
         """The preset's shape from the machine's info (None before it has come)."""
         if self.machine is None:
             return None
-        return next((p for p in self.machine["presets"] if p["name"] == self.preset), None)
+        return next((p for p in self.machine.presets if p.name == self.preset), None)
 
-    def show_decode(self, point: dict) -> None:
+    def show_decode(self, point: SweepPointResult) -> None:
         if self.machine is None:
-            self.pending.append((DECODE, point))
+            self.pending.append(point)
             return
-        shape = {**self.shape(), "weight_bytes": point["weight_bytes"]}
-        batch = point["batch_size"]
-        cost = decode_cost(shape, batch, decode_context(point["prompt_len"], point["new_tokens"]))
-        seconds = point["tpot_ms"] / 1000
-        self.decode_results[batch] = {**point, "flops": cost.flops, "bytes": cost.bytes,
-                                      "intensity": cost.intensity,
-                                      "achieved_gflops": cost.achieved_gflops(seconds),
-                                      "floor_ms": cost.floor_ms(self.machine["memory_bandwidth_gbs"])}
-        r = self.decode_results[batch]
-        self.chart.add_point(DECODE, f"decode, batch {batch}", r["intensity"],
-                             r["achieved_gflops"], point["tpot_ms"])
-        self.floor.add(batch, point["tpot_ms"], r["floor_ms"])
+        shape = {**self.shape().to_dict(), "weight_bytes": point.weight_bytes}
+        cost = decode_cost(shape, point.batch_size,
+                           decode_context(point.prompt_len, point.new_tokens))
+        step = DecodeStep(point, cost.bytes, cost.intensity,
+                          cost.achieved_gflops(point.tpot_ms / 1000),
+                          cost.floor_ms(self.machine.memory_bandwidth_gbs))
+        self.decode_results[point.batch_size] = step
+        self.chart.add_point(DECODE, f"decode, batch {point.batch_size}", step.intensity,
+                             step.achieved_gflops, point.tpot_ms)
+        self.floor.add(point.batch_size, point.tpot_ms, step.floor_ms)
         self._summarize()
 
-    def show_prefill(self, point: dict) -> None:
+    def show_prefill(self, point: PrefillPointResult) -> None:
         if self.machine is None:
-            self.pending.append((PREFILL, point))
+            self.pending.append(point)
             return
-        self.prefill_results[point["prompt_len"]] = point
-        self.chart.add_point(PREFILL, f"prefill, {point['prompt_len']:,} tokens",
-                             point["intensity"], point["achieved_gflops"], point["ms"])
+        self.prefill_results[point.prompt_len] = point
+        self.chart.add_point(PREFILL, f"prefill, {point.prompt_len:,} tokens",
+                             point.intensity, point.achieved_gflops, point.ms)
         self._summarize()
 
     def _summarize(self) -> None:
         lines = []
-        bw = self.machine["memory_bandwidth_gbs"]
+        bw = self.machine.memory_bandwidth_gbs
         if self.decode_results:
             b = min(self.decode_results)
             r = self.decode_results[b]
             lines.append(
-                f"- **Decode, batch {b}:** {sig(r['intensity'])} FLOP/byte, "
-                f"{sig(r['achieved_gflops'])} GFLOP/s achieved; the memory roof there is "
-                f"{sig(self.chart.roof_at(r['intensity']))} GFLOP/s, the compute peak "
-                f"{sig(self.machine['matmul_gflops'])}. Most of the arithmetic units wait.")
+                f"- **Decode, batch {b}:** {sig(r.intensity)} FLOP/byte, "
+                f"{sig(r.achieved_gflops)} GFLOP/s achieved; the memory roof there is "
+                f"{sig(self.chart.roof_at(r.intensity))} GFLOP/s, the compute peak "
+                f"{sig(self.machine.matmul_gflops)}. Most of the arithmetic units wait.")
             top = max(self.decode_results)
             if top != b:
                 t = self.decode_results[top]
                 lines.append(
-                    f"- **Decode, batch {top}:** {sig(t['intensity'])} FLOP/byte and "
-                    f"{sig(t['achieved_gflops'])} GFLOP/s: {t['achieved_gflops'] / r['achieved_gflops']:.1f}x "
-                    f"the work per second of batch {b}, for a step {t['tpot_ms'] / r['tpot_ms']:.1f}x "
+                    f"- **Decode, batch {top}:** {sig(t.intensity)} FLOP/byte and "
+                    f"{sig(t.achieved_gflops)} GFLOP/s: {t.achieved_gflops / r.achieved_gflops:.1f}x "
+                    f"the work per second of batch {b}, for a step {t.tpot_ms / r.tpot_ms:.1f}x "
                     "as long.")
         if self.prefill_results:
             n = max(self.prefill_results)
             p = self.prefill_results[n]
-            line = (f"- **Prefill, {n:,} tokens:** {sig(p['intensity'])} FLOP/byte, "
-                    f"{sig(p['achieved_gflops'])} GFLOP/s achieved in {sig(p['ms'])} ms")
+            line = (f"- **Prefill, {n:,} tokens:** {sig(p.intensity)} FLOP/byte, "
+                    f"{sig(p.achieved_gflops)} GFLOP/s achieved in {sig(p.ms)} ms")
             if self.decode_results:
                 d = self.decode_results[min(self.decode_results)]
-                line += (f": {p['achieved_gflops'] / d['achieved_gflops']:.0f}x the FLOP/s of a "
+                line += (f": {p.achieved_gflops / d.achieved_gflops:.0f}x the FLOP/s of a "
                          f"batch-{min(self.decode_results)} decode step on the same weights")
             lines.append(line + ".")
         self.roof_summary.object = "\n".join(lines)
         if self.decode_results:
             b = min(self.decode_results)
             r = self.decode_results[b]
-            weights = r["weight_bytes"]
-            kv = r["bytes"] - weights
+            weights = r.point.weight_bytes
+            kv = r.bytes - weights
             self.floor_summary.object = (
                 f"At batch {b} a decode step reads {weights / 1e6:.1f} MB of weights plus "
-                f"{kv / 1e6:.2f} MB of cached keys and values = {r['bytes'] / 1e6:.1f} MB. "
-                f"At {sig(bw)} GB/s that takes at least {r['bytes'] / 1e6:.1f} MB / {sig(bw)} GB/s "
-                f"= **{sig(r['floor_ms'])} ms**; the engine took **{sig(r['tpot_ms'])} ms** "
-                f"({r['tpot_ms'] / r['floor_ms']:.1f}x the floor). The rest is time the "
+                f"{kv / 1e6:.2f} MB of cached keys and values = {r.bytes / 1e6:.1f} MB. "
+                f"At {sig(bw)} GB/s that takes at least {r.bytes / 1e6:.1f} MB / {sig(bw)} GB/s "
+                f"= **{sig(r.floor_ms)} ms**; the engine took **{sig(r.tpot_ms)} ms** "
+                f"({r.tpot_ms / r.floor_ms:.1f}x the floor). The rest is time the "
                 "engine spends on other things than streaming weights: attention, small "
                 "matrices that do not reach full speed, Python between the layers.")
 

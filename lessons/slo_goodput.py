@@ -13,6 +13,8 @@ URL: use, the five targets, price_per_hour, max_rate, points, requests, max_batc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import panel as pn
 import param
 
@@ -25,17 +27,27 @@ from engine.calc.slo_math import (
     judge,
     percentile,
 )
+from engine.lab.results import RatePoint, RateSweepResult
 from widgets.checkpoint import Choice, Question
 from widgets.rate_curve import RateCurve
 from widgets.tables import html_table, sig, table_pane
 
 from .base import LessonPage
+from .job_runner import event_record
 from .number_input import number_problem
 
-USES = {
-    "interactive": {"label": "interactive chat", "max_batch": 8, "targets": INTERACTIVE_CHAT},
-    "batch": {"label": "overnight batch", "max_batch": 32, "targets": Targets()},
-}
+
+@dataclass(frozen=True)
+class Use:
+    """A use of the same engine: its latency targets (none for batch) and its batch size."""
+
+    label: str
+    max_batch: int
+    targets: Targets
+
+
+USES = {"interactive": Use("interactive chat", 8, INTERACTIVE_CHAT),
+        "batch": Use("overnight batch", 32, Targets())}
 MAX_SWEEP_S = 150.0  # a sweep expected to take longer is refused with a message
 PROMPT_LEN, OUTPUT_LEN = [32, 128], [16, 64]
 
@@ -84,6 +96,26 @@ throughput. For the chat, only tokens of requests that met the targets count: us
 """
 
 
+@dataclass(frozen=True)
+class OperatingPoints:
+    """The best goodput and the best throughput among the measured rates, and where."""
+
+    goodput_rate: float
+    goodput_tok_s: float | None
+    goodput_rps: float | None
+    throughput_rate: float
+    throughput_tok_s: float | None
+
+
+@dataclass(frozen=True)
+class UseFigures:
+    """What one use measured in this session: its operating points, batch size and device."""
+
+    best: OperatingPoints
+    max_batch: int
+    device: str
+
+
 def sweep_rates(max_rate: float, points: int) -> list[float]:
     """points rates, doubling up to max_rate: max_rate / 2^(points - 1), ..., max_rate."""
     return [round(max_rate / 2 ** (points - 1 - i), 4) for i in range(points)]
@@ -120,9 +152,9 @@ class SLOGoodputLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.sweep: dict | None = None
-        self.points_seen: list[dict] = []
-        self.by_use: dict[str, dict] = {}  # use -> its cost figures, as measured this session
+        self.sweep: RateSweepResult | None = None
+        self.points_seen: list[RatePoint] = []
+        self.by_use: dict[str, UseFigures] = {}  # use -> its figures, as measured this session
         self.curve = RateCurve()
         self.input_error = pn.pane.Alert("", alert_type="warning", visible=False,
                                          sizing_mode="stretch_width")
@@ -185,7 +217,7 @@ class SLOGoodputLesson(LessonPage):
     def warm_jobs(cls) -> list[tuple[str, dict]]:
         jobs = []
         for use, setting in USES.items():
-            jobs.append(("rate_sweep", cls(use=use, max_batch=setting["max_batch"]).sweep_params()))
+            jobs.append(("rate_sweep", cls(use=use, max_batch=setting.max_batch).sweep_params()))
         return jobs
 
     def start(self, fresh: bool = False) -> None:
@@ -204,10 +236,10 @@ class SLOGoodputLesson(LessonPage):
 
         def on_event(event):
             if event.type == "step" and event.data.get("kind") == "rate_point":
-                self.points_seen.append(event.data)
+                self.points_seen.append(event_record(RatePoint, event.data))
                 self._refresh()
             elif event.type == "result":
-                self.show_sweep(event.data, use)
+                self.show_sweep(event.result, use)
 
         self.runner.run([("rate_sweep", self.sweep_params(), on_event)], use_cache=not fresh)
         self._refresh()
@@ -222,14 +254,14 @@ class SLOGoodputLesson(LessonPage):
         """Switching use moves the knobs: the targets (on or off) and the batch size."""
         setting = USES[self.use]
         if self.use == "interactive":
-            t = setting["targets"]
+            t = setting.targets
             self.param.update(ttft_p50_ms=t.ttft_p50_ms, ttft_p99_ms=t.ttft_p99_ms,
                               itl_p50_ms=t.itl_p50_ms, itl_p99_ms=t.itl_p99_ms,
                               e2e_p99_s=t.e2e_p99_ms / 1000)
         self._target_widgets.visible = self.use == "interactive"
         args = pn.state.session_args if pn.state.curdoc is not None else {}
         if self.started or "max_batch" not in args:  # a link's own max_batch wins at first
-            self.max_batch = setting["max_batch"]  # re-measures if it changed
+            self.max_batch = setting.max_batch  # re-measures if it changed
         self._refresh()
 
     @param.depends("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_s",
@@ -238,36 +270,37 @@ class SLOGoodputLesson(LessonPage):
         self._refresh()
 
     # ---- results --------------------------------------------------------------------------------------
-    def show_sweep(self, sweep: dict, use: str) -> None:
+    def show_sweep(self, sweep: RateSweepResult, use: str) -> None:
         self.sweep = sweep
-        self.points_seen = list(sweep["points"])
+        self.points_seen = list(sweep.points)
         self._refresh()
         best = self.operating_points()
         if best is not None and use == self.use:
-            self.by_use[use] = {**best, "max_batch": sweep["max_batch"],
-                                "device": sweep["device"]}
+            self.by_use[use] = UseFigures(best, sweep.max_batch, sweep.device)
             self._refresh_uses()
 
-    def judged(self) -> list[tuple[dict, Judged]]:
+    def judged(self) -> list[tuple[RatePoint, Judged]]:
         targets = self.targets()
-        return [(p, judge(p, targets)) for p in sorted(self.points_seen, key=lambda p: p["rate"])]
+        return [(p, judge(p.to_dict(), targets))
+                for p in sorted(self.points_seen, key=lambda p: p.rate)]
 
-    def operating_points(self) -> dict | None:
+    def operating_points(self) -> OperatingPoints | None:
         """The best goodput and the best throughput among the measured rates."""
         judged = [(p, j) for p, j in self.judged() if j.duration_s]
         if not judged:
             return None
         good = max(judged, key=lambda pj: pj[1].goodput_tok_s or 0)
         fast = max(judged, key=lambda pj: pj[1].throughput_tok_s or 0)
-        return {"goodput_rate": good[0]["rate"], "goodput_tok_s": good[1].goodput_tok_s,
-                "goodput_rps": good[1].goodput_rps, "throughput_rate": fast[0]["rate"],
-                "throughput_tok_s": fast[1].throughput_tok_s}
+        return OperatingPoints(
+            goodput_rate=good[0].rate, goodput_tok_s=good[1].goodput_tok_s,
+            goodput_rps=good[1].goodput_rps, throughput_rate=fast[0].rate,
+            throughput_tok_s=fast[1].throughput_tok_s)
 
     def _refresh(self) -> None:
         problem = self.input_problem()
         self.input_error.param.update(object=problem, visible=bool(problem))
         judged = self.judged()
-        self.curve.set_points([{"rate": p["rate"], "completed_rps": j.requests_per_s,
+        self.curve.set_points([{"rate": p.rate, "completed_rps": j.requests_per_s,
                                 "goodput_rps": j.goodput_rps,
                                 "throughput_tok_s": j.throughput_tok_s,
                                 "goodput_tok_s": j.goodput_tok_s} for p, j in judged])
@@ -282,8 +315,8 @@ class SLOGoodputLesson(LessonPage):
                 "No latency targets (batch use): every completed request counts", [
                     "offered rate (req/s)", "P50 TTFT (ms)", "P99 TTFT (ms)", "P50 ITL (ms)",
                     "P99 ITL (ms)", "requests"],
-                [[sig(p["rate"]), sig(percentile(p["ttft_ms"], 50)), sig(percentile(p["ttft_ms"], 99)),
-                  sig(p["itl_p50_ms"]), sig(p["itl_p99_ms"]), f"{j.completed}"]
+                [[sig(p.rate), sig(percentile(p.ttft_ms, 50)), sig(percentile(p.ttft_ms, 99)),
+                  sig(p.itl_p50_ms), sig(p.itl_p99_ms), f"{j.completed}"]
                  for p, j in judged], numeric=[False, True, True, True, True, True])
             return
         head = ["offered rate (req/s)"]
@@ -292,7 +325,7 @@ class SLOGoodputLesson(LessonPage):
             if len(head) == 1:
                 head += [f"{what} (target {sig(target)} ms)" for what, _v, target, _m in j.checks]
                 head += ["requests within every limit", "all targets met"]
-            rows.append([sig(p["rate"]),
+            rows.append([sig(p.rate),
                          *[f"{sig(value)} {'✓' if met else '✗'}"
                            for _w, value, _t, met in j.checks],
                          f"{j.good} of {j.completed}", "yes" if j.all_targets_met else "no"])
@@ -311,14 +344,14 @@ class SLOGoodputLesson(LessonPage):
         top_p, top_j = judged[-1]
         if self.use == "batch":
             text = (f"With no latency targets, goodput is throughput: at the highest rate "
-                    f"measured ({sig(top_p['rate'])} requests/s) the engine completed "
+                    f"measured ({sig(top_p.rate)} requests/s) the engine completed "
                     f"{sig(top_j.requests_per_s)} requests/s, {sig(top_j.throughput_tok_s)} "
                     "output tokens/s.")
         else:
-            text = (f"Best goodput: **{sig(best['goodput_rps'])} requests/s** "
-                    f"({sig(best['goodput_tok_s'])} tokens/s of answers within the targets) at "
-                    f"an offered {sig(best['goodput_rate'])} requests/s. At "
-                    f"{sig(top_p['rate'])} requests/s the engine still completed "
+            text = (f"Best goodput: **{sig(best.goodput_rps)} requests/s** "
+                    f"({sig(best.goodput_tok_s)} tokens/s of answers within the targets) at "
+                    f"an offered {sig(best.goodput_rate)} requests/s. At "
+                    f"{sig(top_p.rate)} requests/s the engine still completed "
                     f"{sig(top_j.requests_per_s)} requests/s, but only {top_j.good} of "
                     f"{top_j.completed} requests met every limit.")
         self.goodput_summary.object = text
@@ -332,10 +365,10 @@ class SLOGoodputLesson(LessonPage):
         price = self.price_per_hour
         lines = []
         for what, tps, rate in (
-                ("every token (batch use: the throughput)", best["throughput_tok_s"],
-                 best["throughput_rate"]),
-                ("only tokens within the targets (chat use: goodput)", best["goodput_tok_s"],
-                 best["goodput_rate"])):
+                ("every token (batch use: the throughput)", best.throughput_tok_s,
+                 best.throughput_rate),
+                ("only tokens within the targets (chat use: goodput)", best.goodput_tok_s,
+                 best.goodput_rate)):
             if self.use == "batch" and "goodput" in what:
                 continue
             if not tps:
@@ -354,9 +387,9 @@ class SLOGoodputLesson(LessonPage):
             return
         rows = []
         for use, fig in self.by_use.items():
-            tps = fig["throughput_tok_s"] if use == "batch" else fig["goodput_tok_s"]
+            tps = fig.best.throughput_tok_s if use == "batch" else fig.best.goodput_tok_s
             cost = cost_per_million_tokens(self.price_per_hour, tps) if tps else None
-            rows.append([USES[use]["label"], f"{fig['max_batch']}",
+            rows.append([USES[use].label, f"{fig.max_batch}",
                          "none" if use == "batch" else "chat targets", sig(tps),
                          f"${cost:,.2f}" if cost is not None else "-"])
         self.uses_table.object = html_table(

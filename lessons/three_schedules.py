@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import html
 import statistics
+from dataclasses import dataclass
 
 import panel as pn
 import param
 
+from engine.lab.results import ServeRunResult, StepRecord
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
@@ -24,6 +26,7 @@ from widgets.readouts import table_html
 from widgets.request_lanes import RequestLanes
 
 from .base import LessonPage
+from .job_runner import event_record
 from .trace_reading import fmt_ms, request_latencies
 
 POLICIES = ("static", "dynamic", "continuous")
@@ -59,26 +62,36 @@ SGLang and TGI do; TensorRT-LLM calls it in-flight batching.</p>
 """
 
 
-def policy_summary(run: dict) -> dict:
+@dataclass(frozen=True)
+class PolicySummary:
+    """One policy's run in the comparison table; origin: "cached" or "measured live"."""
+
+    policy: str
+    wait_ms: float | None
+    run_ms: float | None
+    e2e_ms: float | None
+    ttft_p95_ms: float | None
+    throughput: float | None
+    slot_use: float | None
+    origin: str = "measured live"
+
+
+def policy_summary(run: ServeRunResult, origin: str = "measured live") -> PolicySummary:
     """Mean wait, mean run, mean wait + run (E2E), P95 TTFT, throughput and slot use of a run."""
     rows = request_latencies(run)
-    m = run["metrics"]
-    return {
-        "policy": run["policy"],
-        "wait_ms": statistics.mean(r["queue_ms"] for r in rows) if rows else None,
-        "run_ms": statistics.mean(r["finish_ms"] - r["admitted_ms"] for r in rows) if rows
-        else None,
-        "e2e_ms": m["e2e_ms"]["mean"],
-        "ttft_p95_ms": m["ttft_ms"]["p95"],
-        "throughput": m["throughput_tok_s"],
-        "slot_use": m["slot_use"],
-    }
+    m = run.metrics
+    return PolicySummary(
+        policy=run.policy,
+        wait_ms=statistics.mean(r.queue_ms for r in rows) if rows else None,
+        run_ms=statistics.mean(r.finish_ms - r.admitted_ms for r in rows) if rows else None,
+        e2e_ms=m.e2e_ms.mean, ttft_p95_ms=m.ttft_ms.p95, throughput=m.throughput_tok_s,
+        slot_use=m.slot_use, origin=origin)
 
 
-def lanes_rows(run: dict) -> list[dict]:
+def lanes_rows(run: ServeRunResult) -> list[dict]:
     """The run's requests as widgets.request_lanes wants them (ms from the run's start)."""
-    return [{"id": r["id"], "arrival_ms": r["arrival_ms"], "admitted_ms": r["admitted_ms"],
-             "first_token_ms": r["first_token_ms"], "finish_ms": r["finish_ms"]}
+    return [{"id": r.id, "arrival_ms": r.arrival_ms, "admitted_ms": r.admitted_ms,
+             "first_token_ms": r.first_token_ms, "finish_ms": r.finish_ms}
             for r in request_latencies(run)]
 
 
@@ -98,8 +111,8 @@ class ThreeSchedulesLesson(LessonPage):
     def __init__(self, **params):
         super().__init__(**params)
         self.lanes = RequestLanes(height=360)
-        self.runs: dict[tuple, dict] = {}  # (settings..., policy) -> summary with origin
-        self.result: dict | None = None
+        self.runs: dict[tuple, PolicySummary] = {}  # (settings..., policy) -> its summary
+        self.result: ServeRunResult | None = None
         self._prefill_end: dict[int, float] = {}
         self.compare = pn.widgets.Button(label="Compare all three", color="default",
                                          width=180)
@@ -161,7 +174,7 @@ class ThreeSchedulesLesson(LessonPage):
 
     def _on_other(self, event) -> None:
         if event.type == "result":
-            self._record(event.data, event)
+            self._record(event.result, event)
 
     def _on_event(self, event) -> None:
         d = event.data
@@ -175,10 +188,11 @@ class ThreeSchedulesLesson(LessonPage):
                 self.lanes.first_token(rid, self._prefill_end.get(rid, t))
                 self.lanes.finish(rid, t)
         elif event.type == "step":
-            end = 1000 * d["end_s"]
-            for rid, _n in d["prefill_chunks"]:
+            step = event_record(StepRecord, d)
+            end = 1000 * step.end_s
+            for rid, _n in step.prefill_chunks:
                 self._prefill_end[rid] = end
-            for rid in d["decode_ids"]:  # decoding: its first token came with its prefill
+            for rid in step.decode_ids:  # decoding: its first token came with its prefill
                 if rid in self._prefill_end:
                     self.lanes.first_token(rid, self._prefill_end[rid])
             self.lanes.advance(end)
@@ -186,34 +200,32 @@ class ThreeSchedulesLesson(LessonPage):
                 self.lanes.finished_count,
                 self.requests, f"{self.policy}: requests finished")
         elif event.type == "result":
-            self.show_result(d, event)
+            self.show_result(event.result, event)
 
-    def show_result(self, run: dict, event=None) -> None:
+    def show_result(self, run: ServeRunResult, event=None) -> None:
         self.result = run
         self.lanes.show(lanes_rows(run))
         summary = self._record(run, event)
         rows = request_latencies(run)
-        worst = max(rows, key=lambda r: r["queue_ms"]) if rows else None
-        text = (f"Under <b>{html.escape(run['policy'])}</b> batching the {len(rows)} requests "
-                f"waited {fmt_ms(summary['wait_ms'])} ms on average and ran "
-                f"{fmt_ms(summary['run_ms'])} ms; P95 TTFT {fmt_ms(summary['ttft_p95_ms'])} ms.")
+        worst = max(rows, key=lambda r: r.queue_ms) if rows else None
+        text = (f"Under <b>{html.escape(run.policy)}</b> batching the {len(rows)} requests "
+                f"waited {fmt_ms(summary.wait_ms)} ms on average and ran "
+                f"{fmt_ms(summary.run_ms)} ms; P95 TTFT {fmt_ms(summary.ttft_p95_ms)} ms.")
         if worst is not None:
-            text += (f" Request #{worst['id']} waited longest: {fmt_ms(worst['queue_ms'])} ms "
+            text += (f" Request #{worst.id} waited longest: {fmt_ms(worst.queue_ms)} ms "
                      f"before it got a slot.")
         self.lane_text.object = site_html(f"<p>{text}</p>")
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(run, event))}. {len(rows)} requests, "
             f"Poisson arrivals at {self.rate:g} per second (seed 0: the same trace under every "
             f"policy), prompts of 16 to 128 tokens, answers of 8 to 96 tokens, "
-            f"{run['config']['max_batch']} batch slots.</p>")
+            f"{run.config.max_batch} batch slots.</p>")
 
-    def _record(self, run: dict, event=None) -> dict:
-        summary = policy_summary(run)
+    def _record(self, run: ServeRunResult, event=None) -> PolicySummary:
         cached = event is not None and event.cached
-        summary["origin"] = "cached" if cached else "measured live"
-        config = run["config"]
-        key = (float(run["workload"]["rate"]), int(run["workload"]["requests"]),
-               int(config["max_batch"]), float(config["timeout_ms"]), run["policy"])
+        summary = policy_summary(run, "cached" if cached else "measured live")
+        key = (float(run.workload.rate), int(run.workload.requests), int(run.config.max_batch),
+               float(run.config.timeout_ms), run.policy)
         self.runs[key] = summary
         self._show_table()
         return summary
@@ -225,9 +237,9 @@ class ThreeSchedulesLesson(LessonPage):
             if s is None:
                 rows.append((policy, *["not run yet"] + ["\u2013"] * 6))
                 continue
-            rows.append((policy, fmt_ms(s["wait_ms"]), fmt_ms(s["run_ms"]), fmt_ms(s["e2e_ms"]),
-                         fmt_ms(s["ttft_p95_ms"]), f"{s['throughput']:,.0f}",
-                         f"{100 * (s['slot_use'] or 0):.0f}%", s["origin"]))
+            rows.append((policy, fmt_ms(s.wait_ms), fmt_ms(s.run_ms), fmt_ms(s.e2e_ms),
+                         fmt_ms(s.ttft_p95_ms), f"{s.throughput:,.0f}",
+                         f"{100 * (s.slot_use or 0):.0f}%", s.origin))
         self.table.object = site_html(table_html(
             ("policy", "mean wait (ms)", "mean run (ms)", "mean wait + run (ms)",
              "P95 TTFT (ms)", "throughput (tokens/s)", "batch slots in use", "source"),

@@ -1,20 +1,22 @@
-"""Reading a serving run's trace (the `run` JSON: requests, steps, metrics) in plain words: the
-percentile table, each request's latencies, and why the slowest requests were slow.
+"""Reading a serving run's trace (engine.lab.results.ServedRun: requests, steps, metrics) in
+plain words: the percentile table, each request's latencies, and why the slowest requests were
+slow.
 
-Pure functions on JSON, no Panel: lessons 2 and 3 (and any other page) can use and test them.
+Pure functions on the run's record, no Panel: lessons 2 and 3 (and any other page) can use and
+test them.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-METRIC_ROWS = (("ttft_ms", "TTFT (to first token)"), ("itl_ms", "ITL (each gap)"),
-               ("tpot_ms", "TPOT (mean gap per request)"), ("e2e_ms", "E2E (to last token)"),
-               ("queue_ms", "queue time"))
-STAT_COLUMNS = (("p50", "P50"), ("mean", "mean"), ("p90", "P90"), ("p95", "P95"),
-                ("p99", "P99"), ("max", "max"))
+from engine.lab.results import Percentiles, RunMetrics, ServedRun, StepRecord
+
+STAT_COLUMNS = ("P50", "mean", "P90", "P95", "P99", "max")
 
 
 def fmt_ms(value: float | None) -> str:
@@ -23,49 +25,71 @@ def fmt_ms(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
-def percentile_rows(metrics: dict) -> list[tuple]:
+def stats(summary: Percentiles) -> tuple[float | None, ...]:
+    """A summary's figures in STAT_COLUMNS' order."""
+    return (summary.p50, summary.mean, summary.p90, summary.p95, summary.p99, summary.max)
+
+
+def percentile_rows(m: RunMetrics) -> list[tuple]:
     """(metric label, P50, mean, P90, P95, P99, max) in ms as text, for a table."""
-    rows = []
-    for key, label in METRIC_ROWS:
-        summary = metrics.get(key) or {}
-        rows.append((label, *[fmt_ms(summary.get(stat)) for stat, _ in STAT_COLUMNS]))
-    return rows
+    rows = (("TTFT (to first token)", m.ttft_ms), ("ITL (each gap)", m.itl_ms),
+            ("TPOT (mean gap per request)", m.tpot_ms), ("E2E (to last token)", m.e2e_ms),
+            ("queue time", m.queue_ms))
+    return [(label, *[fmt_ms(v) for v in stats(summary)]) for label, summary in rows]
 
 
-def request_latencies(run: dict) -> list[dict]:
+@dataclass(frozen=True)
+class Latency:
+    """One finished request's latencies, in ms (times from the run's start); `why` says what
+    made it slow (filled in by `slowest`)."""
+
+    id: int
+    size: str  # "short" or "long" in a load test, "" otherwise
+    prompt_len: int
+    output_len: int
+    arrival_ms: float
+    admitted_ms: float
+    first_token_ms: float
+    finish_ms: float
+    queue_ms: float
+    ttft_ms: float
+    e2e_ms: float
+    preemptions: int
+    why: tuple[str, ...] = ()
+
+
+def request_latencies(run: ServedRun) -> list[Latency]:
     """Per finished request: id, size class, prompt and output tokens, and in ms its arrival,
     queue time, TTFT, E2E, first token and finish (times from the run's start)."""
     out = []
-    for r in run["requests"]:
-        if r.get("finish_s") is None or not r.get("token_s"):
+    for r in run.requests:
+        if r.finish_s is None or not r.token_s:
             continue
-        a = r["arrival_s"]
-        out.append({
-            "id": r["id"], "size": r.get("size", ""), "prompt_len": r["prompt_len"],
-            "output_len": len(r["token_s"]), "arrival_ms": 1000 * a,
-            "admitted_ms": 1000 * r["admitted_s"], "first_token_ms": 1000 * r["first_token_s"],
-            "finish_ms": 1000 * r["finish_s"], "queue_ms": 1000 * (r["admitted_s"] - a),
-            "ttft_ms": 1000 * (r["first_token_s"] - a), "e2e_ms": 1000 * (r["token_s"][-1] - a),
-            "preemptions": r.get("preemptions", 0),
-        })
+        a = r.arrival_s
+        out.append(Latency(
+            id=r.id, size=r.size or "", prompt_len=r.prompt_len, output_len=len(r.token_s),
+            arrival_ms=1000 * a, admitted_ms=1000 * r.admitted_s,
+            first_token_ms=1000 * r.first_token_s, finish_ms=1000 * r.finish_s,
+            queue_ms=1000 * (r.admitted_s - a), ttft_ms=1000 * (r.first_token_s - a),
+            e2e_ms=1000 * (r.token_s[-1] - a), preemptions=r.preemptions))
     return out
 
 
-def _running_at(steps: Sequence[dict], t: float) -> int:
+def _running_at(steps: Sequence[StepRecord], t: float) -> int:
     """Batch slots held by the last step that started at or before t (0 before any)."""
-    starts = [s["start_s"] for s in steps]
+    starts = [s.start_s for s in steps]
     i = bisect.bisect_right(starts, t) - 1
-    return steps[i]["running"] if i >= 0 else 0
+    return steps[i].running if i >= 0 else 0
 
 
-def explain_request(run: dict, rid: int) -> list[str]:
+def explain_request(run: ServedRun, rid: int) -> list[str]:
     """Why a request took as long as it did, read from the trace, biggest cause first."""
-    req = next(r for r in run["requests"] if r["id"] == rid)
-    done = [r for r in run["requests"] if r.get("finish_s") is not None and r.get("token_s")]
-    steps = run.get("steps", [])
-    max_batch = (run.get("config") or {}).get("max_batch")
-    a, admitted, first = req["arrival_s"], req["admitted_s"], req["first_token_s"]
-    e2e = req["token_s"][-1] - a
+    req = next(r for r in run.requests if r.id == rid)
+    done = [r for r in run.requests if r.finish_s is not None and r.token_s]
+    steps = run.steps
+    max_batch = run.config.max_batch
+    a, admitted, first = req.arrival_s, req.admitted_s, req.first_token_s
+    e2e = req.token_s[-1] - a
     causes: list[tuple[float, str]] = []  # (seconds it explains, words)
 
     queue = admitted - a
@@ -76,39 +100,39 @@ def explain_request(run: dict, rid: int) -> list[str]:
         causes.append((queue, f"waited {1000 * queue:,.0f} ms in the queue for a free "
                               f"slot{slots}"))
 
-    median_out = statistics.median(len(r["token_s"]) for r in done)
-    n_out = len(req["token_s"])
-    gaps = [b - x for x, b in zip(req["token_s"], req["token_s"][1:])]
+    median_out = statistics.median(len(r.token_s) for r in done)
+    n_out = len(req.token_s)
+    gaps = [b - x for x, b in zip(req.token_s, req.token_s[1:])]
     if n_out >= 2 * median_out and n_out > 1:
         typical = statistics.median(gaps) if gaps else 0.0
         causes.append(((n_out - median_out) * typical,
                        f"a long answer: {n_out} tokens, {n_out / median_out:.1f} x the "
                        f"median of {median_out:.0f}"))
 
-    median_prompt = statistics.median(r["prompt_len"] for r in done)
+    median_prompt = statistics.median(r.prompt_len for r in done)
     prefill = first - admitted
-    if req["prompt_len"] >= 2 * median_prompt and prefill > 0:
-        causes.append((prefill, f"a long prompt: {req['prompt_len']} tokens to read before the "
+    if req.prompt_len >= 2 * median_prompt and prefill > 0:
+        causes.append((prefill, f"a long prompt: {req.prompt_len} tokens to read before the "
                                 f"first token ({1000 * prefill:,.0f} ms from admission)"))
 
-    during = [s for s in steps if first < s["end_s"] <= req["finish_s"]]
-    stalls = [s for s in during if s["prefill_tokens"] > 0]
+    during = [s for s in steps if first < s.end_s <= req.finish_s]
+    stalls = [s for s in during if s.prefill_tokens > 0]
     if gaps and stalls:
         typical = statistics.median(gaps)
         worst = max(gaps)
         if worst > 2 * typical:
-            extra = sum(max(0.0, (s["end_s"] - s["start_s"]) - typical) for s in stalls)
+            extra = sum(max(0.0, (s.end_s - s.start_s) - typical) for s in stalls)
             causes.append((extra, f"{len(stalls)} of its decode steps also read other requests' "
-                                  f"prompts ({sum(s['prefill_tokens'] for s in stalls):,} "
+                                  f"prompts ({sum(s.prefill_tokens for s in stalls):,} "
                                   f"tokens); its worst gap was {1000 * worst:,.0f} ms against a "
                                   f"typical {1000 * typical:,.1f} ms"))
     if during and max_batch:
-        mean_batch = statistics.mean(s["decode_seqs"] for s in during)
+        mean_batch = statistics.mean(s.decode_seqs for s in during)
         if mean_batch >= 0.75 * max_batch and mean_batch > 1:
             causes.append((0.0, f"a crowded batch: each of its decode steps carried "
                                 f"{mean_batch:.1f} sequences on average"))
-    if req.get("preemptions"):
-        causes.append((0.0, f"pushed out of the batch {req['preemptions']} time(s) for lack of "
+    if req.preemptions:
+        causes.append((0.0, f"pushed out of the batch {req.preemptions} time(s) for lack of "
                             "KV memory, and recomputed"))
     if not causes:
         return ["no single cause stands out: it met a busy server at an unlucky moment"]
@@ -116,9 +140,7 @@ def explain_request(run: dict, rid: int) -> list[str]:
     return [words for _, words in causes]
 
 
-def slowest(run: dict, count: int = 5, key: str = "e2e_ms") -> list[dict]:
-    """The `count` requests with the largest `key` latency, each with its `why` list."""
-    rows = sorted(request_latencies(run), key=lambda r: -r[key])[:count]
-    for row in rows:
-        row["why"] = explain_request(run, row["id"])
-    return rows
+def slowest(run: ServedRun, count: int = 5) -> list[Latency]:
+    """The `count` requests with the largest E2E, each with its `why`."""
+    rows = sorted(request_latencies(run), key=lambda r: -r.e2e_ms)[:count]
+    return [dataclasses.replace(row, why=tuple(explain_request(run, row.id))) for row in rows]

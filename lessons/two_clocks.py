@@ -21,6 +21,7 @@ import panel as pn
 import param
 
 from engine.lab.registry import get_spec
+from engine.lab.results import TwoClocksResult
 from widgets.browser_clock import BrowserClock
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
@@ -130,7 +131,7 @@ class TwoClocksLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.result: dict | None = None
+        self.result: TwoClocksResult | None = None
         self._engine_ms: list[float] = []
         self._texts: list[str] = []
         self.timeline = TokenTimeline(
@@ -216,7 +217,7 @@ class TwoClocksLesson(LessonPage):
         elif event.type == "request" and event.data.get("kind") == "admitted":
             self.timeline.set_wait(ENGINE_ROW, [("queued", 0.0, event.data["t_ms"])])
         elif event.type == "result":
-            self.show_result(event.data, event)
+            self.show_result(event.result, event)
         elif event.type == "error":
             self.answer.object = site_html("<p class='answer'><em>No answer: see the message "
                                            "above.</em></p>")
@@ -229,39 +230,37 @@ class TwoClocksLesson(LessonPage):
             f"<p class='answer'>{html.escape(self.prompt)}<strong>"
             f"{html.escape(''.join(self._texts))}</strong></p>")
 
-    def show_result(self, result: dict, event=None) -> None:
+    def show_result(self, result: TwoClocksResult, event=None) -> None:
         """Draw a finished run: ticks not streamed yet, the wait's parts, the readouts."""
         self.result = result
-        times = [t["t_ms"] for t in result["tokens"]]
+        times = [t.t_ms for t in result.tokens]
         missing = len(times) - len(self._engine_ms)
         if missing > 0:  # not streamed: the whole answer arrives now, in one message
-            self._add_tokens(times[-missing:], [t["text"] for t in result["tokens"][-missing:]])
-        self.timeline.set_wait(ENGINE_ROW, [("queued", 0.0, result["admitted_ms"]),
-                                            ("prefill", result["admitted_ms"],
-                                             result["first_token_ms"])])
-        m = result["metrics"]
-        n = m["output_tokens"]
-        itl = m["itl_ms"]
-        formula = m["ttft_ms"] + (n - 1) * (m["tpot_ms"] or 0.0)
+            self._add_tokens(times[-missing:], [t.text for t in result.tokens[-missing:]])
+        self.timeline.set_wait(ENGINE_ROW, [("queued", 0.0, result.admitted_ms),
+                                            ("prefill", result.admitted_ms,
+                                             result.first_token_ms)])
+        m = result.metrics
+        n = m.output_tokens
+        itl = m.itl_ms
+        formula = m.ttft_ms + (n - 1) * (m.tpot_ms or 0.0)
         self.engine_readouts.set(
-            ttft=_fmt_ms(m["ttft_ms"]),
-            itl=f"{itl['p50']:.1f} / {itl['p99']:.1f} ms" if itl["p50"] is not None else "\u2013",
-            speed=(f"{m['user_tokens_per_s']:.0f} tokens/s" if m["user_tokens_per_s"]
-                   else "\u2013"),
-            e2e=_fmt_ms(m["e2e_ms"]))
+            ttft=_fmt_ms(m.ttft_ms),
+            itl=f"{itl.p50:.1f} / {itl.p99:.1f} ms" if itl.p50 is not None else "\u2013",
+            speed=f"{m.user_tokens_per_s:.0f} tokens/s" if m.user_tokens_per_s else "\u2013",
+            e2e=_fmt_ms(m.e2e_ms))
         self.engine_readouts.notes = {
-            "ttft": f"TTFT: queued {_fmt_ms(m['queue_ms'])} + prefill {_fmt_ms(m['prefill_ms'])}",
-            "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m['ttft_ms']:.0f} + {n - 1} x "
-                    f"{m['tpot_ms'] or 0:.1f} = {formula:,.0f} ms"),
+            "ttft": f"TTFT: queued {_fmt_ms(m.queue_ms)} + prefill {_fmt_ms(m.prefill_ms)}",
+            "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m.ttft_ms:.0f} + {n - 1} x "
+                    f"{m.tpot_ms or 0:.1f} = {formula:,.0f} ms"),
         }
-        share = result.get("sequences_per_step", 1.0)
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(result, event))}. Your prompt: "
-            f"{result['prompt_tokens']} tokens ({result['text_tokens']} of your text, "
-            f"{result['context_tokens']} of document); {result['background']} background "
-            f"request{'s' if result['background'] != 1 else ''}, so each decode step carried "
-            f"{share:.1f} sequences on average; answer "
-            f"{'streamed' if result['stream'] else 'held until complete'}.</p>")
+            f"{result.prompt_tokens} tokens ({result.text_tokens} of your text, "
+            f"{result.context_tokens} of document); {result.background} background "
+            f"request{'s' if result.background != 1 else ''}, so each decode step carried "
+            f"{result.sequences_per_step:.1f} sequences on average; answer "
+            f"{'streamed' if result.stream else 'held until complete'}.</p>")
         self._show_browser()
 
     def _show_browser(self) -> None:

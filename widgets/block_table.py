@@ -2,8 +2,9 @@
 the sequence holding it (shaded by how full it is), and each sequence's block table (the list of
 physical blocks holding its tokens in order) as a table beside it.
 
-Fed with snapshots: {"step", "t_s", "free", "seqs": [{"id", "blocks": [...], "tokens",
-"phase"}]}. The grid is built once per pool size; a new snapshot patches the colours in place.
+Fed with the block_snapshots job's snapshots (engine.lab.results.BlockSnapshot: step, t_s,
+free, seqs with id, blocks, tokens, phase). The grid is built once per pool size; a new snapshot
+patches the colours in place.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
+
+from engine.lab.results import BlockSnapshot
 
 from .doc_hold import changes_bokeh_models
 from .tables import html_table, table_pane
@@ -47,7 +50,7 @@ class BlockTableView(pn.viewable.Viewer):
                                               ("tokens in it", "@fill")]
         fig.grid.visible = False
         self.figure = fig
-        self.snapshot: dict | None = None
+        self.snapshot: BlockSnapshot | None = None
         self._table = table_pane(css_classes=["block-tables"])
         self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
                                  sizing_mode="stretch_width")
@@ -71,7 +74,7 @@ class BlockTableView(pn.viewable.Viewer):
         self.param.update(num_blocks=num_blocks, block_size=block_size)
 
     @changes_bokeh_models
-    def show(self, snapshot: dict) -> None:
+    def show(self, snapshot: BlockSnapshot) -> None:
         """Colour the grid and fill the table from one snapshot."""
         n, bs = self.num_blocks, self.block_size
         owner = ["free"] * n
@@ -79,25 +82,23 @@ class BlockTableView(pn.viewable.Viewer):
         alpha = [1.0] * n
         fill = [0] * n
         rows = []
-        for seq in sorted(snapshot["seqs"], key=lambda s: s["id"]):
-            blocks, tokens = seq["blocks"], seq["tokens"]
+        for seq in sorted(snapshot.seqs, key=lambda s: s.id):
+            blocks, tokens = seq.blocks, seq.tokens
             for i, b in enumerate(blocks):
                 if not 0 <= b < n:
                     raise ValueError(f"block {b} is outside the pool of {n} blocks")
                 held = max(0, min(bs, tokens - i * bs))
-                owner[b] = f"request {seq['id']}"
-                color[b] = owner_color(seq["id"])
+                owner[b] = f"request {seq.id}"
+                color[b] = owner_color(seq.id)
                 alpha[b] = 0.3 + 0.7 * held / bs
                 fill[b] = held
             last = tokens - (len(blocks) - 1) * bs if blocks else 0
-            rows.append([f"request {seq['id']}", seq.get("phase", ""), f"{tokens:,}",
+            rows.append([f"request {seq.id}", seq.phase, f"{tokens:,}",
                          " → ".join(str(b) for b in blocks), f"{last} of {bs}"])
         self.source.patch({"owner": [(slice(0, n), owner)], "color": [(slice(0, n), color)],
                            "alpha": [(slice(0, n), alpha)], "fill": [(slice(0, n), fill)]})
-        free = snapshot.get("free", owner.count("free"))
-        when = f"step {snapshot.get('step', '?')}"
-        if snapshot.get("t_s") is not None:
-            when += f", {snapshot['t_s']:.2f} s into the run"
+        free = snapshot.free
+        when = f"step {snapshot.step}, {snapshot.t_s:.2f} s into the run"
         self.figure.title.text = (f"Physical KV blocks at {when}: {n - free} held, {free} free "
                                   f"({bs} tokens each)")
         self._table.object = html_table(

@@ -53,12 +53,13 @@ def weights_text(weights: str | None) -> str:
     return RANDOM_WEIGHTS if weights == "random" else f"{weights or 'trained'} weights"
 
 
-def provenance(result: dict, event=None) -> str:
-    """'tiny preset (trained weights) on cpu: <model> (2 cores)': what measured these numbers;
-    the device from the result event when it names one."""
+def provenance(result, event=None) -> str:
+    """'tiny preset (trained weights) on cpu: <model> (2 cores)': what measured these numbers,
+    from a result record that names its preset, weights and device (engine.lab.results); the
+    device from the result event when it names one."""
     device = (event.device if event is not None and event.device else "") or \
-        result.get("device", "this machine")
-    return f"{result.get('preset', '?')} preset ({weights_text(result.get('weights'))}) on {device}"
+        result.device or "this machine"
+    return f"{result.preset} preset ({weights_text(result.weights)}) on {device}"
 
 
 # ---- the panes -------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ import html
 
 import panel as pn
 
+from engine.lab.results import InfoResult, PresetShape
 from widgets.html import html_pane, site_html
+from widgets.job_status import RANDOM_WEIGHTS
 
 from ..base import Page
 from .status_text import describe_status, figure
@@ -15,34 +17,34 @@ from .status_text import describe_status, figure
 STATUS_PERIOD_MS = 1000
 
 
-def presets_table(presets: list[dict]) -> str:
+def presets_table(presets: list[PresetShape]) -> str:
     head = ("Preset", "Parameters", "Layers", "Hidden", "Heads", "KV heads", "Head dim",
             "MLP", "Vocabulary", "Context", "Numbers", "KV bytes per token", "Weights")
     rows = []
     for p in presets:
-        weights = "trained" if p["weights"] == "trained" else "random weights: timing only"
-        cells = [f"{p['params'] / 1e6:.1f} M", p["layers"], p["hidden"], p["heads"],
-                 p["kv_heads"], p["head_dim"], p["intermediate"], p["vocab"], p["context"]]
+        weights = "trained" if p.weights == "trained" else RANDOM_WEIGHTS
+        cells = [f"{p.params / 1e6:.1f} M", p.layers, p.hidden, p.heads, p.kv_heads, p.head_dim,
+                 p.intermediate, p.vocab, p.context]
         rows.append(
-            f'<tr><th scope="row">{html.escape(p["name"])}</th>'
+            f'<tr><th scope="row">{html.escape(p.name)}</th>'
             + "".join(f'<td class="num">{c}</td>' for c in cells)
-            + f"<td>{html.escape(p['dtype'])}</td>"
-            + f'<td class="num">{p["kv_bytes_per_token"]:,}</td><td>{weights}</td></tr>')
+            + f"<td>{html.escape(p.dtype)}</td>"
+            + f'<td class="num">{p.kv_bytes_per_token:,}</td><td>{weights}</td></tr>')
     header = "".join(f'<th scope="col">{h}</th>' for h in head)
     return (f'<table class="plain"><caption>Model presets on this device</caption>'
             f"<thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
-def figures_html(info: dict) -> str:
+def figures_html(info: InfoResult) -> str:
     return '<div class="figures">' + "".join([
-        figure(info["device_name"], "device"),
-        figure(str(info["threads"]), "threads the engine uses"),
-        figure(f"{info['memory_bandwidth_gbs']:.1f} GB/s", "measured memory read bandwidth"),
-        figure(f"{info['matmul_gflops']:.0f} GFLOP/s",
-               f"measured {info['matmul_dtype']} matrix-multiply peak"),
-        figure(f"{info['ridge_flop_per_byte']:.1f} FLOP/byte",
+        figure(info.device_name, "device"),
+        figure(str(info.threads), "threads the engine uses"),
+        figure(f"{info.memory_bandwidth_gbs:.1f} GB/s", "measured memory read bandwidth"),
+        figure(f"{info.matmul_gflops:.0f} GFLOP/s",
+               f"measured {info.matmul_dtype} matrix-multiply peak"),
+        figure(f"{info.ridge_flop_per_byte:.1f} FLOP/byte",
                "ridge point: below this arithmetic intensity, memory is the limit"),
-        figure(f"torch {info['torch']}", "the engine's tensor library"),
+        figure(f"torch {info.torch}", "the engine's tensor library"),
     ]) + "</div>"
 
 
@@ -51,7 +53,7 @@ class AboutPage(Page):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.info: dict | None = None
+        self.info: InfoResult | None = None
         self.figures = html_pane("<p>Measuring this machine's memory bandwidth and compute "
                                  "peak (a few seconds, the first time)...</p>",
                                  css_classes=["about-figures"])
@@ -83,11 +85,11 @@ class AboutPage(Page):
 
     def _on_event(self, event) -> None:
         if event.type == "result":
-            self.show_info(event.data)
+            self.show_info(event.result)
         elif event.type == "error":
             self.figures.object = site_html("<p>No measurements to show.</p>")
 
-    def show_info(self, info: dict) -> None:
+    def show_info(self, info: InfoResult) -> None:
         self.info = info
         self.figures.object = site_html(figures_html(info))
-        self.presets.param.update(object=site_html(presets_table(info["presets"])), visible=True)
+        self.presets.param.update(object=site_html(presets_table(info.presets)), visible=True)

@@ -4,11 +4,14 @@ histograms with markers, a percentile table, the slowest requests and the quoted
 
 from __future__ import annotations
 
+import dataclasses
+
 import panel as pn
 import pytest
 from lesson_stubs import DEVICE, attach
 
 from engine.lab import worker
+from engine.lab.results import Percentiles
 from lessons.average_lies import AverageLiesLesson, tail_sentence
 
 
@@ -70,8 +73,10 @@ def test_tables_and_words(shown):
 
 
 def test_tail_sentence_without_data():
-    assert tail_sentence({"p50": None, "mean": None, "p99": None}).startswith("Not enough")
-    assert "2.0 times the median" in tail_sentence({"p50": 100.0, "mean": 120.0, "p99": 200.0})
+    empty = Percentiles(mean=None, p50=None, p90=None, p95=None, p99=None, max=None)
+    assert tail_sentence(empty).startswith("Not enough")
+    spread = dataclasses.replace(empty, p50=100.0, mean=120.0, p99=200.0)
+    assert "2.0 times the median" in tail_sentence(spread)
 
 
 def test_warm_jobs_are_the_defaults():

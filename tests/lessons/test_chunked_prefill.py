@@ -9,6 +9,7 @@ import statistics
 import panel as pn
 from in_process_service import InProcessService, attach, run_job
 
+from engine.lab.results import StepRecord
 from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson
 from widgets.tables import sig
 
@@ -46,19 +47,19 @@ def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
     page, service = lesson(SMALL)
     whole_run, chunked_run = (j.result for j in service.submitted)
     whole, chunked = page.results[WHOLE], page.results[CHUNKED]
-    assert whole["worst_ms"] == page.timeline.worst(WHOLE) == max(gaps_ms(whole_run, 3))
-    assert chunked["worst_ms"] == max(gaps_ms(chunked_run, 3))
-    assert whole["median_ms"] == statistics.median(gaps_ms(whole_run, 3))
-    assert whole["prefill_steps"] == 1 and chunked["prefill_steps"] == math.ceil(512 / 128)
+    assert whole.worst_ms == page.timeline.worst(WHOLE) == max(gaps_ms(whole_run, 3))
+    assert chunked.worst_ms == max(gaps_ms(chunked_run, 3))
+    assert whole.median_ms == statistics.median(gaps_ms(whole_run, 3))
+    assert whole.prefill_steps == 1 and chunked.prefill_steps == math.ceil(512 / 128)
     assert len(page.timeline.gaps(WHOLE)) == 3 * 39  # the long request's gaps are left out
     verdict = page.verdict.object
-    assert f"worst gap **{sig(whole['worst_ms'])} ms**" in verdict
-    ratio = whole["worst_ms"] / chunked["worst_ms"]
+    assert f"worst gap **{sig(whole.worst_ms)} ms**" in verdict
+    ratio = whole.worst_ms / chunked.worst_ms
     if ratio > 1:
         assert f"worst stall is **{ratio:.1f}x shorter**" in verdict
     else:
         assert "chunks did not shorten the worst stall" in verdict
-    ttft_change = chunked["long_ttft_ms"] - whole["long_ttft_ms"]
+    ttft_change = chunked.long_ttft_ms - whole.long_ttft_ms
     assert (f"paid {sig(ttft_change)} ms more TTFT" if ttft_change > 0
             else f"{sig(-ttft_change)} ms sooner") in verdict
     assert "long prompt arrives at 0.20 s" in page.timeline.table_html
@@ -68,7 +69,7 @@ def test_live_gaps_from_steps_match_the_token_times():
     page, _ = lesson(SMALL, InProcessService(hold={"serve_run"}))
     _, run = run_job("serve_run", page.run_params(0))
     for step in run["steps"]:
-        page.on_step(WHOLE, 0, step)
+        page.on_step(WHOLE, 0, StepRecord.from_dict(step))
     assert sorted(page.timeline.gaps(WHOLE)) == sorted(gaps_ms(run, 3))
     assert "s into the run" in page.runner.status.message  # progress was reported
 
@@ -78,4 +79,4 @@ def test_a_new_chunk_size_runs_again():
     page.chunk_size = 64
     assert [j.params["chunk_size"] for j in service.submitted] == [0, 128, 0, 64]
     assert "chunks of 64 tokens" in page.verdict.object
-    assert page.results[CHUNKED]["prefill_steps"] == math.ceil(512 / 64)
+    assert page.results[CHUNKED].prefill_steps == math.ceil(512 / 64)

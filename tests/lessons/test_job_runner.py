@@ -5,9 +5,11 @@ live queue position in words, provenance lines, and the start-on-load hook of th
 from __future__ import annotations
 
 import panel as pn
+from in_process_service import run_job
 from lesson_stubs import DEVICE, attach
 
 from engine.lab.events import Job, JobEvent
+from engine.lab.results import SweepPointResult
 from lessons.base import Page, UrlPage
 from lessons.job_runner import JobRunner, queue_position
 from widgets.job_status import provenance, queue_message
@@ -25,10 +27,12 @@ def test_queue_position_counts_the_running_job_and_those_ahead():
 
 def test_provenance_names_preset_weights_and_device():
     event = JobEvent(1, "sweep_point", "result", {}, device=DEVICE)
-    assert provenance({"preset": "tiny", "weights": "trained"}, event) == \
+    point = {**run_job("sweep_point", {"batch_size": 1, "prompt_len": 8, "new_tokens": 4})[1],
+             "device": "cpu"}
+    assert provenance(SweepPointResult.from_dict(point), event) == \
         f"tiny preset (trained weights) on {DEVICE}"
-    assert provenance({"preset": "small", "weights": "random", "device": "cpu"}) == \
-        "small preset (random weights: timing only) on cpu"
+    small = SweepPointResult.from_dict({**point, "preset": "small", "weights": "random"})
+    assert provenance(small) == "small preset (random weights: timing only) on cpu"
 
 
 def runner_on_a_page():

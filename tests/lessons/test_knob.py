@@ -8,7 +8,7 @@ import param
 import pytest
 from lesson_stubs import attach
 
-from lessons.knob import LADDER, KnobLesson, against_one, doubling
+from lessons.knob import LADDER, KnobLesson, Point, against_one, doubling
 
 SMALL = {"prompt_len": [b"16"], "new_tokens": [b"8"]}
 
@@ -77,13 +77,13 @@ def test_a_new_preset_starts_a_new_curve(lesson):
 
 
 def test_doubling_words():
-    points = {4: {"tokens_per_s": 400.0, "tpot_ms": 10.0}, 8: {"tokens_per_s": 600.0,
-                                                               "tpot_ms": 13.3}}
+    points = {4: Point(tokens_per_s=400.0, tpot_ms=10.0),
+              8: Point(tokens_per_s=600.0, tpot_ms=13.3)}
     assert doubling(points, 8) == ("Last doubling, batch 4 to 8: total tokens/s x1.50 (+50%), "
                                    "each user's time per token x1.33 (+33%).")
     assert doubling(points, 1).startswith("Batch 1 is where the curve starts")
     assert against_one(points, 8) == ""
-    points[1] = {"tokens_per_s": 100.0, "tpot_ms": 10.0}
+    points[1] = Point(tokens_per_s=100.0, tpot_ms=10.0)
     assert against_one(points, 8) == ("Against batch 1: 6.0 times the throughput for 1.3 times "
                                       "the time per token.")
 

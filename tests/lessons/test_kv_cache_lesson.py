@@ -3,6 +3,8 @@ allocation, the block tables of a run, and what fits a typed budget."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import panel as pn
 from in_process_service import InProcessService, attach
 
@@ -31,7 +33,7 @@ def test_the_presets_agree_with_the_engines_real_allocation():
     assert service.kinds() == ["info", "kv_allocation", "block_snapshots"]
     assert "tiny" in page.calculator.object
     rows = page.agreement()
-    assert len(rows) == 9 and all(r["agrees"] for r in rows)
+    assert len(rows) == 9 and all(r.agrees for r in rows)
     assert "All 9 caches agree with the formula" in page.check_summary.object
     assert "tiny 3,072 bytes per token (float32)" in page.check_summary.object
     assert "2 × 6 × 2 × 32 × 4 = 3,072" in page.check.object
@@ -39,7 +41,9 @@ def test_the_presets_agree_with_the_engines_real_allocation():
 
 def test_a_disagreement_would_be_shown():
     page, _ = lesson()
-    page.allocation["caches"][0]["allocated_bytes"] += 64
+    first, *rest = page.allocation.caches
+    wrong = dataclasses.replace(first, allocated_bytes=first.allocated_bytes + 64)
+    page.allocation = dataclasses.replace(page.allocation, caches=[wrong, *rest])
     page._refresh_check()
     assert "1 of 9 caches differ" in page.check_summary.object and "DIFFERS" in page.check.object
 

@@ -7,6 +7,7 @@ import panel as pn
 import pytest
 from lesson_stubs import attach
 
+from engine.lab.results import ServeRunResult
 from lessons.three_schedules import POLICIES, ThreeSchedulesLesson, lanes_rows, policy_summary
 
 SMALL = {"requests": [b"4"], "rate": [b"40"], "max_batch": [b"2"]}
@@ -51,7 +52,7 @@ def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
     for type_, data in events[len(events) // 2:]:
         service.send(job, type_, data)
     service.finish(job, result)
-    rows = lanes_rows(result)
+    rows = lanes_rows(ServeRunResult.from_dict(result))
     for row in rows:
         spans = page.lanes.spans(row["id"])
         assert spans["decode"] == (row["first_token_ms"], row["finish_ms"])
@@ -79,10 +80,10 @@ def test_policy_summary_reads_the_run():
     service = attach(page)
     pn.panel(page).get_root()
     result = run_short(service, service.submitted[-1])
-    s = policy_summary(result)
-    assert s["policy"] == "static" and s["wait_ms"] >= 0 and s["run_ms"] > 0
-    assert s["e2e_ms"] == pytest.approx(result["metrics"]["e2e_ms"]["mean"])
-    assert 0 < s["slot_use"] <= 1
+    s = policy_summary(ServeRunResult.from_dict(result))
+    assert s.policy == "static" and s.wait_ms >= 0 and s.run_ms > 0
+    assert s.e2e_ms == pytest.approx(result["metrics"]["e2e_ms"]["mean"])
+    assert 0 < s.slot_use <= 1
 
 
 def test_warm_jobs_cover_the_three_policies():

@@ -5,11 +5,12 @@ from __future__ import annotations
 import panel as pn
 import pytest
 
+from engine.lab.results import BlockSnapshot, SnapshotSeq
 from widgets.block_table import FREE_COLOR, BlockTableView, owner_color
 
-SNAPSHOT = {"step": 7, "t_s": 0.42, "free": 5, "seqs": [
-    {"id": 1, "blocks": [3, 0, 6], "tokens": 35, "phase": "decode"},
-    {"id": 4, "blocks": [2], "tokens": 16, "phase": "prefill"}]}
+SNAPSHOT = BlockSnapshot(step=7, t_s=0.42, free=5, finished=[], seqs=[
+    SnapshotSeq(id=1, blocks=[3, 0, 6], tokens=35, phase="decode"),
+    SnapshotSeq(id=4, blocks=[2], tokens=16, phase="prefill")])
 
 
 def test_the_grid_has_one_cell_per_block():
@@ -31,14 +32,16 @@ def test_a_snapshot_colours_owned_blocks_and_lists_block_tables():
     assert data["color"][3] == owner_color(1) and data["color"][5] == FREE_COLOR
     assert data["fill"][3] == 16 and data["fill"][6] == 3 and data["fill"][2] == 16
     assert data["alpha"][6] < data["alpha"][3]
-    assert "step 7" in view.figure.title.text and "5 free" in view.figure.title.text
+    assert "step 7, 0.42 s into the run" in view.figure.title.text
+    assert "5 free" in view.figure.title.text
     table = view.table_html
     assert "3 → 0 → 6" in table and "3 of 16" in table and "prefill" in table
-    view.show({"step": 8, "free": 10, "seqs": []})  # everyone finished
+    view.show(BlockSnapshot(step=8, t_s=0.5, free=10, finished=[1, 4], seqs=[]))  # all done
     assert set(view.source.data["owner"]) == {"free"}
 
 
 def test_a_block_outside_the_pool_is_refused():
     view = BlockTableView(num_blocks=4)
     with pytest.raises(ValueError, match="outside the pool"):
-        view.show({"seqs": [{"id": 0, "blocks": [9], "tokens": 1}]})
+        view.show(BlockSnapshot(step=1, t_s=0.0, free=3, finished=[],
+                                seqs=[SnapshotSeq(id=0, blocks=[9], tokens=1, phase="decode")]))
