@@ -146,6 +146,17 @@ class Scheduler:
         """A sequence ended in the last step: free its slot and its KV blocks at once."""
         self.running.remove(seq)
         self.engine.release(seq)
+        self.arrival_s.pop(seq.id, None)
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop a sequence between steps wherever it is (its client went away): waiting, or
+        holding a slot and blocks, which are free for the next step."""
+        if seq in self.running:
+            self.finish(seq)
+            return
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+        self.arrival_s.pop(seq.id, None)
 
     def release_all(self) -> None:
         """Give every block back (end of a run, normal or not)."""

@@ -1,19 +1,25 @@
-"""The real-time serving loop: replays arrivals on the wall clock, steps the engine under a
-batching policy, and records the trace every metric and chart is computed from.
+"""The real-time serving loop: one step loop (EngineLoop) that admits requests between engine
+steps under a batching policy and records the trace every metric and chart is computed from,
+and `run`, which replays a known workload's arrivals through it on the wall clock.
 
-Time is time.perf_counter() minus the run's start, in seconds. Before each step the loop hands
-the scheduler every request whose arrival time has passed; when there is nothing to run it sleeps
-until the next arrival or the scheduler's wake-up time (the dynamic timeout). Each step's end
-time is read after engine.step returned, which is after the device finished (the engine
-synchronizes), and every token produced by that step carries that time.
+The online server (serve/online.py) drives the same EngineLoop from requests that arrive over
+HTTP, so an offline run and a served request go through one code path.
+
+Time is time.perf_counter() minus the run's start, in seconds. Before each step the caller hands
+the loop every request that has arrived by now (`add`); `step` asks the scheduler for a plan,
+runs it, and records it. When there is nothing to run the caller sleeps until the next arrival
+or the scheduler's wake-up time (the dynamic timeout). Each step's end time is read after
+engine.step returned, which is after the device finished (the engine synchronizes), and every
+token produced by that step carries that time. A finished sequence's slot and KV blocks are freed
+in the step that finished it; `drop` takes a request out between steps (a client went away, or
+its text reached a stop string), freeing its slot and blocks before the next step.
 
 Listeners get events while the run happens (`on_event`): a RequestEvent when a request arrives,
-is admitted, is preempted, or finishes; a TokenEvent for each output token; a StepEvent after
-each step. Listeners run inside the loop, between steps, so their time shows up in the
-measured gaps: keep them cheap (put the event on a queue). `cancelled()` is polled before every
-step and while sleeping; a cancelled run stops promptly and returns what it has, marked
-cancelled. The engine's KV blocks are always given
-back, however the run ends.
+is admitted, is preempted, finishes or is dropped; a TokenEvent for each output token; a
+StepEvent after each step. Listeners run inside the loop, between steps, so their time shows up
+in the measured gaps: keep them cheap (put the event on a queue). `run` polls `cancelled()`
+before every step and while sleeping; a cancelled run stops promptly and returns what it has,
+marked cancelled. The engine's KV blocks are always given back, however the run ends.
 """
 
 from __future__ import annotations
@@ -75,49 +81,197 @@ class RunResult:
         }
 
 
-def check_requests(engine: LLMEngine, requests: list[Request], config: SchedulerConfig) -> None:
-    """Refuse, naming the limit, any request the engine could never serve: an empty prompt, an
+def check_request(engine: LLMEngine, r: Request, config: SchedulerConfig,
+                  label: str = "request {id}: ") -> None:
+    """Refuse, naming the limit, a request the engine could never serve: an empty prompt, an
     output under one token, more than the context, more KV than the whole pool, or (unchunked,
-    under an explicit token budget) a prompt larger than one step may hold."""
+    under an explicit token budget) a prompt larger than one step may hold. Each message starts
+    with label (formatted with the request's id)."""
+    who = label.format(id=r.id)
+    if not r.prompt_ids:
+        raise ConfigError(f"{who}the prompt is empty")
+    if r.output_len < 1:
+        raise ConfigError(f"{who}output length must be at least 1")
+    if r.arrival_s is not None and not (r.arrival_s >= 0 and math.isfinite(r.arrival_s)):
+        raise ConfigError(f"{who}arrival time must be 0 s or more")
+    context = engine.model_config.context
+    total = len(r.prompt_ids) + r.output_len
+    if total > context:
+        raise ConfigError(
+            f"{who}prompt of {len(r.prompt_ids)} tokens plus {r.output_len} new "
+            f"tokens exceeds the {engine.model_config.name} context of {context} positions")
+    pool = engine.blocks.num_blocks  # the blocks sequences can get (less any set aside)
+    block = engine.cache.block_size
+    need = blocks_for(kv_tokens_needed(len(r.prompt_ids), r.output_len), block)
+    if need > pool:
+        raise ConfigError(
+            f"{who}{len(r.prompt_ids)} + {r.output_len} tokens need {need} KV "
+            f"blocks but the KV budget of {engine.cache.allocated_bytes / 2**20:.1f} MiB "
+            f"holds only {pool} blocks of {block} tokens")
+    budget = config.token_budget
+    if (config.policy == "continuous" and config.chunk_size == 0 and budget is not None
+            and kv_tokens_needed(len(r.prompt_ids), r.output_len) > budget):
+        raise ConfigError(
+            f"{who}with --chunk-size 0 a prompt prefills whole, and {total - 1} "
+            f"tokens (its prompt plus output, recomputed after a preemption) exceed the "
+            f"token budget of {budget} per step: raise it or use chunks")
+
+
+def check_config(engine: LLMEngine, config: SchedulerConfig) -> None:
+    """Refuse settings the engine cannot run, naming the limit."""
     config.validate()
-    if not requests:
-        raise ConfigError("no requests to serve: give at least one")
     if config.max_batch > engine.config.max_batch:
         raise ConfigError(f"max batch {config.max_batch} exceeds the engine's limit of "
                           f"{engine.config.max_batch} sequences per step")
+
+
+def check_requests(engine: LLMEngine, requests: list[Request], config: SchedulerConfig) -> None:
+    """Refuse, naming the limit, settings or any request the engine could never serve."""
+    check_config(engine, config)
+    if not requests:
+        raise ConfigError("no requests to serve: give at least one")
     ids = [r.id for r in requests]
     if len(set(ids)) != len(ids):
         raise ConfigError("request ids must be unique")
-    context = engine.model_config.context
-    pool = engine.blocks.num_blocks  # the blocks sequences can get (less any set aside)
-    block = engine.cache.block_size
-    budget = config.token_budget
     for r in requests:
-        if not r.prompt_ids:
-            raise ConfigError(f"request {r.id}: the prompt is empty")
-        if r.output_len < 1:
-            raise ConfigError(f"request {r.id}: output length must be at least 1")
-        if r.arrival_s is not None and not (r.arrival_s >= 0 and math.isfinite(r.arrival_s)):
-            raise ConfigError(f"request {r.id}: arrival time must be 0 s or more")
-        total = len(r.prompt_ids) + r.output_len
-        if total > context:
-            raise ConfigError(
-                f"request {r.id}: prompt of {len(r.prompt_ids)} tokens plus {r.output_len} new "
-                f"tokens exceeds the {engine.model_config.name} context of {context} positions")
-        need = blocks_for(kv_tokens_needed(len(r.prompt_ids), r.output_len), block)
-        if need > pool:
-            raise ConfigError(
-                f"request {r.id}: {len(r.prompt_ids)} + {r.output_len} tokens need {need} KV "
-                f"blocks but the KV budget of {engine.cache.allocated_bytes / 2**20:.1f} MiB "
-                f"holds only {pool} blocks of {block} tokens")
-        if (config.policy == "continuous" and config.chunk_size == 0 and budget is not None
-                and kv_tokens_needed(len(r.prompt_ids), r.output_len) > budget):
-            raise ConfigError(
-                f"request {r.id}: with --chunk-size 0 a prompt prefills whole, and {total - 1} "
-                f"tokens (its prompt plus output, recomputed after a preemption) exceed the "
-                f"token budget of {budget} per step: raise it or use chunks")
+        check_request(engine, r, config)
     if all(r.arrival_s is None for r in requests):
         raise ConfigError("every request is closed-loop: at least one needs an arrival time")
+
+
+@dataclass
+class _Live:
+    """A request between its arrival and its end: the engine's sequence and what it recorded."""
+
+    seq: Sequence
+    trace: RequestTrace
+    decoder: IncrementalDecoder | None
+
+
+class EngineLoop:
+    """The step loop: requests in (`add`), one engine step at a time (`step`), requests out when
+    they finish (in the step) or are dropped (between steps). It owns the scheduler and the
+    trace; whoever drives it owns the clock's arrivals and the waiting between steps.
+
+    keep_steps bounds the step history (None keeps every step, as a run needs; a server keeps
+    the most recent ones)."""
+
+    def __init__(self, engine: LLMEngine, config: SchedulerConfig,
+                 clock: Callable[[], float], on_event: Callable[[Event], None] | None = None,
+                 stream_text: bool = False, keep_steps: int | None = None):
+        self.engine = engine
+        self.config = config
+        self.scheduler = make_scheduler(engine, config)
+        self.clock = clock
+        self.emit = on_event or (lambda event: None)
+        self.stream_text = stream_text
+        self.live: dict[int, _Live] = {}
+        self.steps: list[StepTrace] | deque[StepTrace] = (
+            [] if keep_steps is None else deque(maxlen=keep_steps))
+        self.step_count = 0
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def next_wakeup(self) -> float | None:
+        return self.scheduler.next_wakeup()
+
+    def add(self, req: Request, arrival_s: float,
+            trace: RequestTrace | None = None) -> RequestTrace:
+        """A request arrives: it waits for the scheduler to admit it. Returns its trace (the
+        given one, when the caller made it in advance)."""
+        engine = self.engine
+        seq = engine.new_sequence(req.prompt_ids, req.output_len, req.sampling,
+                                  ignore_eos=not req.stop_at_eos, seq_id=req.id)
+        if trace is None:
+            trace = RequestTrace(req.id, arrival_s, len(req.prompt_ids), req.output_len)
+        trace.arrival_s = arrival_s
+        decoder = IncrementalDecoder(engine.tokenizer) if self.stream_text else None
+        self.live[req.id] = _Live(seq, trace, decoder)
+        self.scheduler.add(seq, arrival_s)
+        self.emit(RequestEvent("arrived", req.id, arrival_s))
+        return trace
+
+    def step(self, more_coming: bool) -> StepTrace | None:
+        """Run the scheduler's next step and record it; None when nothing should run now.
+        more_coming says whether any request may still arrive (static and dynamic batching
+        wait for a full batch until none can)."""
+        plan = self.scheduler.schedule(self.clock(), more_coming)
+        if plan is None:
+            return None
+        emit = self.emit
+        step_start = self.clock()
+        for seq in plan.preempted:
+            self.live[seq.id].trace.preemptions += 1
+            emit(RequestEvent("preempted", seq.id, step_start))
+        for seq in plan.admitted:
+            trace = self.live[seq.id].trace
+            if trace.admitted_s is None:
+                trace.admitted_s = step_start
+                trace.cached_tokens = seq.num_computed  # > 0 only after a prefix-cache hit
+            emit(RequestEvent("admitted", seq.id, step_start))
+        running = len(self.scheduler.running)
+        # returns after the device finished
+        tokens = self.engine.step(plan.decode, plan.prefill, plan.padding)
+        end = self.clock()
+        kv_used = self.engine.blocks.num_used
+
+        finished: list[int] = []
+        for seq_id, token in tokens.items():
+            live = self.live[seq_id]
+            trace = live.trace
+            trace.token_s.append(end)
+            trace.output_ids.append(token)
+            if trace.first_token_s is None:
+                trace.first_token_s = end
+            text = live.decoder.push(token) if live.decoder is not None else None
+            emit(TokenEvent(seq_id, len(trace.token_s) - 1, token, end, text))
+            if live.seq.finished:
+                trace.finish_s = end
+                trace.output_len = len(trace.token_s)  # less if it stopped at end-of-text
+                self.scheduler.finish(live.seq)
+                del self.live[seq_id]
+                finished.append(seq_id)
+        for seq_id in finished:
+            emit(RequestEvent("finished", seq_id, end))
+
+        step = StepTrace(
+            index=self.step_count, start_s=step_start, end_s=end,
+            prefill_tokens=sum(n for _, n in plan.prefill), decode_seqs=len(plan.decode),
+            kv_blocks_used=kv_used, running=running, padding_rows=plan.padding,
+            decode_ids=[s.id for s in plan.decode],
+            prefill_chunks=[(s.id, n) for s, n in plan.prefill],
+            admitted_ids=[s.id for s in plan.admitted],
+            preempted_ids=[s.id for s in plan.preempted],
+            finished_ids=finished,
+        )
+        self.step_count += 1
+        self.steps.append(step)
+        emit(StepEvent(step))
+        return step
+
+    def drop(self, request_id: int, completed: bool) -> RequestTrace | None:
+        """Take a request out between steps, wherever it is (waiting, prefilling, decoding):
+        its slot and KV blocks are free for the next step. completed: it ended normally (its
+        text reached a stop string), so its trace finishes at its last token; otherwise it was
+        aborted (its client went away) and its trace stays unfinished, out of the metrics.
+        Returns its trace, or None if it had already ended."""
+        live = self.live.pop(request_id, None)
+        if live is None:
+            return None
+        self.scheduler.abort(live.seq)
+        trace = live.trace
+        if completed and trace.token_s:
+            trace.finish_s = trace.token_s[-1]
+            trace.output_len = len(trace.token_s)
+        self.emit(RequestEvent("finished" if completed else "aborted", request_id, self.clock()))
+        return trace
+
+    def release_all(self) -> None:
+        """Give every block back (end of a run or of a server, normal or not)."""
+        self.scheduler.release_all()
+        self.live.clear()
 
 
 def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
@@ -135,35 +289,20 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
     requests = list(requests)
     check_requests(engine, requests, config)
     engine.warm_up()
-    emit = on_event or (lambda event: None)
-    scheduler = make_scheduler(engine, config)
     traces = {r.id: RequestTrace(r.id, r.arrival_s, len(r.prompt_ids), r.output_len)
               for r in requests}
     timed = deque(sorted((r for r in requests if r.arrival_s is not None),
                          key=lambda r: (r.arrival_s, r.id)))
     closed = deque(r for r in requests if r.arrival_s is None)
-    seqs: dict[int, Sequence] = {}
-    decoders: dict[int, IncrementalDecoder] = {}
-    steps: list[StepTrace] = []
     was_cancelled = False
     cache_before = replace(engine.blocks.stats)
-    cached_tokens: dict[int, int] = {}  # prompt tokens each request found in the prefix cache
-
-    def arrive(req: Request, t: float) -> None:
-        seq = engine.new_sequence(req.prompt_ids, req.output_len, req.sampling,
-                                  ignore_eos=not req.stop_at_eos, seq_id=req.id)
-        seqs[req.id] = seq
-        traces[req.id].arrival_s = t
-        if stream_text:
-            decoders[req.id] = IncrementalDecoder(engine.tokenizer)
-        scheduler.add(seq, t)
-        emit(RequestEvent("arrived", req.id, t))
 
     start = time.perf_counter()
 
     def clock() -> float:
         return time.perf_counter() - start
 
+    loop = EngineLoop(engine, config, clock, on_event, stream_text)
     try:
         while True:
             if cancelled is not None and cancelled():
@@ -172,76 +311,32 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
             now = clock()
             while timed and timed[0].arrival_s <= now:
                 req = timed.popleft()
-                arrive(req, req.arrival_s)
-            if not timed and not closed and not scheduler.has_work:
+                loop.add(req, req.arrival_s, traces[req.id])
+            if not timed and not closed and not loop.has_work:
                 break
-            more_coming = bool(timed) or bool(closed and scheduler.running)
-            plan = scheduler.schedule(now, more_coming)
-            if plan is None:
+            more_coming = bool(timed) or bool(closed and loop.scheduler.running)
+            step = loop.step(more_coming)
+            if step is None:
                 wakeups = [t for t in (timed[0].arrival_s if timed else None,
-                                       scheduler.next_wakeup()) if t is not None]
+                                       loop.next_wakeup()) if t is not None]
                 if not wakeups:
                     raise RuntimeError("the scheduler has waiting requests but will never run "
                                        "them (a bug in the policy)")
                 time.sleep(min(max(0.0, min(wakeups) - clock()), POLL_S))
                 continue
-
-            step_start = clock()
-            for seq in plan.preempted:
-                traces[seq.id].preemptions += 1
-                emit(RequestEvent("preempted", seq.id, step_start))
-            for seq in plan.admitted:
-                if traces[seq.id].admitted_s is None:
-                    traces[seq.id].admitted_s = step_start
-                    cached_tokens[seq.id] = seq.num_computed  # > 0 only after a cache hit
-                emit(RequestEvent("admitted", seq.id, step_start))
-            running = len(scheduler.running)
-            # returns after the device finished
-            tokens = engine.step(plan.decode, plan.prefill, plan.padding)
-            end = clock()
-            kv_used = engine.blocks.num_used
-
-            finished: list[int] = []
-            for seq_id, token in tokens.items():
-                trace = traces[seq_id]
-                trace.token_s.append(end)
-                trace.output_ids.append(token)
-                if trace.first_token_s is None:
-                    trace.first_token_s = end
-                text = decoders[seq_id].push(token) if stream_text else None
-                emit(TokenEvent(seq_id, len(trace.token_s) - 1, token, end, text))
-                seq = seqs[seq_id]
-                if seq.finished:
-                    trace.finish_s = end
-                    trace.output_len = len(trace.token_s)  # less if it stopped at end-of-text
-                    scheduler.finish(seq)
-                    finished.append(seq_id)
-            for seq_id in finished:
-                emit(RequestEvent("finished", seq_id, end))
-                if closed:  # closed loop: a finished request lets the next one in
-                    arrive(closed.popleft(), end)
-
-            step = StepTrace(
-                index=len(steps), start_s=step_start, end_s=end,
-                prefill_tokens=sum(n for _, n in plan.prefill), decode_seqs=len(plan.decode),
-                kv_blocks_used=kv_used, running=running, padding_rows=plan.padding,
-                decode_ids=[s.id for s in plan.decode],
-                prefill_chunks=[(s.id, n) for s, n in plan.prefill],
-                admitted_ids=[s.id for s in plan.admitted],
-                preempted_ids=[s.id for s in plan.preempted],
-                finished_ids=finished,
-            )
-            steps.append(step)
-            emit(StepEvent(step))
+            for _ in step.finished_ids:  # closed loop: a finished request lets the next one in
+                if closed:
+                    req = closed.popleft()
+                    loop.add(req, step.end_s, traces[req.id])
     finally:
-        scheduler.release_all()
+        loop.release_all()
 
     ordered = [traces[r.id] for r in requests]
     extra = {}
     if engine.blocks.prefix_caching:  # only then: runs without it keep their JSON as it was
         extra["prefix_cache"] = {
             **engine.blocks.stats.since(cache_before).to_json(),
-            "cached_tokens": [cached_tokens.get(r.id, 0) for r in requests],
+            "cached_tokens": [traces[r.id].cached_tokens for r in requests],
             "cached_blocks_at_end": engine.blocks.num_cached,
         }
     return RunResult(
@@ -250,8 +345,8 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
         weights="random" if engine.config.random_weights else engine.model_config.weights,
         config=config,
         requests=ordered,
-        steps=steps,
-        metrics=compute_metrics(ordered, steps, config.max_batch, slo_ttft_ms, slo_tpot_ms),
+        steps=list(loop.steps),
+        metrics=compute_metrics(ordered, loop.steps, config.max_batch, slo_ttft_ms, slo_tpot_ms),
         cancelled=was_cancelled,
         kv_blocks_total=engine.blocks.num_blocks,
         block_size=engine.cache.block_size,

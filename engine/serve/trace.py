@@ -31,6 +31,7 @@ class RequestTrace:
     token_s: list[float] = field(default_factory=list)
     preemptions: int = 0
     output_ids: list[int] = field(default_factory=list)
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at first admission
 
     @property
     def finished(self) -> bool:
