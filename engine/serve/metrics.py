@@ -9,9 +9,14 @@ reported in milliseconds):
   with N = 1 have no TPOT and are left out of its summary.
 - ITL (inter-token latency) = every gap between two consecutive output tokens of one request,
   pooled over all requests (a request with N tokens gives N - 1 gaps).
+- N, for a finished request, is its output_len. In the engine's trace that is one token per
+  entry of token_s; in a client's trace (bench_client.py) token_s holds the arrival of each
+  streamed chunk and N is the completion tokens the server's usage reported, so a server that
+  sends several tokens in one chunk gets fewer ITL gaps but the right TPOT and throughput, as
+  vLLM's benchmark counts them.
 - E2E (end-to-end latency) = last token - arrival.
 - queue time = first admission into a running batch - arrival (a request preempted later keeps
-  its first admission).
+  its first admission); only the engine knows it, so a client's trace has none.
 - Each of these is summarized as mean, p50, p90, p95, p99 and max. Percentiles use numpy's
   default linear interpolation between closest ranks (numpy.percentile, as vLLM does).
 - duration = last finish - first arrival, over the completed requests (the run's wall time
@@ -104,9 +109,14 @@ def e2e_ms(r: RequestTrace) -> float:
     return 1000 * (r.token_s[-1] - r.arrival_s)
 
 
+def output_tokens(r: RequestTrace) -> int:
+    """N: a finished request's output length, else the tokens it has so far."""
+    return r.output_len if r.finished else len(r.token_s)
+
+
 def tpot_ms(r: RequestTrace) -> float | None:
     """(E2E - TTFT) / (N - 1); None for a single-token request."""
-    n = len(r.token_s)
+    n = output_tokens(r)
     return None if n < 2 else 1000 * (r.token_s[-1] - r.token_s[0]) / (n - 1)
 
 
@@ -142,7 +152,7 @@ def compute_metrics(requests: Iterable[RequestTrace], steps: list[StepTrace] | N
     duration = None
     if done:
         duration = max(r.finish_s for r in done) - min(r.arrival_s for r in done)
-    tokens = sum(len(r.token_s) for r in done)
+    tokens = sum(output_tokens(r) for r in done)
     meeting = None
     if slo_ttft_ms is not None or slo_tpot_ms is not None:
         meeting = sum(meets_slo(r, slo_ttft_ms, slo_tpot_ms) for r in done)
@@ -152,7 +162,8 @@ def compute_metrics(requests: Iterable[RequestTrace], steps: list[StepTrace] | N
         tpot_ms=summarize(t for t in tpots if t is not None),
         itl_ms=summarize(gap for r in done for gap in itl_ms(r)),
         e2e_ms=summarize(e2e_ms(r) for r in done),
-        queue_ms=summarize(1000 * (r.admitted_s - r.arrival_s) for r in done),
+        queue_ms=summarize(1000 * (r.admitted_s - r.arrival_s) for r in done
+                           if r.admitted_s is not None),
         throughput_tok_s=_rate(tokens, duration),
         requests_per_s=_rate(len(done), duration),
         goodput_rps=None if meeting is None else _rate(meeting, duration),
