@@ -1,4 +1,4 @@
-"""`python -m engine info | generate | sweep | run`: the engine's stable command-line contract.
+"""`python -m engine info | generate | sweep | run | serve | bench-client`: the command line.
 
 `--json` prints exactly one JSON object on stdout. Bad arguments exit with status 2 and a single
 line naming the limit; no command prints a traceback to a user (ENGINE_DEBUG=1 shows them).
@@ -33,6 +33,7 @@ from .common import (
     positive_int,
 )
 from .run import add_run_parser
+from .serve import add_serve_parser
 
 
 # ---- info ------------------------------------------------------------------------------------
@@ -191,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.set_defaults(func=cmd_sweep)
 
     add_run_parser(sub, add_engine_options)
+    add_serve_parser(sub, add_engine_options)
     return parser
 
 

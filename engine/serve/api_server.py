@@ -1,0 +1,237 @@
+"""An OpenAI-compatible HTTP server over the online engine (FastAPI on uvicorn).
+
+Routes: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (stream: true answers
+with server-sent events, one per token, ending with `data: [DONE]`), GET /health, and two of
+our own for teaching and tests: GET /v1/engine/stats (running and waiting sequences, KV blocks
+in use, the most recent steps with how many sequences each decoded) and GET /v1/engine/trace
+(the engine's own trace since a time, in the `run` command's shape; bench-client compares it
+with what the client measured).
+
+The handlers run on uvicorn's event loop; the engine runs in its own thread (online.py). A
+handler checks and tokenizes a request, hands it to the engine, and reads the engine's outputs
+from an asyncio queue that the engine thread fills with call_soon_threadsafe. A client that
+disconnects, streaming or not, has its request aborted, which frees its slot and KV blocks
+before the engine's next step. Every error is an OpenAI-style error object, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from .online import OnlineEngine, Output, Submission
+from .protocol import (
+    SSE_DONE,
+    APIError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    Reply,
+    Settings,
+    chat_text,
+    completion_prompt,
+    error_object,
+    parse,
+    settings,
+    sse,
+)
+
+STATUS_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowed",
+                500: "InternalServerError", 503: "ServiceUnavailableError"}
+
+
+def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
+    """The FastAPI application serving online's engine under the name model_name."""
+    app = FastAPI(title="llm-serving-speed engine", version="0.1.0")
+    engine = online.engine
+    context = engine.model_config.context
+    vocab = min(engine.tokenizer.vocab_size, engine.model_config.vocab)
+
+    @app.exception_handler(APIError)
+    async def api_error(request: Request, e: APIError) -> JSONResponse:
+        return JSONResponse(e.to_json(), status_code=e.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        first = e.errors()[0] if e.errors() else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"])
+        return JSONResponse(error_object(f"{where}: {first['msg']}", "BadRequestError", 400),
+                            status_code=400)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, e: HTTPException) -> JSONResponse:
+        kind = STATUS_TYPES.get(e.status_code, "Error")
+        return JSONResponse(error_object(str(e.detail), kind, e.status_code),
+                            status_code=e.status_code)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, e: Exception) -> JSONResponse:
+        return JSONResponse(error_object(f"internal error: {type(e).__name__}: {e}",
+                                         "InternalServerError", 500), status_code=500)
+
+    def check_model(name: str) -> None:
+        if name != model_name:
+            raise APIError(f"The model `{name}` does not exist.", status=404,
+                           kind="NotFoundError", param="model")
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        if online.error is not None:
+            return JSONResponse(error_object(f"the engine stopped: {online.error}",
+                                             "InternalServerError", 500), status_code=500)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        card = {"id": model_name, "object": "model", "created": 0,
+                "owned_by": "llm-serving-speed", "root": model_name,
+                "max_model_len": context, "weights": online.weights}
+        return {"object": "list", "data": [card]}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        req = parse(CompletionRequest, await request.body())
+        check_model(req.model)
+        ids = completion_prompt(req.prompt, engine.tokenizer.encode, vocab)
+        return await respond(request, settings(req, ids, context), chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        req = parse(ChatCompletionRequest, await request.body())
+        check_model(req.model)
+        ids = completion_prompt(chat_text(req.messages), engine.tokenizer.encode, vocab)
+        return await respond(request, settings(req, ids, context), chat=True)
+
+    @app.get("/v1/engine/stats")
+    async def stats() -> dict:
+        return online.stats()
+
+    @app.get("/v1/engine/trace")
+    async def trace(since_s: float = 0.0) -> dict:
+        return online.trace(since_s)
+
+    async def respond(request: Request, s: Settings, chat: bool):
+        try:
+            online.check(s.prompt_ids, s.max_tokens)  # the KV pool's limit
+        except ValueError as e:
+            raise APIError(str(e)) from None
+        reply = Reply(chat=chat, model=model_name, include_usage=s.include_usage,
+                      prompt_ids=s.prompt_ids if s.return_token_ids else None)
+        if s.stream:
+            return StreamingResponse(stream(s, reply), media_type="text/event-stream")
+        return await whole(request, s, reply)
+
+    def submit(s: Settings, reply: Reply) -> tuple[int, asyncio.Queue]:
+        outputs: asyncio.Queue[Output] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def deliver(out: Output) -> None:  # on the engine thread
+            loop.call_soon_threadsafe(outputs.put_nowait, out)
+
+        try:
+            request_id = online.submit(Submission(s.prompt_ids, s.max_tokens, s.sampling,
+                                                  deliver, s.stop, s.ignore_eos, reply.id))
+        except RuntimeError as e:
+            raise APIError(str(e), status=503, kind="ServiceUnavailableError") from None
+        return request_id, outputs
+
+    async def stream(s: Settings, reply: Reply) -> AsyncIterator[str]:
+        """One event per token; the request is submitted only once the stream starts, and
+        aborted if the stream ends early (the client went away: Starlette cancels it here)."""
+        request_id, outputs = submit(s, reply)
+        done = False
+        try:
+            while True:
+                out = await outputs.get()
+                if out.finish_reason in ("abort", "error"):
+                    done = True
+                    message = out.error or "the server stopped before the request finished"
+                    yield sse(error_object(message, "InternalServerError", 500))
+                    break
+                yield reply.chunk(out.text, out.finish_reason, out.token_ids)
+                if out.finished:
+                    done = True
+                    if reply.include_usage:
+                        yield reply.usage_chunk(out.prompt_tokens, out.completion_tokens)
+                    break
+            yield SSE_DONE
+        finally:
+            if not done:
+                online.abort(request_id)
+
+    async def whole(request: Request, s: Settings, reply: Reply) -> JSONResponse:
+        """Collect the whole answer, unless the client disconnects first (then abort)."""
+        request_id, outputs = submit(s, reply)
+
+        async def collect() -> tuple[str, list[int], Output]:
+            pieces, ids = [], []
+            while True:
+                out = await outputs.get()
+                pieces.append(out.text)
+                ids += out.token_ids
+                if out.finished:
+                    return "".join(pieces), ids, out
+
+        collecting = asyncio.ensure_future(collect())
+        watching = asyncio.ensure_future(disconnected(request))
+        try:
+            await asyncio.wait({collecting, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            if not collecting.done():
+                collecting.cancel()
+                online.abort(request_id)
+        if not collecting.done() or collecting.cancelled():
+            return JSONResponse(error_object("client closed the request", "ClientClosed", 499),
+                                status_code=499)
+        text, ids, last = collecting.result()
+        if last.finish_reason in ("abort", "error"):
+            message = last.error or "the server stopped before the request finished"
+            raise APIError(message, status=500, kind="InternalServerError")
+        return JSONResponse(reply.whole(text, last.finish_reason, ids, last.prompt_tokens,
+                                        last.completion_tokens))
+
+    return app
+
+
+async def disconnected(request: Request) -> None:
+    """Return when the client disconnects (the body has been read, so the next message the
+    server receives for this request is the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: any free port), opened before the model loads so
+    a taken port is reported at once. OSError names the problem."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def run_server(online: OnlineEngine, model_name: str, sock: socket.socket) -> None:
+    """Serve until interrupted (SIGINT or SIGTERM); the engine thread stops after the server."""
+    config = uvicorn.Config(build_app(online, model_name), log_level="warning",
+                            access_log=False, lifespan="off", timeout_graceful_shutdown=3)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        online.close()
+        with contextlib.suppress(OSError):
+            sock.close()
