@@ -20,6 +20,7 @@ from ..speculative import MAX_K as MAX_SPEC_K
 from ..speculative import METHODS as SPEC_METHODS
 from ..speculative import SpeculativeDecoder, make_draft
 from ..sweep import sweep, validate
+from .bench_client import add_bench_client_parser
 from .common import (
     EXIT_USAGE,
     OneLineParser,
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_parser(sub, add_engine_options)
     add_serve_parser(sub, add_engine_options)
+    add_bench_client_parser(sub)
     return parser
 
 

@@ -39,10 +39,9 @@ def length_range(what: str):
 rate = arg_type(Rate(), "rate")  # requests per second, or inf (everything arrives at t = 0)
 
 
-def add_run_parser(sub, add_engine_options) -> None:
-    """Register `run` on the command line's subparsers."""
-    p = sub.add_parser("run", help="serve a workload under a batching policy: trace and metrics")
-    p.add_argument("--policy", required=True, choices=POLICIES)
+def add_workload_options(p) -> None:
+    """The workload's flags (and the SLOs goodput is judged by), shared by `run` and
+    `bench-client`, so one seed gives the same requests to the engine and over HTTP."""
     p.add_argument("--workload", default="poisson", choices=WORKLOADS)
     p.add_argument("--rate", type=rate, default=10.0,
                    help="arrivals per second, or inf: all at t=0 (poisson, gamma; default 10)")
@@ -60,6 +59,20 @@ def add_run_parser(sub, add_engine_options) -> None:
                    help="the late long prompt's tokens (interference; default 1536)")
     p.add_argument("--long-at", type=non_negative("long-at"), default=0.2,
                    help="when the long prompt arrives, seconds (interference; default 0.2)")
+    p.add_argument("--slo-ttft-ms", type=positive("TTFT SLO (ms)"), default=None)
+    p.add_argument("--slo-tpot-ms", type=positive("TPOT SLO (ms)"), default=None)
+    p.add_argument("--seed", type=whole("seed", 0), default=0,
+                   help="the same seed gives the same workload under every policy")
+    p.add_argument("--shared-prefix-len", type=whole("shared prefix length", 0), default=0,
+                   help="tokens every prompt starts with, before its own --prompt-len tokens "
+                        "(a shared system prompt; default 0)")
+
+
+def add_run_parser(sub, add_engine_options) -> None:
+    """Register `run` on the command line's subparsers."""
+    p = sub.add_parser("run", help="serve a workload under a batching policy: trace and metrics")
+    p.add_argument("--policy", required=True, choices=POLICIES)
+    add_workload_options(p)
     p.add_argument("--max-batch", type=whole("max batch"), default=8,
                    help="most requests running at once (default 8)")
     p.add_argument("--timeout-ms", type=non_negative("timeout"), default=50.0,
@@ -70,39 +83,38 @@ def add_run_parser(sub, add_engine_options) -> None:
     p.add_argument("--max-tokens-per-step", type=whole("max tokens per step"), default=None,
                    help=f"continuous: token budget of a step (default {DEFAULT_TOKEN_BUDGET}; "
                         "no limit with --chunk-size 0)")
-    p.add_argument("--slo-ttft-ms", type=positive("TTFT SLO (ms)"), default=None)
-    p.add_argument("--slo-tpot-ms", type=positive("TPOT SLO (ms)"), default=None)
-    p.add_argument("--seed", type=whole("seed", 0), default=0,
-                   help="the same seed gives the same workload under every policy")
-    p.add_argument("--shared-prefix-len", type=whole("shared prefix length", 0), default=0,
-                   help="tokens every prompt starts with, before its own --prompt-len tokens "
-                        "(a shared system prompt; default 0)")
     p.add_argument("--prefix-cache", choices=("on", "off"), default="off",
                    help="keep full KV blocks by their prefix and reuse them (default off)")
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
 
 
-def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
-    """The workload and scheduler settings, checked against each other and the preset's context
-    (the checks that need no engine)."""
+def workload_from_args(args) -> WorkloadSpec:
+    """The workload the flags describe, checked."""
     spec = WorkloadSpec(
         kind=args.workload, requests=args.requests, rate=args.rate, burstiness=args.burstiness,
         concurrency=args.concurrency, prompt_len=args.prompt_len, output_len=args.output_len,
         long_prompt_len=args.long_prompt_len, long_at_s=args.long_at, seed=args.seed,
         shared_prefix_len=args.shared_prefix_len,
     )
+    spec.validate()
+    return spec
+
+
+def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
+    """The workload and scheduler settings, checked against each other and the preset's context
+    (the checks that need no engine)."""
+    spec = workload_from_args(args)
     config = SchedulerConfig(
         policy=args.policy, max_batch=args.max_batch, timeout_ms=args.timeout_ms,
         chunk_size=args.chunk_size, max_tokens_per_step=args.max_tokens_per_step,
     )
-    spec.validate()
     config.validate()
     cfg = get_preset(args.preset)
-    longest = spec.longest_prompt
-    if longest + spec.output_len[1] > cfg.context:
+    prompt, output = spec.longest_prompt, spec.output_len[1]
+    if prompt + output > cfg.context:
         raise ConfigError(
-            f"prompts of up to {longest} tokens plus up to {spec.output_len[1]} new tokens "
+            f"prompts of up to {prompt} tokens plus up to {output} new tokens "
             f"exceed the {cfg.name} context of {cfg.context} positions")
     return spec, config
 

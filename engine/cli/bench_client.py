@@ -1,0 +1,73 @@
+"""`python -m engine bench-client`: load-test any OpenAI-compatible server from the client side
+(engine/serve/bench_client.py) and print what `run` prints, measured at the client.
+
+The workload flags are `run`'s, so the same flags and seed send the same requests; bad flags
+exit with status 2 and one line, as everywhere. A server that cannot be reached, or does not
+serve the model, is reported in one line before anything is measured.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..serve.bench_client import EndpointError, api_base, run_bench
+from ..serve.workload import make_workload
+from ..tokenizer import Tokenizer
+from .common import emit_json
+from .run import add_workload_options, positive, summary_table, workload_from_args
+
+
+def add_bench_client_parser(sub) -> None:
+    """Register `bench-client` on the command line's subparsers."""
+    p = sub.add_parser("bench-client", help="load-test an OpenAI-compatible server from the "
+                                            "client side (the same JSON as run)")
+    p.add_argument("--base-url", required=True,
+                   help="the server, e.g. http://127.0.0.1:8000/v1 (/v1 is added if missing)")
+    p.add_argument("--model", required=True, help="the model name the server serves")
+    add_workload_options(p)
+    p.add_argument("--timeout", type=positive("timeout (s)"), default=600.0,
+                   help="stop after this many seconds; unfinished requests count as failed "
+                        "(default 600)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_bench_client)
+
+
+def cmd_bench_client(args) -> int:
+    base = api_base(args.base_url)
+    spec = workload_from_args(args)
+    tokenizer = Tokenizer()
+    requests = make_workload(spec, tokenizer)
+    prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
+    if not args.json:
+        print(f"sending {len(requests)} requests to {base} ({args.model})...", file=sys.stderr,
+              flush=True)
+    try:
+        result = run_bench(base, args.model, requests, prompts, args.timeout,
+                           args.slo_ttft_ms, args.slo_tpot_ms)
+    except EndpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    result.extra["workload"] = spec.to_json()
+    if args.json:
+        emit_json(result.to_json())
+        return 0
+    title = (f"client-side, {spec.kind} workload, {spec.requests} requests (prompts up to "
+             f"{spec.longest_prompt} tokens, outputs up to {spec.output_len[1]}) - "
+             f"{args.model} at {base}")
+    print(summary_table(result.metrics, title))
+    print(f"failed {result.failed}" + (" (stopped by --timeout)" if result.cancelled else ""))
+    print(gap_lines(result.comparison))
+    return 0
+
+
+def gap_lines(comparison: dict | None) -> str:
+    """How the client's view differs from the engine's own trace, when the server has one."""
+    if comparison is None:
+        return "engine trace: not available from this server (only ours serves /v1/engine/trace)"
+    ttft, e2e = comparison["ttft_gap_ms"], comparison["e2e_gap_ms"]
+    if not comparison["requests_matched"]:
+        return "engine trace: no request matched"
+    engine_ttft = comparison["metrics"]["ttft_ms"]
+    return (f"engine's own TTFT p50 {engine_ttft['p50']:.1f} ms; outside the engine (network, "
+            f"HTTP, queueing): TTFT +{ttft['p50']:.1f} ms p50, +{ttft['max']:.1f} ms max; E2E "
+            f"+{e2e['p50']:.1f} ms p50 ({comparison['requests_matched']} requests matched)")
