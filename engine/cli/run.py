@@ -68,18 +68,23 @@ def add_workload_options(p) -> None:
                         "(a shared system prompt; default 0)")
 
 
+def add_batch_options(p, chunk_note: str = "") -> None:
+    """--max-batch and --chunk-size, for `run` and `serve`."""
+    p.add_argument("--max-batch", type=whole("max batch"), default=8,
+                   help="most requests running at once (default 8)")
+    p.add_argument("--chunk-size", type=whole("chunk size", 0), default=DEFAULT_CHUNK_SIZE,
+                   help=f"{chunk_note}prefill chunk tokens; 0 prefills whole prompts "
+                        f"(default {DEFAULT_CHUNK_SIZE})")
+
+
 def add_run_parser(sub, add_engine_options) -> None:
     """Register `run` on the command line's subparsers."""
     p = sub.add_parser("run", help="serve a workload under a batching policy: trace and metrics")
     p.add_argument("--policy", required=True, choices=POLICIES)
     add_workload_options(p)
-    p.add_argument("--max-batch", type=whole("max batch"), default=8,
-                   help="most requests running at once (default 8)")
+    add_batch_options(p, "continuous: ")
     p.add_argument("--timeout-ms", type=non_negative("timeout"), default=50.0,
                    help="dynamic: launch when the oldest request waited this long (default 50)")
-    p.add_argument("--chunk-size", type=whole("chunk size", 0), default=DEFAULT_CHUNK_SIZE,
-                   help="continuous: prefill chunk tokens; 0 prefills whole prompts "
-                        f"(default {DEFAULT_CHUNK_SIZE})")
     p.add_argument("--max-tokens-per-step", type=whole("max tokens per step"), default=None,
                    help=f"continuous: token budget of a step (default {DEFAULT_TOKEN_BUDGET}; "
                         "no limit with --chunk-size 0)")

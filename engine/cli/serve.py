@@ -7,11 +7,11 @@ object, naming its URL; it serves until interrupted (Ctrl-C or SIGTERM).
 
 from __future__ import annotations
 
-from ..scheduler import DEFAULT_CHUNK_SIZE, SchedulerConfig
+from ..scheduler import SchedulerConfig
 from ..serve.api_server import listen, run_server
 from ..serve.online import OnlineEngine
 from .common import UsageError, emit_json, make_engine
-from .run import whole
+from .run import add_batch_options, whole
 
 
 def add_serve_parser(sub, add_engine_options) -> None:
@@ -21,11 +21,7 @@ def add_serve_parser(sub, add_engine_options) -> None:
                    help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=whole("port", 0), default=8000,
                    help="port to listen on; 0 picks a free one (default 8000)")
-    p.add_argument("--max-batch", type=whole("max batch"), default=8,
-                   help="most requests running at once (default 8)")
-    p.add_argument("--chunk-size", type=whole("chunk size", 0), default=DEFAULT_CHUNK_SIZE,
-                   help="prefill chunk tokens; 0 prefills whole prompts "
-                        f"(default {DEFAULT_CHUNK_SIZE})")
+    add_batch_options(p)
     add_engine_options(p)
     p.set_defaults(func=cmd_serve)
 
