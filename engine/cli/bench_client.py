@@ -38,12 +38,14 @@ def cmd_bench_client(args) -> int:
     tokenizer = Tokenizer()
     requests = make_workload(spec, tokenizer)
     prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
-    if not args.json:
-        print(f"sending {len(requests)} requests to {base} ({args.model})...", file=sys.stderr,
-              flush=True)
+    def progress(endpoint) -> None:
+        if not args.json:
+            print(f"sending {len(requests)} requests to {base} ({args.model})...",
+                  file=sys.stderr, flush=True)
+
     try:
         result = run_bench(base, args.model, requests, prompts, args.timeout,
-                           args.slo_ttft_ms, args.slo_tpot_ms)
+                           args.slo_ttft_ms, args.slo_tpot_ms, on_ready=progress)
     except EndpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -30,6 +30,7 @@ import asyncio
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import urlsplit
@@ -287,10 +288,12 @@ async def _server_trace(client: httpx.AsyncClient, base: str, since_s: float) ->
 
 async def run_async(base_url: str, model: str, requests: list[Request], prompts: list[str],
                     timeout_s: float, slo_ttft_ms: float | None = None,
-                    slo_tpot_ms: float | None = None) -> BenchResult:
+                    slo_tpot_ms: float | None = None,
+                    on_ready: Callable[[Endpoint], None] | None = None) -> BenchResult:
     """Send requests (with these prompt texts) at their arrival times; closed-loop ones (no
     arrival time) each when an earlier one ends. Stops after timeout_s, marking what had not
-    finished as failed and the result as cancelled."""
+    finished as failed and the result as cancelled. on_ready is called once the server has
+    been checked, just before the first request goes."""
     base = api_base(base_url)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout = httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S)
@@ -302,6 +305,8 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
                     f"prompt of {len(r.prompt_ids)} tokens plus {r.output_len} new tokens "
                     f"exceeds the context of {endpoint.context} that {base} reports for {model}")
         since = await _server_now(client, base)
+        if on_ready is not None:
+            on_ready(endpoint)
         sent = {r.id: Sent(RequestTrace(r.id, None, len(r.prompt_ids), r.output_len), p)
                 for r, p in zip(requests, prompts)}
         timed = sorted((r for r in requests if r.arrival_s is not None),
@@ -349,7 +354,8 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
 
 def run_bench(base_url: str, model: str, requests: list[Request], prompts: list[str],
               timeout_s: float = 600.0, slo_ttft_ms: float | None = None,
-              slo_tpot_ms: float | None = None) -> BenchResult:
+              slo_tpot_ms: float | None = None,
+              on_ready: Callable[[Endpoint], None] | None = None) -> BenchResult:
     """run_async on an event loop of its own (for the command line and the lab's worker)."""
     return asyncio.run(run_async(base_url, model, requests, prompts, timeout_s, slo_ttft_ms,
-                                 slo_tpot_ms))
+                                 slo_tpot_ms, on_ready))
