@@ -150,6 +150,21 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "chunk_size": Int(64, lo=0), **SEED},
         results.BlockSnapshotsResult,
         "A small Poisson workload served for real, with every step's block tables recorded."),
+    # ---- the serving techniques, each measured against the engine without it ------------------
+    _spec("prefix_cache", "engine.lab.jobs.techniques:prefix_cache_job", {
+        **ENGINE, "prefix_cache": Bool(True), "shared_prefix_len": Int(1024, lo=0, hi=1536),
+        "requests": Int(5, lo=1, hi=32), "prompt_len": Lengths([32, 64], hi=256),
+        "output_len": Int(4, lo=1, hi=64), **SEED},
+        results.PrefixCacheResult,
+        "Requests sharing a system prompt of shared_prefix_len tokens, served one at a time "
+        "from a cold start, the prefix cache on or off: each request's TTFT and cached tokens."),
+    _spec("speculative", "engine.lab.jobs.techniques:speculative_job", {
+        **ENGINE, "method": Choice("ngram", choices=("off", "ngram", "draft")),
+        "k": Int(4, lo=1, hi=8), "batch_size": Int(1, lo=1, hi=16),
+        "prompt_len": Int(48, lo=1, hi=512), "new_tokens": Int(64, lo=2, hi=256), **SEED},
+        results.SpeculativeResult,
+        "Greedy generation for batch_size corpus prompts, plainly (method off) or with a draft "
+        "proposing k tokens a step: TPOT, target steps, acceptance against the formula."),
     _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
         **ENGINE, "rates": Many([1.0, 2.0, 4.0, 8.0], each=Float(lo=1e-3, hi=1000.0),
                                 each_name="rate", max_items=12, what="request rates"),

@@ -514,9 +514,85 @@ class RateSweepResult(Record):
     points: list[RatePoint]
 
 
+@dataclass(frozen=True)
+class PrefixRequest(Record):
+    """One request of a prefix cache run: its prompt, the part the cache gave, its TTFT."""
+
+    id: int
+    prompt_tokens: int
+    cached_tokens: int
+    ttft_ms: float
+
+
+@dataclass(frozen=True)
+class PrefixCacheCounts(Record):
+    """The prefix cache's counters over the run (engine.block_manager.PrefixCacheStats)."""
+
+    lookups: int
+    lookup_tokens: int
+    hits: int
+    hit_blocks: int
+    tokens_skipped: int
+    blocks_shared: int
+    evictions: int
+    token_hit_rate: float | None
+    cached_blocks_at_end: int
+
+
+@dataclass(frozen=True)
+class PrefixCacheResult(Record):
+    """Requests sharing a system prompt, one at a time from a cold start; stats None when the
+    cache was off."""
+
+    job_kind: ClassVar[str] = "prefix_cache"
+    device: str
+    preset: str
+    weights: str
+    prefix_cache: bool
+    shared_prefix_len: int
+    block_size: int
+    kv_blocks_total: int
+    requests: list[PrefixRequest]
+    first_ttft_ms: float
+    later_ttft_ms: float | None
+    stats: PrefixCacheCounts | None
+
+
+@dataclass(frozen=True)
+class SpeculativeResult(Record):
+    """Greedy generation for a batch, plain (method "off", k 0) or speculative: the acceptance
+    figures are None when plain, and tokens_per_step is 1."""
+
+    job_kind: ClassVar[str] = "speculative"
+    device: str
+    preset: str
+    weights: str
+    method: str
+    k: int
+    batch_size: int
+    prompt_len: int
+    new_tokens: int
+    tpot_ms: float
+    ttft_ms: float
+    duration_ms: float
+    text: str
+    output_ids: list[list[int]]
+    target_steps: int
+    proposed: int
+    accepted: int
+    acceptance_rate: float | None
+    alpha: float | None
+    tokens_per_step: float
+    expected_tokens_per_step: float | None
+    expected_tokens_per_step_at_k: float | None
+    draft_ms: float
+    verify_ms: float
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
-    TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult)}
+    TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
+    PrefixCacheResult, SpeculativeResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

@@ -10,16 +10,19 @@ _engines: dict[tuple, LLMEngine] = {}
 
 
 def engine_for(preset: str, device: str = "auto", backend: str = "auto",
-               kv_budget_mib: int | None = None, random_weights: bool = False) -> LLMEngine:
+               kv_budget_mib: int | None = None, random_weights: bool = False,
+               prefix_caching: bool = False) -> LLMEngine:
     """The worker's engine for these settings, built on first use and kept (the MAX_ENGINES most
-    recently used), warmed up so no first-call cost lands in a measurement."""
-    key = (preset, device, backend, kv_budget_mib, random_weights)
+    recently used), warmed up so no first-call cost lands in a measurement. Prefix caching is
+    off except for the prefix cache lesson's job, which asks for an engine of its own."""
+    key = (preset, device, backend, kv_budget_mib, random_weights, prefix_caching)
     engine = _engines.pop(key, None)
     if engine is None:
         while len(_engines) >= MAX_ENGINES:
             _engines.pop(next(iter(_engines)))  # the least recently used
         engine = LLMEngine(EngineConfig(
             preset=preset, device=device, backend=backend, random_weights=random_weights,
+            prefix_caching=prefix_caching,
             kv_budget_bytes=kv_budget_mib * 2**20 if kv_budget_mib else None,
         ))
         engine.warm_up()
