@@ -132,7 +132,9 @@ class EngineConfig:
 
     preset: str = "tiny"
     device: str = "auto"  # "auto" picks CUDA when present, else CPU
-    backend: str = "auto"  # "torch" | "triton" | "auto" (triton on CUDA, torch on CPU)
+    # "torch" | "cpp" | "triton" | "auto": triton on CUDA; on CPU cpp where its kernel builds,
+    # else torch (engine/model/attention.py)
+    backend: str = "auto"
     block_size: int = 16
     kv_budget_bytes: int | None = None  # None: a share of free memory (see model.kv_cache.default_budget)
     max_batch: int = 256  # most sequences one step may hold

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 
+import torch
+
 from .block_manager import BlockManager, blocks_for
 from .config import EngineConfig, checkpoint_path, get_preset
 from .device import configure_threads, resolve_device, synchronize, torch_dtype
@@ -22,8 +24,13 @@ from .tokenizer import Tokenizer
 ENGINE_VERSION = "0.1.0"
 
 
-def default_backend(device: str) -> str:
-    return "triton" if device.startswith("cuda") else "torch"
+def default_backend(device: str, dtype: torch.dtype) -> str:
+    """triton on CUDA; on CPU the C++ kernel where it builds (float32 caches), else plain torch."""
+    if device.startswith("cuda"):
+        return "triton"
+    from .model.cpu_kernel import paged_decode_kernel
+
+    return "cpp" if dtype == torch.float32 and paged_decode_kernel() is not None else "torch"
 
 
 def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = False):
@@ -54,8 +61,9 @@ class LLMEngine:
         self.device = resolve_device(config.device)
         if self.device == "cpu":
             configure_threads()
-        self.backend = default_backend(self.device) if config.backend == "auto" else config.backend
         self.dtype = torch_dtype(self.model_config.dtype_name(self.device))
+        self.backend = (default_backend(self.device, self.dtype) if config.backend == "auto"
+                        else config.backend)
         self.tokenizer = Tokenizer()
         self.model = build_model(config.preset, self.device, config.seed, config.random_weights)
         budget = config.kv_budget_bytes or default_budget(self.device)

@@ -90,21 +90,15 @@ def decode_attention_batch(slots: list[int], tables: list[list[int]], decode_len
         width = max(len(t) for t in tables)
         decode_tables = torch.tensor([t + [0] * (width - len(t)) for t in tables],
                                      dtype=torch.int64, device=device)
-    max_len = max(decode_lens, default=0)
-    mask = None
-    if min(decode_lens, default=max_len) != max_len:
-        lens = torch.tensor(decode_lens, device=device)
-        mask = (torch.arange(max_len, device=device)[None, :] < lens[:, None])
-        mask = mask.view(len(decode_lens), 1, 1, max_len)
     return AttentionBatch(
         slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
         num_decode=len(tables),
         decode_block_tables=decode_tables,
         decode_seq_lens=torch.tensor(decode_lens, dtype=torch.int32, device=device)
         if tables else None,
-        decode_max_len=max_len,
+        decode_max_len=max(decode_lens, default=0),
+        decode_lens=decode_lens,
         prefills=chunks,
-        decode_mask=mask,
     )
 
 

@@ -24,7 +24,7 @@ from .params import Bool, Choice, Float, Int, Lengths, Many, Optional, Param, Ra
 Emit = Callable[[str, dict], None]  # a body's emit(type, data)
 Cancelled = Callable[[], bool]  # a body's cancelled()
 DEVICES = ("auto", "cpu", "cuda")
-BACKENDS = ("auto", "torch", "triton")
+BACKENDS = ("auto", "torch", "cpp", "triton")
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,14 @@
 
 A step's tokens arrive flattened: first one token for each decoding sequence, then the chunks of
 the sequences in prefill. Decode attention (one query per sequence) goes to the chosen backend:
-`torch` gathers each sequence's blocks and calls scaled_dot_product_attention (the reference, and
-the CPU path); `triton` reads the blocks in place with a split-KV kernel (the CUDA path). Prefill
-chunks always use torch: their cost is the matrix multiplies, not reading the cache.
+- `torch`, plain torch: the decoding sequences are put in groups of similar context length, and
+  each group's blocks are gathered, padded to the group's longest, into scaled_dot_product_attention.
+  Padding every sequence to the batch's longest would make one long prompt beside short ones cost
+  batch x longest; grouping keeps the cost near the sum of the lengths (`group_rows`).
+- `cpp`: a C++ kernel (csrc/paged_decode.cpp, built on first use) that reads each sequence's own
+  blocks in place, with no gather and no padding: the CPU default where it builds.
+- `triton`: a split-KV kernel that reads the blocks in place (the CUDA path).
+Prefill chunks always use torch: their cost is the matrix multiplies, not reading the cache.
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ import torch.nn.functional as F
 
 from .kv_cache import PagedKVCache
 
-BACKENDS = ("torch", "triton")
+BACKENDS = ("torch", "cpp", "triton")
+
+# Grouping rule of the torch backend: sequences sorted by length join the group of a longer one
+# while padding them to its length at most doubles their work, or adds at most GROUP_SLACK
+# positions (one more attention call costs about as much as that many padded positions).
+GROUP_RATIO = 2
+GROUP_SLACK = 64
 
 
 @dataclass
@@ -30,6 +41,16 @@ class PrefillChunk:
 
 
 @dataclass
+class DecodeGroup:
+    """Decode rows attended to in one call, their contexts padded to the group's longest."""
+
+    rows: torch.Tensor | None  # (n,) indices of the group's decode rows; None: all, in order
+    block_tables: torch.Tensor  # (n, blocks of the longest)
+    max_len: int
+    mask: torch.Tensor | None  # (n, 1, 1, max_len) True inside each context; None if all full
+
+
+@dataclass
 class AttentionBatch:
     """Everything attention needs to know about one step, built once per step."""
 
@@ -38,10 +59,56 @@ class AttentionBatch:
     decode_block_tables: torch.Tensor | None = None  # (num_decode, max_blocks), padded
     decode_seq_lens: torch.Tensor | None = None  # (num_decode,) context incl. the new token
     decode_max_len: int = 0
+    decode_lens: list[int] = field(default_factory=list)  # decode_seq_lens as Python ints
     prefills: list[PrefillChunk] = field(default_factory=list)
-    # (num_decode, 1, 1, max_len) True where a position is in context; None when every decode
-    # sequence has max_len tokens. Built once per step, shared by every layer.
-    decode_mask: torch.Tensor | None = None
+    # The torch backend's groups: made on first use in a step (`decode_groups`), then shared by
+    # every layer. Callers with static buffers (cuda_graphs) may set them up front.
+    groups: list[DecodeGroup] | None = None
+
+    def decode_groups(self, block_size: int) -> list[DecodeGroup]:
+        if self.groups is None:
+            self.groups = make_groups(self.decode_lens, self.decode_block_tables, block_size)
+        return self.groups
+
+
+def group_rows(lens: list[int]) -> list[list[int]]:
+    """Decode rows in groups of similar length, longest first. Each group pads its rows to its
+    first (longest), and a row joins only while that is at most GROUP_RATIO times its own length
+    or GROUP_SLACK positions more; so the padded total stays within GROUP_RATIO x sum(lens) +
+    GROUP_SLACK x rows, and equal lengths make one group."""
+    order = sorted(range(len(lens)), key=lambda row: -lens[row])
+    groups: list[list[int]] = []
+    for row in order:
+        if groups:
+            longest = lens[groups[-1][0]]
+            if longest <= GROUP_RATIO * lens[row] or longest - lens[row] <= GROUP_SLACK:
+                groups[-1].append(row)
+                continue
+        groups.append([row])
+    return groups
+
+
+def make_groups(lens: list[int], block_tables: torch.Tensor, block_size: int) -> list[DecodeGroup]:
+    """The torch backend's decode groups for a step (see group_rows). A single group keeps the
+    rows in their own order, so the common case (similar lengths) needs no reordering."""
+    rows_of = group_rows(lens)
+    if len(rows_of) == 1:
+        rows_of = [list(range(len(lens)))]
+    groups = []
+    for rows in rows_of:
+        group_lens = [lens[row] for row in rows]
+        max_len = max(group_lens)
+        blocks = -(-max_len // block_size)
+        if len(rows_of) == 1:
+            index, tables = None, block_tables[:, :blocks]
+        else:
+            index = torch.tensor(rows, dtype=torch.int64, device=block_tables.device)
+            tables = block_tables.index_select(0, index)[:, :blocks]
+        mask = None
+        if min(group_lens) != max_len:
+            mask = decode_mask(torch.tensor(group_lens, device=tables.device), max_len)
+        groups.append(DecodeGroup(index, tables, max_len, mask))
+    return groups
 
 
 def gather_context(cache_layer: torch.Tensor, block_tables: torch.Tensor, length: int):
@@ -57,10 +124,8 @@ def gather_context(cache_layer: torch.Tensor, block_tables: torch.Tensor, length
     return gathered[:, :length].transpose(1, 2)
 
 
-def decode_mask(seq_lens: torch.Tensor, max_len: int) -> torch.Tensor | None:
-    """(B, 1, 1, max_len) mask of the positions inside each sequence, or None if all are full."""
-    if bool((seq_lens == max_len).all()):
-        return None
+def decode_mask(seq_lens: torch.Tensor, max_len: int) -> torch.Tensor:
+    """(B, 1, 1, max_len) mask of the positions inside each sequence."""
     positions = torch.arange(max_len, device=seq_lens.device)
     return (positions[None, :] < seq_lens[:, None]).view(len(seq_lens), 1, 1, max_len)
 
@@ -78,9 +143,25 @@ def paged_decode_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     # The query heads that share a KV head ride along as that head's "query positions".
     q = q.view(batch, kv_heads, heads // kv_heads, head_dim)
     if isinstance(mask, str):
-        mask = decode_mask(seq_lens, max_len)
+        mask = None if bool((seq_lens == max_len).all()) else decode_mask(seq_lens, max_len)
     out = F.scaled_dot_product_attention(q, k, v.to(q.dtype), attn_mask=mask)
     return out.reshape(batch, heads, head_dim)
+
+
+def paged_decode_grouped(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                         groups: list[DecodeGroup]) -> torch.Tensor:
+    """The torch backend's decode attention: one padded call per group of similar lengths
+    (make_groups), so the work follows the sum of the context lengths. q (B, H, D)."""
+    if len(groups) == 1 and groups[0].rows is None:
+        group = groups[0]
+        return paged_decode_torch(q, k_cache, v_cache, group.block_tables, None, group.max_len,
+                                  group.mask)
+    out = torch.empty_like(q)
+    for group in groups:
+        part = paged_decode_torch(q.index_select(0, group.rows), k_cache, v_cache,
+                                  group.block_tables, None, group.max_len, group.mask)
+        out.index_copy_(0, group.rows, part)
+    return out
 
 
 def prefill_attention(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
@@ -116,12 +197,29 @@ class PagedAttention:
         self.cache = cache
         self.backend = backend
         self.batch: AttentionBatch | None = None
-        if backend == "triton":
+        if backend == "cpp":
+            from .cpu_kernel import paged_decode_kernel
+
+            self._kernel = paged_decode_kernel()
+            if self._kernel is None or cache.dtype != torch.float32:
+                raise ValueError("the cpp attention backend needs a float32 cache and a C++ "
+                                 "compiler to build its kernel (see engine/model/cpu_kernel.py)")
+        elif backend == "triton":
             from .triton_attention import paged_decode_triton
 
-            self._decode = paged_decode_triton
-        else:
-            self._decode = paged_decode_torch
+            self._kernel = paged_decode_triton
+
+    def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+               batch: AttentionBatch) -> torch.Tensor:
+        """Attention of the decode rows' queries q (num_decode, H, D) over their contexts."""
+        if self.backend == "torch":
+            groups = batch.decode_groups(self.cache.block_size)
+            return paged_decode_grouped(q, k_cache, v_cache, groups)
+        if self.backend == "cpp":
+            return self._kernel(q, k_cache, v_cache, batch.decode_block_tables,
+                                batch.decode_seq_lens)
+        return self._kernel(q, k_cache, v_cache, batch.decode_block_tables,
+                            batch.decode_seq_lens, batch.decode_max_len)
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         batch = self.batch
@@ -131,11 +229,7 @@ class PagedAttention:
         heads, head_dim = q.shape[-2:]
         parts = []
         if batch.num_decode:
-            extra = {"mask": batch.decode_mask} if self.backend == "torch" else {}
-            parts.append(self._decode(
-                q[: batch.num_decode], k_cache, v_cache, batch.decode_block_tables,
-                batch.decode_seq_lens, batch.decode_max_len, **extra,
-            ))
+            parts.append(self.decode(q[: batch.num_decode], k_cache, v_cache, batch))
         for chunk in batch.prefills:
             span = slice(chunk.token_offset, chunk.token_offset + chunk.length)
             parts.append(prefill_attention(q[span], k[span], v[span], k_cache, v_cache, chunk))

@@ -18,7 +18,7 @@ import logging
 
 import torch
 
-from .attention import AttentionBatch, PagedAttention, decode_mask
+from .attention import AttentionBatch, DecodeGroup, PagedAttention, decode_mask
 from .model import LlamaModel
 
 log = logging.getLogger(__name__)
@@ -56,13 +56,14 @@ class DecodeGraphs:
 
     def _forward(self, size: int) -> torch.Tensor:
         max_len = self.max_blocks * self.block_size
-        mask = None
-        if self.attention.backend == "torch":  # the eager CPU check; the Triton kernel needs none
+        groups = None
+        if self.attention.backend == "torch":  # the eager CPU check: one group over the buffers
             mask = decode_mask(self.seq_lens[:size], max_len)
+            groups = [DecodeGroup(None, self.block_tables[:size], max_len, mask)]
         self.attention.batch = AttentionBatch(
             slot_mapping=self.slots[:size], num_decode=size,
             decode_block_tables=self.block_tables[:size], decode_seq_lens=self.seq_lens[:size],
-            decode_max_len=max_len, decode_mask=mask,
+            decode_max_len=max_len, groups=groups,
         )
         hidden = self.model(self.input_ids[:size], self.positions[:size], self.attention)
         return self.model.logits(hidden)

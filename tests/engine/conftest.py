@@ -21,9 +21,9 @@ def shuffled(engine: LLMEngine, seed: int = 0) -> LLMEngine:
     return engine
 
 
-def new_tiny_engine(seed: int = 0) -> LLMEngine:
+def new_tiny_engine(seed: int = 0, backend: str = "auto") -> LLMEngine:
     """The real tiny preset on CPU, with its blocks handed out in a shuffled order."""
-    config = EngineConfig(preset="tiny", device="cpu", kv_budget_bytes=KV_BUDGET)
+    config = EngineConfig(preset="tiny", device="cpu", kv_budget_bytes=KV_BUDGET, backend=backend)
     return shuffled(LLMEngine(config), seed)
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from engine.generate import generate
+from engine.model.cpu_kernel import paged_decode_kernel
 from engine.model.model import full_logits
 from engine.reference import ContiguousDecoder
 from engine.sampler import SamplingParams
@@ -85,6 +86,41 @@ def test_paged_equals_contiguous_cache(engine):
     assert [s.output_ids for s in seqs] == ref_tokens.tolist()
     torch.testing.assert_close(torch.stack(step_logits), torch.stack(ref_logits),
                                atol=2e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["torch", "cpp"])
+def test_mixed_lengths_batched_decode_equals_full_recompute(tiny_engine_factory, backend):
+    """One long context beside short ones and a one-token prompt, decoded together: each CPU
+    attention path (torch's length groups, the C++ kernel) gives every sequence the logits of a
+    full recompute of its own tokens."""
+    if backend == "cpp" and paged_decode_kernel() is None:
+        pytest.skip("no C++ compiler here: the cpp backend is not built")
+    engine = tiny_engine_factory(seed=5, backend=backend)
+    long_prompt = encode(engine, LONG_PROMPT * 4)
+    prompts = [encode(engine, PROMPTS[0]), long_prompt, encode(engine, "A")[:1],
+               encode(engine, PROMPTS[2])]
+    assert len(long_prompt) > 150 and len(prompts[2]) == 1
+    seqs = [engine.new_sequence(p, 8, ignore_eos=True) for p in prompts]
+    logits = {seq.id: [] for seq in seqs}
+    try:
+        for seq in seqs:
+            engine.reserve(seq, seq.num_uncomputed)
+            engine.step([], [(seq, seq.num_uncomputed)])
+        while not seqs[0].done:
+            for seq in seqs:
+                engine.reserve(seq, 1)
+            engine.step(seqs, [])
+            for seq in seqs:
+                logits[seq.id].append(engine.runner.last_logits[seq.id])
+        for seq in seqs:
+            with torch.inference_mode():
+                full = full_logits(engine.model, torch.tensor([seq.token_ids]))[0]
+            reference = full[len(seq.prompt_ids): -1]  # the positions decoded together
+            torch.testing.assert_close(torch.stack(logits[seq.id]), reference,
+                                       atol=2e-4, rtol=1e-4)
+    finally:
+        for seq in seqs:
+            engine.release(seq)
 
 
 def test_ragged_batch_equals_requests_alone(engine):

@@ -17,48 +17,17 @@ from engine.model.triton_attention import (  # noqa: E402
 )
 from engine.model_runner import build_batch  # noqa: E402
 from engine.sequence import Sequence  # noqa: E402
+from tests.engine.model.paged_cases import CASES, make_case, poisoned  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=2e-3, rtol=2e-3)}
-
-
-def make_case(lens, heads, kv_heads, head_dim, dtype, block_size=16, seed=0, spare_blocks=3):
-    """Random q and caches, block tables drawn from a shuffled pool, zero-padded like the
-    runner's. Returns (q, k_cache, v_cache, block_tables, seq_lens, max_len)."""
-    gen = torch.Generator().manual_seed(seed)
-    counts = [-(-n // block_size) for n in lens]
-    num_blocks = sum(counts) + spare_blocks
-    perm = torch.randperm(num_blocks, generator=gen)
-    tables = torch.zeros(len(lens), max(counts), dtype=torch.int32)
-    used = 0
-    for row, count in enumerate(counts):
-        tables[row, :count] = perm[used: used + count]
-        used += count
-    shape = (num_blocks, block_size, kv_heads, head_dim)
-    k_cache = torch.randn(shape, generator=gen).to(DEVICE, dtype)
-    v_cache = torch.randn(shape, generator=gen).to(DEVICE, dtype)
-    q = torch.randn(len(lens), heads, head_dim, generator=gen).to(DEVICE, dtype)
-    seq_lens = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
-    return q, k_cache, v_cache, tables.to(DEVICE), seq_lens, max(lens)
-
-
-CASES = {
-    "len1": ([1], 8, 2, 32),
-    "block_edges_a": ([15, 16, 17], 8, 2, 32),
-    "block_edges_b": ([31, 32, 33], 8, 2, 32),
-    "mha": ([33, 5], 4, 4, 32),
-    "group3": ([17, 40], 6, 2, 32),
-    "mqa_d64": ([20], 4, 1, 64),
-    "d128": ([18], 2, 1, 128),
-    "ragged": ([1, 16, 47, 100], 8, 2, 32),
-}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_matches_reference(case, dtype):
     lens, heads, kv_heads, head_dim = case
-    args = make_case(lens, heads, kv_heads, head_dim, dtype)
+    args = make_case(lens, heads, kv_heads, head_dim, dtype, device=DEVICE)
     out = paged_decode_triton(*args)
     ref = paged_decode_torch(*args)
     assert out.dtype == dtype and out.shape == ref.shape
@@ -66,17 +35,29 @@ def test_matches_reference(case, dtype):
 
 
 def test_int64_block_tables_as_the_runner_builds_them():
-    q, k_cache, v_cache, tables, seq_lens, max_len = make_case(*CASES["ragged"], torch.float32)
+    q, k_cache, v_cache, tables, seq_lens, max_len = make_case(*CASES["ragged"], torch.float32,
+                                                               device=DEVICE)
     args = (q, k_cache, v_cache, tables.long(), seq_lens, max_len)
     torch.testing.assert_close(paged_decode_triton(*args), paged_decode_torch(*args),
                                **TOL[torch.float32])
+
+
+def test_reads_each_sequence_only_to_its_own_length():
+    """Blocks past a sequence's length (the block table's padding) and slots past it in its last
+    block hold NaN: the kernel reads the blocks in place, only as far as each sequence's own
+    length, so none of it reaches the output. A padded gather would read them (cost: batch x
+    longest) and turn the output into NaN."""
+    case = make_case([300, 7, 20, 9, 16], 8, 2, 32, torch.float32, seed=7, device=DEVICE)
+    out = paged_decode_triton(*poisoned(case))
+    assert not torch.isnan(out).any()
+    torch.testing.assert_close(out, paged_decode_torch(*case), **TOL[torch.float32])
 
 
 def test_max_len_spans_several_splits():
     lens = [300, 7, 150]
     num_splits, blocks_per_split = choose_splits(len(lens), 1, max(lens), 16)
     assert num_splits > 2 and num_splits * blocks_per_split >= 19
-    args = make_case(lens, 4, 1, 32, torch.float32, seed=1)
+    args = make_case(lens, 4, 1, 32, torch.float32, seed=1, device=DEVICE)
     torch.testing.assert_close(paged_decode_triton(*args), paged_decode_torch(*args),
                                **TOL[torch.float32])
 
@@ -87,7 +68,7 @@ def test_forced_split_layouts(splits):
     """One program over the whole context, several blocks per split, and splits lying wholly
     past every sequence's end (9 x 1 for 7 blocks): the merge must ignore empty splits."""
     num_splits, blocks_per_split = splits
-    args = make_case([100, 3, 40], 4, 2, 32, torch.float32, seed=2)
+    args = make_case([100, 3, 40], 4, 2, 32, torch.float32, seed=2, device=DEVICE)
     out = _paged_decode(*args[:5], num_splits, blocks_per_split)
     assert not torch.isnan(out).any()
     torch.testing.assert_close(out, paged_decode_torch(*args), **TOL[torch.float32])
@@ -96,14 +77,14 @@ def test_forced_split_layouts(splits):
 @pytest.mark.parametrize("block_size", [8, 32])
 def test_other_block_sizes(block_size):
     args = make_case([block_size + 1, 3 * block_size], 4, 2, 32, torch.float32,
-                     block_size=block_size, seed=3)
+                     block_size=block_size, seed=3, device=DEVICE)
     torch.testing.assert_close(paged_decode_triton(*args), paged_decode_torch(*args),
                                **TOL[torch.float32])
 
 
 def test_strided_query():
     """q need not be contiguous: the kernel takes its strides."""
-    q, *rest = make_case([21, 9], 4, 2, 32, torch.float32, seed=4)
+    q, *rest = make_case([21, 9], 4, 2, 32, torch.float32, seed=4, device=DEVICE)
     q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)
     assert not q_strided.is_contiguous()
     torch.testing.assert_close(paged_decode_triton(q_strided, *rest),
@@ -125,7 +106,7 @@ def test_choose_splits_rule():
 
 def test_bfloat16_ragged():
     """bf16 is the engine's CUDA dtype; the kernel loads it as fp32 and stores back in bf16."""
-    args = make_case([1, 16, 47, 100], 8, 2, 32, torch.bfloat16, seed=6)
+    args = make_case([1, 16, 47, 100], 8, 2, 32, torch.bfloat16, seed=6, device=DEVICE)
     out = paged_decode_triton(*args)
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out, paged_decode_torch(*args), atol=2e-2, rtol=2e-2)
