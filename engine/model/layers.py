@@ -39,7 +39,7 @@ class Linear(nn.Module):
         self.out_features = out_features
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
         self.weight_t: torch.Tensor | None = None  # split_transposed copy, for "x_wt"
-        self.plan: list[str] | None = None  # variant for 1..MAX_TUNED_ROWS rows
+        self.plan: list[str] | None = None  # variant for 1..MAX_TUNED_ROWS rows (rows_plan)
 
     def prepare_for_cpu_decode(self, plan: list[str], weight_t: torch.Tensor | None = None):
         """Keep a transposed copy cut in pieces and the measured plan (engine/model/matmul_plan.py)."""
@@ -49,15 +49,14 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.plan is None:
             return F.linear(x, self.weight)
-        rows = x.reshape(-1, self.in_features)
+        flat = x.dim() == 2  # the engine's flattened steps: no reshapes (each is an op call)
+        rows = x if flat else x.reshape(-1, self.in_features)
         count = rows.shape[0]
         if count <= len(self.plan):
             out = multiply(rows, self.weight, self.weight_t, self.plan[count - 1])
-        elif count <= 64:
-            out = multiply(rows, self.weight, self.weight_t, "w_xt")
-        else:
+        else:  # many rows (prefill): compute-bound, the library's own choice
             out = F.linear(rows, self.weight)
-        return out.reshape(*x.shape[:-1], self.out_features)
+        return out if flat else out.reshape(*x.shape[:-1], self.out_features)
 
 
 class Rotary(nn.Module):

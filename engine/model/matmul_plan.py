@@ -9,21 +9,26 @@ table). A single product also tends to be streamed by one core: on that machine 
 all of a GPT-2-small's matrices reached about 20 GB/s against 28 GB/s for summing the same
 memory, and cutting each matrix into one piece per thread, multiplied as a batch (torch.bmm runs
 the pieces on different cores), reached about 25. Rather than hard-code one machine's quirks,
-the engine times four ways of doing every product of a decode step, for each row count from 1 to
-MAX_TUNED_ROWS, and keeps the fastest:
+the engine times five ways of doing every product of a decode step, for each row count in
+TUNED_ROWS (every count up to 16, then 24, 32, 48 and 64), and keeps the fastest:
 
 - "x_wt": x @ W.T, from a stored copy of W.T cut by output columns into one (in x out/P)
   piece per thread (P pieces, `split_transposed`), multiplied as a batch of P;
 - "w_xt": (W @ x.T).T, from the usual (out x in) weight;
 - "w_xt_split": the same with W viewed as P (out/P x in) pieces, multiplied as a batch (no copy);
 - "w_xt_pad": W @ x.T with x padded with zero rows to PAD_ROWS (the extra rows are dropped),
-  for libraries that are faster at that size.
+  for libraries that are faster at that size;
+- "linear": F.linear, what a plain loop does (so the plan is never slower than that loop's).
 
 It is timed on the model's own weights, layer after layer as a step reads them: each matrix is
 then read from memory, not from cache, as in a real step, and mixing layouts from one layer to
 the next turned out slower than any single choice, so one variant serves every layer for a given
-row count. Plans are cached per machine (CPU, torch version, threads) and model shape.
-Above MAX_TUNED_ROWS rows the product is compute-bound and (W @ x.T).T or F.linear are used.
+row count. A row count between two tuned ones takes the larger one's choice (`rows_plan`). Plans
+are cached per machine (CPU, torch version, threads) and model shape. Above MAX_TUNED_ROWS rows
+(prefill, very large batches) the product is compute-bound and F.linear is used.
+
+A new weight format (for example int8 weights with scales) adds its variants to `multiply` and
+VARIANTS, and its own entry in the plan's key (the dtype and shapes of the weights).
 """
 
 from __future__ import annotations
@@ -37,10 +42,11 @@ import torch.nn.functional as F
 from ..device import describe_device
 from ..paths import cache_dir, write_json_atomic
 
-VARIANTS = ("x_wt", "w_xt", "w_xt_split", "w_xt_pad")
-MAX_TUNED_ROWS = 16
+VARIANTS = ("x_wt", "w_xt", "w_xt_split", "w_xt_pad", "linear")
+TUNED_ROWS = (*range(1, 17), 24, 32, 48, 64)
+MAX_TUNED_ROWS = TUNED_ROWS[-1]
 PAD_ROWS = 16
-PLAN_VERSION = 4
+PLAN_VERSION = 5
 
 
 def pieces(out_features: int) -> int:
@@ -79,10 +85,9 @@ def multiply(rows: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor,
 
 def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float = 3.0,
               max_repeats: int = 5) -> list[str]:
-    """The fastest variant for 1..MAX_TUNED_ROWS rows, over passes through all
-    (W, split_transposed(W)) pairs
-    in order. Variants are timed interleaved and the best pass kept, so a passing hiccup on a
-    shared machine rarely decides."""
+    """The fastest variant for each row count of TUNED_ROWS, over passes through all
+    (W, split_transposed(W)) pairs in order. Variants are timed interleaved and the best pass
+    kept, so a passing hiccup on a shared machine rarely decides."""
     inputs = {w.shape[1]: torch.randn(MAX_TUNED_ROWS, w.shape[1], dtype=w.dtype)
               for w, _ in weights}
 
@@ -93,16 +98,23 @@ def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float 
         return time.perf_counter() - start
 
     first = one_pass(1, "x_wt")
-    calls = MAX_TUNED_ROWS * len(VARIANTS)
+    calls = len(TUNED_ROWS) * len(VARIANTS)
     repeats = int(min(max_repeats, max(2, budget_s / (calls * first))))
     plan = []
-    for count in range(1, MAX_TUNED_ROWS + 1):
+    for count in TUNED_ROWS:
         times = dict.fromkeys(VARIANTS, float("inf"))
         for _ in range(repeats):
             for variant in VARIANTS:
                 times[variant] = min(times[variant], one_pass(count, variant))
         plan.append(min(VARIANTS, key=times.get))
     return plan
+
+
+def rows_plan(tuned: list[str]) -> list[str]:
+    """The variant for every row count 1..MAX_TUNED_ROWS, from the choices at TUNED_ROWS: a count
+    between two tuned ones takes the larger one's choice."""
+    return [next(v for rows, v in zip(TUNED_ROWS, tuned) if rows >= count)
+            for count in range(1, MAX_TUNED_ROWS + 1)]
 
 
 def _plan_file():
@@ -112,9 +124,9 @@ def _plan_file():
 
 
 def matmul_plan(weights: list[tuple[torch.Tensor, torch.Tensor]]) -> list[str]:
-    """The plan for a model whose decode step reads these (W, split_transposed(W)) pairs in this
-    order: from the
-    machine's cache file, or measured (a few seconds) and saved."""
+    """The variant for every row count 1..MAX_TUNED_ROWS (rows_plan) for a model whose decode
+    step reads these (W, split_transposed(W)) pairs in this order: from the machine's cache file,
+    or measured (a few seconds) and saved."""
     dtype = str(weights[0][0].dtype).removeprefix("torch.")
     key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w, _ in weights)
     path = _plan_file()
@@ -127,4 +139,4 @@ def matmul_plan(weights: list[tuple[torch.Tensor, torch.Tensor]]) -> list[str]:
     if key not in plans:
         plans[key] = tune_rows(weights)
         write_json_atomic(path, plans)
-    return plans[key]
+    return rows_plan(plans[key])

@@ -7,7 +7,15 @@ import pytest
 import torch
 
 from engine.model.layers import Linear
-from engine.model.matmul_plan import MAX_TUNED_ROWS, VARIANTS, multiply, split_transposed, tune_rows
+from engine.model.matmul_plan import (
+    MAX_TUNED_ROWS,
+    TUNED_ROWS,
+    VARIANTS,
+    multiply,
+    rows_plan,
+    split_transposed,
+    tune_rows,
+)
 
 
 @pytest.mark.parametrize("out_features", [48, 47])  # 47: a prime, so one piece
@@ -38,7 +46,17 @@ def test_split_transposed_cuts_w_transposed_into_one_piece_per_thread():
 def test_tuned_plan_covers_every_row_count():
     weights = [torch.randn(64, 32), torch.randn(32, 64)]
     plan = tune_rows([(w, split_transposed(w)) for w in weights], budget_s=0.01)
-    assert len(plan) == MAX_TUNED_ROWS and set(plan) <= set(VARIANTS)
+    assert len(plan) == len(TUNED_ROWS) and set(plan) <= set(VARIANTS)
+    every = rows_plan(plan)
+    assert len(every) == MAX_TUNED_ROWS
+
+
+def test_untuned_row_counts_take_the_next_tuned_choice():
+    tuned = [f"v{rows}" for rows in TUNED_ROWS]
+    every = rows_plan(tuned)
+    assert every[0] == "v1" and every[15] == "v16"
+    assert every[16] == every[23] == "v24"  # 17..24 rows
+    assert every[24] == "v32" and every[MAX_TUNED_ROWS - 1] == f"v{MAX_TUNED_ROWS}"
 
 
 def test_linear_follows_its_plan_and_matches_f_linear():
