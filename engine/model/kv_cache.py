@@ -75,5 +75,7 @@ class PagedKVCache:
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store new tokens' K and V (T, kv_heads, head_dim) at their slots."""
         kv_heads, head_dim = self.k.shape[-2:]
-        self.k[layer].view(-1, kv_heads, head_dim).index_copy_(0, slots, k.to(self.dtype))
-        self.v[layer].view(-1, kv_heads, head_dim).index_copy_(0, slots, v.to(self.dtype))
+        if k.dtype != self.dtype:  # a cache narrower than the model (no op call otherwise)
+            k, v = k.to(self.dtype), v.to(self.dtype)
+        self.k[layer].view(-1, kv_heads, head_dim).index_copy_(0, slots, k)
+        self.v[layer].view(-1, kv_heads, head_dim).index_copy_(0, slots, v)
