@@ -1,21 +1,24 @@
-"""Engine speed against the machine's limits, a plain reference loop, and Hugging Face generate().
+"""Engine speed against the machine's roofline, a plain reference loop, and Hugging Face generate().
 
 In one run (so the ratios share the machine's mood):
-  1. memory read bandwidth and matmul peak (micro-benchmarks, measured now, not cached; the
-     bandwidth again before each round at batch 1, whose step is compared with that round's
-     floor);
-  2. the decode step of `small` at batch 1, 4, 16, 64 (128-token prompts, 32 new tokens) for
-     - the engine (paged cache, scheduler-free batch, tuned weight layout),
+  1. the device's limits, measured now (not cached): memory read bandwidth and matmul peak; the
+     bandwidth again before each batch-1 round, whose step is compared with that round's floor;
+  2. the decode step of `small` at batch 1, 2, 4, ..., 64 (128-token prompts, 32 new tokens):
+     - the engine (paged cache, scheduler-free batch, tuned weight layout, CPU attention kernel),
      - engine.reference.ContiguousDecoder: a plain loop of the same shape (contiguous cache,
        F.linear, scaled_dot_product_attention, no scheduler),
-     - transformers' generate() on an equivalent random-weight LlamaConfig (optional: skipped
-       with a note when transformers is not installed; `pip install -e '.[bench]'`);
-     measured in interleaved rounds, median step after warm-up;
-  3. the `tiny` sweep, whose shape the knob lesson teaches.
-Prints a table and a JSON object (also saved to bench/results/engine_speed.json), with each target
-and whether it was met.
+     - transformers' generate() on an equivalent random-weight LlamaConfig, at batch 1 (optional:
+       skipped with a note when transformers is not installed; `pip install -e '.[bench]'`),
+     in interleaved rounds, median step after warm-up; and the roofline bound of each step,
+     max(bytes / bandwidth, FLOPs / peak) with engine.calc.step_cost's formulas;
+  3. a mixed-length step: 8 sequences of about 128 tokens and 1 of about 2048, against 9 of the
+     same total context (decode cost must follow the sum of the lengths, not batch x longest),
+     for `small` and `tiny`;
+  4. the `tiny` sweep, whose shape the knob lesson teaches.
+Every round is printed as it is measured. Prints the tables, each target with its value, limit and
+whether it was met, and a JSON object (also saved to bench/results/engine_speed.json).
 
-    python bench/engine_speed.py [--rounds 3] [--batch-sizes 1,4,16,64]
+    python bench/engine_speed.py [--rounds 3] [--batch-sizes 1,2,4,8,16,32,64] [--no-hf]
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engine.calc.step_cost import decode_context, decode_cost  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
 from engine.device import describe_device  # noqa: E402
 from engine.hardware import measure_bandwidth, measure_matmul  # noqa: E402
@@ -40,6 +44,16 @@ from engine.reference import ContiguousDecoder  # noqa: E402
 from engine.sweep import WARMUP_STEPS, measure_point, sweep_prompts  # noqa: E402
 
 PROMPT_LEN, NEW_TOKENS = 128, 32
+# The mixed-length case: contexts of about 8 x 128 + 2048 during the timed steps, against 9
+# sequences holding the same total; MIXED_NEW_TOKENS decode steps each.
+MIXED_NEW_TOKENS = 16
+MIXED_PROMPTS = [128 - MIXED_NEW_TOKENS // 2] * 8 + [2048 - MIXED_NEW_TOKENS]
+EVEN_PROMPTS = [sum(MIXED_PROMPTS) // 9] * 9
+TINY_BATCHES = (1, 4, 16, 64)
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def reference_step_ms(engine: LLMEngine, batch: int) -> float:
@@ -52,6 +66,28 @@ def reference_step_ms(engine: LLMEngine, batch: int) -> float:
         start = time.perf_counter()
         token = decoder.forward(token[:, None])[:, -1].argmax(-1)
         steps.append(time.perf_counter() - start)
+    return 1000 * statistics.median(steps[WARMUP_STEPS:])
+
+
+def ragged_step_ms(engine: LLMEngine, prompt_lens: list[int], new_tokens: int) -> float:
+    """Median decode step of sequences with these prompt lengths, each prefilled alone first."""
+    prompts = [sweep_prompts(engine.tokenizer.vocab_size, 1, n, i)[0]
+               for i, n in enumerate(prompt_lens)]
+    seqs = [engine.new_sequence(p, new_tokens, ignore_eos=True) for p in prompts]
+    steps = []
+    try:
+        for seq in seqs:
+            engine.reserve(seq, seq.num_uncomputed)
+            engine.step([], [(seq, seq.num_uncomputed)])
+        for _ in range(new_tokens - 1):
+            for seq in seqs:
+                engine.reserve(seq, 1)
+            start = time.perf_counter()
+            engine.step(seqs, [])
+            steps.append(time.perf_counter() - start)
+    finally:
+        for seq in seqs:
+            engine.release(seq)
     return 1000 * statistics.median(steps[WARMUP_STEPS:])
 
 
@@ -97,10 +133,141 @@ class HFRunner:
         return 1000 * statistics.median(gaps[WARMUP_STEPS:])
 
 
+def measure_small(engine: LLMEngine, hf: HFRunner | None, batches: list[int], rounds: int,
+                  limits: dict) -> tuple[list[dict], list[float]]:
+    """Rows of the small table (every round kept) and batch 1's step / floor per round."""
+    shape = engine.model_config.describe(engine.device)
+    weight_bytes = engine.model.weight_bytes()
+    rows, floor_ratios = [], []
+    for batch in batches:
+        runs: dict[str, list[float]] = {"engine": [], "reference": []}
+        if hf and batch == 1:
+            runs["transformers"] = []
+        for r in range(rounds):
+            bandwidth = measure_bandwidth(engine.device) if batch == 1 else None
+            runs["engine"].append(measure_point(engine, batch, PROMPT_LEN, NEW_TOKENS).tpot_ms)
+            runs["reference"].append(reference_step_ms(engine, batch))
+            if "transformers" in runs:
+                runs["transformers"].append(hf.step_ms(batch))
+            line = "  ".join(f"{k} {v[-1]:7.2f} ms" for k, v in runs.items())
+            if bandwidth:
+                floor_ms = 1000 * weight_bytes / (bandwidth * 1e9)
+                floor_ratios.append(runs["engine"][-1] / floor_ms)
+                line += (f"  bandwidth {bandwidth:.1f} GB/s -> floor {floor_ms:.2f} ms, "
+                         f"engine / floor {floor_ratios[-1]:.3f}")
+            log(f"small batch {batch:>3} round {r + 1}: {line}")
+        cost = decode_cost(shape, batch, decode_context(PROMPT_LEN, NEW_TOKENS))
+        bytes_ms = 1000 * cost.bytes / (limits["bandwidth_gbs"] * 1e9)
+        flops_ms = 1000 * cost.flops / (limits["matmul_gflops"] * 1e9)
+        row = {"batch_size": batch, "rounds_ms": runs,
+               **{k: statistics.median(v) for k, v in runs.items()},
+               "bytes": cost.bytes, "flops": cost.flops, "bytes_ms": bytes_ms,
+               "flops_ms": flops_ms, "bound_ms": max(bytes_ms, flops_ms),
+               "bound_by": "bytes" if bytes_ms >= flops_ms else "FLOPs"}
+        row["engine_over_bound"] = row["engine"] / row["bound_ms"]
+        row["engine_over_reference"] = row["engine"] / row["reference"]
+        if "transformers" in row:
+            row["transformers_over_engine"] = row["transformers"] / row["engine"]
+        rows.append(row)
+    return rows, floor_ratios
+
+
+def measure_mixed(engine: LLMEngine, name: str, rounds: int) -> dict:
+    """One long context beside short ones against evenly spread contexts of the same total."""
+    runs: dict[str, list[float]] = {"mixed": [], "even": []}
+    for r in range(rounds):
+        runs["mixed"].append(ragged_step_ms(engine, MIXED_PROMPTS, MIXED_NEW_TOKENS))
+        runs["even"].append(ragged_step_ms(engine, EVEN_PROMPTS, MIXED_NEW_TOKENS))
+        log(f"{name} mixed-length round {r + 1}: 8 x ~128 + 1 x ~2048 {runs['mixed'][-1]:7.2f} ms"
+            f"  9 x ~{EVEN_PROMPTS[0] + MIXED_NEW_TOKENS // 2} {runs['even'][-1]:7.2f} ms"
+            f"  ratio {runs['mixed'][-1] / runs['even'][-1]:.3f}")
+    ratios = [m / e for m, e in zip(runs["mixed"], runs["even"])]
+    return {"preset": name, "rounds_ms": runs, "mixed_ms": statistics.median(runs["mixed"]),
+            "even_ms": statistics.median(runs["even"]), "ratio_per_round": ratios,
+            "ratio": statistics.median(ratios)}
+
+
+def measure_tiny(engine: LLMEngine, rounds: int) -> list[dict]:
+    """The tiny sweep, every round printed; each batch's median over rounds."""
+    runs: dict[int, list[float]] = {b: [] for b in TINY_BATCHES}
+    for r in range(rounds):
+        for batch in TINY_BATCHES:
+            runs[batch].append(measure_point(engine, batch, PROMPT_LEN, NEW_TOKENS).tpot_ms)
+        log(f"tiny round {r + 1}: " + "  ".join(
+            f"batch {b} {runs[b][-1]:.3f} ms" for b in TINY_BATCHES))
+    points = []
+    for batch in TINY_BATCHES:
+        ms = statistics.median(runs[batch])
+        points.append({"batch_size": batch, "tpot_ms": ms, "tokens_per_s": 1000 * batch / ms,
+                       "rounds_ms": runs[batch]})
+    return points
+
+
+def evaluate(small: list[dict], floor_ratios: list[float], mixed: list[dict],
+             tiny: list[dict]) -> list[dict]:
+    """The issue's targets (each a ratio measured in this run)."""
+    targets = []
+
+    def target(name: str, value: float, limit: float, ok: bool) -> None:
+        targets.append({"target": name, "value": round(value, 3), "limit": limit, "met": ok})
+
+    by_batch = {r["batch_size"]: r for r in small}
+    worst = max(small, key=lambda r: r["engine_over_bound"])
+    target(f"small: worst engine step / roofline bound (batch {worst['batch_size']})",
+           worst["engine_over_bound"], 2.0, worst["engine_over_bound"] <= 2.0)
+    if floor_ratios:
+        ratio = statistics.median(floor_ratios)
+        target("small batch 1: engine step / bandwidth floor (weights / bandwidth that round)",
+               ratio, 1.35, ratio <= 1.35)
+    worst = max(small, key=lambda r: r["engine_over_reference"])
+    target(f"small: worst engine / reference loop step (batch {worst['batch_size']})",
+           worst["engine_over_reference"], 1.0, worst["engine_over_reference"] <= 1.0)
+    if 1 in by_batch and "transformers_over_engine" in by_batch[1]:
+        speedup = by_batch[1]["transformers_over_engine"]
+        target("small batch 1: transformers / engine step", speedup, 1.5, speedup >= 1.5)
+    for case in mixed:
+        target(f"{case['preset']}: step of 8 x 128 + 1 x 2048 / step of 9 x 341 tokens",
+               case["ratio"], 1.3, case["ratio"] <= 1.3)
+    ms = {p["batch_size"]: p["tpot_ms"] for p in tiny}
+    tps = {p["batch_size"]: p["tokens_per_s"] for p in tiny}
+    target("tiny batch 1: ms per decode step", ms[1], 1.0, ms[1] <= 1.0)
+    early, late = tps[4] / tps[1], tps[64] / tps[16]
+    target("tiny: gain 16->64 / gain 1->4 (concave: < 1)", late / early, 1.0, late < early)
+    gain = tps[64] / tps[1]
+    target("tiny: tokens/s at batch 64 / batch 1", gain, 3.0, gain >= 3.0)
+    rising = all(ms[b] >= ms[a] for a, b in zip(TINY_BATCHES, TINY_BATCHES[1:]))
+    target("tiny: ms per step rises with batch (1 = yes)", float(rising), 1.0, rising)
+    return targets
+
+
+def print_tables(small: list[dict], mixed: list[dict], tiny: list[dict], targets: list[dict],
+                 limits: dict) -> None:
+    print(f"\nsmall, ms per decode step (median of rounds); roofline with {limits['bandwidth_gbs']:.1f}"
+          f" GB/s and {limits['matmul_gflops']:.0f} GFLOP/s measured in this run")
+    print(f"{'batch':>5} {'engine':>8} {'reference':>10} {'transformers':>13} {'MB':>7} "
+          f"{'GFLOP':>7} {'bound':>7} {'bound by':>8} {'engine/bound':>13} {'engine/ref':>11}")
+    for r in small:
+        print(f"{r['batch_size']:>5} {r['engine']:>8.1f} {r['reference']:>10.1f} "
+              f"{r.get('transformers', float('nan')):>13.1f} {r['bytes'] / 1e6:>7.0f} "
+              f"{r['flops'] / 1e9:>7.2f} {r['bound_ms']:>7.1f} {r['bound_by']:>8} "
+              f"{r['engine_over_bound']:>13.2f} {r['engine_over_reference']:>11.2f}")
+    print("\nmixed lengths, ms per decode step (median of rounds)")
+    for case in mixed:
+        print(f"{case['preset']:>6}: 8 x 128 + 1 x 2048 {case['mixed_ms']:7.2f}   9 x 341 "
+              f"{case['even_ms']:7.2f}   ratio {case['ratio']:.3f}")
+    print(f"\n{'batch':>5} {'tiny tok/s':>11} {'ms/step':>8}")
+    for p in tiny:
+        print(f"{p['batch_size']:>5} {p['tokens_per_s']:>11.0f} {p['tpot_ms']:>8.3f}")
+    print()
+    for t in targets:
+        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']} "
+              f"(limit {t['limit']})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per batch size")
-    parser.add_argument("--batch-sizes", default="1,4,16,64")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per case")
+    parser.add_argument("--batch-sizes", default="1,2,4,8,16,32,64")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers")
     args = parser.parse_args()
     batches = [int(b) for b in args.batch_sizes.split(",")]
@@ -108,109 +275,48 @@ def main() -> int:
 
     engine = LLMEngine(EngineConfig(preset="small", device="auto", kv_budget_bytes=2**30))
     device = engine.device
-    print(f"device: {describe_device(device)}, threads {torch.get_num_threads()}, "
-          f"load average before: {load:.2f}", file=sys.stderr)
-    bandwidth = measure_bandwidth(device)
+    log(f"device: {describe_device(device)}, threads {torch.get_num_threads()}, attention "
+        f"backend {engine.backend}, load average before: {load:.2f}")
     gflops, mm_dtype = measure_matmul(device)
-    weight_bytes = engine.model.weight_bytes()
-    floor_ms = 1000 * weight_bytes / (bandwidth * 1e9)
-    print(f"bandwidth {bandwidth:.1f} GB/s, matmul {gflops:.0f} GFLOP/s ({mm_dtype}), "
-          f"small weights {weight_bytes / 1e6:.0f} MB -> floor {floor_ms:.1f} ms/step",
-          file=sys.stderr)
-
+    limits = {"bandwidth_gbs": measure_bandwidth(device), "matmul_gflops": gflops,
+              "matmul_dtype": mm_dtype}
+    log(f"bandwidth {limits['bandwidth_gbs']:.1f} GB/s, matmul {gflops:.0f} GFLOP/s ({mm_dtype}),"
+        f" small weights {engine.model.weight_bytes() / 1e6:.0f} MB")
     hf = None
     if not args.no_hf:
         try:
             hf = HFRunner(engine.model_config)
         except ImportError:
-            print("transformers not installed: skipping its column", file=sys.stderr)
+            log("transformers not installed: skipping its column")
     engine.warm_up()
 
-    rows = []
-    floor_ratios = []  # batch-1 step / floor, the bandwidth measured again just before it
-    for batch in batches:
-        runs = {"engine": [], "reference": [], "transformers": []}
-        for _ in range(args.rounds):
-            round_bandwidth = measure_bandwidth(device) if batch == 1 else None
-            runs["engine"].append(measure_point(engine, batch, PROMPT_LEN, NEW_TOKENS).tpot_ms)
-            if round_bandwidth:
-                round_floor_ms = 1000 * weight_bytes / (round_bandwidth * 1e9)
-                floor_ratios.append(runs["engine"][-1] / round_floor_ms)
-            runs["reference"].append(reference_step_ms(engine, batch))
-            if hf:
-                runs["transformers"].append(hf.step_ms(batch))
-        row = {"batch_size": batch, **{k: statistics.median(v) for k, v in runs.items() if v}}
-        row["compute_floor_ms"] = 1000 * 2 * engine.model_config.params * batch / (gflops * 1e9)
-        row["engine_over_reference"] = row["engine"] / row["reference"]
-        if hf:
-            row["transformers_over_engine"] = row["transformers"] / row["engine"]
-        rows.append(row)
-        print(f"batch {batch:>3}: engine {row['engine']:7.1f} ms  reference "
-              f"{row['reference']:7.1f} ms" + (f"  transformers {row['transformers']:7.1f} ms"
-                                                 if hf else ""), file=sys.stderr)
-    has_hf = hf is not None
-    del engine, hf  # free their memory before the tiny sweep
+    small, floor_ratios = measure_small(engine, hf, batches, args.rounds, limits)
+    mixed = [measure_mixed(engine, "small", args.rounds)]
+    del engine, hf  # free their memory before tiny
 
-    tiny = LLMEngine(EngineConfig(preset="tiny", device="auto", kv_budget_bytes=2**30))
-    tiny_points = [measure_point(tiny, b, PROMPT_LEN, NEW_TOKENS).to_dict() for b in batches]
-    tps = {p["batch_size"]: p["tokens_per_s"] for p in tiny_points}
-    ms = [p["tpot_ms"] for p in tiny_points]
+    tiny_engine = LLMEngine(EngineConfig(preset="tiny", device="auto", kv_budget_bytes=2**30))
+    tiny_engine.warm_up()
+    mixed.append(measure_mixed(tiny_engine, "tiny", args.rounds))
+    tiny = measure_tiny(tiny_engine, args.rounds)
 
-    by_batch = {r["batch_size"]: r for r in rows}
-    targets = []
-
-    def target(name: str, value: float, limit: float, ok: bool) -> None:
-        targets.append({"target": name, "value": round(value, 3), "limit": limit, "met": ok})
-
-    if 1 in by_batch:
-        # Median over rounds of (step / floor), each floor from a bandwidth measured just
-        # before that round's steps: the machine's bandwidth drifts with its neighbours' load.
-        ratio = statistics.median(floor_ratios)
-        target("small batch-1 step / (weight bytes / bandwidth)", ratio, 1.6, ratio <= 1.6)
-        if has_hf:
-            speedup = by_batch[1]["transformers_over_engine"]
-            target("transformers / engine step at batch 1", speedup, 1.3, speedup >= 1.3)
-    worst = max(r["engine_over_reference"] for r in rows)
-    target("worst engine / reference step over batch sizes", worst, 1.15, worst <= 1.15)
-    if {1, 4, 16, 64} <= tps.keys():
-        gain = tps[64] / tps[1]
-        target("tiny tokens/s at batch 64 / batch 1", gain, 3.0, gain >= 3.0)
-        early, late = tps[4] / tps[1], tps[64] / tps[16]
-        target("tiny gain 16->64 / gain 1->4 (must be < 1)", late / early, 1.0, late < early)
-    rising = all(b >= a for a, b in zip(ms, ms[1:]))
-    target("tiny ms/token rises with batch (1 = yes)", float(rising), 1.0, rising)
-
+    targets = evaluate(small, floor_ratios, mixed, tiny)
     result = {
         "device": describe_device(device),
         "threads": torch.get_num_threads(),
+        "attention_backend": tiny_engine.backend,
         "load_average_before": load,
         "load_average_after": os.getloadavg()[0],
-        "memory_bandwidth_gbs": bandwidth,
-        "matmul_gflops": gflops,
-        "small_weight_bytes": weight_bytes,
-        "bandwidth_floor_ms": floor_ms,
-        "batch1_floor_ratios_per_round": floor_ratios,
+        **limits,
         "prompt_len": PROMPT_LEN,
         "new_tokens": NEW_TOKENS,
-        "small_step_ms": rows,
-        "tiny_sweep": tiny_points,
+        "batch1_floor_ratios_per_round": floor_ratios,
+        "small_step_ms": small,
+        "mixed_lengths": mixed,
+        "tiny_sweep": tiny,
         "targets": targets,
         "all_met": all(t["met"] for t in targets),
     }
-    print()
-    print(f"{'batch':>5} {'engine':>8} {'reference':>10} {'transformers':>13} {'compute floor':>14}"
-          "   (small, ms per decode step)")
-    for r in rows:
-        print(f"{r['batch_size']:>5} {r['engine']:>8.1f} {r['reference']:>10.1f} "
-              f"{r.get('transformers', float('nan')):>13.1f} {r['compute_floor_ms']:>14.1f}")
-    print(f"bandwidth floor at batch 1: {floor_ms:.1f} ms")
-    print()
-    print(f"{'batch':>5} {'tiny tok/s':>11} {'ms/token':>9}")
-    for p in tiny_points:
-        print(f"{p['batch_size']:>5} {p['tokens_per_s']:>11.0f} {p['tpot_ms']:>9.2f}")
-    print()
-    for t in targets:
-        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']} (limit {t['limit']})")
+    print_tables(small, mixed, tiny, targets, limits)
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
     (out / "engine_speed.json").write_text(json.dumps(result, indent=1))
