@@ -21,7 +21,7 @@ from .sampler import SamplingParams
 from .sequence import Sequence
 from .tokenizer import Tokenizer
 
-ENGINE_VERSION = "0.1.0"
+ENGINE_VERSION = "0.2.0"  # 0.2: CPU decode attention by context length, matmul plan v5
 
 
 def default_backend(device: str, dtype: torch.dtype) -> str:
