@@ -37,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.calc.step_cost import decode_context, decode_cost  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
-from engine.device import describe_device  # noqa: E402
+from engine.device import describe_device, resolve_device  # noqa: E402
 from engine.hardware import measure_bandwidth, measure_matmul  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
+from engine.model.cpu_kernel import KernelBuildError, build_kernel  # noqa: E402
 from engine.reference import ContiguousDecoder  # noqa: E402
 from engine.sweep import WARMUP_STEPS, measure_point, sweep_prompts  # noqa: E402
 
@@ -272,6 +273,11 @@ def main() -> int:
     args = parser.parse_args()
     batches = [int(b) for b in args.batch_sizes.split(",")]
     load = os.getloadavg()[0]
+    if resolve_device("auto") == "cpu":  # engines never compile the CPU kernel: build it first
+        try:
+            build_kernel(lambda seconds: log(f"compiling the C++ decode kernel, {seconds:.0f} s"))
+        except KernelBuildError as e:
+            log(f"{e}: measuring the torch attention backend")
 
     engine = LLMEngine(EngineConfig(preset="small", device="auto", kv_budget_bytes=2**30))
     device = engine.device

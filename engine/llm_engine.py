@@ -7,6 +7,7 @@ by its callers (the generation helpers, the sweep, the serving loop's schedulers
 from __future__ import annotations
 
 import itertools
+import logging
 
 import torch
 
@@ -21,16 +22,25 @@ from .sampler import SamplingParams
 from .sequence import Sequence
 from .tokenizer import Tokenizer
 
+log = logging.getLogger(__name__)
+
 ENGINE_VERSION = "0.2.0"  # 0.2: CPU decode attention by context length, matmul plan v5
 
 
 def default_backend(device: str, dtype: torch.dtype) -> str:
-    """triton on CUDA; on CPU the C++ kernel where it builds (float32 caches), else plain torch."""
+    """triton on CUDA; on CPU the C++ kernel where it is built (float32 caches), else plain
+    torch. Never builds it: that takes a minute (python -m engine build-kernel)."""
     if device.startswith("cuda"):
         return "triton"
     from .model.cpu_kernel import paged_decode_kernel
 
-    return "cpp" if dtype == torch.float32 and paged_decode_kernel() is not None else "torch"
+    if dtype != torch.float32:
+        return "torch"
+    if paged_decode_kernel() is None:
+        log.info("C++ decode-attention kernel not built here: plain torch attention "
+                 "(python -m engine build-kernel builds it, about a minute)")
+        return "torch"
+    return "cpp"
 
 
 def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = False):

@@ -5,11 +5,16 @@ description, the engine check's default point) through an engine service of its 
 writes results to the same disk cache as the server (cache_dir()/results, $LLM_SPEED_CACHE).
 A running server picks them up the next time a reader asks: nobody waits for those points.
 Jobs already cached are skipped; --fresh measures them again.
+
+First it builds the engine's C++ decode-attention kernel for this CPU (`python -m engine
+build-kernel`, once per machine): engines never compile it themselves, so a reader's request never
+waits on the compiler, and the worker's engines use it only once it is built.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 
@@ -44,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no lesson called {unknown[0]!r}: choose from {', '.join(sorted(known))}",
               file=sys.stderr)
         return 2
+    # Its own process (this one stays torch-free); it prints its progress, and a machine without
+    # a compiler only loses the kernel (the engine uses plain torch), so warming goes on.
+    subprocess.run([sys.executable, "-m", "engine", "build-kernel"], check=False)
     service = EngineService()
     failed = 0
     try:

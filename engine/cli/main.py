@@ -1,4 +1,5 @@
-"""`python -m engine info | generate | sweep | run | serve | bench-client`: the command line.
+"""`python -m engine info | generate | sweep | run | serve | bench-client | build-kernel`: the
+command line.
 
 `--json` prints exactly one JSON object on stdout. Bad arguments exit with status 2 and a single
 line naming the limit; no command prints a traceback to a user (ENGINE_DEBUG=1 shows them).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from ..errors import ConfigError
 from ..generate import generate
@@ -61,6 +63,25 @@ def cmd_info(args) -> int:
               f"{p['heads']:>5} {p['kv_heads']:>3} {p['head_dim']:>4} {p['intermediate']:>5} "
               f"{p['vocab']:>6} {p['context']:>7} {p['dtype']:>8} "
               f"{p['kv_bytes_per_token']:>9}  {weights}")
+    return 0
+
+
+# ---- build-kernel ----------------------------------------------------------------------------
+def cmd_build_kernel(args) -> int:
+    """Compile the CPU decode-attention kernel once (engines never compile it themselves)."""
+    from ..model.cpu_kernel import KernelBuildError, build_kernel, paged_decode_kernel
+
+    if paged_decode_kernel() is None:
+        print("compiling the C++ decode-attention kernel (15 s to a minute on two cores)...",
+              file=sys.stderr)
+    start = time.monotonic()
+    try:
+        path = build_kernel(lambda seconds: print(f"  still compiling, {seconds:.0f} s",
+                                                  file=sys.stderr))
+    except KernelBuildError as e:
+        print(f"error: {e}; the engine uses plain torch attention on this CPU", file=sys.stderr)
+        return 1
+    print(f"C++ decode-attention kernel ready ({time.monotonic() - start:.1f} s): {path}")
     return 0
 
 
@@ -195,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub, add_engine_options)
     add_serve_parser(sub, add_engine_options)
     add_bench_client_parser(sub)
+
+    kernel = sub.add_parser("build-kernel", help="compile the CPU decode-attention kernel (once "
+                                                 "per machine, about a minute)")
+    kernel.set_defaults(func=cmd_build_kernel)
     return parser
 
 

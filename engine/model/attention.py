@@ -6,8 +6,9 @@ the sequences in prefill. Decode attention (one query per sequence) goes to the 
   each group's blocks are gathered, padded to the group's longest, into scaled_dot_product_attention.
   Padding every sequence to the batch's longest would make one long prompt beside short ones cost
   batch x longest; grouping keeps the cost near the sum of the lengths (`group_rows`).
-- `cpp`: a C++ kernel (csrc/paged_decode.cpp, built on first use) that reads each sequence's own
-  blocks in place, with no gather and no padding: the CPU default where it builds.
+- `cpp`: a C++ kernel (csrc/paged_decode.cpp, built once by `python -m engine build-kernel`) that
+  reads each sequence's own blocks in place, with no gather and no padding: the CPU default where
+  it is built (cpu_kernel.py).
 - `triton`: a split-KV kernel that reads the blocks in place (the CUDA path).
 Prefill chunks always use torch: their cost is the matrix multiplies, not reading the cache.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
 from .kv_cache import PagedKVCache
 
 BACKENDS = ("torch", "cpp", "triton")
@@ -200,10 +202,14 @@ class PagedAttention:
         if backend == "cpp":
             from .cpu_kernel import paged_decode_kernel
 
+            if cache.dtype != torch.float32:
+                raise ConfigError(f"the cpp attention backend needs a float32 KV cache, not "
+                                  f"{str(cache.dtype).removeprefix('torch.')}: use --backend torch")
             self._kernel = paged_decode_kernel()
-            if self._kernel is None or cache.dtype != torch.float32:
-                raise ValueError("the cpp attention backend needs a float32 cache and a C++ "
-                                 "compiler to build its kernel (see engine/model/cpu_kernel.py)")
+            if self._kernel is None:
+                raise ConfigError("the cpp attention backend's kernel is not built on this "
+                                  "machine: run python -m engine build-kernel (about a minute), "
+                                  "or use --backend torch")
         elif backend == "triton":
             from .triton_attention import paged_decode_triton
 

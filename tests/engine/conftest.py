@@ -8,6 +8,7 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
+from engine.model.cpu_kernel import KernelBuildError, build_kernel, paged_decode_kernel
 
 KV_BUDGET = 64 * 2**20  # plenty for the tests, small enough to allocate in a blink
 
@@ -44,3 +45,14 @@ def engine(tiny_engine: LLMEngine) -> LLMEngine:
     assert tiny_engine.blocks.num_used == 0
     yield tiny_engine
     assert tiny_engine.blocks.num_used == 0, "a test left KV blocks allocated"
+
+
+@pytest.fixture(scope="session")
+def cpp_kernel():
+    """The C++ decode-attention kernel, built once into the tests' own cache ($LLM_SPEED_CACHE);
+    the tests that need it are skipped where it cannot be built."""
+    try:
+        build_kernel()
+    except KernelBuildError as e:
+        pytest.skip(str(e))
+    return paged_decode_kernel()

@@ -15,7 +15,6 @@ from engine.model.attention import (
     paged_decode_grouped,
     paged_decode_torch,
 )
-from engine.model.cpu_kernel import paged_decode_kernel
 from tests.engine.model.paged_cases import CASES, make_case, poisoned
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -27,11 +26,8 @@ def grouped(q, k_cache, v_cache, tables, seq_lens, max_len):
 
 
 @pytest.fixture(scope="module")
-def kernel():
-    kernel = paged_decode_kernel()
-    if kernel is None:
-        pytest.skip("no C++ compiler here: the C++ kernel is not built (torch backend instead)")
-    return lambda q, k, v, tables, lens, _max_len: kernel(q, k, v, tables.long(), lens)
+def kernel(cpp_kernel):
+    return lambda q, k, v, tables, lens, _max_len: cpp_kernel(q, k, v, tables.long(), lens)
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
