@@ -1,0 +1,128 @@
+"""How sure a measured number is: its sample count and a 95% confidence interval.
+
+A page that shows "P99 TTFT 412 ms" from 32 requests says more than it knows. Every statistic of
+several samples a page shows goes through `estimate`, which returns the value together with
+
+- n, the number of samples it was computed from;
+- a 95% bootstrap confidence interval (the percentile method: resample the samples with
+  replacement B times, compute the statistic on each resample, take the 2.5th and 97.5th
+  percentiles of those). It needs no assumption about the shape of the distribution, which for
+  latencies is skewed to the right; it is what load-testing tools (GuideLLM, AIPerf) report;
+- `bounded`: whether the sample can bound this percentile at all. A P99 is the value 1 request
+  in 100 exceeds; from fewer than 100 requests the slowest one is the only evidence, and no
+  resampling makes up for the requests that were never sent. The rule: a percentile q needs at
+  least 1 / (1 - q/100) samples (P50: 2, P90: 10, P95: 20, P99: 100), so that the tail it
+  describes holds at least one sample on average. An unbounded percentile is still computed,
+  but pages mark it ("too few samples") rather than draw it as if it were known.
+
+Percentiles are numpy's linear interpolation, as engine.serve.metrics and calc.slo_math compute
+them, so an interval always brackets the figure the page already shows. The resampling is seeded:
+the same samples give the same interval on every reload. Torch-free (numpy only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000  # bootstrap resamples: the interval's ends move by under 1% of its width
+SEED = 0
+
+
+def min_samples(q: float) -> int:
+    """The fewest samples that can bound percentile q (0-100): 1 / (1 - q/100), rounded up
+    (P50: 2, P90: 10, P95: 20, P99: 100). The mean (q=None elsewhere) needs 2."""
+    if not 0 <= q < 100:
+        raise ValueError(f"a percentile is between 0 and 100, not including 100 (got {q})")
+    return max(2, math.ceil(1 / (1 - q / 100) - 1e-9))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic of n samples with its 95% interval [lo, hi]; bounded False when n is too few
+    for the statistic (see min_samples), and then lo/hi only describe the samples at hand."""
+
+    what: str  # "mean", "P50", "P99", ...
+    value: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    bounded: bool
+
+    @property
+    def min_n(self) -> int:
+        return 2 if self.what == "mean" else min_samples(float(self.what[1:]))
+
+    def note(self) -> str:
+        """The sample count and interval in words, for a table cell or a tooltip."""
+        if self.value is None:
+            return "no samples"
+        if not self.bounded:
+            return (f"n = {self.n}: too few samples to bound the {self.what} "
+                    f"(needs at least {self.min_n})")
+        return f"95% CI {_fmt(self.lo)} to {_fmt(self.hi)}, n = {self.n}"
+
+    def to_dict(self) -> dict:
+        return {"what": self.what, "value": self.value, "ci_lo": self.lo, "ci_hi": self.hi,
+                "n": self.n, "bounded": self.bounded}
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _clean(samples: Iterable[float | None]) -> np.ndarray:
+    return np.asarray([float(s) for s in samples if s is not None and math.isfinite(s)],
+                      dtype=float)
+
+
+def _label(q: float | None) -> str:
+    return "mean" if q is None else f"P{q:g}"
+
+
+def estimate(samples: Iterable[float | None], q: float | None = None, *,
+             resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
+    """The mean (q None) or the q-th percentile of the samples (None values skipped), with its
+    95% bootstrap interval and sample count."""
+    data = _clean(samples)
+    n = len(data)
+    what = _label(q)
+    if n == 0:
+        return Estimate(what, None, None, None, 0, False)
+    value = float(data.mean() if q is None else np.percentile(data, q))
+    bounded = n >= (2 if q is None else min_samples(q))
+    if n == 1:
+        return Estimate(what, value, value, value, 1, False)
+    lo, hi = bootstrap_interval(data, q, resamples=resamples, seed=seed)
+    return Estimate(what, value, lo, hi, n, bounded)
+
+
+def bootstrap_interval(data: Sequence[float] | np.ndarray, q: float | None, *,
+                       resamples: int = RESAMPLES, seed: int = SEED,
+                       confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The percentile-method bootstrap interval of the mean (q None) or q-th percentile."""
+    data = np.asarray(data, dtype=float)
+    rng = np.random.default_rng(seed)
+    # resample in chunks so that a long run (thousands of samples) stays within a few MB
+    chunk = max(1, 2_000_000 // max(1, len(data)))
+    stats = []
+    for start in range(0, resamples, chunk):
+        idx = rng.integers(0, len(data), size=(min(chunk, resamples - start), len(data)))
+        draws = data[idx]
+        stats.append(draws.mean(axis=1) if q is None else np.percentile(draws, q, axis=1))
+    stats = np.concatenate(stats)
+    tail = 100 * (1 - confidence) / 2
+    lo, hi = np.percentile(stats, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def ratio_interval(numerator: float, est: Estimate) -> tuple[float | None, float | None]:
+    """numerator / x for an estimate of x (tokens/s from a step time): the interval's ends swap,
+    as the ratio falls when x rises."""
+    if est.lo is None or est.hi is None or est.lo <= 0 or est.hi <= 0:
+        return None, None
+    return numerator / est.hi, numerator / est.lo
