@@ -39,6 +39,7 @@ class SweepPoint:
     achieved_gbs: float  # bytes_per_step / TPOT
     flops_per_step: float  # about 2 x params x batch (matmuls) plus attention (calc.step_cost)
     prefill_tokens_per_s: float
+    step_ms: list[float]  # every timed decode step (warm-up excluded), so a page can bound the median
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,6 +124,7 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
         achieved_gbs=bytes_per_step / tpot / 1e9,
         flops_per_step=cost.flops,
         prefill_tokens_per_s=batch_size * prompt_len / ttft,
+        step_ms=[round(1000 * t, 4) for t in timed],
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.stats import Estimate, estimate
 from engine.lab.results import SweepPointResult
 from widgets.checkpoint import Choice, Question
 from widgets.html import html_pane, site_html
@@ -73,13 +74,49 @@ def ratio_text(new: float, old: float) -> str:
 
 @dataclass(frozen=True)
 class Point:
-    """One measured batch size: total tokens/s, each user's ms per token, and where it came
-    from ("measured live (<time>)" or "cached (<time>)")."""
+    """One measured batch size: total tokens/s, each user's ms per token, where it came from
+    ("measured live (<time>)" or "cached (<time>)"), and the median step's estimate: its 95%
+    interval and the number of decode steps timed (None for a result cached without them)."""
 
     tokens_per_s: float
     tpot_ms: float
     origin: str = "measured live"
     cached: bool = False
+    step: Estimate | None = None
+
+    @property
+    def n(self) -> int:
+        return self.step.n if self.step else 0
+
+    def interval(self) -> tuple[float, float, float, float] | None:
+        """(tokens/s low, high, ms low, high): tokens/s is batch / step, so its ends come from
+        the step's ends swapped."""
+        s = self.step
+        if s is None or s.lo is None or not s.lo > 0:
+            return None
+        tokens = self.tokens_per_s * self.tpot_ms  # batch x 1000
+        return tokens / s.hi, tokens / s.lo, s.lo, s.hi
+
+    def ci_text(self, which: str) -> str:
+        """The 95% interval of 'tokens' or 'ms' in words, '' when there is none."""
+        iv = self.interval()
+        if iv is None:
+            return ""
+        lo, hi = iv[:2] if which == "tokens" else iv[2:]
+        return f"{lo:,.0f} to {hi:,.0f}" if which == "tokens" else f"{lo:.2f} to {hi:.2f}"
+
+
+def point_of(result: SweepPointResult, origin: str = "measured live",
+             cached: bool = False) -> Point:
+    """A lesson point from a sweep_point result: the median decode step bounded by a bootstrap
+    over the timed steps (engine.calc.stats)."""
+    step = estimate(result.step_ms, 50) if result.step_ms else None
+    return Point(result.tokens_per_s, result.tpot_ms, origin, cached, step)
+
+
+def warmup_steps(result: SweepPointResult) -> int:
+    """Decode steps run but not timed: a point decodes new_tokens - 1 steps, times the rest."""
+    return max(0, result.new_tokens - 1 - result.decode_steps_timed)
 
 
 def doubling(points: dict[int, Point], batch: int) -> str:
@@ -199,19 +236,22 @@ class KnobLesson(LessonPage):
         origin = "cached" if cached else "measured live"
         if event is not None and event.measured_at:
             origin += f" ({event.measured_at[:16].replace('T', ' ')})"
-        self.points.setdefault(settings, {})[point.batch_size] = Point(
-            point.tokens_per_s, point.tpot_ms, origin, cached)
+        here = point_of(point, origin, cached)
+        self.points.setdefault(settings, {})[point.batch_size] = here
         if event is not None and event.device:
             self.device = event.device
         if settings != self.settings():
             return  # a point of settings the reader has left: kept, not drawn
         self.curve.add_point(point.batch_size, point.tokens_per_s, point.tpot_ms,
-                             origin=origin, cached=cached)
+                             origin=origin, cached=cached, n=here.n, interval=here.interval())
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(point, event))}; each point prefills "
-            f"{point.prompt_len} prompt tokens per request, then times "
-            f"{point.decode_steps_timed} decode steps (their median is the time per "
-            f"token). Big dots were measured live, small ones came from the cache."
+            f"{point.prompt_len} prompt tokens per request, then decodes "
+            f"{point.new_tokens - 1} steps: the first {warmup_steps(point)} are a warm-up "
+            f"and not counted, the other {point.decode_steps_timed} are timed (their median "
+            f"is the time per token). Whiskers are 95% confidence intervals of that median "
+            f"(a bootstrap over the timed steps). Big dots were measured live, small ones "
+            f"came from the cache."
             f"{' The small preset has ' + RANDOM_WEIGHTS + '.' if point.weights == 'random' else ''}"
             "</p>")
         self._moved()
@@ -227,7 +267,12 @@ class KnobLesson(LessonPage):
             self.readouts.set(tput=f"{here.tokens_per_s:,.0f}",
                               tpot=f"{here.tpot_ms:.2f} ms",
                               users=f"{1000 / here.tpot_ms:,.0f}")
-            self.readouts.notes = {"tput": f"total tokens/s at batch {b}, all users"}
+            ci = lambda what, unit: (  # noqa: E731
+                f"; 95% CI {here.ci_text(what)} {unit} from {here.n} decode steps"
+                if here.interval() else "")
+            self.readouts.notes = {
+                "tput": f"total tokens/s at batch {b}, all users{ci('tokens', 'tokens/s')}",
+                "tpot": f"median decode step at batch {b}{ci('ms', 'ms')}"}
         words = doubling(self.measured, b)
         extra = against_one(self.measured, b)
         self.gain.object = site_html(f"<p><strong>{html.escape(words)}</strong> "
@@ -240,18 +285,20 @@ class KnobLesson(LessonPage):
         self.curve.clear()
         for batch in sorted(self.measured):
             p = self.measured[batch]
-            self.curve.add_point(batch, p.tokens_per_s, p.tpot_ms, p.origin, p.cached)
+            self.curve.add_point(batch, p.tokens_per_s, p.tpot_ms, p.origin, p.cached, p.n,
+                                 p.interval())
         self.measure()
         self._moved()
 
     def _table(self) -> str:
-        rows = [(b, f"{p.tokens_per_s:,.0f}", f"{p.tpot_ms:.2f}", f"{1000 / p.tpot_ms:,.0f}",
-                 p.origin)
+        rows = [(b, f"{p.tokens_per_s:,.0f}", p.ci_text("tokens") or "-", f"{p.tpot_ms:.2f}",
+                 p.ci_text("ms") or "-", f"{1000 / p.tpot_ms:,.0f}", p.n or "-", p.origin)
                 for b, p in sorted(self.measured.items())]
         if not rows:
             return ""
-        return table_html(("batch size", "total tokens/s (all users)", "ms per token (each user)",
-                           "tokens/s each user", "source"), rows,
+        return table_html(("batch size", "total tokens/s (all users)", "95% CI (tokens/s)",
+                           "ms per token (each user)", "95% CI (ms)", "tokens/s each user",
+                           "decode steps timed", "source"), rows,
                           caption=f"Points measured so far, {self.preset} preset"
                                   f"{' (' + RANDOM_WEIGHTS + ')' if self.preset != 'tiny' else ''}"
                                   f"{' on ' + self.device if self.device else ''}")

@@ -25,8 +25,8 @@ from engine.calc.slo_math import (
     Targets,
     cost_per_million_tokens,
     judge,
-    percentile,
 )
+from engine.calc.stats import Estimate, estimate, min_samples
 from engine.lab.results import RatePoint, RateSweepResult
 from widgets.checkpoint import Choice, Question
 from widgets.rate_curve import RateCurve
@@ -116,6 +116,31 @@ class UseFigures:
     device: str
 
 
+UNBOUNDED = "†"  # marks a percentile from too few samples to bound it (engine.calc.stats)
+
+
+def point_estimates(point: RatePoint) -> dict[str, Estimate]:
+    """The percentiles a rate is judged on, each with its sample count and, where the per-request
+    figures are at hand (TTFT, E2E), its 95% bootstrap interval. ITL percentiles come summarized
+    from the engine: their count is the token gaps of the completed requests, with no interval."""
+    gaps = sum(max(0, n - 1) for n in point.output_len)
+    itl = {q: Estimate(f"P{q}", v, None, None, gaps, gaps >= min_samples(q))
+           for q, v in ((50, point.itl_p50_ms), (99, point.itl_p99_ms))}
+    return {"P50 TTFT": estimate(point.ttft_ms, 50), "P99 TTFT": estimate(point.ttft_ms, 99),
+            "P50 ITL": itl[50], "P99 ITL": itl[99], "P99 E2E": estimate(point.e2e_ms, 99)}
+
+
+def with_interval(value: float | None, est: Estimate | None) -> str:
+    """'412 [380-450]' (the 95% interval), or '412 †' for a percentile too few samples bound."""
+    if value is None or est is None:
+        return sig(value)
+    if not est.bounded:
+        return f"{sig(value)} {UNBOUNDED}"
+    if est.lo is None:
+        return sig(value)
+    return f"{sig(value)} [{sig(est.lo)}–{sig(est.hi)}]"
+
+
 def sweep_rates(max_rate: float, points: int) -> list[float]:
     """points rates, doubling up to max_rate: max_rate / 2^(points - 1), ..., max_rate."""
     return [round(max_rate / 2 ** (points - 1 - i), 4) for i in range(points)]
@@ -159,6 +184,7 @@ class SLOGoodputLesson(LessonPage):
         self.input_error = pn.pane.Alert("", alert_type="warning", visible=False,
                                          sizing_mode="stretch_width")
         self.checks = table_pane(css_classes=["slo-checks"])
+        self._estimates: dict[int, tuple[RatePoint, dict[str, Estimate]]] = {}  # by id(point)
         self.goodput_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
                                                 css_classes=["goodput-summary"])
         # disable_math: dollar signs are prices here, not LaTeX
@@ -284,6 +310,16 @@ class SLOGoodputLesson(LessonPage):
         return [(p, judge(p.to_dict(), targets))
                 for p in sorted(self.points_seen, key=lambda p: p.rate)]
 
+    def estimates(self, point: RatePoint) -> dict[str, Estimate]:
+        """point_estimates, once per measured point (the targets change, the samples do not)."""
+        kept = self._estimates.get(id(point))
+        if kept is None or kept[0] is not point:
+            kept = (point, point_estimates(point))
+            self._estimates = {k: v for k, v in self._estimates.items()
+                               if any(v[0] is p for p in self.points_seen)}
+            self._estimates[id(point)] = kept
+        return kept[1]
+
     def operating_points(self) -> OperatingPoints | None:
         """The best goodput and the best throughput among the measured rates."""
         judged = [(p, j) for p, j in self.judged() if j.duration_s]
@@ -310,28 +346,52 @@ class SLOGoodputLesson(LessonPage):
 
     def _refresh_checks(self, judged) -> None:
         targets = self.targets()
+        counts = lambda p: [f"{len(p.ttft_ms)}", f"{self.estimates(p)['P50 ITL'].n}"]  # noqa: E731
         if targets.empty:
+            head = ["offered rate (req/s)", "P50 TTFT (ms)", "P99 TTFT (ms)", "P50 ITL (ms)",
+                    "P99 ITL (ms)", "requests", "token gaps"]
+            rows = []
+            for p, _j in judged:
+                est = self.estimates(p)
+                rows.append([sig(p.rate), *[with_interval(est[w].value, est[w]) for w in (
+                    "P50 TTFT", "P99 TTFT", "P50 ITL", "P99 ITL")], *counts(p)])
             self.checks.object = html_table(
-                "No latency targets (batch use): every completed request counts", [
-                    "offered rate (req/s)", "P50 TTFT (ms)", "P99 TTFT (ms)", "P50 ITL (ms)",
-                    "P99 ITL (ms)", "requests"],
-                [[sig(p.rate), sig(percentile(p.ttft_ms, 50)), sig(percentile(p.ttft_ms, 99)),
-                  sig(p.itl_p50_ms), sig(p.itl_p99_ms), f"{j.completed}"]
-                 for p, j in judged], numeric=[False, True, True, True, True, True])
+                "No latency targets (batch use): every completed request counts", head, rows,
+                numeric=[False] + [True] * 6) + self._interval_note(judged)
             return
         head = ["offered rate (req/s)"]
         rows = []
         for p, j in judged:
             if len(head) == 1:
                 head += [f"{what} (target {sig(target)} ms)" for what, _v, target, _m in j.checks]
-                head += ["requests within every limit", "all targets met"]
+                head += ["requests", "token gaps", "requests within every limit",
+                         "all targets met"]
+            est = self.estimates(p)
             rows.append([sig(p.rate),
-                         *[f"{sig(value)} {'✓' if met else '✗'}"
-                           for _w, value, _t, met in j.checks],
-                         f"{j.good} of {j.completed}", "yes" if j.all_targets_met else "no"])
+                         *[f"{with_interval(value, est.get(what))} {'✓' if met else '✗'}"
+                           for what, value, _t, met in j.checks],
+                         *counts(p), f"{j.good} of {j.completed}",
+                         "yes" if j.all_targets_met else "no"])
         self.checks.object = html_table(
             "Each rate against the targets (✓ met, ✗ missed)", head, rows,
-            numeric=[False] + [True] * (len(head) - 1))
+            numeric=[False] + [True] * (len(head) - 1)) + self._interval_note(judged)
+
+    def _interval_note(self, judged) -> str:
+        """What the brackets and the dagger mean, with the counts they depend on."""
+        if not judged:
+            return ""
+        few = any(not e.bounded for p, _j in judged for e in self.estimates(p).values()
+                  if e.value is not None)
+        text = ("In brackets: the 95% confidence interval of a TTFT or E2E percentile (a "
+                "bootstrap over the requests at that rate; ITL percentiles come summarized from "
+                "the engine, over the token gaps counted beside them). The engine was warmed up "
+                "before the first rate; its warm-up steps are in no figure.")
+        if few:
+            text += (f" {UNBOUNDED} A percentile from too few samples to bound it: a P99 needs "
+                     f"at least {min_samples(99)} samples, a P50 {min_samples(50)}. It is the "
+                     "slowest few requests measured, not a P99 to quote; send more requests per "
+                     "rate to bound it.")
+        return f'<div class="site"><p class="interval-note">{text}</p></div>'
 
     def _refresh_summary(self, judged) -> None:
         if not judged:

@@ -5,6 +5,9 @@ size, built point by point as measurements come in, with a "you are here" marker
     curve.add_point(8, tokens_per_s=950.0, ms_per_token=8.4, origin="measured live")
     curve.set_here(8)
 
+Each point may carry its sample count n (decode steps timed) and 95% intervals of both values
+(`interval=(tokens_lo, tokens_hi, ms_lo, ms_hi)`), drawn as whiskers; None draws none.
+
 Points are streamed into `points` (one row per batch size; measuring a batch size again patches
 its row). The lines through them are redrawn in batch order from the same points. Two y axes:
 tokens/s (left, all users together) and ms per token (right, what one user waits between
@@ -15,7 +18,15 @@ from __future__ import annotations
 
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, LogTickFormatter, Range1d, Span
+from bokeh.models import (
+    ColumnDataSource,
+    HoverTool,
+    LinearAxis,
+    LogTickFormatter,
+    Range1d,
+    Span,
+    Whisker,
+)
 from bokeh.plotting import figure
 
 from .doc_hold import changes_bokeh_models
@@ -24,9 +35,13 @@ THROUGHPUT_COLOR = "#1f5f8b"
 LATENCY_COLOR = "#d95f02"
 
 
+INTERVAL = ("tokens_lo", "tokens_hi", "ms_lo", "ms_hi")
+NAN = float("nan")
+
+
 def _empty_points() -> dict:
     return {"batch": [], "tokens_per_s": [], "ms_per_token": [], "origin": [], "cached": [],
-            "size": []}
+            "size": [], "n": [], **{k: [] for k in INTERVAL}}
 
 
 class ThroughputCurve(pn.viewable.Viewer):
@@ -65,13 +80,21 @@ class ThroughputCurve(pn.viewable.Viewer):
                            color=THROUGHPUT_COLOR, marker="circle")
         lat = fig.scatter("batch", "ms_per_token", source=self.points, size="size",
                           color=LATENCY_COLOR, marker="square", y_range_name="latency")
+        for lo, hi, color, extra in (("tokens_lo", "tokens_hi", THROUGHPUT_COLOR, {}),
+                                     ("ms_lo", "ms_hi", LATENCY_COLOR,
+                                      {"y_range_name": "latency"})):
+            fig.add_layout(Whisker(source=self.points, base="batch", lower=lo, upper=hi,
+                                   line_color=color, **extra))
         fig.scatter("batch", "tokens_per_s", source=self.marker, size=20, fill_alpha=0,
                     line_color="black", line_width=2, legend_label="you are here")
         fig.scatter("batch", "ms_per_token", source=self.marker, size=20, fill_alpha=0,
                     line_color="black", line_width=2, marker="square", y_range_name="latency")
         fig.add_tools(HoverTool(renderers=[tput, lat], tooltips=[
             ("batch", "@batch"), ("total", "@tokens_per_s{0,0} tokens/s"),
-            ("each user", "@ms_per_token{0.00} ms/token"), ("", "@origin")]))
+            ("each user", "@ms_per_token{0.00} ms/token"),
+            ("95% CI", "@tokens_lo{0,0} to @tokens_hi{0,0} tokens/s; "
+                       "@ms_lo{0.00} to @ms_hi{0.00} ms"),
+            ("decode steps timed", "@n"), ("", "@origin")]))
         self.here_line = Span(location=1, dimension="height", line_color="black",
                               line_dash="dotted", visible=False)
         fig.add_layout(self.here_line)
@@ -90,11 +113,14 @@ class ThroughputCurve(pn.viewable.Viewer):
 
     @changes_bokeh_models
     def add_point(self, batch: int, tokens_per_s: float, ms_per_token: float,
-                  origin: str = "", cached: bool = False) -> None:
-        """Add (or replace) the point of one batch size; origin says where it came from."""
+                  origin: str = "", cached: bool = False, n: int = 0,
+                  interval: tuple[float, float, float, float] | None = None) -> None:
+        """Add (or replace) the point of one batch size; origin says where it came from, n how
+        many decode steps it was timed from, interval its 95% whiskers (tokens/s, then ms)."""
         row = {"batch": int(batch), "tokens_per_s": float(tokens_per_s),
                "ms_per_token": float(ms_per_token), "origin": origin, "cached": bool(cached),
-               "size": 8 if cached else 11}
+               "size": 8 if cached else 11, "n": int(n),
+               **dict(zip(INTERVAL, interval or (NAN,) * 4, strict=True))}
         batches = list(self.points.data["batch"])
         if batch in batches:
             i = batches.index(batch)
@@ -126,7 +152,7 @@ class ThroughputCurve(pn.viewable.Viewer):
         order = sorted(range(len(data["batch"])), key=lambda i: data["batch"][i])
         self.lines.data = {k: [data[k][i] for i in order]
                            for k in ("batch", "tokens_per_s", "ms_per_token")}
-        ms = [v for v in data["ms_per_token"] if v == v]
+        ms = [v for v in [*data["ms_per_token"], *data["ms_hi"]] if v == v]
         top = max(ms) if ms else 1.0
         self.figure.extra_y_ranges["latency"].update(start=0, end=top * 1.15)
 

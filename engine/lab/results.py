@@ -300,6 +300,8 @@ class SweepPointResult(Record):
     achieved_gbs: float
     flops_per_step: float
     prefill_tokens_per_s: float
+    # every timed decode step in ms (warm-up excluded); None in results cached before it was kept
+    step_ms: list[float] | None = None
 
 
 @dataclass(frozen=True)

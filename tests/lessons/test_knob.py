@@ -52,6 +52,28 @@ def test_points_build_the_curve_and_the_readouts(lesson):
     assert "tiny preset (trained weights)" in page.measured_on.object
 
 
+def test_each_point_carries_its_step_count_and_interval(lesson):
+    """new_tokens 8: 7 decode steps, the first 2 a warm-up, 5 timed; the median step's 95%
+    interval brackets it and becomes the whiskers, the table's columns and the readout's note."""
+    page, service = lesson
+    service.run_for_real(service.submitted[0])
+    here = page.measured[4]
+    assert here.n == 5 and here.step.lo <= here.tpot_ms <= here.step.hi
+    tok_lo, tok_hi, ms_lo, ms_hi = here.interval()
+    assert tok_lo <= here.tokens_per_s <= tok_hi and (ms_lo, ms_hi) == (here.step.lo, here.step.hi)
+    drawn = page.curve.point(4)
+    assert drawn["n"] == 5 and (drawn["tokens_lo"], drawn["ms_hi"]) == (tok_lo, ms_hi)
+    assert "first 2 are a warm-up and not counted, the other 5 are timed" in \
+        page.measured_on.object
+    assert "95% CI (tokens/s)" in page.table.object and here.ci_text("ms") in page.table.object
+    assert "from 5 decode steps" in page.readouts.notes["tput"]
+
+
+def test_a_point_cached_without_its_steps_has_no_whiskers():
+    old = Point(tokens_per_s=400.0, tpot_ms=10.0)
+    assert old.interval() is None and old.n == 0 and old.ci_text("tokens") == ""
+
+
 def test_moving_the_slider_measures_only_what_is_missing(lesson):
     page, service = lesson
     for job in list(service.submitted):

@@ -56,6 +56,23 @@ def test_the_sweep_and_goodput_at_or_below_throughput():
     assert cells.count("✓") + cells.count("✗") == 3 * 5
 
 
+def test_percentiles_carry_their_counts_and_intervals():
+    """8 requests a rate: a P50 TTFT is bounded (its interval in brackets, around the value);
+    a P99 TTFT or E2E is not (marked, and the note says a P99 needs 100)."""
+    page, service = lesson(SMALL)
+    point = page.points_seen[0]
+    est = page.estimates(point)
+    p50, p99 = est["P50 TTFT"], est["P99 TTFT"]
+    assert p50.n == 8 and p50.bounded and p50.lo <= p50.value <= p50.hi
+    assert p99.n == 8 and not p99.bounded and not est["P99 E2E"].bounded
+    assert est["P50 ITL"].n == sum(n - 1 for n in point.output_len)
+    table = page.checks.object
+    assert f"{sig(p50.value)} [{sig(p50.lo)}–{sig(p50.hi)}]" in table
+    assert f"{sig(p99.value)} †" in table
+    assert "a P99 needs at least 100 samples" in table and "warm-up" in table
+    assert page.estimates(point) is est  # computed once, kept while the point is shown
+
+
 def test_new_targets_are_judged_without_a_new_run():
     page, service = lesson(SMALL)
     page.param.update(ttft_p99_ms=1e7, itl_p50_ms=1e7, e2e_p99_s=1e4)
