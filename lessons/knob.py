@@ -12,6 +12,7 @@ URL: batch_size, preset, prompt_len, new_tokens (/app?lesson=knob&batch_size=16&
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass
 
@@ -21,12 +22,14 @@ import param
 from engine.calc.stats import Estimate, estimate
 from engine.lab.results import SweepPointResult
 from widgets.checkpoint import Choice, Question
+from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import RANDOM_WEIGHTS, provenance
 from widgets.readouts import Readouts, table_html
 from widgets.throughput_curve import ThroughputCurve
 
 from .base import LessonPage
+from .data_record import check_text, data_header, origin_text
 
 # An uncached tiny point at batch 64 is measured in about 1.2 s on an idle 2-core CPU (64 prompt
 # tokens each, 32 new tokens: 31 decode steps, 29 of them timed): well inside 5 s when busy.
@@ -83,6 +86,8 @@ class Point:
     origin: str = "measured live"
     cached: bool = False
     step: Estimate | None = None
+    measured: str = ""  # "cached, measured <time>" or "fresh, measured <time>"
+    check: str = ""  # its disturbance check in words
 
     @property
     def n(self) -> int:
@@ -112,6 +117,10 @@ def point_of(result: SweepPointResult, origin: str = "measured live",
     over the timed steps (engine.calc.stats)."""
     step = estimate(result.step_ms, 50) if result.step_ms else None
     return Point(result.tokens_per_s, result.tpot_ms, origin, cached, step)
+
+
+DOWNLOAD_COLUMNS = ("batch", "tokens_per_s", "tokens_lo", "tokens_hi", "ms_per_token", "ms_lo",
+                    "ms_hi", "n", "origin", "cached")  # the curve's columns a reader needs
 
 
 def warmup_steps(result: SweepPointResult) -> int:
@@ -164,6 +173,8 @@ class KnobLesson(LessonPage):
         self.gain = html_pane("", css_classes=["doubling"])
         self.table = html_pane("", css_classes=["points-table"])
         self.measured_on = html_pane("", css_classes=["measurement-label"])
+        self.download = DataDownload("batch-size-curve", self.download_rows,
+                                     self.download_header, "The curve's points")
         self.param.watch(self._moved, ["batch_size"])
         self.param.watch(self._reset, ["preset", "prompt_len", "new_tokens"])
 
@@ -195,7 +206,7 @@ class KnobLesson(LessonPage):
                              width=330),
                    pn.Column(self.curve, self.runner.status, self.gain,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
-            self.measured_on, self.table,
+            self.measured_on, self.table, self.download,
             html_pane(PROSE), html_pane(QUOTED),
         ]
 
@@ -236,7 +247,8 @@ class KnobLesson(LessonPage):
         origin = "cached" if cached else "measured live"
         if event is not None and event.measured_at:
             origin += f" ({event.measured_at[:16].replace('T', ' ')})"
-        here = point_of(point, origin, cached)
+        here = dataclasses.replace(point_of(point, origin, cached),
+                                   measured=origin_text(event), check=check_text(point))
         self.points.setdefault(settings, {})[point.batch_size] = here
         if event is not None and event.device:
             self.device = event.device
@@ -289,6 +301,26 @@ class KnobLesson(LessonPage):
                                  p.interval())
         self.measure()
         self._moved()
+
+    def download_rows(self) -> list[dict]:
+        """The curve's points as drawn (n: decode steps timed; lo/hi: 95% interval), batch order."""
+        data = self.curve.points.data
+        rows = [{k: data[k][i] for k in DOWNLOAD_COLUMNS} for i in range(len(data["batch"]))]
+        return sorted(rows, key=lambda r: r["batch"])
+
+    def download_header(self) -> dict:
+        points = [self.measured[r["batch"]] for r in self.download_rows()
+                  if r["batch"] in self.measured]
+        measured = "; ".join(f"batch {b}: {p.measured or p.origin}"
+                             for b, p in sorted(self.measured.items()))
+        checks = {p.check for p in points if p.check}
+        return data_header(
+            self, "sweep_point", {k: v for k, v in self.job_params().items() if k != "batch_size"},
+            device=self.device, preset=self.preset, measured=measured or "nothing yet",
+            check="; ".join(sorted(checks)) or "nothing measured yet",
+            columns="batch: sequences decoding together; tokens_per_s: total, all users "
+                    "(batch / median decode step); ms_per_token: median decode step; *_lo, "
+                    "*_hi: its 95% bootstrap interval; n: decode steps timed (warm-up excluded)")
 
     def _table(self) -> str:
         rows = [(b, f"{p.tokens_per_s:,.0f}", p.ci_text("tokens") or "-", f"{p.tpot_ms:.2f}",

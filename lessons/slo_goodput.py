@@ -29,10 +29,12 @@ from engine.calc.slo_math import (
 from engine.calc.stats import Estimate, estimate, min_samples
 from engine.lab.results import RatePoint, RateSweepResult
 from widgets.checkpoint import Choice, Question
+from widgets.data_download import DataDownload
 from widgets.rate_curve import RateCurve
 from widgets.tables import html_table, sig, table_pane
 
 from .base import LessonPage
+from .data_record import check_text, data_header, origin_text
 from .job_runner import event_record
 from .number_input import number_problem
 
@@ -178,6 +180,7 @@ class SLOGoodputLesson(LessonPage):
     def __init__(self, **params):
         super().__init__(**params)
         self.sweep: RateSweepResult | None = None
+        self.sweep_event = None  # the sweep's result event: cached or fresh, when, where
         self.points_seen: list[RatePoint] = []
         self.by_use: dict[str, UseFigures] = {}  # use -> its figures, as measured this session
         self.curve = RateCurve()
@@ -191,6 +194,8 @@ class SLOGoodputLesson(LessonPage):
         self.cost = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["cost"],
                                      disable_math=True)
         self.uses_table = table_pane(css_classes=["uses-table"])
+        self.download = DataDownload("rate-sweep", self.download_rows, self.download_header,
+                                     "The chart's points, with each rate's percentiles")
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
         number = lambda p, step: pn.widgets.FloatInput.from_param(  # noqa: E731
@@ -265,7 +270,7 @@ class SLOGoodputLesson(LessonPage):
                 self.points_seen.append(event_record(RatePoint, event.data))
                 self._refresh()
             elif event.type == "result":
-                self.show_sweep(event.result, use)
+                self.show_sweep(event.result, use, event)
 
         self.runner.run([("rate_sweep", self.sweep_params(), on_event)], use_cache=not fresh)
         self._refresh()
@@ -296,8 +301,8 @@ class SLOGoodputLesson(LessonPage):
         self._refresh()
 
     # ---- results --------------------------------------------------------------------------------------
-    def show_sweep(self, sweep: RateSweepResult, use: str) -> None:
-        self.sweep = sweep
+    def show_sweep(self, sweep: RateSweepResult, use: str, event=None) -> None:
+        self.sweep, self.sweep_event = sweep, event
         self.points_seen = list(sweep.points)
         self._refresh()
         best = self.operating_points()
@@ -442,6 +447,43 @@ class SLOGoodputLesson(LessonPage):
         if self.use in self.by_use:
             self._refresh_uses()
 
+    # ---- the data, to download ------------------------------------------------------------------------
+    def download_rows(self) -> list[dict]:
+        """The chart's points as drawn (rate order), each with the percentiles it was judged on:
+        value, 95% interval, sample count and whether that count bounds it."""
+        by_rate = {p.rate: p for p in self.points_seen}
+        rows = []
+        for drawn in self.curve.points():
+            row = dict(drawn)
+            point = by_rate.get(drawn["rate"])
+            if point is not None:
+                row["requests"] = len(point.ttft_ms)
+                for what, est in self.estimates(point).items():
+                    key = what.lower().replace(" ", "_")  # "P99 TTFT" -> p99_ttft
+                    row.update({f"{key}_ms": est.value, f"{key}_ci_lo": est.lo,
+                                f"{key}_ci_hi": est.hi, f"{key}_n": est.n,
+                                f"{key}_bounded": est.bounded})
+            rows.append(row)
+        return rows
+
+    def download_header(self) -> dict:
+        sweep, event = self.sweep, self.sweep_event
+        targets = self.targets()
+        return data_header(
+            self, "rate_sweep", self.sweep_params(),
+            device=(event.device if event is not None and event.device else "")
+            or (sweep.device if sweep else ""),
+            preset=sweep.preset if sweep else "tiny",
+            measured=origin_text(event) if sweep else "in progress: the points so far",
+            check=check_text(sweep) if sweep else "the sweep has not finished",
+            use=USES[self.use].label,
+            targets_ms={k: v for k, v in vars(targets).items() if v is not None} or "none",
+            columns="rate: offered requests/s; completed_rps, goodput_rps: requests/s completed "
+                    "and within every target; *_tok_s: output tokens/s; pNN_*_ms: a percentile "
+                    "with its 95% bootstrap interval (*_ci_lo, *_ci_hi; ITL has none), the "
+                    "samples it rests on (*_n) and whether they are enough to bound it "
+                    "(*_bounded; a P99 needs 100)")
+
     def _refresh_uses(self) -> None:
         if self.price_problem():
             return
@@ -477,7 +519,7 @@ class SLOGoodputLesson(LessonPage):
                                                  sizing_mode="stretch_width")
         return [md(INTRO), md(TARGETS_TEXT), md(QUOTE), self._target_widgets, md(SWEEP_TEXT),
                 sweep_controls, self.again, self.runner.status, self.curve, self.goodput_summary,
-                self.checks, md(COST_TEXT), price, self.input_error, self.cost,
+                self.checks, self.download, md(COST_TEXT), price, self.input_error, self.cost,
                 self.uses_table]
 
     def questions(self) -> list:

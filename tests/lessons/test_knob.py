@@ -113,3 +113,35 @@ def test_doubling_words():
 def test_warm_jobs_cover_the_powers_of_two():
     batches = [p["batch_size"] for _, p in KnobLesson.warm_jobs()]
     assert batches == list(LADDER) and batches[-1] == 64
+
+
+def test_the_download_is_the_curve_with_its_measurement_record(lesson):
+    """CSV and JSON hold the points the curve draws (same numbers, batch order) and a header
+    naming device, engine version, preset, parameters, cached or fresh, and the check."""
+    import json
+
+    from widgets.data_download import read_csv
+
+    page, service = lesson
+    first, half, one = service.submitted
+    service.run_for_real(first)
+    service.run_for_real(one, cached=True)
+    csv_file, json_file = page.download.texts()
+    data = json.loads(json_file)
+    drawn = page.curve.points.data
+    for row in data["rows"]:
+        i = drawn["batch"].index(row["batch"])
+        for key, value in row.items():
+            assert value == drawn[key][i], key
+    assert [r["batch"] for r in data["rows"]] == [1, 4] and data["rows"][1]["n"] == 5
+    head = data["header"]
+    assert head["preset"] == "tiny" and head["device"] == page.device
+    assert head["params"] == {"preset": "tiny", "prompt_len": 16, "new_tokens": 8}
+    assert "batch 1: cached, measured" in head["measured"]
+    assert "batch 4: fresh, measured" in head["measured"]
+    assert head["disturbance_check"] and head["engine_version"]
+    csv_head, csv_rows = read_csv(csv_file)
+    assert csv_head["preset"] == "tiny" and json.loads(csv_head["params"]) == head["params"]
+    assert [float(r["tokens_per_s"]) for r in csv_rows] == \
+        [r["tokens_per_s"] for r in data["rows"]]
+    assert [float(r["ms_lo"]) for r in csv_rows] == [r["ms_lo"] for r in data["rows"]]

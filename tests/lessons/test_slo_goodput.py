@@ -123,3 +123,27 @@ def test_the_url_sets_batch_use():
     page, _ = lesson({"use": [b"batch"], **SMALL}, answered=False)
     assert page.use == "batch" and page.max_batch == 32
     assert SLOGoodputLesson.warm_jobs()[1][1]["max_batch"] == 32
+
+
+def test_the_download_is_the_chart_with_its_percentiles_and_record():
+    import json
+
+    from widgets.data_download import read_csv
+
+    page, service = lesson(SMALL)
+    csv_file, json_file = page.download.texts()
+    data = json.loads(json_file)
+    drawn = page.curve.points()
+    assert [r["rate"] for r in data["rows"]] == [p["rate"] for p in drawn] == [2, 4, 8]
+    for row, point in zip(data["rows"], drawn, strict=True):
+        assert {k: row[k] for k in point} == point  # what the chart draws, number for number
+        assert row["requests"] == 8 and row["p99_ttft_n"] == 8 and not row["p99_ttft_bounded"]
+        assert row["p50_ttft_ci_lo"] <= row["p50_ttft_ms"] <= row["p50_ttft_ci_hi"]
+    head = data["header"]
+    assert head["job"] == "rate_sweep" and head["params"]["rates"] == [2, 4, 8]
+    assert head["targets_ms"]["ttft_p99_ms"] == 1200 and head["preset"] == "tiny"
+    assert head["measured"].startswith("fresh, measured") and head["device"]
+    csv_head, csv_rows = read_csv(csv_file)
+    assert json.loads(csv_head["params"]) == head["params"]
+    assert [float(r["throughput_tok_s"]) for r in csv_rows] == \
+        [p["throughput_tok_s"] for p in drawn]

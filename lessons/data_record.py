@@ -1,0 +1,52 @@
+"""The header of a chart's downloaded data: what measured it, how, when, and how far to trust it.
+
+The same facts a bench record carries (device, engine version, preset, the job's parameters, when
+it was measured, from the cache or fresh, the disturbance check), gathered from a page's results
+and their events, for widgets.data_download. A reader who has the file can redo the analysis, or
+ask this engine for the same measurement by the same parameters.
+"""
+
+from __future__ import annotations
+
+from engine.lab.events import JobEvent
+from engine.lab.results import Record
+from widgets.data_download import now_utc
+
+from .base import LessonPage
+
+NOT_CHECKED = "not recorded (this engine version runs no disturbance check)"
+
+
+def engine_version(page: LessonPage) -> str:
+    """The engine version the page's service reports ('unknown' before the engine is up)."""
+    try:
+        return page.jobs.service.status().get("engine_version") or "unknown"
+    except Exception:  # noqa: BLE001 - a header never fails a download
+        return "unknown"
+
+
+def check_text(result: Record | None) -> str:
+    """The disturbance check of a result in words (engine.lab.quality, when a result has one)."""
+    check = getattr(result, "check", None)
+    if check is None:
+        return NOT_CHECKED
+    if check.disturbed:
+        return "disturbed: " + "; ".join(check.reasons)
+    return "quiet: no other work took the engine's cores while it measured"
+
+
+def origin_text(event: JobEvent | None) -> str:
+    """'cached, measured 2026-11-23T19:02:11+00:00' or 'fresh, measured ...'."""
+    if event is None:
+        return "not measured yet"
+    when = event.measured_at or "at an unknown time"
+    return f"{'cached' if event.cached else 'fresh'}, measured {when}"
+
+
+def data_header(page: LessonPage, kind: str, params: dict, *, device: str, preset: str,
+                measured: str, check: str, **more) -> dict:
+    """The header a download of `page`'s chart carries."""
+    return {"lesson": f"{page.title} (app?lesson={page.slug})",
+            "device": device or "unknown", "engine_version": engine_version(page),
+            "preset": preset, "job": kind, "params": params, "measured": measured,
+            "disturbance_check": check, **more, "downloaded_at": now_utc()}
