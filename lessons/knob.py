@@ -25,6 +25,7 @@ from widgets.checkpoint import Choice, Question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import RANDOM_WEIGHTS, provenance
+from widgets.pareto_chart import ParetoChart
 from widgets.readouts import Readouts, table_html
 from widgets.throughput_curve import ThroughputCurve
 
@@ -61,6 +62,15 @@ right-hand end: most tokens per second, per dollar. A chat wants the largest bat
 per token still feels fluent. There is no best batch size, only the best one for a target; the
 <a href="app?lesson=slo-goodput">last lesson</a> turns that into numbers. Why the bend comes
 where it does on this machine is the subject of <a href="app?lesson=roofline">lesson 5</a>.</p>
+"""
+
+PARETO = """
+<h2>The chart serving teams compare</h2>
+<p>The same points, drawn the way load-testing reports draw them: up, the server's total tokens
+per second; right, the tokens per second each user gets (1000 divided by their ms per token).
+Each point is a batch size. Moving right costs throughput, moving up costs each user's speed. The
+line joins the points that no other point beats on both: the <em>Pareto frontier</em>. A setting
+below it wastes something; choosing among the points on it is choosing a target.</p>
 """
 
 QUOTED = """
@@ -119,6 +129,16 @@ def point_of(result: SweepPointResult, origin: str = "measured live",
     return Point(result.tokens_per_s, result.tpot_ms, origin, cached, step)
 
 
+def pareto_point(batch: int, p: Point) -> dict:
+    """A batch size on the frontier chart: tokens/s each user is 1000 / ms per token, so its
+    interval's ends come from the step's ends swapped."""
+    iv = p.interval()
+    return {"setting": batch, "label": f"batch {batch}", "per_user": 1000 / p.tpot_ms,
+            "total": p.tokens_per_s, "n": p.n,
+            **({"per_user_lo": 1000 / iv[3], "per_user_hi": 1000 / iv[2], "total_lo": iv[0],
+                "total_hi": iv[1]} if iv else {})}
+
+
 DOWNLOAD_COLUMNS = ("batch", "tokens_per_s", "tokens_lo", "tokens_hi", "ms_per_token", "ms_lo",
                     "ms_hi", "n", "origin", "cached")  # the curve's columns a reader needs
 
@@ -175,6 +195,10 @@ class KnobLesson(LessonPage):
         self.measured_on = html_pane("", css_classes=["measurement-label"])
         self.download = DataDownload("batch-size-curve", self.download_rows,
                                      self.download_header, "The curve's points")
+        self.pareto = ParetoChart(setting="batch size")
+        self.pareto_download = DataDownload(
+            "batch-size-pareto", self.pareto.points, self.download_header,
+            "The frontier chart's points")
         self.param.watch(self._moved, ["batch_size"])
         self.param.watch(self._reset, ["preset", "prompt_len", "new_tokens"])
 
@@ -207,7 +231,7 @@ class KnobLesson(LessonPage):
                    pn.Column(self.curve, self.runner.status, self.gain,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
             self.measured_on, self.table, self.download,
-            html_pane(PROSE), html_pane(QUOTED),
+            html_pane(PROSE), html_pane(PARETO), self.pareto, self.pareto_download, html_pane(QUOTED),
         ]
 
     # ---- measuring --------------------------------------------------------------------------
@@ -290,6 +314,7 @@ class KnobLesson(LessonPage):
         self.gain.object = site_html(f"<p><strong>{html.escape(words)}</strong> "
                                      f"{html.escape(extra)}</p>")
         self.table.object = site_html(self._table())
+        self.pareto.set_points([pareto_point(b, p) for b, p in self.measured.items()])
 
     def _reset(self, *_events) -> None:
         """New preset or settings: a different curve."""

@@ -145,3 +145,25 @@ def test_the_download_is_the_curve_with_its_measurement_record(lesson):
     assert [float(r["tokens_per_s"]) for r in csv_rows] == \
         [r["tokens_per_s"] for r in data["rows"]]
     assert [float(r["ms_lo"]) for r in csv_rows] == [r["ms_lo"] for r in data["rows"]]
+
+
+def test_the_frontier_chart_has_a_point_per_batch_size(lesson):
+    page, service = lesson
+    for job in list(service.submitted):
+        service.run_for_real(job)
+    drawn = {p["setting"]: p for p in page.pareto.points()}
+    assert sorted(drawn) == [1, 2, 4]
+    for batch, point in page.measured.items():
+        d = drawn[batch]
+        assert d["total"] == point.tokens_per_s and d["per_user"] == 1000 / point.tpot_ms
+        assert d["per_user_lo"] <= d["per_user"] <= d["per_user_hi"] and d["n"] == 5
+    best_total = max(drawn.values(), key=lambda d: d["total"])
+    best_user = max(drawn.values(), key=lambda d: d["per_user"])
+    assert best_total["frontier"] and best_user["frontier"]  # nothing beats either on both
+    assert "batch 4" in page.pareto.table_html
+    assert json_rows(page.pareto_download) == page.pareto.points()
+
+
+def json_rows(download) -> list[dict]:
+    import json
+    return json.loads(download.texts()[1])["rows"]
