@@ -30,6 +30,7 @@ from engine.calc.stats import Estimate, estimate, min_samples
 from engine.lab.results import RatePoint, RateSweepResult
 from widgets.checkpoint import Choice, Question
 from widgets.data_download import DataDownload
+from widgets.pareto_chart import ParetoChart
 from widgets.rate_curve import RateCurve
 from widgets.tables import html_table, sig, table_pane
 
@@ -88,6 +89,16 @@ send them. At low rates every request is served at once; past the engine's capac
 builds, TTFT grows without bound, and goodput falls away from throughput.
 """
 
+PARETO_TEXT = """
+### Throughput against each user's speed
+
+The chart load-testing reports put first: up, the output tokens per second of the whole server;
+right, the tokens per second each user gets (1000 divided by the median request's time per
+output token, with its 95% interval). Each point is one offered rate. Raising the rate buys
+throughput with each user's speed until the engine is full; past that, points stop moving up and
+only move left. The line joins the rates no other rate beats on both axes.
+"""
+
 COST_TEXT = """
 ### What a million tokens cost
 
@@ -129,7 +140,19 @@ def point_estimates(point: RatePoint) -> dict[str, Estimate]:
     itl = {q: Estimate(f"P{q}", v, None, None, gaps, gaps >= min_samples(q))
            for q, v in ((50, point.itl_p50_ms), (99, point.itl_p99_ms))}
     return {"P50 TTFT": estimate(point.ttft_ms, 50), "P99 TTFT": estimate(point.ttft_ms, 99),
-            "P50 ITL": itl[50], "P99 ITL": itl[99], "P99 E2E": estimate(point.e2e_ms, 99)}
+            "P50 ITL": itl[50], "P99 ITL": itl[99], "P99 E2E": estimate(point.e2e_ms, 99),
+            "P50 TPOT": estimate(point.tpot_ms, 50)}
+
+
+def pareto_point(point: RatePoint, judged: Judged, est: Estimate) -> dict:
+    """A rate on the frontier chart: the server's output tokens/s (one run: no interval) against
+    tokens/s each user, 1000 / the median request's TPOT (its interval's ends swapped)."""
+    per_user = 1000 / est.value if est.value else None
+    row = {"setting": point.rate, "label": f"{sig(point.rate)} req/s",
+           "per_user": per_user, "total": judged.throughput_tok_s, "n": est.n}
+    if est.bounded and est.lo:
+        row.update(per_user_lo=1000 / est.hi, per_user_hi=1000 / est.lo)
+    return row
 
 
 def with_interval(value: float | None, est: Estimate | None) -> str:
@@ -196,6 +219,9 @@ class SLOGoodputLesson(LessonPage):
         self.uses_table = table_pane(css_classes=["uses-table"])
         self.download = DataDownload("rate-sweep", self.download_rows, self.download_header,
                                      "The chart's points, with each rate's percentiles")
+        self.pareto = ParetoChart(setting="request rate")
+        self.pareto_download = DataDownload("rate-sweep-pareto", self.pareto.points,
+                                            self.download_header, "The frontier chart's points")
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
         number = lambda p, step: pn.widgets.FloatInput.from_param(  # noqa: E731
@@ -346,6 +372,8 @@ class SLOGoodputLesson(LessonPage):
                                 "throughput_tok_s": j.throughput_tok_s,
                                 "goodput_tok_s": j.goodput_tok_s} for p, j in judged])
         self._refresh_checks(judged)
+        self.pareto.set_points([pareto_point(p, j, self.estimates(p)["P50 TPOT"])
+                                for p, j in judged])
         self._refresh_summary(judged)
         self._refresh_cost(problem)
 
@@ -519,7 +547,8 @@ class SLOGoodputLesson(LessonPage):
                                                  sizing_mode="stretch_width")
         return [md(INTRO), md(TARGETS_TEXT), md(QUOTE), self._target_widgets, md(SWEEP_TEXT),
                 sweep_controls, self.again, self.runner.status, self.curve, self.goodput_summary,
-                self.checks, self.download, md(COST_TEXT), price, self.input_error, self.cost,
+                self.checks, self.download, md(PARETO_TEXT), self.pareto,
+                self.pareto_download, md(COST_TEXT), price, self.input_error, self.cost,
                 self.uses_table]
 
     def questions(self) -> list:

@@ -147,3 +147,16 @@ def test_the_download_is_the_chart_with_its_percentiles_and_record():
     assert json.loads(csv_head["params"]) == head["params"]
     assert [float(r["throughput_tok_s"]) for r in csv_rows] == \
         [p["throughput_tok_s"] for p in drawn]
+
+
+def test_the_frontier_chart_has_a_point_per_rate():
+    page, service = lesson(SMALL)
+    drawn = page.pareto.points()
+    assert [p["setting"] for p in drawn] == [2, 4, 8]
+    for d, (point, judged) in zip(drawn, page.judged(), strict=True):
+        assert d["total"] == judged.throughput_tok_s
+        tpots = sorted(t for t in point.tpot_ms if t is not None)
+        assert d["n"] == len(tpots)
+        assert 1000 / tpots[-1] <= d["per_user"] <= 1000 / tpots[0]
+    assert any(d["frontier"] for d in drawn)
+    assert "req/s" in page.pareto.table_html
