@@ -174,6 +174,16 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         results.RateSweepResult,
         "The same Poisson workload (one seed) served at each rate in turn; a \"step\" event with "
         "each rate's point as it finishes."),
+    _spec("capacity_search", "engine.lab.jobs.capacity:capacity_search_job", {
+        **ENGINE, "ttft_p95_ms": Float(1000.0, lo=1.0, hi=600_000.0),
+        "per_user_tok_s": Float(20.0, lo=0.0, hi=100_000.0), "max_users": Int(32, lo=1, hi=256),
+        "repeats": Int(3, lo=1, hi=5), "requests_per_user": Int(2, lo=1, hi=8),
+        "prompt_len": Lengths([32, 128], single=True), "output_len": Lengths([16, 64], single=True),
+        "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0), **SEED},
+        results.CapacitySearchResult,
+        "Closed-loop load (N users, each sending again when answered): the most users whose "
+        "P95 TTFT and tokens/s each meet the targets, by doubling then bisection, each load "
+        "repeated; a \"step\" event with each load as it is judged."),
 )}
 
 

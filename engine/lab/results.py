@@ -301,7 +301,7 @@ class SweepPointResult(Record):
     flops_per_step: float
     prefill_tokens_per_s: float
     # every timed decode step in ms (warm-up excluded); None in results cached before it was kept
-    step_ms: list[float] | None = None
+    step_ms: list[float] | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
@@ -591,10 +591,49 @@ class SpeculativeResult(Record):
     verify_ms: float
 
 
+@dataclass(frozen=True)
+class CapacityTrial(Record):
+    """One closed-loop run at a load (engine.calc.capacity.Trial)."""
+
+    ttft_p95_ms: float
+    per_user_tok_s: float
+    queue_ms: float
+    preemptions: int
+
+
+@dataclass(frozen=True)
+class CapacityLoad(Record):
+    """A load (users), its trials and their median, judged against the targets. Also the data
+    of the search's "step" events (with kind "capacity_load")."""
+
+    users: int
+    met: bool
+    ttft_p95_ms: float
+    per_user_tok_s: float
+    queue_ms: float
+    preemptions: int
+    trials: list[CapacityTrial]
+
+
+@dataclass(frozen=True)
+class CapacitySearchResult(Record):
+    job_kind: ClassVar[str] = "capacity_search"
+    device: str
+    preset: str
+    weights: str
+    max_batch: int
+    users: int
+    first_failing_users: int | None
+    cause: str
+    verdict: str
+    trials_run: int
+    loads: list[CapacityLoad]
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
-    PrefixCacheResult, SpeculativeResult)}
+    PrefixCacheResult, SpeculativeResult, CapacitySearchResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:
