@@ -27,16 +27,17 @@ from engine.calc.slo_math import (
     judge,
 )
 from engine.calc.stats import Estimate, estimate, min_samples
-from engine.lab.results import RatePoint, RateSweepResult
+from engine.lab.results import CapacityLoad, CapacitySearchResult, RatePoint, RateSweepResult
 from widgets.checkpoint import Choice, Question
 from widgets.data_download import DataDownload
+from widgets.job_status import JobStatus
 from widgets.pareto_chart import ParetoChart
 from widgets.rate_curve import RateCurve
 from widgets.tables import html_table, sig, table_pane
 
 from .base import LessonPage
 from .data_record import check_text, data_header, origin_text
-from .job_runner import event_record
+from .job_runner import JobRunner, event_record
 from .number_input import number_problem
 
 
@@ -97,6 +98,18 @@ right, the tokens per second each user gets (1000 divided by the median request'
 output token, with its 95% interval). Each point is one offered rate. Raising the rate buys
 throughput with each user's speed until the engine is full; past that, points stop moving up and
 only move left. The line joins the rates no other rate beats on both axes.
+"""
+
+CAPACITY_TEXT = """
+### How many users does this machine hold?
+
+The sweep above is **open-loop** load: requests arrive at a rate, whether or not earlier ones are
+answered, as from a large public audience. A team sizing a service also asks the **closed-loop**
+question: N users, each sending their next request as soon as their last answer ends, so N
+requests are always in the system (a chat product with N people typing, or N clients of a batch
+pipeline). The search below raises N, doubling, until a load misses your targets, then halves the
+gap down to one user. Each load is run three times with different requests and judged on the
+median of the three, so one noisy run does not move the answer.
 """
 
 COST_TEXT = """
@@ -199,6 +212,11 @@ class SLOGoodputLesson(LessonPage):
     points = param.Integer(default=5, bounds=(2, 8), label="Rates measured")
     requests = param.Integer(default=32, bounds=(4, 64), label="Requests per rate")
     max_batch = param.Integer(default=8, bounds=(1, 64), label="Max batch")
+    cap_ttft_ms = param.Number(default=1000.0, bounds=(1.0, 600_000.0),
+                               label="Capacity: P95 TTFT at most (ms)")
+    cap_tok_s = param.Number(default=20.0, bounds=(0.0, 100_000.0),
+                             label="Capacity: tokens/s each user at least")
+    max_users = param.Integer(default=32, bounds=(1, 64), label="Capacity: most users to try")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -219,6 +237,17 @@ class SLOGoodputLesson(LessonPage):
         self.uses_table = table_pane(css_classes=["uses-table"])
         self.download = DataDownload("rate-sweep", self.download_rows, self.download_header,
                                      "The chart's points, with each rate's percentiles")
+        self.capacity_runner = JobRunner(self, JobStatus("capacity searches"))
+        self.capacity: CapacitySearchResult | None = None
+        self.capacity_event = None
+        self.cap_loads: list[CapacityLoad] = []
+        self.find = pn.widgets.Button(label="Find how many users this machine holds",
+                                      color="primary")
+        self.find.on_click(lambda _e: self.search_capacity())
+        self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["verdict"])
+        self.cap_table = table_pane(css_classes=["capacity-table"])
+        self.cap_download = DataDownload("capacity-search", self.capacity_rows,
+                                         self.capacity_header, "The loads the search measured")
         self.pareto = ParetoChart(setting="request rate")
         self.pareto_download = DataDownload("rate-sweep-pareto", self.pareto.points,
                                             self.download_header, "The frontier chart's points")
@@ -475,6 +504,62 @@ class SLOGoodputLesson(LessonPage):
         if self.use in self.by_use:
             self._refresh_uses()
 
+    # ---- the capacity search (closed loop) ------------------------------------------------------------
+    def capacity_params(self) -> dict:
+        return {"ttft_p95_ms": float(self.cap_ttft_ms), "per_user_tok_s": float(self.cap_tok_s),
+                "max_users": int(self.max_users), "repeats": 3, "requests_per_user": 2,
+                "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN,
+                "max_batch": int(self.max_batch)}
+
+    def search_capacity(self) -> None:
+        self.capacity, self.capacity_event, self.cap_loads = None, None, []
+        self.verdict.object = "*Searching: each load runs three times...*"
+        self._refresh_capacity()
+
+        def on_event(event):
+            if event.type == "step" and event.data.get("kind") == "capacity_load":
+                self.cap_loads.append(event_record(CapacityLoad, event.data))
+                self._refresh_capacity()
+            elif event.type == "result":
+                self.show_capacity(event.result, event)
+
+        self.capacity_runner.submit("capacity_search", self.capacity_params(), on_event)
+
+    def show_capacity(self, result: CapacitySearchResult, event=None) -> None:
+        self.capacity, self.capacity_event = result, event
+        self.cap_loads = list(result.loads)
+        self.verdict.object = (f"**{result.verdict}** (closed-loop load, batches of up to "
+                               f"{result.max_batch}; {result.trials_run} runs in all.)")
+        self._refresh_capacity()
+
+    def _refresh_capacity(self) -> None:
+        loads = sorted(self.cap_loads, key=lambda load: load.users)
+        self.cap_table.object = html_table(
+            "Each load the search measured (the median of its runs)",
+            ["users", "P95 TTFT (ms)", "tokens/s each user", "median queue wait (ms)",
+             "preemptions", "runs", "met both targets"],
+            [[f"{load.users}", sig(load.ttft_p95_ms), sig(load.per_user_tok_s),
+              sig(load.queue_ms), f"{load.preemptions}", f"{len(load.trials)}",
+              "yes" if load.met else "no"] for load in loads],
+            numeric=[False, True, True, True, True, True, False]) if loads else ""
+
+    def capacity_rows(self) -> list[dict]:
+        """Every run of every load, as the table's medians were taken from."""
+        return [{"users": load.users, "run": i + 1, **t.to_dict(), "load_met_targets": load.met}
+                for load in sorted(self.cap_loads, key=lambda load: load.users)
+                for i, t in enumerate(load.trials)]
+
+    def capacity_header(self) -> dict:
+        result, event = self.capacity, self.capacity_event
+        return data_header(
+            self, "capacity_search", self.capacity_params(),
+            device=(event.device if event is not None and event.device else "")
+            or (result.device if result else ""),
+            preset=result.preset if result else "tiny",
+            measured=origin_text(event) if result else "in progress: the loads so far",
+            check=check_text(result) if result else "the search has not finished",
+            verdict=result.verdict if result else "")
+
     # ---- the data, to download ------------------------------------------------------------------------
     def download_rows(self) -> list[dict]:
         """The chart's points as drawn (rate order), each with the percentiles it was judged on:
@@ -548,7 +633,16 @@ class SLOGoodputLesson(LessonPage):
         return [md(INTRO), md(TARGETS_TEXT), md(QUOTE), self._target_widgets, md(SWEEP_TEXT),
                 sweep_controls, self.again, self.runner.status, self.curve, self.goodput_summary,
                 self.checks, self.download, md(PARETO_TEXT), self.pareto,
-                self.pareto_download, md(COST_TEXT), price, self.input_error, self.cost,
+                self.pareto_download, md(CAPACITY_TEXT),
+                pn.Row(pn.widgets.FloatInput.from_param(self.param.cap_ttft_ms, step=100,
+                                                        sizing_mode="stretch_width"),
+                       pn.widgets.FloatInput.from_param(self.param.cap_tok_s, step=5,
+                                                        sizing_mode="stretch_width"),
+                       pn.widgets.IntSlider.from_param(self.param.max_users, throttled=True,
+                                                       sizing_mode="stretch_width"),
+                       sizing_mode="stretch_width"),
+                self.find, self.capacity_runner.status, self.verdict, self.cap_table,
+                self.cap_download, md(COST_TEXT), price, self.input_error, self.cost,
                 self.uses_table]
 
     def questions(self) -> list:

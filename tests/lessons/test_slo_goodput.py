@@ -160,3 +160,28 @@ def test_the_frontier_chart_has_a_point_per_rate():
         assert 1000 / tpots[-1] <= d["per_user"] <= 1000 / tpots[0]
     assert any(d["frontier"] for d in drawn)
     assert "req/s" in page.pareto.table_html
+
+
+def test_the_capacity_search_states_its_verdict_and_offers_every_run():
+    import json
+
+    page, service = lesson(SMALL)
+    service.hold.add("capacity_search")
+    page.param.update(cap_ttft_ms=600_000.0, cap_tok_s=0.0, max_users=2)
+    page.search_capacity()
+    [job] = [j for j in service.submitted if j.kind == "capacity_search"]
+    assert job.params["max_users"] == 2 and job.params["repeats"] == 3
+    assert "Searching" in page.verdict.object
+    job.params.update(prompt_len=[8, 16], output_len=[4, 8])  # the page's own lengths, shorter
+    service.release()
+    assert page.capacity.users == 2
+    assert "holds at least 2 users at P95 TTFT <= 600000 ms" in page.verdict.object
+    assert page.cap_table.object.count("<tr>") == 1 + 2  # header, 1 and 2 users
+    data = json.loads(page.cap_download.texts()[1])
+    assert [(r["users"], r["run"]) for r in data["rows"]] == [(u, i) for u in (1, 2)
+                                                            for i in (1, 2, 3)]
+    assert data["header"]["verdict"] == page.capacity.verdict
+    medians = {load.users: load.ttft_p95_ms for load in page.capacity.loads}
+    for users, median in medians.items():
+        runs = sorted(r["ttft_p95_ms"] for r in data["rows"] if r["users"] == users)
+        assert runs[1] == median  # the table's figure is the median of the runs downloaded
