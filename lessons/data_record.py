@@ -50,3 +50,17 @@ def data_header(page: LessonPage, kind: str, params: dict, *, device: str, prese
             "device": device or "unknown", "engine_version": engine_version(page),
             "preset": preset, "job": kind, "params": params, "measured": measured,
             "disturbance_check": check, **more, "downloaded_at": now_utc()}
+
+
+def result_header(page: LessonPage, kind: str, params: dict, result: Record | None,
+                  event: JobEvent | None, what: str, **more) -> dict:
+    """data_header for a chart drawn from one job's result (None while it runs: `what` names
+    the unfinished job, "sweep" or "search")."""
+    device = (event.device if event is not None and event.device else "") or \
+        (getattr(result, "device", "") if result is not None else "")
+    return data_header(
+        page, kind, params, device=device,
+        preset=result.preset if result is not None else params.get("preset", "tiny"),
+        measured=origin_text(event) if result is not None else f"the {what} is in progress",
+        check=check_text(result) if result is not None else f"the {what} has not finished",
+        **more)

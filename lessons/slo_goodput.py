@@ -36,7 +36,7 @@ from widgets.rate_curve import RateCurve
 from widgets.tables import html_table, sig, table_pane
 
 from .base import LessonPage
-from .data_record import check_text, data_header, origin_text
+from .data_record import result_header
 from .job_runner import JobRunner, event_record
 from .number_input import number_problem
 
@@ -550,15 +550,10 @@ class SLOGoodputLesson(LessonPage):
                 for i, t in enumerate(load.trials)]
 
     def capacity_header(self) -> dict:
-        result, event = self.capacity, self.capacity_event
-        return data_header(
-            self, "capacity_search", self.capacity_params(),
-            device=(event.device if event is not None and event.device else "")
-            or (result.device if result else ""),
-            preset=result.preset if result else "tiny",
-            measured=origin_text(event) if result else "in progress: the loads so far",
-            check=check_text(result) if result else "the search has not finished",
-            verdict=result.verdict if result else "")
+        result = self.capacity
+        return result_header(self, "capacity_search", self.capacity_params(), result,
+                             self.capacity_event, "search",
+                             verdict=result.verdict if result else "")
 
     # ---- the data, to download ------------------------------------------------------------------------
     def download_rows(self) -> list[dict]:
@@ -580,15 +575,9 @@ class SLOGoodputLesson(LessonPage):
         return rows
 
     def download_header(self) -> dict:
-        sweep, event = self.sweep, self.sweep_event
         targets = self.targets()
-        return data_header(
-            self, "rate_sweep", self.sweep_params(),
-            device=(event.device if event is not None and event.device else "")
-            or (sweep.device if sweep else ""),
-            preset=sweep.preset if sweep else "tiny",
-            measured=origin_text(event) if sweep else "in progress: the points so far",
-            check=check_text(sweep) if sweep else "the sweep has not finished",
+        return result_header(
+            self, "rate_sweep", self.sweep_params(), self.sweep, self.sweep_event, "sweep",
             use=USES[self.use].label,
             targets_ms={k: v for k, v in vars(targets).items() if v is not None} or "none",
             columns="rate: offered requests/s; completed_rps, goodput_rps: requests/s completed "
