@@ -33,7 +33,6 @@ def main() -> None:
         "max_users": args.max_users, "repeats": 3, "requests_per_user": 2,
         "prompt_len": [32, 128], "output_len": [16, 64], "max_batch": 8})
     print(f"load at start: {os.getloadavg()}; params: {json.dumps(params)}", flush=True)
-    worker.run("info", {}, lambda t, d: None, lambda: False)  # engine warm before round 1
     rounds = []
     for i in range(args.rounds):
         start = time.perf_counter()
