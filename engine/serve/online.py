@@ -287,6 +287,10 @@ class OnlineEngine:
         out of the batch; a request whose text reached a stop string is taken out now, so its
         slot and blocks are free for the next step."""
         touched, self._touched = self._touched, []
+        # Recorded before any client hears of the step: a trace asked for once a client has its
+        # tokens holds the step that made them.
+        with self._lock:
+            self._steps.append(step)
         for request_id in touched:
             active = self._active[request_id]
             stops = active.sub.stop
@@ -300,8 +304,6 @@ class OnlineEngine:
                 self._end(request_id, active.finish_reason)
             else:
                 self._deliver(active, safe_end(active.text, stops) if stops else len(active.text))
-        with self._lock:
-            self._steps.append(step)
 
     def _deliver(self, active: _Active, upto: int, finish_reason: str | None = None,
                  error: str | None = None) -> None:
@@ -322,7 +324,9 @@ class OnlineEngine:
         active = self._active.pop(request_id)
         if reason in ("abort", "error"):
             self.loop.drop(request_id, completed=False)
-        self._deliver(active, len(active.text), reason, error)
+        # In the history before the client has its last output: a client that then asks for
+        # the trace finds its request there (bench-client does, at once).
         with self._lock:
             self._ended.append((active.sub.name, reason, active.trace))
             self._counts[reason] += 1
+        self._deliver(active, len(active.text), reason, error)
