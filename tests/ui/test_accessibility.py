@@ -1,0 +1,76 @@
+"""WCAG 2.1 AA in a real browser: axe-core finds no critical or serious violation on any page the
+course map links, nor on a lesson embedded with embed=true, each audited after its demo has drawn
+(small workloads from the URL, one page load per page).
+
+`python -m pytest -q -s tests/ui/test_accessibility.py` prints one line of axe counts per page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from a11y_audit import BLOCKING, audit, blocking_details, summary
+from playwright.sync_api import expect
+
+LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
+
+
+def draw_two_clocks(page) -> None:
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_text(re.compile("TTFT: queued"))).to_be_visible(timeout=LONG)
+
+
+def wait_for(pattern: str):
+    def wait(page) -> None:
+        expect(page.get_by_text(re.compile(pattern)).first).to_be_visible(timeout=LONG)
+    return wait
+
+
+# name -> (path, what to do or wait for before the audit: the demo drawn)
+AUDITED = {
+    "course-map": ("/app", wait_for("How fast is a language model, really?")),
+    "two-clocks": ("/app?lesson=two-clocks&max_new_tokens=8", draw_two_clocks),
+    "average-lies": ("/app?lesson=average-lies&requests=10&rate=30&long_share=0",
+                     wait_for("Percentiles over 10 requests")),
+    "three-schedules": ("/app?lesson=three-schedules&requests=6&rate=40&max_batch=2",
+                        wait_for("Under static batching the 6 requests")),
+    "knob": ("/app?lesson=knob&batch_size=4&prompt_len=16&new_tokens=8",
+             wait_for(r"Last doubling, batch 2 to 4")),
+    "roofline": ("/app?lesson=roofline&preset=tiny&max_batch=2&max_prompt=64",
+                 wait_for(r"the engine took \*?\*?[\d.,]+ ms")),
+    "kv-cache": ("/app?lesson=kv-cache", wait_for("All 9 caches agree with the formula.")),
+    "chunked-prefill": ("/app?lesson=chunked-prefill&requests=4&output_len=64"
+                        "&long_prompt=512&chunk_size=128", wait_for("worst stall|did not shorten")),
+    "slo-goodput": ("/app?lesson=slo-goodput&points=2&requests=6&max_rate=8",
+                    wait_for("Best goodput")),
+    "about": ("/app?page=about", wait_for(r"\d+(\.\d)? GB/s")),
+    "vocabulary": ("/app?page=vocabulary", wait_for("Terms used on every page")),
+    "engine-check": ("/app?page=engine-check&batch_size=2&prompt_len=16&new_tokens=4",
+                     lambda page: (page.get_by_role("button", name="Measure").click(),
+                                   wait_for("Batch of 2 on")(page))),
+    "knob-embedded": ("/app?lesson=knob&batch_size=4&prompt_len=16&new_tokens=8&embed=true",
+                      wait_for(r"Last doubling, batch 2 to 4")),
+}
+
+
+def test_every_page_the_course_map_links_is_audited(page, app_url):
+    """A page added to the navigation without an entry in AUDITED fails here."""
+    page.goto(app_url + "/app")
+    nav = page.locator("nav.course-nav a")
+    expect(nav.first).to_be_visible(timeout=60_000)
+    linked = {re.sub(r"^.*?/?app\??", "", href) for href in nav.evaluate_all(
+        "links => links.map(a => a.getAttribute('href'))")}
+    audited = {re.sub(r"^/app\??", "", path).split("&")[0] for path, _ in AUDITED.values()}
+    assert linked - audited == set()
+
+
+@pytest.mark.parametrize("name", list(AUDITED))
+def test_no_critical_or_serious_axe_violations(page, console, app_url, name):
+    path, drawn = AUDITED[name]
+    page.goto(app_url + path)
+    drawn(page)
+    violations = audit(page)
+    print(summary(name, violations))
+    blocking = [v for v in violations if v["impact"] in BLOCKING]
+    assert not blocking, f"{name}: axe finds\n{blocking_details(violations)}"
+    assert console.errors == []
