@@ -19,10 +19,13 @@ import panel as pn
 from lessons.shell.router import build_page
 from lessons.shell.routes import NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
+from widgets.a11y import A11Y_CSS
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
-pn.extension(sizing_mode="stretch_width", notifications=False)
+# raw_css goes into every component's shadow DOM and the template's head: focus always visible,
+# no animation for readers who ask for reduced motion (widgets.a11y)
+pn.extension(sizing_mode="stretch_width", notifications=False, raw_css=[A11Y_CSS])
 
 if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs once per session
     build_page().servable(title=APP_TITLE)

@@ -26,12 +26,12 @@ def lesson_cards() -> str:
     cards = []
     for lesson in LESSONS:
         cards.append(
-            f'<a class="card" href="{lesson.url}">'
+            f'<li><a class="card" href="{lesson.url}">'
             f'<span class="card-number">Lesson {lesson.number}</span>'
-            f"<h3>{html.escape(lesson.title)}</h3>"
+            f"<h2>{html.escape(lesson.title)}</h2>"
             f'<p><span class="card-measures">Measures</span><br>{html.escape(lesson.measures)}'
-            f"</p></a>")
-    return f'<div class="cards" role="list">{"".join(cards)}</div>'
+            f"</p></a></li>")
+    return f'<ul class="cards">{"".join(cards)}</ul>'
 
 
 def index_content() -> list:

@@ -11,6 +11,7 @@ from typing import Any
 import panel as pn
 
 from engine.lab.client import get_service
+from widgets.a11y import page_fixes
 from widgets.html import html_pane
 
 from ..engine_check import EngineCheckPage
@@ -65,6 +66,7 @@ def build_page(args: Mapping[str, Any] | None = None):
                              "the server's log has the details. The other pages still work.</p>")]
         title, current = "Error", ""
     _serve_panel_css_locally()
+    page_fixes(pn.state.curdoc)
     return page(content, title, current, embed=embed)
 
 
