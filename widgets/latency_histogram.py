@@ -21,12 +21,16 @@ from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
 from .doc_hold import changes_bokeh_models
+from .palette import BLUE, GREEN, GREY, INK, PURPLE, VERMILLION
 
 MARKERS = ("p50", "mean", "p90", "p95", "p99")
 MARKER_LABELS = {"p50": "P50", "mean": "mean", "p90": "P90", "p95": "P95", "p99": "P99",
                  "max": "max"}
-MARKER_COLORS = {"p50": "#1b9e77", "mean": "#7570b3", "p90": "#e6ab02", "p95": "#d95f02",
-                 "p99": "#c0392b", "max": "#555555"}
+# Each marker differs in colour AND line style (told apart in greyscale); its label names it.
+MARKER_COLORS = {"p50": GREEN, "mean": PURPLE, "p90": BLUE, "p95": VERMILLION, "p99": VERMILLION,
+                 "max": GREY}
+MARKER_DASH = {"p50": "solid", "mean": "dotted", "p90": "dashed", "p95": "dotdash",
+               "p99": "dashdot", "max": "solid"}
 
 
 def marker_values(values: Sequence[float], summary: Mapping | None = None,
@@ -70,18 +74,20 @@ class LatencyHistogram(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self.bars = ColumnDataSource({"left": [], "right": [], "count": []}, name="bars")
-        self.marks = ColumnDataSource({"x": [], "name": [], "label": [], "color": [], "y": [],
-                                       "top": [], "align": [], "dx": []}, name="marks")
+        self.marks = ColumnDataSource({"x": [], "name": [], "label": [], "color": [], "dash": [],
+                                       "y": [], "top": [], "align": [], "dx": []}, name="marks")
         fig = figure(title=self.title or None, height=self.height, sizing_mode="stretch_width",
                      x_axis_label=self.x_label, y_axis_label="requests",
                      tools="xpan,xwheel_zoom,reset,save", toolbar_location="above")
         bars = fig.quad(left="left", right="right", bottom=0, top="count", source=self.bars,
-                        fill_color="#9bbbd4", line_color="white")
+                        fill_color="#A6CEE3", line_color="white")
         fig.segment(x0="x", x1="x", y0=0, y1="top", source=self.marks, color="color",
-                    line_width=2, line_dash="dashed")
-        fig.text(x="x", y="y", text="label", source=self.marks, text_color="color",
+                    line_width=2, line_dash="dash")
+        # labels in ink on a white box: 4.5:1 whatever the bars or the theme behind them
+        fig.text(x="x", y="y", text="label", source=self.marks, text_color=INK,
                  text_font_size="11px", x_offset="dx", text_align="align",
-                 text_baseline="middle")
+                 text_baseline="middle", background_fill_color="white",
+                 background_fill_alpha=0.85)
         fig.add_tools(HoverTool(renderers=[bars], tooltips=[
             ("from", "@left{0.0} ms"), ("to", "@right{0.0} ms"), ("requests", "@count")]))
         fig.y_range.start = 0
@@ -104,6 +110,7 @@ class LatencyHistogram(pn.viewable.Viewer):
             "x": [self.values[n] for n in names], "name": names,
             "label": [f"{MARKER_LABELS[n]} {self.values[n]:,.0f} ms" for n in names],
             "color": [MARKER_COLORS[n] for n in names],
+            "dash": [MARKER_DASH[n] for n in names],
             # labels stacked at different heights so close markers stay readable
             "y": [top * (1.0 - 0.13 * i) for i, _ in enumerate(names)],
             "top": [top * 1.05] * len(names),

@@ -28,10 +28,11 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d, Span
 from bokeh.plotting import figure
 
 from .doc_hold import changes_bokeh_models
+from .palette import PHASE_FILL
 
 PARTS = ("queued", "prefill", "decode")
 PART_LABELS = {"queued": "queued", "prefill": "running: prefill", "decode": "running: decode"}
-PART_COLORS = {"queued": "#f2c14e", "prefill": "#8e6cc4", "decode": "#1f5f8b"}
+PART_COLORS = {part: PHASE_FILL[part] for part in PARTS}
 
 
 def _empty() -> dict:

@@ -30,9 +30,10 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from .doc_hold import changes_bokeh_models
+from .palette import BLUE, SERIES_DASH, SERIES_MARKER, VERMILLION
 
-THROUGHPUT_COLOR = "#1f5f8b"
-LATENCY_COLOR = "#d95f02"
+THROUGHPUT_COLOR = BLUE
+LATENCY_COLOR = VERMILLION
 
 
 INTERVAL = ("tokens_lo", "tokens_hi", "ms_lo", "ms_hi")
@@ -67,19 +68,17 @@ class ThroughputCurve(pn.viewable.Viewer):
         fig.xaxis.formatter = LogTickFormatter()
         fig.xaxis.ticker.base = 2
         fig.y_range.start = 0
-        fig.yaxis.axis_label_text_color = THROUGHPUT_COLOR
         fig.extra_y_ranges = {"latency": Range1d(0, 1)}
-        right = LinearAxis(y_range_name="latency", axis_label="ms per token (each user)",
-                           axis_label_text_color=LATENCY_COLOR)
+        right = LinearAxis(y_range_name="latency", axis_label="ms per token (each user)")
         fig.add_layout(right, "right")
         fig.line("batch", "tokens_per_s", source=self.lines, color=THROUGHPUT_COLOR,
-                 line_width=2, legend_label="total tokens/s")
+                 line_width=2, line_dash=SERIES_DASH[0], legend_label="total tokens/s")
         fig.line("batch", "ms_per_token", source=self.lines, color=LATENCY_COLOR, line_width=2,
-                 line_dash="dashed", y_range_name="latency", legend_label="ms per token, each user")
+                 line_dash=SERIES_DASH[1], y_range_name="latency", legend_label="ms per token, each user")
         tput = fig.scatter("batch", "tokens_per_s", source=self.points, size="size",
-                           color=THROUGHPUT_COLOR, marker="circle")
+                           color=THROUGHPUT_COLOR, marker=SERIES_MARKER[0])
         lat = fig.scatter("batch", "ms_per_token", source=self.points, size="size",
-                          color=LATENCY_COLOR, marker="square", y_range_name="latency")
+                          color=LATENCY_COLOR, marker=SERIES_MARKER[1], y_range_name="latency")
         for lo, hi, color, extra in (("tokens_lo", "tokens_hi", THROUGHPUT_COLOR, {}),
                                      ("ms_lo", "ms_hi", LATENCY_COLOR,
                                       {"y_range_name": "latency"})):

@@ -22,9 +22,10 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool
 from bokeh.plotting import figure
 
 from .doc_hold import changes_bokeh_models
+from .palette import PHASE_FILL, SERIES, SERIES_DASH
 
-TICK_COLORS = ("#1f5f8b", "#d95f02", "#1b9e77", "#7570b3")
-SPAN_COLORS = {"queued": "#f2c14e", "prefill": "#b39ddb", "waiting": "#d5dde5"}
+TICK_COLORS = SERIES
+SPAN_COLORS = {part: PHASE_FILL[part] for part in ("queued", "prefill", "waiting")}
 
 
 def empty_ticks() -> dict:
@@ -56,7 +57,8 @@ class TokenTimeline(pn.viewable.Viewer):
                          alpha=0.55, source=self.spans, legend_field="part")
         for i, row in enumerate(self.rows):
             fig.scatter("x", "row", source=self.sources[row], marker="dash", angle=math.pi / 2,
-                        size=22, line_width=2, color=TICK_COLORS[i % len(TICK_COLORS)])
+                        size=22, line_width=2, color=TICK_COLORS[i % len(TICK_COLORS)],
+                        line_dash=SERIES_DASH[i % len(SERIES_DASH)])  # rows differ in greyscale too
         fig.add_tools(HoverTool(renderers=[r for r in fig.renderers if r is not spans],
                                 tooltips=[("token", "@index: @text"), ("at", "@x{0.0} ms")]))
         fig.legend.location = "top_right"
