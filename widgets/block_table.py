@@ -16,12 +16,13 @@ from bokeh.plotting import figure
 
 from engine.lab.results import BlockSnapshot
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
-from .tables import html_table, table_pane
+from .palette import FREE_FILL, INK, LABELLED_FILL, OUTLINE
+from .tables import html_table
 
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#17becf", "#bcbd22", "#7f7f7f")
-FREE_COLOR = "#e8ecf0"
+PALETTE = LABELLED_FILL  # block numbers are drawn on them in INK
+FREE_COLOR = FREE_FILL
 FIELDS = ("x", "y", "block", "owner", "color", "alpha", "fill")
 
 
@@ -43,17 +44,19 @@ class BlockTableView(pn.viewable.Viewer):
                      title="Physical KV blocks", x_axis_type=None, y_axis_type=None,
                      toolbar_location="right")
         fig.rect("x", "y", width=0.92, height=0.92, source=self.source, fill_color="color",
-                 fill_alpha="alpha", line_color="#9aa5b1")
+                 fill_alpha="alpha", line_color=OUTLINE)
         fig.text("x", "y", text="block", source=self.source, text_align="center",
-                 text_baseline="middle", text_font_size="9px", text_color="#1d2733")
+                 text_baseline="middle", text_font_size="9px", text_color=INK)
         fig.select_one(HoverTool).tooltips = [("block", "@block"), ("held by", "@owner"),
                                               ("tokens in it", "@fill")]
         fig.grid.visible = False
         self.figure = fig
         self.snapshot: BlockSnapshot | None = None
-        self._table = table_pane(css_classes=["block-tables"])
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
-                                 sizing_mode="stretch_width")
+        self.text = ChartText("Grid of the KV cache's physical blocks, coloured by the request "
+                              "holding each", fig, table_css="block-tables")
+        self._table = self.text.table
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                                 self.text.summary, self._table, sizing_mode="stretch_width")
         self._build_grid()
 
     @param.depends("num_blocks", "columns", watch=True)
@@ -69,6 +72,7 @@ class BlockTableView(pn.viewable.Viewer):
         self.figure.height = max(120, 36 * rows + 60)
         self.snapshot = None
         self._table.object = html_table("Block tables of the live sequences", _HEAD, [])
+        self.text.say(f"A pool of {n} blocks, none held yet.")
 
     def set_pool(self, num_blocks: int, block_size: int) -> None:
         self.param.update(num_blocks=num_blocks, block_size=block_size)
@@ -101,6 +105,7 @@ class BlockTableView(pn.viewable.Viewer):
         when = f"step {snapshot.step}, {snapshot.t_s:.2f} s into the run"
         self.figure.title.text = (f"Physical KV blocks at {when}: {n - free} held, {free} free "
                                   f"({bs} tokens each)")
+        self.text.say(f"{self.figure.title.text}, by {len(rows)} requests.")
         self._table.object = html_table(
             f"Block tables at {when} (each row: the physical blocks holding that request's "
             "tokens, in order)", _HEAD, rows, numeric=[False, False, True, False, True])

@@ -11,10 +11,12 @@ import param
 from bokeh.models import ColumnDataSource, FactorRange
 from bokeh.plotting import figure
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
-from .tables import html_table, table_pane
+from .palette import BLUE, GREEN, GREY, INK, VERMILLION
+from .tables import html_table
 
-COLORS = ("#9aa5b1", "#1f5f8b", "#3a8d3a", "#d9822b")
+COLORS = (GREY, BLUE, GREEN, VERMILLION)
 FIELDS = ("label", "count", "text", "color", "note")
 
 
@@ -33,13 +35,15 @@ class CountBars(pn.viewable.Viewer):
                      x_axis_label=self.unit)
         fig.hbar(y="label", right="count", height=0.6, source=self.source, color="color")
         fig.text(x="count", y="label", text="text", source=self.source, x_offset=6,
-                 text_baseline="middle", text_font_size="12px")
+                 text_baseline="middle", text_font_size="12px", text_color=INK)
         fig.x_range.start = 0
         fig.ygrid.visible = False
         self.figure = fig
-        self._table = table_pane(css_classes=["count-table"])
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
-                                 sizing_mode="stretch_width")
+        self.text = ChartText(f"Bar chart: {self.title or self.unit}", fig,
+                              table_css="count-table")
+        self._table = self.text.table
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                                 self.text.summary, self._table, sizing_mode="stretch_width")
         self.set([])
 
     @changes_bokeh_models
@@ -59,6 +63,8 @@ class CountBars(pn.viewable.Viewer):
         self._table.object = html_table(
             self.title or "Counts", ["", self.unit, "why"],
             [[b[0], f"{b[1]:,}", b[2]] for b in bars], numeric=[False, True, False])
+        self.text.say("; ".join(f"{b[0]}: {b[1]:,} {self.unit}" for b in bars) + "."
+                      if bars else "Nothing counted yet.")
 
     def counts(self) -> dict[str, int]:
         return dict(zip(self.source.data["label"], self.source.data["count"], strict=True))

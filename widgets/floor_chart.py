@@ -11,8 +11,10 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
-from .tables import html_table, sig, table_pane
+from .palette import BLUE, GREY, SERIES_MARKER
+from .tables import html_table, sig
 
 FIELDS = ("x", "measured", "floor", "ratio")
 
@@ -41,21 +43,23 @@ class FloorChart(pn.viewable.Viewer):
         if self.log_x:
             from bokeh.models import LogTicker
             fig.xaxis.ticker = LogTicker(base=2, mantissas=[1])
-        fig.line("x", "measured", source=self.source, line_width=2, color="#1f5f8b",
+        fig.line("x", "measured", source=self.source, line_width=2, color=BLUE,
                  legend_label=self.measured_label)
-        fig.scatter("x", "measured", source=self.source, size=8, color="#1f5f8b")
+        fig.scatter("x", "measured", source=self.source, size=8, color=BLUE, marker=SERIES_MARKER[0])
         fig.line("x", "floor", source=self.source, line_width=2, line_dash="dashed",
-                 color="#5b6673", legend_label=self.floor_label)
-        fig.scatter("x", "floor", source=self.source, size=6, color="#5b6673", marker="square")
+                 color=GREY, legend_label=self.floor_label)
+        fig.scatter("x", "floor", source=self.source, size=6, color=GREY, marker=SERIES_MARKER[1])
         fig.add_tools(HoverTool(tooltips=[(self.x_label, "@x"), ("measured", "@measured{0.00}"),
                                           ("floor", "@floor{0.00}"), ("ratio", "@ratio{0.0}x")]))
         fig.legend.location = "top_left"
         if not self.log_y:
             fig.y_range.start = 0
         self.figure = fig
-        self._table = table_pane(css_classes=["floor-table"])
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
-                                 sizing_mode="stretch_width")
+        self.text = ChartText(f"Chart of {self.measured_label} against {self.floor_label}", fig,
+                              table_css="floor-table")
+        self._table = self.text.table
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                                 self.text.summary, self._table, sizing_mode="stretch_width")
         self._refresh_table()
 
     @changes_bokeh_models
@@ -91,6 +95,10 @@ class FloorChart(pn.viewable.Viewer):
             [self.x_label, f"{self.measured_label}", "floor", "measured / floor"],
             [[sig(r["x"]), sig(r["measured"]), sig(r["floor"]), f"{r['ratio']:.1f}x"]
              for r in self.rows()], numeric=[False, True, True, True])
+        ratios = [r["ratio"] for r in self.rows() if r["ratio"] == r["ratio"]]
+        self.text.say(f"{self.measured_label} at {len(ratios)} settings: from "
+                      f"{min(ratios):.1f}x to {max(ratios):.1f}x its floor." if ratios else
+                      f"No {self.measured_label} measured yet.")
 
     def __panel__(self):
         return self._layout

@@ -14,18 +14,20 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Span
 from bokeh.plotting import figure
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
-from .tables import html_table, sig, table_pane
+from .palette import SERIES, SERIES_MARKER
+from .tables import html_table, sig
 
-COLORS = ("#c0392b", "#1f5f8b", "#3a8d3a", "#8e44ad")
+COLORS = SERIES
 FIELDS = ("t", "gap_ms", "request")
 
 
 class ItlTimeline(pn.viewable.Viewer):
-    """Gaps between tokens against time, one colour per run."""
+    """Gaps between tokens against time, one colour and marker per run."""
 
     series = param.List(default=["run"], item_type=str, constant=True,
-                        doc="The runs drawn, one colour each.")
+                        doc="The runs drawn, one colour and marker each.")
     mark_names = param.List(default=["long prompt arrives", "its first token"], item_type=str,
                             constant=True, doc="The events each run may mark with a vertical "
                             "line (the lines are made up front, hidden until marked).")
@@ -43,7 +45,8 @@ class ItlTimeline(pn.viewable.Viewer):
                      title="Gaps between tokens of the requests already decoding")
         for i, (name, source) in enumerate(self.sources.items()):
             fig.scatter("t", "gap_ms", source=source, size=5, alpha=0.7,
-                        color=COLORS[i % len(COLORS)], legend_label=name)
+                        color=COLORS[i % len(COLORS)], marker=SERIES_MARKER[i % len(SERIES_MARKER)],
+                        legend_label=name)
         fig.add_tools(HoverTool(tooltips=[("run", "$name"), ("request", "@request"),
                                           ("at", "@t{0.000} s"), ("gap", "@gap_ms{0.0} ms")]))
         for i, renderer in enumerate(fig.renderers):
@@ -59,9 +62,11 @@ class ItlTimeline(pn.viewable.Viewer):
                 fig.add_layout(span)
                 self.spans[(name, label)] = span
         self.figure = fig
-        self._table = table_pane(css_classes=["itl-table"])
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
-                                 sizing_mode="stretch_width")
+        self.text = ChartText("Chart of the gaps between tokens over time", fig,
+                              table_css="itl-table")
+        self._table = self.text.table
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                                 self.text.summary, self._table, sizing_mode="stretch_width")
         self._refresh_table()
 
     def _check(self, series: str) -> ColumnDataSource:
@@ -115,7 +120,7 @@ class ItlTimeline(pn.viewable.Viewer):
         return self._table.object
 
     def _refresh_table(self) -> None:
-        rows = []
+        rows, said = [], []
         for name in self.sources:
             gaps = np.asarray(self.gaps(name), dtype=float)
             marks = "; ".join(f"{text} at {t:.2f} s" for text, t in self.marks[name])
@@ -123,12 +128,16 @@ class ItlTimeline(pn.viewable.Viewer):
                 rows.append([name, f"{gaps.size:,}", sig(float(np.percentile(gaps, 50))),
                              sig(float(np.percentile(gaps, 99))), sig(float(gaps.max())),
                              marks or "-"])
+                said.append(f"{name}, worst {sig(float(gaps.max()))} ms (median "
+                            f"{sig(float(np.percentile(gaps, 50)))} ms)")
             else:
                 rows.append([name, "0", "-", "-", "-", marks or "-"])
         self._table.object = html_table(
             "Gaps between tokens of the running requests, per run (ms)",
             ["run", "gaps", "median", "P99", "worst", "marked on the chart"], rows,
             numeric=[False, True, True, True, True, False])
+        self.text.say("Gaps between tokens: " + "; ".join(said) + "." if said else
+                      "No gaps between tokens measured yet.")
 
     def __panel__(self):
         return self._layout

@@ -16,11 +16,13 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, LogTicker
 from bokeh.plotting import figure
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
-from .tables import html_table, sig, table_pane
+from .palette import BLUE, GREEN, GREY, SERIES_DASH
+from .tables import html_table, sig
 
 FIELDS = ("rate", "completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s")
-THROUGHPUT_COLOR, GOODPUT_COLOR, OFFERED_COLOR = "#1f5f8b", "#3a8d3a", "#9aa5b1"
+THROUGHPUT_COLOR, GOODPUT_COLOR, OFFERED_COLOR = BLUE, GREEN, GREY
 
 
 def _nan(value):
@@ -51,6 +53,7 @@ class RateCurve(pn.viewable.Viewer):
                  line_width=2, legend_label="completed")
         rps.scatter("rate", "completed_rps", source=self.source, color=THROUGHPUT_COLOR, size=8)
         rps.line("rate", "goodput_rps", source=self.source, color=GOODPUT_COLOR, line_width=2,
+                 line_dash=SERIES_DASH[1],
                  legend_label=self.goodput_label)
         rps.scatter("rate", "goodput_rps", source=self.source, color=GOODPUT_COLOR, size=8,
                     marker="square")
@@ -61,6 +64,7 @@ class RateCurve(pn.viewable.Viewer):
         toks.scatter("rate", "throughput_tok_s", source=self.source, color=THROUGHPUT_COLOR,
                      size=8)
         toks.line("rate", "goodput_tok_s", source=self.source, color=GOODPUT_COLOR, line_width=2,
+                  line_dash=SERIES_DASH[1],
                   legend_label="tokens of requests that met every target")
         toks.scatter("rate", "goodput_tok_s", source=self.source, color=GOODPUT_COLOR, size=8,
                      marker="square")
@@ -77,11 +81,14 @@ class RateCurve(pn.viewable.Viewer):
                                               ("goodput tokens", "@goodput_tok_s{0.0} tok/s")]))
         toks.legend.location = "bottom_right"
         self.figures = (rps, toks)
-        self._table = table_pane(css_classes=["rate-table"])
+        self.text = ChartText("Charts of throughput and goodput against the offered rate",
+                              rps, toks, table_css="rate-table")
+        self._table = self.text.table
+        # one column: a figure's aria-describedby finds the summary and table in its own layout
         self._layout = pn.Column(
-            pn.Row(pn.pane.Bokeh(rps, sizing_mode="stretch_width"),
-                   pn.pane.Bokeh(toks, sizing_mode="stretch_width"), sizing_mode="stretch_width"),
-            self._table, sizing_mode="stretch_width")
+            pn.pane.Bokeh(rps, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(toks, sizing_mode="stretch_width"),
+            self.text.summary, self._table, sizing_mode="stretch_width")
         self._refresh()
 
     @changes_bokeh_models
@@ -126,6 +133,16 @@ class RateCurve(pn.viewable.Viewer):
             [[sig(r["rate"]), sig(r["completed_rps"]), sig(r["goodput_rps"]),
               sig(r["throughput_tok_s"]), sig(r["goodput_tok_s"])] for r in rows],
             numeric=[False, True, True, True, True])
+        good = [r for r in rows if r["goodput_rps"] is not None]
+        if good:
+            best = max(good, key=lambda r: r["goodput_rps"])
+            self.text.say(f"{len(rows)} offered rates measured; the most goodput, "
+                          f"{sig(best['goodput_rps'])} requests/s, came at an offered "
+                          f"{sig(best['rate'])} requests/s, with {sig(best['completed_rps'])} "
+                          "requests/s completed.")
+        else:
+            self.text.say(f"{len(rows)} offered rates measured." if rows else
+                          "No rates measured yet.")
 
     def __panel__(self):
         return self._layout

@@ -15,11 +15,14 @@ from bokeh.plotting import figure
 
 from engine.calc import step_cost
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
-from .tables import html_table, sig, table_pane
+from .palette import GREY, SERIES, SERIES_MARKER, TEXT_ON_LIGHT
+from .tables import html_table, sig
 
-SERIES_COLORS = ("#1f5f8b", "#d9822b", "#3a8d3a", "#8e44ad")
-ROOF_COLOR = "#5b6673"
+SERIES_COLORS = SERIES
+ROOF_COLOR = GREY
+ROOF_TEXT = TEXT_ON_LIGHT["grey"]
 X_SPAN = (0.1, 3000.0)  # intensities always shown (FLOP/byte)
 
 POINT_FIELDS = ("intensity", "gflops", "label", "ms", "roof_share")
@@ -50,9 +53,8 @@ class RooflineChart(pn.viewable.Viewer):
                      y_axis_label="achieved GFLOP/s", title="This machine's roofline")
         fig.line("x", "y", source=self.roof, line_width=3, color=ROOF_COLOR,
                  legend_label="the roof (measured limits)")
-        markers = ("circle", "square", "triangle", "diamond")
         for i, (name, source) in enumerate(self.sources.items()):
-            fig.scatter("intensity", "gflops", source=source, size=11, marker=markers[i % 4],
+            fig.scatter("intensity", "gflops", source=source, size=11, marker=SERIES_MARKER[i % len(SERIES_MARKER)],
                         color=SERIES_COLORS[i % len(SERIES_COLORS)], legend_label=name,
                         line_color="white")
         fig.add_tools(HoverTool(tooltips=[("", "@label"), ("intensity", "@intensity{0.00} FLOP/B"),
@@ -62,16 +64,18 @@ class RooflineChart(pn.viewable.Viewer):
         self.ridge = Span(location=1.0, dimension="height", line_dash="dashed",
                           line_color=ROOF_COLOR, visible=False)
         self.memory_label = Label(x=1.0, y=1.0, text="", text_font_size="11px",
-                                  text_color=ROOF_COLOR, x_offset=4, y_offset=4, visible=False)
+                                  text_color=ROOF_TEXT, x_offset=4, y_offset=4, visible=False)
         self.compute_label = Label(x=1.0, y=1.0, text="", text_font_size="11px",
-                                   text_color=ROOF_COLOR, y_offset=6, visible=False)
+                                   text_color=ROOF_TEXT, y_offset=6, visible=False)
         fig.add_layout(self.ridge)
         fig.add_layout(self.memory_label)
         fig.add_layout(self.compute_label)
         self.figure = fig
-        self._table = table_pane(css_classes=["roofline-table"])
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
-                                 sizing_mode="stretch_width")
+        self.text = ChartText("Roofline chart: measured steps against this machine's limits", fig,
+                              table_css="roofline-table")
+        self._table = self.text.table
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                                 self.text.summary, self._table, sizing_mode="stretch_width")
         self._draw_roof()
         self._refresh_table()
 
@@ -170,6 +174,13 @@ class RooflineChart(pn.viewable.Viewer):
             caption, ["step", "kind", "time (ms)", "intensity (FLOP/byte)", "achieved GFLOP/s",
                       "roof there (GFLOP/s)", "share of the roof"], rows,
             numeric=[False, False, True, True, True, True, True])
+        shares = [(float(r[-1].rstrip("%")), r[0]) for r in rows if r[-1] != "-"]
+        if shares:
+            best, label = max(shares)
+            self.text.say(f"{len(rows)} measured steps; the closest to its roof is {label}, at "
+                          f"{best:.0f}% of what the machine allows there.")
+        else:
+            self.text.say(f"{len(rows)} measured steps." if rows else "No steps measured yet.")
 
     def __panel__(self):
         return self._layout
