@@ -1,6 +1,6 @@
 """WCAG 2.1 AA in a real browser: axe-core finds no critical or serious violation on any page the
-course map links, nor on a lesson embedded with embed=true, each audited after its demo has drawn
-(small workloads from the URL, one page load per page).
+course map links, nor on a lesson embedded with embed=true, nor in the dark theme, each audited
+after its demo has drawn (small workloads from the URL, one page load per page).
 
 `python -m pytest -q -s tests/ui/test_accessibility.py` prints one line of axe counts per page."""
 
@@ -50,6 +50,10 @@ AUDITED = {
                                    wait_for("Batch of 2 on")(page))),
     "knob-embedded": ("/app?lesson=knob&batch_size=4&prompt_len=16&new_tokens=8&embed=true",
                       wait_for(r"Last doubling, batch 2 to 4")),
+    # Panel's dark theme, which any page takes from ?theme=dark: the same audit
+    "course-map-dark": ("/app?theme=dark", wait_for("How fast is a language model, really?")),
+    "knob-dark": ("/app?lesson=knob&batch_size=4&prompt_len=16&new_tokens=8&theme=dark",
+                  wait_for(r"Last doubling, batch 2 to 4")),
 }
 
 
