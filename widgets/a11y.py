@@ -111,7 +111,7 @@ def describe_chart(figure, name: str, *described_by: AriaHTML) -> None:
         if not pane.html_id:
             pane.html_id = unique_id("chart-text")
         ids.append(pane.html_id)
-    attributes = {"role": "img", "aria-label": name}
+    attributes = {"role": "figure", "aria-label": name}  # not "img": its toolbar stays usable
     if ids:
         attributes["aria-describedby"] = " ".join(ids)
     figure.html_attributes = attributes

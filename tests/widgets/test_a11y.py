@@ -1,4 +1,4 @@
-"""Screen-reader pieces (widgets.a11y): every chart is an image with a name, described by a
+"""Screen-reader pieces (widgets.a11y): every chart is a figure with a name, described by a
 summary sentence and a table in its own layout; the summary follows the data; the polite live
 region reads one message at a time, the latest of a burst."""
 
@@ -23,7 +23,7 @@ def test_describe_chart_names_the_figure_and_points_at_its_text():
     summary, table = AriaHTML(""), AriaHTML("")
     describe_chart(fig, "Throughput against batch size", summary, table)
     assert summary.html_id and table.html_id and summary.html_id != table.html_id
-    assert fig.html_attributes == {"role": "img", "aria-label": "Throughput against batch size",
+    assert fig.html_attributes == {"role": "figure", "aria-label": "Throughput against batch size",
                                    "aria-describedby": f"{summary.html_id} {table.html_id}"}
     root = summary.get_root()
     assert root.html_id == summary.html_id  # the pane's own element carries the id
@@ -47,8 +47,8 @@ def models_with_ids(root: Model) -> dict[str, Model]:
 def test_each_chart_is_described_by_text_in_its_own_layout(name):
     widget = CHARTS[name]()
     root = widget.__panel__().get_root()
-    figures = [m for m in root.children if getattr(m, "html_attributes", {}).get("role") == "img"]
-    assert figures, f"{name}: no figure with role=img among its layout's children"
+    figures = [m for m in root.children if getattr(m, "html_attributes", {}).get("role") == "figure"]
+    assert figures, f"{name}: no figure with role=figure among its layout's children"
     siblings = {getattr(c, "html_id", None) for c in root.children}
     for fig in figures:
         assert fig.html_attributes["aria-label"]
