@@ -86,7 +86,7 @@ class LatencyHistogram(pn.viewable.Viewer):
         # labels in ink on a white box: 4.5:1 whatever the bars or the theme behind them
         fig.text(x="x", y="y", text="label", source=self.marks, text_color=INK,
                  text_font_size="11px", x_offset="dx", text_align="align",
-                 text_baseline="middle", background_fill_color="white",
+                 text_baseline="middle", background_fill_color="#FFFFFF",
                  background_fill_alpha=0.85)
         fig.add_tools(HoverTool(renderers=[bars], tooltips=[
             ("from", "@left{0.0} ms"), ("to", "@right{0.0} ms"), ("requests", "@count")]))
