@@ -94,12 +94,25 @@ def unique_id(prefix: str) -> str:
     return f"{prefix}-{next(_ids)}"
 
 
-class AriaHTML(pn.pane.HTML):
-    """An HTML pane whose own element (the host of its shadow DOM) carries an id and ARIA
-    attributes, so that other elements can point at it and assistive technology reads it."""
+class AriaAttributes(param.Parameterized):
+    """For a Panel component whose own element (the host of its shadow DOM) carries an id and
+    ARIA attributes, so that other elements can point at it and assistive technology reads it.
+    Panel passes both to the Bokeh model's html_id and html_attributes."""
 
     html_id = param.String(default=None, allow_None=True, doc="The element's id.")
     html_attributes = param.Dict(default={}, doc="ARIA (and other) attributes of the element.")
+
+
+class AriaHTML(AriaAttributes, pn.pane.HTML):
+    """An HTML pane with an id and ARIA attributes on its element."""
+
+
+class AriaMarkdown(AriaAttributes, pn.pane.Markdown):
+    """A Markdown pane with an id and ARIA attributes on its element."""
+
+
+class AriaRadioBoxGroup(AriaAttributes, pn.widgets.RadioBoxGroup):
+    """Radio buttons with ARIA attributes on the group (role=radiogroup, aria-labelledby)."""
 
 
 def describe_chart(figure, name: str, *described_by: AriaHTML) -> None:
@@ -191,7 +204,7 @@ class LiveRegion(pn.viewable.Viewer):
         # The same words twice in a row are not read again: alternate an invisible difference.
         self._flip = not self._flip if text == self.message else False
         self.message = text
-        self._pane.object = text + ("\u00a0" if self._flip else "")
+        self._pane.object = html.escape(text) + ("\u00a0" if self._flip else "")
 
     def _schedule(self, wait_s: float) -> None:
         doc = pn.state.curdoc

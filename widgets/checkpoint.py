@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from .a11y import AriaMarkdown, AriaRadioBoxGroup, LiveRegion, unique_id
 from .site_css import site_stylesheets
 
 
@@ -82,13 +83,16 @@ class CheckpointQuestion(pn.viewable.Viewer):
         self.shown = [question.choices[i] for i in self.order]  # the choices, as displayed
         self.param.answer.objects = [c.text for c in self.shown]
         self._choices = {c.text: c for c in question.choices}
-        self._picker = pn.widgets.RadioBoxGroup.from_param(
-            self.param.answer, inline=False, sizing_mode="stretch_width")
+        # the prompt names the group of choices (aria-labelledby: both in this one layout)
+        prompt = AriaMarkdown(f"**{question.prompt}**", html_id=unique_id("question"),
+                              sizing_mode="stretch_width")
+        self._picker = AriaRadioBoxGroup.from_param(
+            self.param.answer, inline=False, sizing_mode="stretch_width",
+            html_attributes={"role": "radiogroup", "aria-labelledby": prompt.html_id})
         self._picker.value = None  # from_param preselects the first choice; nothing is picked yet
         self._feedback = pn.pane.Alert("", visible=False, sizing_mode="stretch_width")
         self._layout = pn.Column(
-            pn.pane.Markdown(f"**{question.prompt}**", sizing_mode="stretch_width"),
-            self._picker, self._feedback, sizing_mode="stretch_width",
+            prompt, self._picker, self._feedback, sizing_mode="stretch_width",
             css_classes=["checkpoint-question"],
         )
 
@@ -145,8 +149,9 @@ class Checkpoint(pn.viewable.Viewer):
                 slot = pn.Column(asked, sizing_mode="stretch_width")
             self._slots.append(slot)
         self._score = pn.pane.Markdown(self._score_text(), sizing_mode="stretch_width")
+        self.live = LiveRegion()  # reads out the verdict of each answer and the score
         self._layout = pn.Column(
-            _heading(title, 2), *self._slots, self._score, sizing_mode="stretch_width",
+            _heading(title, 2), *self._slots, self._score, self.live, sizing_mode="stretch_width",
             css_classes=["checkpoint"], visible=bool(self._slots),
         )
 
@@ -178,10 +183,13 @@ class Checkpoint(pn.viewable.Viewer):
         return (f"{self.right} of {total} right"
                 + (f" ({answered} answered)" if answered < total else ""))
 
-    def _count(self, *_events) -> None:
+    def _count(self, *events) -> None:
         with param.edit_constant(self):
             self.right = sum(bool(q.correct) for q in self.questions)
         self._score.object = self._score_text()
+        answered = [e.obj for e in events if getattr(e, "name", "") == "answer"]
+        if answered and answered[-1].feedback:
+            self.live.announce(f"{answered[-1].feedback} {self._score_text()}.")
 
     def __panel__(self):
         return self._layout

@@ -26,6 +26,21 @@ FOCUSED_JS = """() => {
 }"""
 
 
+# Whether some polite live region (role=status, through the shadow roots) says this now.
+LIVE_SAYS_JS = """(pattern) => {
+  const re = new RegExp(pattern);
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.getAttribute('role') === 'status' && el.getAttribute('aria-live') === 'polite'
+          && re.test(((el.shadowRoot || el).textContent || '').trim())) return true;
+      if (el.shadowRoot && walk(el.shadowRoot)) return true;
+    }
+    return false;
+  };
+  return walk(document);
+}"""
+
+
 def focused(page) -> dict:
     return page.evaluate(FOCUSED_JS) or {}
 
@@ -67,6 +82,9 @@ def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
     assert focused(page)["checked"]
     expect(page.get_by_text(re.compile(r"^(Right|Not quite)\.")).first).to_be_visible()
     expect(page.get_by_text(re.compile(r"\d of \d right \(1 answered\)"))).to_be_visible()
+    # and a screen reader hears the verdict: the checkpoint's polite live region says it
+    page.wait_for_function(LIVE_SAYS_JS, arg=r"^(Right|Not quite)\. .* right \(1 answered\)\.",
+                           timeout=10_000)
     # and the links after it (previous/next lesson) are reached in page order
     stops = tab_until(page, lambda f: f.get("tag") == "a" and "Lesson 5" in f.get("name", ""))
     assert console.errors == []

@@ -90,3 +90,18 @@ def test_live_region_reads_the_same_words_again():
     region.announce("cached result", now=10.0)
     assert region.__panel__().object != first  # a changed node is read again
     assert region.message == "cached result"
+
+
+def test_checkpoint_choices_are_a_group_named_by_the_question_and_verdicts_are_read_out():
+    from widgets.checkpoint import Checkpoint, Choice, Question
+
+    question = Question("Which clock starts at your click?",
+                        (Choice("the browser's", True, "It stamps the click."),
+                         Choice("the engine's", False, "It starts when the request arrives.")))
+    checkpoint = Checkpoint([question])
+    asked = checkpoint.questions[0]
+    layout = asked.__panel__().get_root()
+    prompt, picker = layout.children[0], layout.children[1]
+    assert picker.html_attributes == {"role": "radiogroup", "aria-labelledby": prompt.html_id}
+    asked.answer = "the engine's"
+    assert checkpoint.live.message == "Not quite. It starts when the request arrives. 0 of 1 right."
