@@ -66,8 +66,9 @@ if (W && W.Slider) {
     for (const h of view.slider_el ? view.slider_el.querySelectorAll('.noUi-handle') : [])
       h.setAttribute('aria-label', String(view.model.title || view.model.name || 'value'));
   };
+  // AbstractSliderView, the base of every slider view: the class that draws the title
   let proto = W.Slider.prototype.default_view.prototype;
-  while (proto && !Object.prototype.hasOwnProperty.call(proto, '_calc_to'))
+  while (proto && !Object.prototype.hasOwnProperty.call(proto, '_update_title'))
     proto = Object.getPrototypeOf(proto);
   if (proto && !proto.__a11y_named) {
     const render = proto.render;
