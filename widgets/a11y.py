@@ -1,8 +1,8 @@
 """Accessibility (WCAG 2.1 AA) pieces that Panel and Bokeh do not give us, in one place.
 
 How our pages follow it (lessons, widgets and the shell):
-- Every page: `page_fixes(doc)` (the router calls it) names Bokeh's slider handles after their
-  titles, and `A11Y_CSS` (app.py passes it to pn.extension as raw_css, which Panel adds to every
+- Every page: `page_fixes(doc)` (the router calls it) names the controls Bokeh and Panel leave
+  nameless (slider handles, checkboxes, spinner buttons, the Player) after their titles, and `A11Y_CSS` (app.py passes it to pn.extension as raw_css, which Panel adds to every
   component's shadow DOM and the template's head) keeps focus visible and honours
   prefers-reduced-motion.
 - A chart: its figure gets an accessible name and is tied to its text alternative with
@@ -39,6 +39,7 @@ A11Y_CSS = """
   background: #ffffff; color: #1d2733; border: 2px solid #1d2733; border-radius: 4px;
 }
 .skip-link:focus { top: 0.5rem; }
+code { color: inherit !important; }  /* Markdown's code colour falls under 4.5:1 */
 @media (prefers-reduced-motion: reduce) {
   *, *::before, *::after {
     animation-duration: 0s !important; animation-iteration-count: 1 !important;
@@ -57,34 +58,53 @@ VISUALLY_HIDDEN_CSS = """
 }
 """
 
-# Bokeh draws a slider as noUiSlider handles (role="slider") with no accessible name: name each
-# after its widget's title, now and whenever a slider renders again.
-NAME_SLIDERS_JS = """
-const W = window.Bokeh && Bokeh.Widgets;
-if (W && W.Slider) {
-  const name = (view) => {
-    for (const h of view.slider_el ? view.slider_el.querySelectorAll('.noUi-handle') : [])
-      h.setAttribute('aria-label', String(view.model.title || view.model.name || 'value'));
-  };
-  // AbstractSliderView, the base of every slider view: the class that draws the title
-  let proto = W.Slider.prototype.default_view.prototype;
-  while (proto && !Object.prototype.hasOwnProperty.call(proto, '_update_title'))
-    proto = Object.getPrototypeOf(proto);
-  if (proto && !proto.__a11y_named) {
-    const render = proto.render;
-    proto.render = function () { render.call(this); name(this); };
-    proto.__a11y_named = true;
+# Controls Bokeh and Panel draw without an accessible name: a slider's handles (noUiSlider,
+# role="slider"), a checkbox (its text is a sibling, not a <label>), a spinner's up and down
+# buttons, the Player's icon buttons, frame slider and loop choices. Each gets a name from its
+# widget's title or label, now and whenever its view renders again (its class's render wrapped).
+NAME_CONTROLS_JS = """
+const PLAYER = {slower: 'Slower', first: 'First frame', previous: 'Previous frame',
+                reverse: 'Play backwards', pause: 'Pause', play: 'Play', next: 'Next frame',
+                last: 'Last frame', faster: 'Faster'};
+const title = (v) => String(v.model.title || v.model.label || v.model.name || '').trim();
+const named = (v) => v.slider_el || v.checkbox_el || v.btn_up_el || (v.sliderEl && v.loop_state);
+const name = (v) => {
+  const t = title(v);
+  if (v.slider_el)
+    for (const h of v.slider_el.querySelectorAll('.noUi-handle')) h.setAttribute('aria-label', t || 'value');
+  if (v.checkbox_el && t) v.checkbox_el.setAttribute('aria-label', t);
+  if (v.btn_up_el) v.btn_up_el.setAttribute('aria-label', ('Increase ' + t).trim());
+  if (v.btn_down_el) v.btn_down_el.setAttribute('aria-label', ('Decrease ' + t).trim());
+  if (v.sliderEl && v.loop_state) {  // Panel's Player
+    v.sliderEl.setAttribute('aria-label', t || 'Frame');
+    for (const b of v.shadow_el.querySelectorAll('button')) {
+      const key = [...b.classList].find((c) => c in PLAYER);
+      if (key) b.setAttribute('aria-label', PLAYER[key]);
+    }
+    for (const r of v.loop_state.querySelectorAll('input[type=radio]'))
+      r.setAttribute('aria-label', r.value);
   }
+};
+const patched = new WeakSet();
+const patch = (proto) => {
+  if (!proto || patched.has(proto)) return;
+  const render = proto.render;
+  proto.render = function () { render.call(this); name(this); };
+  patched.add(proto);
+};
+const W = window.Bokeh && Bokeh.Widgets;
+for (const kind of ['Slider', 'RangeSlider', 'Checkbox', 'Spinner'])
+  if (W && W[kind]) patch(W[kind].prototype.default_view.prototype);
+if (window.Bokeh && Bokeh.index)
   for (const view of Bokeh.index.all_views())
-    if (view.slider_el) name(view);
-}
+    if (named(view)) { patch(Object.getPrototypeOf(view)); name(view); }
 """
 
 
 def page_fixes(doc) -> None:
     """Run the page-wide fixes when this document is ready in the browser."""
     if doc is not None:
-        doc.js_on_event(DocumentReady, CustomJS(code=NAME_SLIDERS_JS))
+        doc.js_on_event(DocumentReady, CustomJS(code=NAME_CONTROLS_JS))
 
 
 _ids = itertools.count(1)

@@ -41,6 +41,25 @@ LIVE_SAYS_JS = """(pattern) => {
 }"""
 
 
+# Running CSS animations and transitions on the page, through the shadow roots.
+ANIMATING_JS = """() => {
+  const moving = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      const s = getComputedStyle(el);
+      const secs = (v) => Math.max(...v.split(',').map(t => parseFloat(t) || 0));
+      if (s.animationName !== 'none' && secs(s.animationDuration) > 0.01)
+        moving.push(el.tagName + '.' + el.className + ' animation ' + s.animationName);
+      if (secs(s.transitionDuration) > 0.01)
+        moving.push(el.tagName + '.' + el.className + ' transition ' + s.transitionProperty);
+      if (el.shadowRoot) walk(el.shadowRoot);
+    }
+  };
+  walk(document);
+  return moving;
+}"""
+
+
 def focused(page) -> dict:
     return page.evaluate(FOCUSED_JS) or {}
 
@@ -64,6 +83,9 @@ def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
     page.goto(app_url + KNOB)
     expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 4"))).to_be_visible(
         timeout=LONG)
+    # (without prefers-reduced-motion, some things on this page do animate: the check below in
+    # test_reduced_motion_stops_every_animation can fail)
+    assert page.evaluate(ANIMATING_JS) != []
     # the skip link is the first stop, and jumps past the header and the course navigation
     page.keyboard.press("Tab")
     assert focused(page).get("name") == "Skip to the lesson"
@@ -88,25 +110,6 @@ def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
     # and the links after it (previous/next lesson) are reached in page order
     stops = tab_until(page, lambda f: f.get("tag") == "a" and "Lesson 5" in f.get("name", ""))
     assert console.errors == []
-
-
-# Running CSS animations and transitions on the page, through the shadow roots.
-ANIMATING_JS = """() => {
-  const moving = [];
-  const walk = (root) => {
-    for (const el of root.querySelectorAll('*')) {
-      const s = getComputedStyle(el);
-      const secs = (v) => Math.max(...v.split(',').map(t => parseFloat(t) || 0));
-      if (s.animationName !== 'none' && secs(s.animationDuration) > 0.01)
-        moving.push(el.tagName + '.' + el.className + ' animation ' + s.animationName);
-      if (secs(s.transitionDuration) > 0.01)
-        moving.push(el.tagName + '.' + el.className + ' transition ' + s.transitionProperty);
-      if (el.shadowRoot) walk(el.shadowRoot);
-    }
-  };
-  walk(document);
-  return moving;
-}"""
 
 
 def test_reduced_motion_stops_every_animation(browser, app_url):
