@@ -20,8 +20,10 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
 from .palette import BLUE, GREEN, GREY, INK, PURPLE, VERMILLION
+from .tables import html_table, sig
 
 MARKERS = ("p50", "mean", "p90", "p95", "p99")
 MARKER_LABELS = {"p50": "P50", "mean": "mean", "p90": "P90", "p95": "P95", "p99": "P99",
@@ -95,6 +97,11 @@ class LatencyHistogram(pn.viewable.Viewer):
         self.figure = fig
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         self.values: dict[str, float] = {}
+        self.text = ChartText(f"Histogram: {self.title or self.x_label}", fig,
+                              table_css="histogram-table")
+        self._layout = pn.Column(self._pane, self.text.summary, self.text.table,
+                                 sizing_mode="stretch_width")
+        self._describe()
 
     @changes_bokeh_models
     def update(self, values_ms: Sequence[float], summary: Mapping | None = None) -> None:
@@ -118,6 +125,16 @@ class LatencyHistogram(pn.viewable.Viewer):
             "align": ["right" if self.values[n] > 0.66 * edges[-1] else "left" for n in names],
             "dx": [-4 if self.values[n] > 0.66 * edges[-1] else 4 for n in names]}
         self.count = len(values)
+        self._describe()
+
+    def _describe(self) -> None:
+        what = self.title or self.x_label
+        marks = ", ".join(f"{label} {sig(ms)} ms" for label, ms in self.rows())
+        self.text.say(f"{what}: {self.count:,} requests; {marks}." if self.count else
+                      f"{what}: nothing measured yet.")
+        self.text.table.object = html_table(
+            f"{what}: the marked values (ms)", ["marker", "ms"],
+            [[label, sig(ms)] for label, ms in self.rows()], numeric=[False, True])
 
     def clear(self) -> None:
         self.update([])
@@ -127,4 +144,4 @@ class LatencyHistogram(pn.viewable.Viewer):
         return [(MARKER_LABELS[n], v) for n, v in self.values.items()]
 
     def __panel__(self):
-        return self._pane
+        return self._layout

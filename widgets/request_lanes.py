@@ -27,8 +27,10 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Range1d, Span
 from bokeh.plotting import figure
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
 from .palette import PHASE_FILL
+from .tables import html_table, sig
 
 PARTS = ("queued", "prefill", "decode")
 PART_LABELS = {"queued": "queued", "prefill": "running: prefill", "decode": "running: decode"}
@@ -75,6 +77,11 @@ class RequestLanes(pn.viewable.Viewer):
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         self._rows: dict[int, dict[str, int]] = {}  # request id -> part -> row in self.lanes
         self._times: dict[int, dict[str, float | None]] = {}
+        self.text = ChartText(f"Timeline of each request, queued and running: "
+                              f"{self.title or self.x_label}", fig, table_css="lanes-table")
+        self._layout = pn.Column(self._pane, self.text.summary, self.text.table,
+                                 sizing_mode="stretch_width")
+        self._describe()
 
     # ---- all at once ----------------------------------------------------------------------
     @changes_bokeh_models
@@ -102,6 +109,7 @@ class RequestLanes(pn.viewable.Viewer):
             "x": [t["first_token_ms"] for t in self._times.values()
                   if t["first_token_ms"] is not None]}
         self.now_line.visible = False
+        self._describe()
 
     # ---- live ------------------------------------------------------------------------------
     @changes_bokeh_models
@@ -111,6 +119,7 @@ class RequestLanes(pn.viewable.Viewer):
         self._rows.clear()
         self._times.clear()
         self.now_line.visible = False
+        self._describe()
 
     @changes_bokeh_models
     def expect(self, count: int) -> None:
@@ -141,7 +150,8 @@ class RequestLanes(pn.viewable.Viewer):
             self.firsts.stream({"id": [rid], "y": [rid], "x": [t_ms]})
 
     def finish(self, rid: int, t_ms: float) -> None:
-        self._set(rid, "finish_ms", t_ms)
+        if self._set(rid, "finish_ms", t_ms):
+            self._describe()  # the text follows finished requests, not every step
 
     def advance(self, now_ms: float) -> None:
         """Grow every open bar to now (call after each engine step)."""
@@ -160,6 +170,28 @@ class RequestLanes(pn.viewable.Viewer):
         return {data["part"][row]: (data["left"][row], data["right"][row])
                 for row in self._rows.get(rid, {}).values()
                 if data["right"][row] > data["left"][row]}
+
+    # ---- the text beside the chart -------------------------------------------------------------
+    def _describe(self) -> None:
+        done = {rid: t for rid, t in sorted(self._times.items()) if t["finish_ms"] is not None}
+        waits = [t["admitted_ms"] - t["arrival_ms"] for t in done.values()
+                 if t["admitted_ms"] is not None]
+        if done:
+            self.text.say(f"{len(done)} of {len(self._times)} requests finished; the longest "
+                          f"wait in the queue was {sig(max(waits) if waits else 0)} ms, the "
+                          f"last request finished at {sig(max(t['finish_ms'] for t in done.values()))} ms.")
+        else:
+            self.text.say(f"{len(self._times)} requests, none finished yet.")
+
+        def cell(t):
+            return "-" if t is None else sig(t)
+
+        self.text.table.object = html_table(
+            f"Each finished request ({self.x_label})",
+            ["request", "arrived", "admitted", "first token", "finished"],
+            [[str(rid), cell(t["arrival_ms"]), cell(t["admitted_ms"]),
+              cell(t["first_token_ms"]), cell(t["finish_ms"])] for rid, t in done.items()],
+            numeric=[False, True, True, True, True])
 
     # ---- internals -------------------------------------------------------------------------
     def _set(self, rid: int, key: str, t_ms: float) -> bool:
@@ -213,4 +245,4 @@ class RequestLanes(pn.viewable.Viewer):
         data["color"].append(PART_COLORS[part])
 
     def __panel__(self):
-        return self._pane
+        return self._layout

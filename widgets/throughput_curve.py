@@ -29,8 +29,10 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
 from .palette import BLUE, SERIES_DASH, SERIES_MARKER, VERMILLION
+from .tables import sig
 
 THROUGHPUT_COLOR = BLUE
 LATENCY_COLOR = VERMILLION
@@ -102,6 +104,12 @@ class ThroughputCurve(pn.viewable.Viewer):
         fig.add_layout(legend, "below")
         self.figure = fig
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+        # the page fills text.table with its points table (it knows where each came from)
+        self.text = ChartText("Chart of total tokens per second and each user's time per token "
+                              "against the batch size", fig, table_css="points-table")
+        self._layout = pn.Column(self._pane, self.text.summary, self.text.table,
+                                 sizing_mode="stretch_width")
+        self._describe()
 
     # ---- data ---------------------------------------------------------------------------------
     @changes_bokeh_models
@@ -154,6 +162,21 @@ class ThroughputCurve(pn.viewable.Viewer):
         ms = [v for v in [*data["ms_per_token"], *data["ms_hi"]] if v == v]
         top = max(ms) if ms else 1.0
         self.figure.extra_y_ranges["latency"].update(start=0, end=top * 1.15)
+        self._describe()
+
+    def _describe(self) -> None:
+        lines = self.lines.data
+        if not lines["batch"]:
+            self.text.say("No batch size measured yet.")
+            return
+
+        def at(i: int) -> str:
+            return (f"batch {lines['batch'][i]}, {sig(lines['tokens_per_s'][i])} tokens/s in all "
+                    f"and {sig(lines['ms_per_token'][i])} ms per token for each user")
+
+        n = len(lines["batch"])
+        self.text.say(f"{n} batch size{'s' if n != 1 else ''} measured: " + (
+            at(0) if n == 1 else f"from {at(0)}, to {at(n - 1)}") + ".")
 
     @changes_bokeh_models
     def _mark(self) -> None:
@@ -165,4 +188,4 @@ class ThroughputCurve(pn.viewable.Viewer):
                             {"batch": [], "tokens_per_s": [], "ms_per_token": []})
 
     def __panel__(self):
-        return self._pane
+        return self._layout

@@ -21,8 +21,10 @@ import param
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool
 from bokeh.plotting import figure
 
+from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
 from .palette import PHASE_FILL, SERIES, SERIES_DASH
+from .tables import html_table, sig
 
 TICK_COLORS = SERIES
 SPAN_COLORS = {part: PHASE_FILL[part] for part in ("queued", "prefill", "waiting")}
@@ -67,6 +69,11 @@ class TokenTimeline(pn.viewable.Viewer):
         fig.ygrid.grid_line_color = None
         self.figure = fig
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+        self.text = ChartText(f"Timeline of the tokens as they arrived: {self.title or self.x_label}",
+                              fig, table_css="ticks-table")
+        self._layout = pn.Column(self._pane, self.text.summary, self.text.table,
+                                 sizing_mode="stretch_width")
+        self._describe()
 
     @changes_bokeh_models
     def clear(self) -> None:
@@ -74,6 +81,7 @@ class TokenTimeline(pn.viewable.Viewer):
         for source in self.sources.values():
             source.data = empty_ticks()
         self.spans.data = {"left": [], "right": [], "row": [], "part": [], "color": []}
+        self._describe()
 
     @changes_bokeh_models
     def add_ticks(self, row: str, times_ms: Sequence[float], texts: Sequence[str] | None = None,
@@ -87,6 +95,7 @@ class TokenTimeline(pn.viewable.Viewer):
         source.stream({"x": [float(t) for t in times_ms], "row": [row] * len(times_ms),
                        "index": list(range(first, first + len(times_ms))),
                        "text": [str(t) for t in texts]})
+        self._describe()
 
     @changes_bokeh_models
     def set_wait(self, row: str, parts: Sequence[tuple[str, float, float]]) -> None:
@@ -102,9 +111,25 @@ class TokenTimeline(pn.viewable.Viewer):
             data["color"].append(SPAN_COLORS.get(part, SPAN_COLORS["waiting"]))
         self.spans.data = data
 
+    def _describe(self) -> None:
+        rows, said = [], []
+        for row in self.rows:
+            ticks = self.ticks(row)
+            if ticks:
+                rows.append([row, f"{len(ticks):,}", sig(min(ticks)), sig(max(ticks))])
+                said.append(f"{row}: {len(ticks):,} tokens, the first at {sig(min(ticks))} ms, "
+                            f"the last at {sig(max(ticks))} ms")
+            else:
+                rows.append([row, "0", "-", "-"])
+        self.text.say("; ".join(said) + "." if said else "No tokens yet.")
+        self.text.table.object = html_table(
+            f"Tokens on each clock ({self.x_label})", ["clock", "tokens", "first (ms)",
+                                                       "last (ms)"],
+            rows, numeric=[False, True, True, True])
+
     def ticks(self, row: str) -> list[float]:
         """The times (ms) of a row's ticks, as the page holds them."""
         return list(self.sources[row].data["x"])
 
     def __panel__(self):
-        return self._pane
+        return self._layout

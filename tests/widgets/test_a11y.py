@@ -12,8 +12,12 @@ from widgets.block_table import BlockTableView
 from widgets.count_bars import CountBars
 from widgets.floor_chart import FloorChart
 from widgets.itl_timeline import ItlTimeline
+from widgets.latency_histogram import LatencyHistogram
 from widgets.rate_curve import RateCurve
+from widgets.request_lanes import RequestLanes
 from widgets.roofline_chart import RooflineChart
+from widgets.throughput_curve import ThroughputCurve
+from widgets.token_timeline import TokenTimeline
 
 
 def test_describe_chart_names_the_figure_and_points_at_its_text():
@@ -36,6 +40,10 @@ CHARTS = {
     "floor": lambda: FloorChart(),
     "rates": lambda: RateCurve(),
     "blocks": lambda: BlockTableView(num_blocks=8),
+    "throughput": lambda: ThroughputCurve(),
+    "histogram": lambda: LatencyHistogram(title="End-to-end latency"),
+    "lanes": lambda: RequestLanes(),
+    "ticks": lambda: TokenTimeline(rows=["engine", "your browser"]),
 }
 
 
@@ -62,6 +70,15 @@ def test_summaries_follow_the_data():
     bars.set([("fit with paging", 12, "blocks"), ("fit without", 3, "whole context")])
     assert bars.text.sentence == "fit with paging: 12 sequences; fit without: 3 sequences."
     assert "12 sequences" in bars.text.summary.object
+    hist = LatencyHistogram(title="E2E", markers=["p50", "p99"])
+    hist.update([10.0, 20.0, 30.0, 40.0, 1000.0])
+    assert hist.text.sentence == "E2E: 5 requests; P50 30.0 ms, P99 962 ms."
+    curve = ThroughputCurve()
+    curve.add_point(1, tokens_per_s=100.0, ms_per_token=10.0)
+    curve.add_point(16, tokens_per_s=2296.0, ms_per_token=6.97)
+    assert curve.text.sentence == ("2 batch sizes measured: from batch 1, 100 tokens/s in all and "
+                                   "10.0 ms per token for each user, to batch 16, 2,296 tokens/s "
+                                   "in all and 6.97 ms per token for each user.")
     itl = ItlTimeline(series=["whole"])
     itl.set("whole", [0.1, 0.2, 0.3], [8.0, 40.0, 9.0], [0, 0, 0])
     assert itl.text.sentence == "Gaps between tokens: whole, worst 40.0 ms (median 9.00 ms)."
