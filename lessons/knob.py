@@ -191,7 +191,7 @@ class KnobLesson(LessonPage):
             ("users", "tokens/s each user (1000 / ms per token)"),
         ])
         self.gain = html_pane("", css_classes=["doubling"])
-        self.table = html_pane("", css_classes=["points-table"])
+        self.table = self.curve.text.table  # under the curve: its text alternative
         self.measured_on = html_pane("", css_classes=["measurement-label"])
         self.download = DataDownload("batch-size-curve", self.download_rows,
                                      self.download_header, "The curve's points")
@@ -230,7 +230,7 @@ class KnobLesson(LessonPage):
                              width=330),
                    pn.Column(self.curve, self.runner.status, self.gain,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
-            self.measured_on, self.table, self.download,
+            self.measured_on, self.download,
             html_pane(PROSE), html_pane(PARETO), self.pareto, self.pareto_download, html_pane(QUOTED),
         ]
 
@@ -280,6 +280,9 @@ class KnobLesson(LessonPage):
             return  # a point of settings the reader has left: kept, not drawn
         self.curve.add_point(point.batch_size, point.tokens_per_s, point.tpot_ms,
                              origin=origin, cached=cached, n=here.n, interval=here.interval())
+        self.runner.status.announce(
+            f"batch {point.batch_size} {'from the cache' if cached else 'measured'}: "
+            f"{point.tokens_per_s:,.0f} tokens/s, {point.tpot_ms:.2f} ms per token")
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(point, event))}; each point prefills "
             f"{point.prompt_len} prompt tokens per request, then decodes "

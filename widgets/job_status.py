@@ -9,6 +9,13 @@ it): `start(total)` begins a group, `add()` grows it, `forget()` drops a job the
 requests finished), and `queued(ahead)` says how many other readers' jobs run first. A group of
 one reads "measuring: 3 of 31 steps (2 s)"; a larger group "4 of 11 measurements done (now:
 ...), 6 s".
+
+For screen readers it announces, through a polite live region (widgets.a11y.LiveRegion,
+throttled: the latest of a burst), the engine's errors, the queue position when it changes, and
+the group's provenance line when it finishes (so a state added to that line, such as a disturbed
+or cached result, is read with it). A page adds what was measured, in words, with
+`status.announce("batch 16 measured: 2,296 tokens/s, 6.97 ms per token")`: one message per
+result, never one per token.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from datetime import datetime
 
 import panel as pn
 import param
+
+from .a11y import LiveRegion
 
 SHOW_PROGRESS_AFTER_S = 1.0  # quick jobs finish without a bar flashing up
 BAR_MAX = 1000
@@ -110,7 +119,9 @@ class JobStatus(pn.viewable.Viewer):
         self.error = EngineError()
         self._label = pn.pane.HTML("", visible=False, sizing_mode="stretch_width",
                                    css_classes=["measurement-label"])
-        self._layout = pn.Column(self._progress, self.error, self._label,
+        self.live = LiveRegion()
+        self.error.param.watch(self._announce_error, "message")
+        self._layout = pn.Column(self._progress, self.error, self._label, self.live,
                                  sizing_mode="stretch_width")
 
     # ---- the group -------------------------------------------------------------------------------
@@ -165,8 +176,19 @@ class JobStatus(pn.viewable.Viewer):
 
     def queued(self, ahead: int) -> None:
         """The group waits behind `ahead` jobs of other readers."""
-        self.message = queue_message(ahead)
+        message = queue_message(ahead)
+        if ahead > 0 and message != self.message:
+            self.announce(message[0].upper() + message[1:] + ".")
+        self.message = message
         self.tick()
+
+    def announce(self, text: str) -> None:
+        """Have screen readers say `text` (politely, throttled): a measurement in words."""
+        self.live.announce(text)
+
+    def _announce_error(self, event) -> None:
+        if event.new:
+            self.announce(f"The engine could not do this: {event.new.splitlines()[0]}")
 
     def stop(self) -> None:
         self.param.update(running=False, message="")
@@ -183,6 +205,8 @@ class JobStatus(pn.viewable.Viewer):
         else:
             self.tick()
         self._refresh_label()
+        if self.finished >= self.total and self.results:
+            self.announce(f"{self.what[0].upper()}{self.what[1:]} done: {self.label_line}.")
 
     # ---- drawing ---------------------------------------------------------------------------------
     @property
@@ -219,9 +243,12 @@ class JobStatus(pn.viewable.Viewer):
         if elapsed >= SHOW_PROGRESS_AFTER_S:
             self._progress.visible = True
 
-    def _refresh_label(self) -> None:
-        if not self.results:
-            return
+    @property
+    def label_line(self) -> str:
+        """The provenance line as plain text ("" before any result)."""
+        return "; ".join(self._label_parts())
+
+    def _label_parts(self) -> list[str]:
         cached = [r for r in self.results if r[0]]
         live = [r for r in self.results if not r[0]]
         several = len(self.results) > 1
@@ -236,8 +263,15 @@ class JobStatus(pn.viewable.Viewer):
                 f"cached: measured on {device or 'this machine'} at {format_time(first)} to "
                 f"{format_time(last)}")
             parts.append(f"{len(cached)} {line}" if several else line)
+        return parts
+
+    def _refresh_label(self) -> None:
+        if not self.results:
+            return
+        cached = any(r[0] for r in self.results)
+        live = not all(r[0] for r in self.results)
         css = "measurement-label cached" if cached and not live else "measurement-label live"
-        self._label.param.update(object=f'<span class="{css}">{"; ".join(parts)}</span>',
+        self._label.param.update(object=f'<span class="{css}">{self.label_line}</span>',
                                  visible=True)
 
     def _start_timer(self) -> None:

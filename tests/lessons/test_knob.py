@@ -50,6 +50,12 @@ def test_points_build_the_curve_and_the_readouts(lesson):
     table = page.table.object
     assert table.count("cached (") == 1 and table.count("measured live (") == 2
     assert "tiny preset (trained weights)" in page.measured_on.object
+    # for screen readers: the table sits under the curve as its description, and the first
+    # point was said in words (the later ones wait for the live region's gap)
+    assert page.table is page.curve.text.table
+    p4 = page.measured[4]
+    assert page.runner.status.live.message == (
+        f"batch 4 measured: {p4.tokens_per_s:,.0f} tokens/s, {p4.tpot_ms:.2f} ms per token")
 
 
 def test_each_point_carries_its_step_count_and_interval(lesson):

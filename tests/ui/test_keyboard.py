@@ -1,7 +1,8 @@
 """A lesson done with the keyboard alone (WCAG 2.1.1, 2.4.3, 2.4.7): the skip link first, then
 Tab through the lesson in page order with the focus always visible, move the batch-size knob with
-the arrow keys (a new point is measured), answer a checkpoint question with the keyboard. And with
-prefers-reduced-motion set, nothing on the page animates."""
+the arrow keys (a new point is measured, and said in words in a polite live region), answer a
+checkpoint question with the keyboard (its verdict said too). And with prefers-reduced-motion
+set, nothing on the page animates."""
 
 from __future__ import annotations
 
@@ -98,6 +99,10 @@ def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
     expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 5"))).to_be_visible(
         timeout=LONG)
     expect(page).to_have_url(re.compile("batch_size=5"))
+    # a screen reader hears the new point in words (the status widget's polite live region)
+    page.wait_for_function(
+        LIVE_SAYS_JS, arg=r"^batch 5 (measured|from the cache): [\d,]+ tokens/s, [\d.]+ ms per token$",
+        timeout=10_000)
     # on through the page to the checkpoint: its first choice, picked with the space bar
     stops = tab_until(page, lambda f: f.get("type") == "radio")
     page.keyboard.press("Space")

@@ -122,3 +122,23 @@ def test_checkpoint_choices_are_a_group_named_by_the_question_and_verdicts_are_r
     assert picker.html_attributes == {"role": "radiogroup", "aria-labelledby": prompt.html_id}
     asked.answer = "the engine's"
     assert checkpoint.live.message == "Not quite. It starts when the request arrives. 0 of 1 right."
+
+
+def test_the_status_widget_announces_queue_errors_and_finished_results():
+    from engine.lab.events import JobEvent
+    from widgets.job_status import JobStatus
+
+    status = JobStatus("runs")
+    status.start(1)
+    status.queued(2)
+    assert status.live.message.startswith("Queued behind 2 jobs from other readers")
+    status.queued(2)  # the same position again: not read again
+    assert status.live.pending is None
+    status.handle(JobEvent(1, "sweep_point", "result", {}, cached=True, device="cpu",
+                           measured_at="2026-11-22T02:48:18+0000"))
+    assert status.live.pending == ("Runs done: cached: measured on cpu at "
+                                   "2026-11-22 02:48 UTC.")
+    status.error.message = "the KV budget holds 3 requests, not 8\nmore detail"
+    assert status.live.pending == "The engine could not do this: the KV budget holds 3 requests, not 8"
+    status.live.flush()
+    assert status.live.message.startswith("The engine could not do this")
