@@ -73,8 +73,9 @@ const name = (v) => {
   if (v.slider_el)
     for (const h of v.slider_el.querySelectorAll('.noUi-handle')) h.setAttribute('aria-label', t || 'value');
   if (v.checkbox_el && t) v.checkbox_el.setAttribute('aria-label', t);
-  if (v.btn_up_el) v.btn_up_el.setAttribute('aria-label', ('Increase ' + t).trim());
-  if (v.btn_down_el) v.btn_down_el.setAttribute('aria-label', ('Decrease ' + t).trim());
+  // (not "Increase <title>": a label lookup by the field's title must find the field alone)
+  if (v.btn_up_el) v.btn_up_el.setAttribute('aria-label', 'Increase');
+  if (v.btn_down_el) v.btn_down_el.setAttribute('aria-label', 'Decrease');
   if (v.sliderEl && v.loop_state) {  // Panel's Player
     v.sliderEl.setAttribute('aria-label', t || 'Frame');
     for (const b of v.shadow_el.querySelectorAll('button')) {
