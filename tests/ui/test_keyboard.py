@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import expect
+from ui_helpers import record_live_regions, said_so
 
 LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
 # settings no other browser test uses: its points are measured here, not found in the cache
@@ -25,21 +26,6 @@ FOCUSED_JS = """() => {
           type: el.type || '', checked: !!el.checked,
           outline: s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0,
           shadow: s.boxShadow !== 'none', visible: box.width > 0 && box.height > 0};
-}"""
-
-
-# Whether some polite live region (role=status, through the shadow roots) says this now.
-LIVE_SAYS_JS = """(pattern) => {
-  const re = new RegExp(pattern);
-  const walk = (root) => {
-    for (const el of root.querySelectorAll('*')) {
-      if (el.getAttribute('role') === 'status' && el.getAttribute('aria-live') === 'polite'
-          && re.test(((el.shadowRoot || el).textContent || '').trim())) return true;
-      if (el.shadowRoot && walk(el.shadowRoot)) return true;
-    }
-    return false;
-  };
-  return walk(document);
 }"""
 
 
@@ -82,6 +68,7 @@ def tab_until(page, want, limit: int = 80) -> list[dict]:
 
 
 def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
+    record_live_regions(page)
     page.goto(app_url + KNOB)
     expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 4"))).to_be_visible(
         timeout=LONG)
@@ -101,9 +88,7 @@ def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
         timeout=LONG)
     expect(page).to_have_url(re.compile("batch_size=5"))
     # a screen reader hears the new point in words (the status widget's polite live region)
-    page.wait_for_function(
-        LIVE_SAYS_JS, arg=r"^batch 5 (measured|from the cache): [\d,]+ tokens/s, [\d.]+ ms per token$",
-        timeout=10_000)
+    said_so(page, r"^batch 5 (measured|from the cache): [\d,]+ tokens/s, [\d.]+ ms per token$")
     # on through the page to the checkpoint: its first choice, picked with the space bar
     stops = tab_until(page, lambda f: f.get("type") == "radio")
     page.keyboard.press("Space")
@@ -111,8 +96,7 @@ def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
     expect(page.get_by_text(re.compile(r"^(Right|Not quite)\.")).first).to_be_visible()
     expect(page.get_by_text(re.compile(r"\d of \d right \(1 answered\)")).first).to_be_visible()
     # and a screen reader hears the verdict: the checkpoint's polite live region says it
-    page.wait_for_function(LIVE_SAYS_JS, arg=r"^(Right|Not quite)\. .* right \(1 answered\)\.",
-                           timeout=10_000)
+    said_so(page, r"^(Right|Not quite)\. .* right \(1 answered\)\.")
     # and the links after it (previous/next lesson) are reached in page order
     stops = tab_until(page, lambda f: f.get("tag") == "a" and "Lesson 5" in f.get("name", ""))
     assert console.errors == []
