@@ -161,6 +161,7 @@ class AverageLiesLesson(LessonPage):
         self.ttft.update([r.ttft_ms for r in rows], m.ttft_ms.to_dict())
         self.tail_text.object = site_html(f"<p><strong>{html.escape(tail_sentence(m.e2e_ms))}"
                                           "</strong></p>")
+        self.say(tail_sentence(m.e2e_ms))
         self.table.object = site_html(table_html(
             ("latency (ms)", *STAT_COLUMNS), percentile_rows(m),
             caption=f"Percentiles over {m.completed} requests (ms)"))

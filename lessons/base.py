@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import panel as pn
 
+from widgets.a11y import plain_words
 from widgets.job_status import JobStatus
 
 from .job_runner import JobRunner
@@ -80,6 +81,12 @@ class Page(pn.viewable.Viewer):
             else:
                 self._start_once()
         return self._view
+
+    def say(self, words: str) -> None:
+        """Have screen readers read what was just measured, in one sentence (Markdown or HTML
+        marks dropped), through the status widget's polite, throttled live region: once per
+        result, never per token."""
+        self.runner.status.announce(plain_words(words))
 
     def _start_once(self) -> None:
         if not self.started:

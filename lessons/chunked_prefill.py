@@ -224,6 +224,8 @@ class ChunkedPrefillLesson(LessonPage):
                     f"the long request even got its first token {sig(-ttft_change)} ms sooner")
             lines.append(f"\n{comparison}; {cost}.")
         self.verdict.object = "\n".join(lines)
+        if lines:  # the newest run's line, or with both runs the comparison
+            self.say(lines[-1])
 
     # ---- the page ------------------------------------------------------------------------------------
     def body(self) -> list:

@@ -81,3 +81,5 @@ class EngineCheckPage(UrlPage):
         self._output.param.update(
             object=site_html(f'<table class="plain"><caption>{caption}</caption>'
                              f"<tbody>{rows}</tbody></table>"), visible=True)
+        self.say(f"{caption} measured: " + "; ".join(f"{label} {value}" for label, value
+                                                      in result_rows(result)) + ".")

@@ -245,6 +245,7 @@ class KVCacheLesson(LessonPage):
             self.check_summary.object = (
                 f"**All {len(rows)} caches agree with the formula.** What the engine serves "
                 f"with on this device: {serving}.")
+        self.say(self.check_summary.object)
 
     # ---- block tables --------------------------------------------------------------------------------
     def show_snapshots(self, result: BlockSnapshotsResult) -> None:

@@ -235,6 +235,8 @@ class RooflineLesson(LessonPage):
                              step.achieved_gflops, point.tpot_ms)
         self.floor.add(point.batch_size, point.tpot_ms, step.floor_ms)
         self._summarize()
+        self.say(f"Decode, batch {point.batch_size}, measured: {sig(point.tpot_ms)} ms per step, "
+                 f"{sig(step.achieved_gflops)} GFLOP/s, {sig(step.intensity)} FLOP per byte.")
 
     def show_prefill(self, point: PrefillPointResult) -> None:
         if self.machine is None:
@@ -244,6 +246,8 @@ class RooflineLesson(LessonPage):
         self.chart.add_point(PREFILL, f"prefill, {point.prompt_len:,} tokens",
                              point.intensity, point.achieved_gflops, point.ms)
         self._summarize()
+        self.say(f"Prefill of {point.prompt_len:,} tokens measured: {sig(point.ms)} ms, "
+                 f"{sig(point.achieved_gflops)} GFLOP/s, {sig(point.intensity)} FLOP per byte.")
 
     def _summarize(self) -> None:
         lines = []

@@ -360,6 +360,8 @@ class SLOGoodputLesson(LessonPage):
         self.sweep, self.sweep_event = sweep, event
         self.points_seen = list(sweep.points)
         self._refresh()
+        if self.goodput_summary.object:
+            self.say(self.goodput_summary.object)
         best = self.operating_points()
         if best is not None and use == self.use:
             self.by_use[use] = UseFigures(best, sweep.max_batch, sweep.device)

@@ -215,6 +215,7 @@ class ThreeSchedulesLesson(LessonPage):
             text += (f" Request #{worst.id} waited longest: {fmt_ms(worst.queue_ms)} ms "
                      f"before it got a slot.")
         self.lane_text.object = site_html(f"<p>{text}</p>")
+        self.say(text)
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(run, event))}. {len(rows)} requests, "
             f"Poisson arrivals at {self.rate:g} per second (seed 0: the same trace under every "

@@ -254,6 +254,9 @@ class TwoClocksLesson(LessonPage):
             "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m.ttft_ms:.0f} + {n - 1} x "
                     f"{m.tpot_ms or 0:.1f} = {formula:,.0f} ms"),
         }
+        self.say(f"Answer measured: first token after {_fmt_ms(m.ttft_ms)} (queued "
+                 f"{_fmt_ms(m.queue_ms)}, prefill {_fmt_ms(m.prefill_ms)}); {n} tokens, the "
+                 f"whole answer in {_fmt_ms(m.e2e_ms)}.")
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(result, event))}. Your prompt: "
             f"{result.prompt_tokens} tokens ({result.text_tokens} of your text, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import re
 import time
 
 import panel as pn
@@ -176,6 +177,16 @@ class ChartText:
         self.sentence = sentence
         self.summary.object = (f'<div class="site"><p class="chart-summary">'
                                f"{html.escape(sentence)}</p></div>")
+
+
+def plain_words(text: str) -> str:
+    """What a screen reader should say for a sentence a page shows as Markdown or HTML: tags,
+    emphasis marks and list bullets dropped, entities decoded, white space collapsed (the live
+    region's text is read as it is, marks and all)."""
+    text = re.sub(r"<[^>]+>", "", text)
+    text = re.sub(r"(?m)^\s*[-*]\s+", "", text)
+    text = text.replace("**", "").replace("`", "")
+    return " ".join(html.unescape(text).split())
 
 
 class LiveRegion(pn.viewable.Viewer):

@@ -65,3 +65,10 @@ def attach(page) -> StubService:
     service = StubService()
     page._jobs = SessionJobs(doc=None, service=service)
     return service
+
+
+def said(page) -> list[str]:
+    """What the page's live region has said, and what waits for its gap (outside a server a
+    throttled message stays waiting): a screen reader reads both."""
+    live = page.runner.status.live
+    return [live.message, live.pending]

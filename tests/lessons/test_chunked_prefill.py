@@ -8,6 +8,7 @@ import statistics
 
 import panel as pn
 from in_process_service import InProcessService, attach, run_job
+from lesson_stubs import said
 
 from engine.lab.results import StepRecord
 from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson
@@ -63,6 +64,9 @@ def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
     assert (f"paid {sig(ttft_change)} ms more TTFT" if ttft_change > 0
             else f"{sig(-ttft_change)} ms sooner") in verdict
     assert "long prompt arrives at 0.20 s" in page.timeline.table_html
+    # with both runs in, the comparison is said in words
+    assert any(s and ("worst stall is" in s or "did not shorten" in s) and "**" not in s
+               for s in said(page))
 
 
 def test_live_gaps_from_steps_match_the_token_times():

@@ -7,6 +7,7 @@ import dataclasses
 
 import panel as pn
 from in_process_service import InProcessService, attach
+from lesson_stubs import said
 
 from lessons.kv_cache import KVCacheLesson
 
@@ -37,6 +38,8 @@ def test_the_presets_agree_with_the_engines_real_allocation():
     assert "All 9 caches agree with the formula" in page.check_summary.object
     assert "tiny 3,072 bytes per token (float32)" in page.check_summary.object
     assert "2 × 6 × 2 × 32 × 4 = 3,072" in page.check.object
+    assert any(s and s.startswith("All 9 caches agree with the formula. What the engine")
+               for s in said(page))
 
 
 def test_a_disagreement_would_be_shown():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import panel as pn
 import pytest
 from in_process_service import InProcessService, attach
+from lesson_stubs import said
 
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.config import PRESETS
@@ -67,6 +68,9 @@ def test_points_land_under_the_roofs_with_the_preset_formulas():
     first = [j.result for j in service.submitted if j.kind == "sweep_point"][0]
     assert f"the engine took **{sig(first['tpot_ms'])} ms**" in page.floor_summary.object
     assert not page.runner.status.running and "measured live" in page.runner.status.label_text
+    # each point is said in words as it comes (throttled: the last of the burst is read)
+    assert any(s and s.startswith("Prefill of 256 tokens measured: ") and "GFLOP/s" in s
+               for s in said(page))
 
 
 def test_points_that_come_before_the_machines_limits_wait_for_them():

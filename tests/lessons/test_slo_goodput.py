@@ -7,6 +7,7 @@ from __future__ import annotations
 import panel as pn
 import pytest
 from in_process_service import InProcessService, attach
+from lesson_stubs import said
 
 from engine.calc.slo_math import cost_per_million_tokens
 from lessons.slo_goodput import SLOGoodputLesson, sweep_rates
@@ -51,6 +52,7 @@ def test_the_sweep_and_goodput_at_or_below_throughput():
         assert p["goodput_tok_s"] <= p["throughput_tok_s"]
         assert p["throughput_tok_s"] == pytest.approx(sum(r["output_len"]) / r["duration_s"])
     assert "Best goodput" in page.goodput_summary.object
+    assert any(s and s.startswith("Best goodput: ") and "**" not in s for s in said(page))
     assert "P50 TTFT (target 300 ms)" in page.checks.object
     cells = page.checks.object.split("</caption>")[1]  # one mark per target per rate
     assert cells.count("✓") + cells.count("✗") == 3 * 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import panel as pn
 import pytest
-from lesson_stubs import attach
+from lesson_stubs import attach, said
 
 from engine.lab.results import ServeRunResult
 from lessons.three_schedules import POLICIES, ThreeSchedulesLesson, lanes_rows, policy_summary
@@ -57,6 +57,8 @@ def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
         spans = page.lanes.spans(row["id"])
         assert spans["decode"] == (row["first_token_ms"], row["finish_ms"])
     assert "static</b> batching the 4 requests waited" in page.lane_text.object
+    assert any(s and s.startswith("Under static batching the 4 requests waited")
+               for s in said(page))  # the same sentence, for screen readers, without tags
     assert "static" in page.table.object and "not run yet" in page.table.object
 
 

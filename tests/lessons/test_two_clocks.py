@@ -8,9 +8,15 @@ import html
 
 import panel as pn
 import pytest
-from lesson_stubs import attach
+from lesson_stubs import attach, said
 
-from lessons.two_clocks import BROWSER_ROW, ENGINE_ROW, TwoClocksLesson, browser_summary
+from lessons.two_clocks import (
+    BROWSER_ROW,
+    ENGINE_ROW,
+    TwoClocksLesson,
+    _fmt_ms,
+    browser_summary,
+)
 
 
 @pytest.fixture
@@ -45,6 +51,10 @@ def test_sending_streams_ticks_and_fills_the_engine_readouts(lesson):
     assert html.escape(result["text"]) in page.answer.object
     assert "tiny preset (trained weights)" in page.measured_on.object
     assert "2 background requests" in page.measured_on.object
+    m = result["metrics"]
+    assert any(s and s.startswith("Answer measured: first token after ") and
+               s.endswith(f"8 tokens, the whole answer in {_fmt_ms(m['e2e_ms'])}.")
+               for s in said(page))
 
 
 def test_browser_stamps_fill_the_second_clock(lesson):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from bokeh.models import Model
 
-from widgets.a11y import AriaHTML, LiveRegion, describe_chart
+from widgets.a11y import AriaHTML, LiveRegion, describe_chart, plain_words
 from widgets.block_table import BlockTableView
 from widgets.count_bars import CountBars
 from widgets.floor_chart import FloorChart
@@ -142,3 +142,10 @@ def test_the_status_widget_announces_queue_errors_and_finished_results():
     assert status.live.pending == "The engine could not do this: the KV budget holds 3 requests, not 8"
     status.live.flush()
     assert status.live.message.startswith("The engine could not do this")
+
+
+def test_plain_words_are_what_a_page_shows_without_its_marks():
+    assert plain_words("Under <b>static</b> batching the 4 requests waited 12 ms.") == (
+        "Under static batching the 4 requests waited 12 ms.")
+    assert plain_words("- **whole:** worst gap **45 ms**\n- **in chunks:** 12 ms &amp; less") == (
+        "whole: worst gap 45 ms in chunks: 12 ms & less")
