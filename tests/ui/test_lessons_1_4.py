@@ -96,12 +96,14 @@ def admitted_while_another_runs(lanes: dict) -> bool:
 
 def test_three_schedules_switching_policy_changes_the_lanes(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=three-schedules&requests=6&rate=40&max_batch=2")
-    expect(page.get_by_text(re.compile("Under static batching the 6 requests"))).to_be_visible(
+    # the summary under the lanes (the status widget's live region says the same words)
+    summary = page.locator(".lanes-summary")
+    expect(summary.get_by_text(re.compile("Under static batching the 6 requests"))).to_be_visible(
         timeout=LONG)
     static = source(page, "lanes")
     page.get_by_role("button", name="continuous").click()
-    expect(page.get_by_text(re.compile("Under continuous batching the 6 requests"))).to_be_visible(
-        timeout=LONG)
+    expect(summary.get_by_text(re.compile("Under continuous batching the 6 requests"))
+           ).to_be_visible(timeout=LONG)
     expect(page).to_have_url(re.compile("policy=continuous"))
     continuous = source(page, "lanes")
     assert static != continuous
