@@ -38,7 +38,9 @@ def test_two_readers_measuring_at_once_both_get_results(browser, app_url):
         for _, page, _ in (first, second):
             page.get_by_role("button", name="Measure").click()
         for (_, page, console), batch in ((first, 2), (second, 3)):
-            expect(page.get_by_text(f"Batch of {batch} on")).to_be_visible(timeout=180_000)
+            # the table's caption (the live region reads the same words with the figures)
+            expect(page.locator("caption", has_text=f"Batch of {batch} on")).to_be_visible(
+                timeout=180_000)
             # the status line (the live region, after it, reads the same words)
             expect(page.get_by_text("measured live on").first).to_be_visible()
             assert "Traceback" not in page_text(page)
