@@ -148,6 +148,8 @@ class ModelRunner:
         self.attention = PagedAttention(cache, backend)
         # Random-weight presets have a larger vocabulary than the shared tokenizer can spell;
         # sampling is limited to the ids it knows (engines pad vocabularies the same way).
+        if sample_vocab is not None and sample_vocab >= model.cfg.vocab:
+            sample_vocab = None  # nothing to cut (no slice op per step)
         self.sample_vocab = sample_vocab
         self.last_logits: dict[int, torch.Tensor] = {}  # {sequence id: logits} of the last step
         self.graphs = None  # a DecodeGraphs, set by the engine on CUDA with the Triton backend

@@ -231,11 +231,12 @@ class PagedAttention:
         batch = self.batch
         cache = self.cache
         cache.write(layer, batch.slot_mapping, k, v)
-        k_cache, v_cache = cache.k[layer], cache.v[layer]
+        k_cache, v_cache = cache.k_layers[layer], cache.v_layers[layer]
         heads, head_dim = q.shape[-2:]
         parts = []
-        if batch.num_decode:
-            parts.append(self.decode(q[: batch.num_decode], k_cache, v_cache, batch))
+        if batch.num_decode:  # (a decode-only step's q is all decode rows: no slice op)
+            q_decode = q[: batch.num_decode] if batch.prefills else q
+            parts.append(self.decode(q_decode, k_cache, v_cache, batch))
         for chunk in batch.prefills:
             span = slice(chunk.token_offset, chunk.token_offset + chunk.length)
             parts.append(prefill_attention(q[span], k[span], v[span], k_cache, v_cache, chunk))

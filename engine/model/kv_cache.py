@@ -62,6 +62,12 @@ class PagedKVCache:
         # Zeros, not empty: masked-out slots are multiplied by 0, and 0 * NaN garbage is NaN.
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
+        # Each layer's pools as views made once: taking k[layer] and flattening it in every
+        # layer of every step would be four op calls per layer (a few microseconds each).
+        self.k_layers, self.v_layers = list(self.k.unbind(0)), list(self.v.unbind(0))
+        rows = (cfg.layers, self.num_blocks * block_size, cfg.kv_heads, cfg.head_dim)
+        self._k_slots = list(self.k.view(rows).unbind(0))  # (slots, kv_heads, head_dim)
+        self._v_slots = list(self.v.view(rows).unbind(0))
 
     @property
     def capacity_tokens(self) -> int:
@@ -74,8 +80,7 @@ class PagedKVCache:
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store new tokens' K and V (T, kv_heads, head_dim) at their slots."""
-        kv_heads, head_dim = self.k.shape[-2:]
         if k.dtype != self.dtype:  # a cache narrower than the model (no op call otherwise)
             k, v = k.to(self.dtype), v.to(self.dtype)
-        self.k[layer].view(-1, kv_heads, head_dim).index_copy_(0, slots, k)
-        self.v[layer].view(-1, kv_heads, head_dim).index_copy_(0, slots, v)
+        self._k_slots[layer].index_copy_(0, slots, k)
+        self._v_slots[layer].index_copy_(0, slots, v)

@@ -64,24 +64,32 @@ class Rotary(nn.Module):
 
     With x = [x1, x2] (two halves of the head dimension), rotation by angle t is
     [x1 cos t - x2 sin t, x2 cos t + x1 sin t] = x * [cos, cos] + roll(x, half) * [-sin, sin],
-    which is four tensor ops. The angles depend only on the positions, so a step looks them
+    which is three tensor ops (a roll, a product, and a fused multiply-add). The angles depend only on the positions, so a step looks them
     up once (`angles`) and every layer applies them to q and k (`apply`)."""
 
     def __init__(self, head_dim: int, context: int, theta: float):
         super().__init__()
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
         angles = torch.outer(torch.arange(context, dtype=torch.float32), inv_freq)
-        self.register_buffer("cos", torch.cat([angles.cos()] * 2, -1), persistent=False)
-        self.register_buffer("sin", torch.cat([-angles.sin(), angles.sin()], -1),
+        # Stored (context, 1, head_dim): a position's row already broadcasts over heads.
+        self.register_buffer("cos", torch.cat([angles.cos()] * 2, -1)[:, None],
+                             persistent=False)
+        self.register_buffer("sin", torch.cat([-angles.sin(), angles.sin()], -1)[:, None],
                              persistent=False)
 
     def angles(self, positions: torch.Tensor, dtype: torch.dtype):
-        """(cos, sin) for positions (..., T), shaped (..., T, 1, head_dim) to broadcast over heads."""
-        return (self.cos[positions].unsqueeze(-2).to(dtype),
-                self.sin[positions].unsqueeze(-2).to(dtype))
+        """(cos, sin) for positions (..., T), shaped (..., T, 1, head_dim) to broadcast over heads.
+        A step's flat positions take one index_select each (plain indexing is a heavier op)."""
+        if positions.dim() == 1:
+            cos, sin = self.cos.index_select(0, positions), self.sin.index_select(0, positions)
+        else:
+            cos, sin = self.cos[positions], self.sin[positions]
+        if cos.dtype != dtype:  # buffers follow the model's dtype: no conversion op as a rule
+            cos, sin = cos.to(dtype), sin.to(dtype)
+        return cos, sin
 
     @staticmethod
     def apply(x: torch.Tensor, angles) -> torch.Tensor:
-        """x: (..., T, heads, head_dim)."""
+        """x: (..., T, heads, head_dim). x * cos + roll(x) * sin, the last two in one op."""
         cos, sin = angles
-        return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
+        return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, -1), sin)

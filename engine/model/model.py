@@ -95,7 +95,9 @@ class LlamaModel(nn.Module):
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden).float()
+        """Logits in float32 (a conversion op only where the model runs in half precision)."""
+        logits = self.lm_head(hidden)
+        return logits if logits.dtype == torch.float32 else logits.float()
 
     def init_random(self, seed: int = 0) -> None:
         """Random weights for timing-only presets (scaled so activations stay finite)."""
