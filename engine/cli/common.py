@@ -72,8 +72,8 @@ def add_engine_options(parser: argparse.ArgumentParser, default_preset: str = "t
                         help=f"model preset: {', '.join(PRESETS)} (default {default_preset})")
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--backend", default="auto", choices=BACKENDS,
-                        help="decode attention: triton on CUDA; on CPU cpp (a C++ kernel, built on "
-                             "first use) where it builds, else torch")
+                        help="decode attention: triton on CUDA; on CPU cpp (a C++ kernel) where "
+                             "python -m engine build-kernel has built it, else torch")
     parser.add_argument("--kv-budget-mib", type=positive_int("KV budget (MiB)"), default=None,
                         help="KV cache memory budget in MiB (default: a share of free memory)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
