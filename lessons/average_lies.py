@@ -18,12 +18,14 @@ import param
 
 from engine.lab.results import LoadTestResult, Percentiles
 from widgets.checkpoint import Choice, Question
+from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.latency_histogram import LatencyHistogram
 from widgets.readouts import table_html
 
 from .base import LessonPage
+from .data_record import Run, result_header
 from .trace_reading import STAT_COLUMNS, fmt_ms, percentile_rows, request_latencies, slowest
 
 INTRO = """
@@ -93,6 +95,8 @@ class AverageLiesLesson(LessonPage):
     def __init__(self, **params):
         super().__init__(**params)
         self.result: LoadTestResult | None = None
+        self.shown: Run | None = None  # the load test the histograms draw, for the download
+        self.latencies: list = []  # each finished request's figures, as the histograms got them
         self.e2e = LatencyHistogram(title="End-to-end latency (E2E)",
                                     x_label="E2E: arrival to last token (ms)")
         self.ttft = LatencyHistogram(title="Time to first token (TTFT)",
@@ -106,6 +110,8 @@ class AverageLiesLesson(LessonPage):
         self.slow = html_pane("", css_classes=["slowest-table"])
         self.targets = html_pane("", css_classes=["targets-table"])
         self.measured_on = html_pane("", css_classes=["measurement-label"])
+        self.download = DataDownload("load-test-latencies", self.download_rows,
+                                     self.download_header, "Each request's latencies")
 
     def body(self) -> list:
         controls = [pn.widgets.FloatSlider.from_param(self.param.rate),
@@ -119,7 +125,7 @@ class AverageLiesLesson(LessonPage):
             pn.Row(pn.Column(*controls, self.button, width=330),
                    pn.Column(self.tail_text, self.runner.status, self.measured_on,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
-            pn.Row(self.e2e, self.ttft, sizing_mode="stretch_width"),
+            pn.Row(self.e2e, self.ttft, sizing_mode="stretch_width"), self.download,
             self.table,
             html_pane("<h2>The slowest requests, and why</h2><p>Read from the run's trace: "
                       "when each request arrived, waited, was admitted, and which engine steps "
@@ -145,6 +151,7 @@ class AverageLiesLesson(LessonPage):
         self.tail_text.object = site_html(
             f"<p>Serving {self.requests} requests arriving at {self.rate:g} per second "
             f"(about {self.requests / self.rate:.0f} s of arrivals)...</p>")
+        self.shown = Run("load_test", self.job_params())
         self.runner.submit("load_test", self.job_params(), self._on_event)
 
     def _on_event(self, event) -> None:
@@ -155,8 +162,9 @@ class AverageLiesLesson(LessonPage):
 
     def show_result(self, run: LoadTestResult, event=None) -> None:
         self.result = run
+        self.shown = (self.shown or Run("load_test", self.job_params())).done(run, event)
         m = run.metrics
-        rows = request_latencies(run)
+        rows = self.latencies = request_latencies(run)
         self.e2e.update([r.e2e_ms for r in rows], m.e2e_ms.to_dict())
         self.ttft.update([r.ttft_ms for r in rows], m.ttft_ms.to_dict())
         self.tail_text.object = site_html(f"<p><strong>{html.escape(tail_sentence(m.e2e_ms))}"
@@ -184,6 +192,23 @@ class AverageLiesLesson(LessonPage):
             f"{m.duration_s:.1f} s; the server produced {m.throughput_tok_s:,.0f} output "
             f"tokens/s in total (all users), with {100 * (m.slot_use or 0):.0f}% of the "
             f"{run.config.max_batch} batch slots in use while it worked.</p>")
+
+    def download_rows(self) -> list[dict]:
+        """Each finished request's latencies, the values both histograms are drawn from."""
+        return [{"request": r.id, "size": r.size, "prompt_tokens": r.prompt_len,
+                 "output_tokens": r.output_len, "arrival_ms": r.arrival_ms,
+                 "queue_ms": r.queue_ms, "ttft_ms": r.ttft_ms, "e2e_ms": r.e2e_ms}
+                for r in self.latencies]
+
+    def download_header(self) -> dict:
+        shown = self.shown or Run("load_test", self.job_params())
+        return result_header(
+            self, shown.kind, shown.params, shown.result, shown.event, "load test",
+            markers_ms={"E2E": self.e2e.values, "TTFT": self.ttft.values},
+            columns="request: its id; size: short or long; prompt_tokens, output_tokens; "
+                    "arrival_ms: when it arrived (ms since the test started); queue_ms: waiting "
+                    "for a batch slot; ttft_ms: arrival to first token; e2e_ms: arrival to last "
+                    "token. markers_ms: the lines on the histograms (the run's own percentiles)")
 
     def questions(self) -> list:
         return [

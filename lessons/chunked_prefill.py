@@ -20,10 +20,12 @@ import param
 
 from engine.lab.results import ServeRunResult, StepRecord
 from widgets.checkpoint import Choice, Question
+from widgets.data_download import DataDownload
 from widgets.itl_timeline import ItlTimeline
 from widgets.tables import sig
 
 from .base import LessonPage
+from .data_record import Run, runs_header
 from .job_runner import event_record
 
 SHORT_PROMPT = 64  # tokens of each running request's prompt
@@ -97,6 +99,9 @@ class ChunkedPrefillLesson(LessonPage):
         super().__init__(**params)
         self.timeline = ItlTimeline(series=[WHOLE, CHUNKED])
         self.results: dict[str, RunSummary] = {}
+        self.shown: dict[str, Run] = {}  # the runs the timeline draws, for its download
+        self.download = DataDownload("token-gaps", self.timeline.rows, self.download_header,
+                                     "Every gap the chart draws")
         self._last: dict[str, dict[int, float]] = {}
         self._tokens: dict[str, int] = {}
         self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width",
@@ -134,6 +139,7 @@ class ChunkedPrefillLesson(LessonPage):
             self.timeline.clear(series)
             self._last[series] = {}
             self._tokens[series] = 0
+            self.shown[series] = Run("serve_run", self.run_params(chunk))
             jobs.append(("serve_run", self.run_params(chunk), self._handler(series, chunk)))
         self.runner.run(jobs, use_cache=not fresh)
 
@@ -142,7 +148,7 @@ class ChunkedPrefillLesson(LessonPage):
             if event.type == "step":
                 self.on_step(series, chunk, event_record(StepRecord, event.data))
             elif event.type == "result":
-                self.show_run(series, chunk, event.result)
+                self.show_run(series, chunk, event.result, event)
         return on_event
 
     @param.depends("chunk_size", "requests", "output_len", "long_prompt", watch=True)
@@ -174,7 +180,8 @@ class ChunkedPrefillLesson(LessonPage):
                                         f"{end:.1f} s into the run")
 
     # ---- final: gaps from every token's time ---------------------------------------------------------
-    def show_run(self, series: str, chunk: int, run: ServeRunResult) -> None:
+    def show_run(self, series: str, chunk: int, run: ServeRunResult, event=None) -> None:
+        self.shown.setdefault(series, Run("serve_run", self.run_params(chunk))).done(run, event)
         long = next(r for r in run.requests if r.id == self.long_id)
         ts, gaps, ids = [], [], []
         for r in run.requests:
@@ -227,6 +234,15 @@ class ChunkedPrefillLesson(LessonPage):
         if lines:  # the newest run's line, or with both runs the comparison
             self.say(lines[-1])
 
+    def download_header(self) -> dict:
+        return runs_header(
+            self, self.shown, marks_s={name: dict(marks)
+                                       for name, marks in self.timeline.marks.items()},
+            columns="run: the long prompt prefilled whole or in chunks; t_s: when the token "
+                    "came (s since the run started); gap_ms: the time since that request's "
+                    "previous token (the long request's own tokens left out); request: its id. "
+                    "marks_s: the vertical lines (the long prompt's arrival, its first token)")
+
     # ---- the page ------------------------------------------------------------------------------------
     def body(self) -> list:
         md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
@@ -241,7 +257,7 @@ class ChunkedPrefillLesson(LessonPage):
                                             sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
         return [md(INTRO), md(SETUP), controls, self.again, self.runner.status, self.timeline,
-                self.verdict, md(QUOTE)]
+                self.download, self.verdict, md(QUOTE)]
 
     def questions(self) -> list:
         return [

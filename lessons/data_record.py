@@ -8,6 +8,9 @@ ask this engine for the same measurement by the same parameters.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from engine.lab.events import JobEvent
 from engine.lab.results import Record
 from widgets.data_download import now_utc
@@ -63,4 +66,39 @@ def result_header(page: LessonPage, kind: str, params: dict, result: Record | No
         preset=result.preset if result is not None else params.get("preset", "tiny"),
         measured=origin_text(event) if result is not None else f"the {what} is in progress",
         check=check_text(result) if result is not None else f"the {what} has not finished",
+        **more)
+
+
+@dataclass
+class Run:
+    """One job a chart is drawn from: its kind and parameters as submitted, then its result and
+    the result's event (None until it has come)."""
+
+    kind: str
+    params: dict
+    result: Record | None = None
+    event: JobEvent | None = None
+
+    def done(self, result: Record, event: JobEvent | None) -> Run:
+        self.result, self.event = result, event
+        return self
+
+
+def runs_header(page: LessonPage, runs: Mapping[str, Run], **more) -> dict:
+    """data_header for a chart drawn from several jobs (a run per series, a point per setting),
+    each named as the chart names it: its job and parameters, cached or fresh, and its check."""
+    done = [run for run in runs.values() if run.result is not None]
+    device = next((r.event.device for r in done if r.event is not None and r.event.device),
+                  "") or next((getattr(r.result, "device", "") for r in done), "")
+    presets = {getattr(r.result, "preset", None) or r.params.get("preset") for r in done}
+    checks = {check_text(r.result) for r in done}
+    return data_header(
+        page, ", ".join(dict.fromkeys(r.kind for r in runs.values())),
+        {name: r.params for name, r in runs.items()}, device=device,
+        preset=", ".join(sorted(p for p in presets if p)) or "tiny",
+        measured="; ".join(f"{name}: {origin_text(r.event) if r.result is not None else 'not measured yet'}"
+                           for name, r in runs.items()) or "nothing yet",
+        check=checks.pop() if len(checks) == 1 else
+        "; ".join(f"{name}: {check_text(r.result)}" for name, r in runs.items()
+                  if r.result is not None) or "nothing measured yet",
         **more)

@@ -37,9 +37,11 @@ from engine.lab.results import (
 from widgets.block_table import BlockTableView
 from widgets.checkpoint import Choice, Question
 from widgets.count_bars import CountBars
+from widgets.data_download import DataDownload
 from widgets.tables import html_table, table_pane
 
 from .base import LessonPage
+from .data_record import data_header, result_header
 from .number_input import number_problem
 
 PRESET_NAMES = ("tiny", "small", "large")
@@ -132,6 +134,7 @@ class KVCacheLesson(LessonPage):
         self.allocation: KVAllocationResult | None = None
         self.snapshots: list[BlockSnapshot] = []
         self.run_info: BlockSnapshotsResult | None = None
+        self.events: dict = {}  # job kind -> its result's event (cached or fresh, when)
         self.calculator = table_pane(css_classes=["kv-calculator"])
         self.check = table_pane(css_classes=["kv-check"])
         self.check_summary = pn.pane.Markdown("Waiting for the engine's allocation...",
@@ -149,6 +152,10 @@ class KVCacheLesson(LessonPage):
                                          css_classes=["fit-summary"])
         self.fit_error = pn.pane.Alert("", alert_type="warning", visible=False,
                                        sizing_mode="stretch_width")
+        self.blocks_download = DataDownload("kv-block-tables", self.block_rows,
+                                            self.blocks_header, "Every step's block tables")
+        self.bars_download = DataDownload("kv-sequences-that-fit", self.bars_rows,
+                                          self.bars_header, "The bars' counts")
         self._refresh_calculator()
         self._refresh_fit()
 
@@ -161,10 +168,14 @@ class KVCacheLesson(LessonPage):
         handlers = {"info": self.show_info, "kv_allocation": self.show_allocation,
                     "block_snapshots": self.show_snapshots}
 
-        def on_result(show):
-            return lambda event: show(event.result) if event.type == "result" else None
+        def on_result(kind):
+            def on_event(event):
+                if event.type == "result":
+                    self.events[kind] = event
+                    handlers[kind](event.result)
+            return on_event
 
-        self.runner.run([(kind, params, on_result(handlers[kind]))
+        self.runner.run([(kind, params, on_result(kind))
                          for kind, params in self.warm_jobs()], use_cache=not fresh)
 
     # ---- the calculator ------------------------------------------------------------------------------
@@ -286,6 +297,45 @@ class KVCacheLesson(LessonPage):
             index = min(max(0, self.player.value), len(self.snapshots) - 1)
             self.blocks.show(self.snapshots[index])
 
+    def block_rows(self) -> list[dict]:
+        """Every step's block tables (the player shows one step at a time): one row per
+        sequence live after the step."""
+        return [{"step": snap.step, "t_s": snap.t_s, "free_blocks": snap.free,
+                 "request": seq.id, "phase": seq.phase, "tokens": seq.tokens,
+                 "blocks": " ".join(str(b) for b in seq.blocks)}
+                for snap in self.snapshots for seq in sorted(snap.seqs, key=lambda q: q.id)]
+
+    def blocks_header(self) -> dict:
+        run = self.run_info
+        return result_header(
+            self, "block_snapshots", {}, run, self.events.get("block_snapshots"), "run",
+            pool={} if run is None else {"blocks": run.num_blocks, "block_size": run.block_size,
+                                         "bytes_per_block": run.bytes_per_block},
+            columns="step: the engine step after which the tables were read; t_s: its time "
+                    "(s into the run); free_blocks: blocks no request held; request, phase "
+                    "(prefill or decode), tokens: a live sequence and the tokens it had cached; "
+                    "blocks: its block table, the physical blocks in order")
+
+    def bars_rows(self) -> list[dict]:
+        data = self.bars.source.data
+        return [{"layout": label, "sequences": count, "why": note}
+                for label, count, note in zip(data["label"], data["count"], data["note"],
+                                              strict=True)]
+
+    def bars_header(self) -> dict:
+        shape = self.shape(self.model)
+        return data_header(
+            self, "none (computed)", {"budget_gb": self.budget_gb, "model": self.model,
+                                      "kv_dtype": self.kv_dtype,
+                                      "tokens_used": self.tokens_used,
+                                      "block_size": DEFAULT_BLOCK_SIZE},
+            device="none: computed, not measured", preset=self.model,
+            measured="computed by engine.calc.kv_math.fit from the inputs (bytes per token: "
+                     f"{shape.bytes_per_token(self.kv_dtype) if shape else 'unknown'})",
+            check="not applicable (a formula, no measurement)",
+            columns="layout: contiguous (each sequence reserves its full context) or paged "
+                    "(whole blocks of what it holds); sequences: how many fit the budget; why")
+
     # ---- paged against contiguous ---------------------------------------------------------------------
     @param.depends("budget_gb", "model", "kv_dtype", "tokens_used", watch=True)
     def _refresh_fit(self) -> None:
@@ -348,8 +398,8 @@ class KVCacheLesson(LessonPage):
             sizing_mode="stretch_width")
         return [md(INTRO), self.runner.status, md(CALC_TEXT), self.calculator, md(CHECK_TEXT),
                 self.check, self.check_summary, md(BLOCKS_TEXT), self.player, self.blocks,
-                self.run_summary, md(FIT_TEXT), fit_controls, self.fit_error, self.bars,
-                self.fit_text]
+                self.blocks_download, self.run_summary, md(FIT_TEXT), fit_controls, self.fit_error, self.bars,
+                self.bars_download, self.fit_text]
 
     def questions(self) -> list:
         return [

@@ -21,12 +21,14 @@ from engine.calc.step_cost import decode_context, decode_cost
 from engine.lab.registry import get_spec
 from engine.lab.results import InfoResult, PrefillPointResult, PresetShape, SweepPointResult
 from widgets.checkpoint import Choice, Question
+from widgets.data_download import DataDownload
 from widgets.floor_chart import FloorChart
 from widgets.job_status import RANDOM_WEIGHTS
 from widgets.roofline_chart import RooflineChart
 from widgets.tables import sig
 
 from .base import LessonPage
+from .data_record import Run, runs_header
 
 _SWEEP = get_spec("sweep_point").params  # decode steps at the sweep_point job's defaults
 DECODE_PROMPT_LEN, DECODE_NEW_TOKENS = _SWEEP["prompt_len"].default, _SWEEP["new_tokens"].default
@@ -111,6 +113,15 @@ def powers(start: int, factor: int, limit: int) -> list[int]:
     return out
 
 
+def job_label(kind: str, params: dict) -> str:
+    """A job of the page named as its charts name its point ("decode, batch 4")."""
+    if kind == "sweep_point":
+        return f"decode, batch {params['batch_size']}"
+    if kind == "prefill_point":
+        return f"prefill, {params['prompt_len']:,} tokens"
+    return "machine limits"
+
+
 class RooflineLesson(LessonPage):
     """Lesson 5: decode steps and prefill passes under this machine's two roofs."""
 
@@ -141,6 +152,11 @@ class RooflineLesson(LessonPage):
                                         css_classes=["roofline-summary"])
         self.floor_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
                                               css_classes=["floor-summary"])
+        self.shown: dict[str, Run] = {}  # every job the charts are drawn from, by its label
+        self.download = DataDownload("roofline-points", self.chart.rows, self.download_header,
+                                     "The roofline's points")
+        self.floor_download = DataDownload("decode-step-floor", self.floor.rows,
+                                           self.download_header, "The floor chart's points")
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
 
@@ -178,14 +194,17 @@ class RooflineLesson(LessonPage):
         self.floor_summary.object = ""
         handlers = {"info": self.show_info, "sweep_point": self.show_decode,
                     "prefill_point": self.show_prefill}
-        jobs = [(kind, params, self._handler(handlers[kind]))
+        self.shown = {job_label(kind, params): Run(kind, params)
+                      for kind, params in self.job_params()}
+        jobs = [(kind, params, self._handler(handlers[kind], self.shown[job_label(kind, params)]))
                 for kind, params in self.job_params()]
         self.runner.run(jobs, use_cache=not fresh)
 
     @staticmethod
-    def _handler(show):
+    def _handler(show, run: Run):
         def on_event(event):
             if event.type == "result":
+                run.done(event.result, event)
                 show(event.result)
         return on_event
 
@@ -293,6 +312,21 @@ class RooflineLesson(LessonPage):
                 "engine spends on other things than streaming weights: attention, small "
                 "matrices that do not reach full speed, Python between the layers.")
 
+    # ---- the data, to download ------------------------------------------------------------------------
+    def download_header(self) -> dict:
+        m = self.machine
+        return runs_header(
+            self, self.shown,
+            roofs={} if m is None else {"memory_bandwidth_gbs": m.memory_bandwidth_gbs,
+                                        "matmul_gflops": m.matmul_gflops,
+                                        "ridge_flop_per_byte": m.ridge_flop_per_byte},
+            columns="roofline points: kind (decode step or prefill pass), label, intensity "
+                    "(FLOP per byte moved), gflops (achieved GFLOP/s), ms (the step's time), "
+                    "roof_share (achieved / the roof at that intensity). Floor points: x (batch "
+                    "size), measured (ms per decode step), floor (bytes per step / the measured "
+                    "bandwidth, ms), ratio (measured / floor). roofs: the machine's measured "
+                    "limits")
+
     # ---- the page ------------------------------------------------------------------------------------
     def controls(self) -> pn.viewable.Viewable:
         return pn.Row(
@@ -306,8 +340,8 @@ class RooflineLesson(LessonPage):
     def body(self) -> list:
         md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
         return [md(INTRO), md(LIMITS_TEXT), self.limits, self.controls(), self.runner.status,
-                md(ROOFLINE_TEXT), self.chart, self.roof_summary, md(FLOOR_TEXT), self.floor,
-                self.floor_summary, md(CPU_NOTE)]
+                md(ROOFLINE_TEXT), self.chart, self.download, self.roof_summary, md(FLOOR_TEXT), self.floor,
+                self.floor_download, self.floor_summary, md(CPU_NOTE)]
 
     def questions(self) -> list:
         return [

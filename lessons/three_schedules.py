@@ -20,12 +20,14 @@ import param
 
 from engine.lab.results import ServeRunResult, StepRecord
 from widgets.checkpoint import Choice, Question
+from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.readouts import table_html
 from widgets.request_lanes import RequestLanes
 
 from .base import LessonPage
+from .data_record import Run, result_header
 from .job_runner import event_record
 from .trace_reading import fmt_ms, request_latencies
 
@@ -113,6 +115,7 @@ class ThreeSchedulesLesson(LessonPage):
         self.lanes = RequestLanes(height=360)
         self.runs: dict[tuple, PolicySummary] = {}  # (settings..., policy) -> its summary
         self.result: ServeRunResult | None = None
+        self.shown: Run | None = None  # the run the lanes draw, for their download
         self._prefill_end: dict[int, float] = {}
         self.compare = pn.widgets.Button(label="Compare all three", color="default",
                                          width=180)
@@ -120,6 +123,8 @@ class ThreeSchedulesLesson(LessonPage):
         self.lane_text = html_pane("", css_classes=["lanes-summary"])
         self.table = html_pane("", css_classes=["policy-table"])
         self.measured_on = html_pane("", css_classes=["measurement-label"])
+        self.download = DataDownload("request-lanes", self.lanes.times, self.download_header,
+                                     "Each request's moments")
         self.param.watch(lambda _e: self.run(), ["policy"])
 
     def settings(self) -> tuple:
@@ -146,7 +151,7 @@ class ThreeSchedulesLesson(LessonPage):
             pn.Row(pn.Column(policy, *sliders, self.compare, width=330),
                    pn.Column(self.lanes, self.runner.status, self.lane_text,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
-            self.measured_on, self.table,
+            self.measured_on, self.download, self.table,
             html_pane(PROSE),
         ]
 
@@ -164,6 +169,7 @@ class ThreeSchedulesLesson(LessonPage):
         self.lane_text.object = site_html(f"<p>Serving the trace under <b>{self.policy}</b> "
                                           "batching...</p>")
         # a new policy or setting replaces this run: the runner drops its late events
+        self.shown = Run("serve_run", self.job_params())
         self.runner.submit("serve_run", self.job_params(), self._on_event)
 
     def run_others(self) -> None:
@@ -204,6 +210,7 @@ class ThreeSchedulesLesson(LessonPage):
 
     def show_result(self, run: ServeRunResult, event=None) -> None:
         self.result = run
+        self.shown = (self.shown or Run("serve_run", self.job_params())).done(run, event)
         self.lanes.show(lanes_rows(run))
         summary = self._record(run, event)
         rows = request_latencies(run)
@@ -221,6 +228,16 @@ class ThreeSchedulesLesson(LessonPage):
             f"Poisson arrivals at {self.rate:g} per second (seed 0: the same trace under every "
             f"policy), prompts of 16 to 128 tokens, answers of 8 to 96 tokens, "
             f"{run.config.max_batch} batch slots.</p>")
+
+    def download_header(self) -> dict:
+        shown = self.shown or Run("serve_run", self.job_params())
+        return result_header(
+            self, shown.kind, shown.params, shown.result, shown.event, "run",
+            policy=shown.params["policy"],
+            columns="request: its id; arrival_ms: when it arrived; admitted_ms: when it got a "
+                    "batch slot (queued before); first_token_ms: its first token (prefill "
+                    "before); finish_ms: its last token (decode before); all in ms since the "
+                    "first arrival, empty where the run had not got there")
 
     def _record(self, run: ServeRunResult, event=None) -> PolicySummary:
         cached = event is not None and event.cached

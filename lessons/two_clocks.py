@@ -24,12 +24,14 @@ from engine.lab.registry import get_spec
 from engine.lab.results import TwoClocksResult
 from widgets.browser_clock import BrowserClock
 from widgets.checkpoint import Choice, Question
+from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.readouts import Readouts, table_html
 from widgets.token_timeline import TokenTimeline
 
 from .base import LessonPage
+from .data_record import Run, result_header
 
 ENGINE_ROW = "engine"
 BROWSER_ROW = "your browser"
@@ -132,6 +134,7 @@ class TwoClocksLesson(LessonPage):
     def __init__(self, **params):
         super().__init__(**params)
         self.result: TwoClocksResult | None = None
+        self.shown: Run | None = None  # the run the timeline draws, for its download
         self._engine_ms: list[float] = []
         self._texts: list[str] = []
         self.timeline = TokenTimeline(
@@ -159,6 +162,8 @@ class TwoClocksLesson(LessonPage):
         ])
         self.measured_on = html_pane("", css_classes=["measurement-label"])
         self.token_table = html_pane("", css_classes=["token-table"])
+        self.download = DataDownload("token-timeline", self.timeline.tick_rows,
+                                     self.download_header, "The timeline's tokens")
 
     # ---- layout ------------------------------------------------------------------------------
     def controls(self) -> pn.Column:
@@ -183,7 +188,7 @@ class TwoClocksLesson(LessonPage):
                    sizing_mode="stretch_width"),
             html_pane("<h3>The engine's clock</h3>"), self.engine_readouts,
             html_pane("<h3>Your browser's clock</h3>"), self.browser_readouts,
-            self.measured_on, self.token_table,
+            self.measured_on, self.token_table, self.download,
             html_pane(PROSE),
         ]
 
@@ -203,6 +208,7 @@ class TwoClocksLesson(LessonPage):
         self.browser_readouts.clear()
         self.token_table.object = site_html("")
         self.measured_on.object = site_html("")
+        self.shown = Run("two_clocks", self.job_params())
         self.answer.object = site_html("<p class='answer'><em>Waiting for the first token: the "
                                        "silence you are timing.</em></p>")
         self.runner.submit("two_clocks", self.job_params(), self._on_event)
@@ -233,6 +239,7 @@ class TwoClocksLesson(LessonPage):
     def show_result(self, result: TwoClocksResult, event=None) -> None:
         """Draw a finished run: ticks not streamed yet, the wait's parts, the readouts."""
         self.result = result
+        self.shown = (self.shown or Run("two_clocks", self.job_params())).done(result, event)
         times = [t.t_ms for t in result.tokens]
         missing = len(times) - len(self._engine_ms)
         if missing > 0:  # not streamed: the whole answer arrives now, in one message
@@ -276,6 +283,16 @@ class TwoClocksLesson(LessonPage):
                 outside=_fmt_ms(summary["outside_ms"]),
                 lag=f"{summary['lag_p50']:.0f} / {summary['lag_max']:.0f} ms")
         self.token_table.object = site_html(self._token_table(browser))
+
+    def download_header(self) -> dict:
+        shown = self.shown or Run("two_clocks", self.job_params())
+        return result_header(
+            self, shown.kind, shown.params, shown.result, shown.event, "run",
+            waits=self.timeline.waits(),
+            columns=f"clock: {ENGINE_ROW} (ms since your request reached it) or {BROWSER_ROW} "
+                    "(ms since your click, stamped when the token was drawn); token: its index "
+                    "in the answer; text: the token (the browser row leaves it empty); ms: when "
+                    "it arrived on that clock. waits: the shaded wait before the first token")
 
     def _token_table(self, browser: list[float]) -> str:
         n = len(self._engine_ms)

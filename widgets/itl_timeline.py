@@ -115,6 +115,13 @@ class ItlTimeline(pn.viewable.Viewer):
         gaps = self.gaps(series)
         return max(gaps) if gaps else None
 
+    def rows(self) -> list[dict]:
+        """Every gap as drawn, run by run (a download of the chart): run, time (s), gap (ms),
+        request."""
+        return [{"run": name, "t_s": t, "gap_ms": gap, "request": rid}
+                for name, source in self.sources.items()
+                for t, gap, rid in zip(*(source.data[f] for f in FIELDS), strict=True)]
+
     @property
     def table_html(self) -> str:
         return self._table.object

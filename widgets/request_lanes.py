@@ -171,6 +171,11 @@ class RequestLanes(pn.viewable.Viewer):
                 for row in self._rows.get(rid, {}).values()
                 if data["right"][row] > data["left"][row]}
 
+    def times(self) -> list[dict]:
+        """Each request's moments as drawn (ms; None where not reached yet), request order: the
+        chart's data for a download."""
+        return [{"request": rid, **t} for rid, t in sorted(self._times.items())]
+
     # ---- the text beside the chart -------------------------------------------------------------
     def _describe(self) -> None:
         done = {rid: t for rid, t in sorted(self._times.items()) if t["finish_ms"] is not None}

@@ -153,6 +153,10 @@ class RooflineChart(pn.viewable.Viewer):
         return [dict(zip(POINT_FIELDS, row, strict=True))
                 for row in zip(*(data[f] for f in POINT_FIELDS), strict=True)]
 
+    def rows(self) -> list[dict]:
+        """Every point as drawn, series by series (a download of the chart)."""
+        return [{"kind": name, **p} for name in self.sources for p in self.points(name)]
+
     # ---- the table beside the chart -------------------------------------------------------------
     @property
     def table_html(self) -> str:

@@ -131,5 +131,19 @@ class TokenTimeline(pn.viewable.Viewer):
         """The times (ms) of a row's ticks, as the page holds them."""
         return list(self.sources[row].data["x"])
 
+    def tick_rows(self) -> list[dict]:
+        """Every tick as drawn, row by row (a download of the chart): clock, token index, its
+        text and its time (ms)."""
+        return [{"clock": row, "token": i, "text": text, "ms": x}
+                for row in self.rows
+                for x, i, text in zip(*(self.sources[row].data[k] for k in ("x", "index", "text")),
+                                      strict=True)]
+
+    def waits(self) -> list[dict]:
+        """The shaded waits as drawn: clock, part (queued, prefill), from and to (ms)."""
+        d = self.spans.data
+        return [{"clock": r, "part": p, "from_ms": a, "to_ms": b}
+                for r, p, a, b in zip(d["row"], d["part"], d["left"], d["right"], strict=True)]
+
     def __panel__(self):
         return self._layout

@@ -72,3 +72,19 @@ def said(page) -> list[str]:
     throttled message stays waiting): a screen reader reads both."""
     live = page.runner.status.live
     return [live.message, live.pending]
+
+
+def downloaded(download) -> tuple[dict, list[dict]]:
+    """A widgets.data_download.DataDownload's JSON file read back (header, rows), after checking
+    that its CSV file holds the same header keys and the same rows (as text)."""
+    import json
+
+    from widgets.data_download import read_csv
+
+    csv_file, json_file = download.texts()
+    data = json.loads(json_file)
+    csv_head, csv_rows = read_csv(csv_file)
+    assert list(csv_head) == list(data["header"])
+    assert csv_rows == [{k: "" if v is None else str(v) for k, v in row.items()}
+                        for row in data["rows"]]
+    return data["header"], data["rows"]

@@ -8,11 +8,12 @@ import dataclasses
 
 import panel as pn
 import pytest
-from lesson_stubs import DEVICE, attach
+from lesson_stubs import DEVICE, attach, downloaded
 
 from engine.lab import worker
 from engine.lab.results import Percentiles
 from lessons.average_lies import AverageLiesLesson, tail_sentence
+from widgets.latency_histogram import histogram
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +83,19 @@ def test_tail_sentence_without_data():
 def test_warm_jobs_are_the_defaults():
     [(kind, params)] = AverageLiesLesson.warm_jobs()
     assert kind == "load_test" and params["requests"] == 80 and params["rate"] == 4.0
+
+
+def test_the_download_holds_the_values_both_histograms_draw(shown):
+    """Each request's TTFT and E2E: binned as the page bins them they give the bars drawn; the
+    markers and the run's record in the header."""
+    page, job, result = shown
+    head, rows = downloaded(page.download)
+    assert sorted(r["request"] for r in rows) == sorted(
+        r["id"] for r in result["requests"] if r["finish_s"] is not None)
+    for chart, key in ((page.e2e, "e2e_ms"), (page.ttft, "ttft_ms")):
+        counts, edges = histogram([r[key] for r in rows], chart.bins)
+        assert counts.tolist() == chart.bars.data["count"]
+        assert edges[:-1].tolist() == chart.bars.data["left"]
+    assert head["markers_ms"] == {"E2E": page.e2e.values, "TTFT": page.ttft.values}
+    assert head["job"] == "load_test" and head["params"] == job.params
+    assert head["device"] == DEVICE and head["measured"].startswith("fresh, measured")

@@ -7,8 +7,8 @@ import math
 import statistics
 
 import panel as pn
-from in_process_service import InProcessService, attach, run_job
-from lesson_stubs import said
+from in_process_service import DEVICE, InProcessService, attach, run_job
+from lesson_stubs import downloaded, said
 
 from engine.lab.results import StepRecord
 from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson
@@ -67,6 +67,24 @@ def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
     # with both runs in, the comparison is said in words
     assert any(s and ("worst stall is" in s or "did not shorten" in s) and "**" not in s
                for s in said(page))
+
+
+def test_the_download_is_every_gap_of_both_runs():
+    """Every gap the chart draws, run by run, and the vertical marks; each run's parameters and
+    record in the header."""
+    page, service = lesson(SMALL)
+    whole_run, chunked_run = (j.result for j in service.submitted)
+    head, rows = downloaded(page.download)
+    for name, run in ((WHOLE, whole_run), (CHUNKED, chunked_run)):
+        mine = [r for r in rows if r["run"] == name]
+        assert [r["gap_ms"] for r in mine] == page.timeline.gaps(name) == gaps_ms(run, 3)
+        assert [r["t_s"] for r in mine] == list(page.timeline.sources[name].data["t"])
+        assert head["marks_s"][name] == dict(page.timeline.marks[name])
+        long = next(r for r in run["requests"] if r["id"] == 3)
+        assert head["marks_s"][name]["long prompt arrives"] == long["arrival_s"]
+    assert [head["params"][n]["chunk_size"] for n in (WHOLE, CHUNKED)] == [0, 128]
+    assert head["job"] == "serve_run" and head["device"] == DEVICE
+    assert head["measured"].count("fresh, measured") == 2
 
 
 def test_live_gaps_from_steps_match_the_token_times():

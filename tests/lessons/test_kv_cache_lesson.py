@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import panel as pn
-from in_process_service import InProcessService, attach
-from lesson_stubs import said
+from in_process_service import DEVICE, InProcessService, attach
+from lesson_stubs import downloaded, said
 
 from lessons.kv_cache import KVCacheLesson
 
@@ -75,6 +75,28 @@ def test_block_tables_from_the_run():
     reused = sum(1 for ids in owners.values() if len(ids) > 1)
     assert reused > 0  # 10 requests through a 2 MiB pool: freed blocks serve later requests
     assert f"{reused} blocks were used by more than one request" in page.run_summary.object
+
+
+def test_the_downloads_are_the_block_tables_and_the_bars():
+    """Every step's block tables (the grid shows one of them: its rows are the table beside the
+    grid) with the run's record; the bars' counts with the inputs they were computed from."""
+    page, service = lesson()
+    run = service.result("block_snapshots")
+    head, rows = downloaded(page.blocks_download)
+    assert len(rows) == sum(len(s["seqs"]) for s in run["snapshots"])
+    shown = page.blocks.snapshot
+    mine = [r for r in rows if r["step"] == shown.step]
+    assert [(r["request"], r["tokens"], r["blocks"]) for r in mine] == [
+        (q.id, q.tokens, " ".join(map(str, q.blocks))) for q in sorted(shown.seqs,
+                                                                      key=lambda q: q.id)]
+    for r in mine:
+        assert " → ".join(r["blocks"].split()) in page.blocks.table_html
+    assert head["job"] == "block_snapshots" and head["device"] == DEVICE
+    assert head["pool"]["blocks"] == run["num_blocks"] == page.blocks.num_blocks
+    assert head["measured"].startswith("fresh, measured")
+    bars_head, bars = downloaded(page.bars_download)
+    assert {b["layout"]: b["sequences"] for b in bars} == page.bars.counts()
+    assert bars_head["params"]["budget_gb"] == page.budget_gb and "computed" in bars_head["measured"]
 
 
 def test_paged_fits_more_and_bad_budgets_get_a_message():

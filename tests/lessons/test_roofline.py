@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import panel as pn
 import pytest
-from in_process_service import InProcessService, attach
-from lesson_stubs import said
+from in_process_service import DEVICE, InProcessService, attach
+from lesson_stubs import downloaded, said
 
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.config import PRESETS
@@ -71,6 +71,26 @@ def test_points_land_under_the_roofs_with_the_preset_formulas():
     # each point is said in words as it comes (throttled: the last of the burst is read)
     assert any(s and s.startswith("Prefill of 256 tokens measured: ") and "GFLOP/s" in s
                for s in said(page))
+
+
+def test_the_downloads_are_the_points_of_both_charts():
+    """The roofline's points and the floor chart's, as drawn; the header names every job by its
+    point's label, with its parameters and origin, and the machine's measured roofs."""
+    page, service = lesson(TINY)
+    head, rows = downloaded(page.download)
+    assert rows == [{"kind": kind, **p} for kind in (DECODE, PREFILL)
+                    for p in page.chart.points(kind)]
+    assert len(rows) == 3 + 3
+    floor_head, floor_rows = downloaded(page.floor_download)
+    assert floor_rows == page.floor.rows() and [r["x"] for r in floor_rows] == [1, 2, 4]
+    assert list(head["params"]) == ["machine limits"] + [r["label"] for r in rows]
+    assert head["params"]["decode, batch 2"]["batch_size"] == 2
+    assert head["params"]["prefill, 256 tokens"]["prompt_len"] == 256
+    assert head["measured"].count("fresh, measured") == 1 + 6
+    info = service.result("info")
+    assert head["roofs"]["memory_bandwidth_gbs"] == info["memory_bandwidth_gbs"]
+    assert head["device"] == DEVICE and head["preset"] == "tiny"
+    assert floor_head["params"] == head["params"]
 
 
 def test_points_that_come_before_the_machines_limits_wait_for_them():

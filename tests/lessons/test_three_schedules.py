@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import panel as pn
 import pytest
-from lesson_stubs import attach, said
+from lesson_stubs import DEVICE, attach, downloaded, said
 
 from engine.lab.results import ServeRunResult
 from lessons.three_schedules import POLICIES, ThreeSchedulesLesson, lanes_rows, policy_summary
@@ -60,6 +60,24 @@ def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
     assert any(s and s.startswith("Under static batching the 4 requests waited")
                for s in said(page))  # the same sentence, for screen readers, without tags
     assert "static" in page.table.object and "not run yet" in page.table.object
+
+
+def test_the_download_is_each_lane_as_drawn(lesson):
+    """Each request's moments: the lanes drawn are the spans between them; the run's record
+    (policy, parameters, device, cached or fresh) in the header."""
+    page, service = lesson
+    result = run_short(service, service.submitted[-1], cached=True)
+    head, rows = downloaded(page.download)
+    assert [r["request"] for r in rows] == sorted(r["id"] for r in result["requests"])
+    for r in rows:
+        assert page.lanes.spans(r["request"]) == {
+            part: span for part, span in (
+                ("queued", (r["arrival_ms"], r["admitted_ms"])),
+                ("prefill", (r["admitted_ms"], r["first_token_ms"])),
+                ("decode", (r["first_token_ms"], r["finish_ms"]))) if span[1] > span[0]}
+    assert head["job"] == "serve_run" and head["policy"] == "static"
+    assert head["params"]["requests"] == 4 and head["params"]["max_batch"] == 2
+    assert head["device"] == DEVICE and head["measured"].startswith("cached, measured")
 
 
 def test_switching_policy_runs_the_same_trace_again(lesson):

@@ -8,7 +8,7 @@ import html
 
 import panel as pn
 import pytest
-from lesson_stubs import attach, said
+from lesson_stubs import DEVICE, attach, downloaded, said
 
 from lessons.two_clocks import (
     BROWSER_ROW,
@@ -68,6 +68,30 @@ def test_browser_stamps_fill_the_second_clock(lesson):
     values = page.browser_readouts.values
     assert values["first"] == "400 ms" and values["last"] == f"{400 + 10 * (n - 1)} ms"
     assert "browser (ms since click)" in page.token_table.object
+
+
+def test_the_download_is_the_timeline_on_both_clocks(lesson):
+    """CSV and JSON hold every tick the timeline draws (both clocks) and the shaded wait, under
+    the run's record: device, preset, the job's parameters, cached or fresh."""
+    page, service = lesson
+    page.run()
+    result = service.run_for_real(service.submitted[-1], cached=True)
+    n = len(result["tokens"])
+    page.clock.into.data = {"x": [400.0 + 10 * i for i in range(n)], "row": [BROWSER_ROW] * n,
+                            "index": list(range(n)), "text": [""] * n}
+    head, rows = downloaded(page.download)
+    for clock in (ENGINE_ROW, BROWSER_ROW):
+        mine = [r for r in rows if r["clock"] == clock]
+        assert [r["ms"] for r in mine] == page.timeline.ticks(clock) and len(mine) == n
+        assert [r["token"] for r in mine] == list(range(n))
+    assert [r["text"] for r in rows[:n]] == [t["text"] for t in result["tokens"]]
+    spans = page.timeline.spans.data
+    assert [(w["part"], w["from_ms"], w["to_ms"]) for w in head["waits"]] == list(
+        zip(spans["part"], spans["left"], spans["right"], strict=True))
+    assert head["device"] == DEVICE and head["preset"] == "tiny" and head["job"] == "two_clocks"
+    assert head["params"]["max_new_tokens"] == 8 and head["params"]["background"] == 2
+    assert head["measured"].startswith("cached, measured 2026-")
+    assert head["engine_version"] and head["disturbance_check"]
 
 
 def test_not_streamed_draws_the_whole_answer_at_the_end(lesson):
