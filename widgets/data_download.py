@@ -60,13 +60,16 @@ def json_text(header: dict, rows: list[dict]) -> str:
 
 
 def read_csv(text: str) -> tuple[dict, list[dict]]:
-    """The header lines and rows of a csv_text file (values as text): for tests and readers."""
-    lines = text.splitlines()
-    header = {}
-    while lines and lines[0].startswith("# "):
-        key, _, value = lines.pop(0)[2:].partition(": ")
+    """The header lines and rows of a csv_text file (values as text): for tests and readers.
+    A value may hold a line break (a token's text): the rows are read by csv, not by line."""
+    header, start = {}, 0
+    for line in text.splitlines(keepends=True):
+        if not line.startswith("# "):
+            break
+        key, _, value = line[2:].rstrip("\n").partition(": ")
         header[key] = value
-    return header, list(csv.DictReader(lines))
+        start += len(line)
+    return header, list(csv.DictReader(io.StringIO(text[start:])))
 
 
 def now_utc() -> str:

@@ -31,3 +31,10 @@ def test_the_buttons_build_the_files_when_pressed():
     assert dl.csv.filename == "points.csv" and dl.json.filename == "points.json"
     assert json.loads(dl._json().read())["rows"] == [{"x": 5, "y": 1.0}]
     assert read_csv(dl._csv().read())[1] == [{"x": "5", "y": "1.0"}]
+
+
+def test_a_value_with_a_line_break_reads_back_whole():
+    rows = [{"token": 0, "text": "Hello,\n \"world\""}, {"token": 1, "text": ""}]
+    head, back = read_csv(csv_text({"lesson": "two clocks"}, rows))
+    assert head == {"lesson": "two clocks"}
+    assert back == [{"token": "0", "text": "Hello,\n \"world\""}, {"token": "1", "text": ""}]
