@@ -1,6 +1,6 @@
 """The course's web app: every lesson as its own page, one shared engine service.
 
-    panel serve app.py --static-dirs assets=./assets --plugins lessons.shell.routes
+    panel serve app.py [--plugins lessons.shell.routes]   # the option adds the friendly 404
     python app.py [--port 5006] [--address 0.0.0.0] [--allow-websocket-origin HOST:PORT] ...
 
 One route, /app: /app is the course map, /app?lesson=<slug> a lesson (see lessons.registry),
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 import panel as pn
 
@@ -20,8 +19,6 @@ from lessons.shell.router import build_page
 from lessons.shell.routes import NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
 from widgets.a11y import A11Y_CSS
-
-ASSETS = Path(__file__).resolve().parent / "assets"
 
 # raw_css goes into every component's shadow DOM and the template's head: focus always visible,
 # no animation for readers who ask for reduced motion (widgets.a11y)
@@ -47,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         pn.config.nthreads = args.num_threads
     pn.serve(
         {ROUTE: build_page}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
-        static_dirs={"assets": str(ASSETS)}, admin=args.admin, show=args.show,
+        admin=args.admin, show=args.show,
         title=APP_TITLE, default_handler_class=NotFoundHandler,
     )
 

@@ -80,7 +80,7 @@ def start_server(cache: str) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "LLM_SPEED_CACHE": cache}
     proc = subprocess.Popen(
         [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
-         "--static-dirs", "assets=./assets", "--plugins", "lessons.shell.routes",
+         "--plugins", "lessons.shell.routes",
          "--allow-websocket-origin", f"localhost:{port}",
          # a page the reader left stops its jobs within a second (as in tests/ui), so one
          # measurement's leftover engine work does not slow the next one down

@@ -1,19 +1,33 @@
-"""The site's stylesheet (assets/app.css, served from the server's static dir), as a URL that this
-session's page can load."""
+"""The site's stylesheet and logo, carried inside the page itself rather than served as files.
+
+`panel serve app.py` (the command a Panel user tries first) serves no static directory, so a
+stylesheet URL like assets/app.css answers 404 unless the server was started with
+--static-dirs. Inline, the look needs no server option, works on a page embedded in another
+site by a script tag (no URL to resolve against the wrong origin), and survives a static export.
+The cost: each pane carries the CSS text (about 3 kB) in the page's document.
+"""
 
 from __future__ import annotations
 
-import panel as pn
+from functools import cache
 
-CSS_PATH = "assets/app.css"
+from engine.config import ASSETS
+
+
+@cache
+def site_css() -> str:
+    """assets/app.css, the course's look."""
+    return (ASSETS / "app.css").read_text(encoding="utf-8")
+
+
+# The header's logo and the favicon: a local file, which Panel's template embeds in the page as a
+# data: URL itself. A data: URL given directly breaks every page: Panel takes the favicon's type
+# from the name's ending (.svg, .png, ...) and answers 500 for any other.
+LOGO = ASSETS / "logo.svg"
 
 
 def site_stylesheets() -> list[str]:
-    """Relative to the app's route on the site's own pages and in iframes. A page embedded by a
-    script tag lives inside another site's page, where a relative URL would point at that site:
-    there pn.state.rel_path holds the app server's origin (lessons.shell.router sets it), and the
-    URL is absolute. Call it while building a session's page."""
-    rel_path = pn.state.rel_path or ""
-    if rel_path.startswith(("http://", "https://")):
-        return [f"{rel_path}/{CSS_PATH}"]
-    return [CSS_PATH]
+    """The stylesheets list for a pane in the site's style (each pane has its own shadow DOM,
+    which the page's own stylesheet does not reach): the CSS text itself. Panel accepts only
+    strings here (a shared stylesheet model is refused), and turns only URLs into imports."""
+    return [site_css()]

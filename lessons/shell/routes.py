@@ -14,7 +14,7 @@ import html
 
 from tornado.web import RequestHandler
 
-from widgets.site_css import CSS_PATH
+from widgets.site_css import site_css
 
 from .not_found import not_found_html
 from .template import APP_TITLE
@@ -33,7 +33,7 @@ class NotFoundHandler(RequestHandler):
             f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>Not found | {html.escape(APP_TITLE)}</title>"
-            f'<link rel="stylesheet" href="{base}{CSS_PATH}"></head>'
+            f"<style>{site_css()}</style></head>"
             f'<body class="site" style="margin: 2rem;">{body}</body></html>')
 
 

@@ -1,7 +1,8 @@
 """One template for every page: the header, the course navigation in the sidebar, the content.
 
 Links are relative to the app's route ("app?lesson=knob"), so they work behind a reverse proxy's
-prefix and inside an iframe. CSS and the logo are served from assets/ (the server's static dir).
+prefix and inside an iframe. The stylesheet and the logo travel inside the page (widgets.site_css),
+so plain `panel serve app.py` needs no static directory.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from pathlib import Path
 
 import panel as pn
 
-from widgets.site_css import site_stylesheets
+from widgets.site_css import LOGO, site_stylesheets
 
 from ..registry import LESSONS
 
 APP_TITLE = "LLM serving speed"
 ROUTE = "app"
-LOGO_URL = "assets/logo.svg"
 
 OTHER_PAGES = (("about", "About this machine"), ("vocabulary", "Vocabulary"))
 
@@ -59,7 +59,7 @@ def page(content: Sequence, title: str, current: str, embed: bool = False):
         return main
     template = SiteTemplate(
         title=APP_TITLE if title == APP_TITLE else f"{title} | {APP_TITLE}",
-        site_url=ROUTE, logo=LOGO_URL, favicon=LOGO_URL,
+        site_url=ROUTE, logo=str(LOGO), favicon=str(LOGO),
         header_background="#1f5f8b", sidebar_width=300,
         sidebar=[navigation(current)], main=[main],
     )

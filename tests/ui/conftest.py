@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -76,19 +77,17 @@ def embed_port() -> int:
     return free_port()
 
 
-@pytest.fixture(scope="session")
-def app_url(tmp_path_factory, embed_port):
-    """`panel serve app.py` as the README runs it, allowing the embedding origin."""
+@contextmanager
+def served_app(tmp_path_factory, *options: str):
+    """`panel serve app.py --address 127.0.0.1 --port P <options>` in a subprocess with a private
+    cache: yields its http://localhost:P (Bokeh's default websocket origin); stopped afterwards,
+    its log shown if it holds a traceback."""
     port = free_port()
     log = tmp_path_factory.mktemp("app") / "server.log"
     env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path_factory.mktemp("cache"))}
-    cmd = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
-           "--static-dirs", "assets=./assets",
-           "--plugins", "lessons.shell.routes",
-           # a closed page's session ends within a second or two, not Bokeh's 15-30 s
-           "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
-           "--allow-websocket-origin", f"localhost:{port}",
-           "--allow-websocket-origin", f"127.0.0.1:{embed_port}"]
+    cmd = [sys.executable, "-m", "panel", "serve", "app.py",
+           "--address", "127.0.0.1", "--port", str(port),
+           *[o.replace("{port}", str(port)) for o in options]]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 preexec_fn=die_with_parent)
@@ -101,6 +100,17 @@ def app_url(tmp_path_factory, embed_port):
         text = log.read_text()
         if "Traceback" in text:
             sys.stderr.write(f"server log with a traceback:\n{text[-4000:]}\n")
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory, embed_port):
+    """`panel serve app.py` as the README runs it for a class, allowing the embedding origin."""
+    with served_app(tmp_path_factory, "--plugins", "lessons.shell.routes",
+                    # a closed page's session ends within a second or two, not Bokeh's 15-30 s
+                    "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
+                    "--allow-websocket-origin", "localhost:{port}",
+                    "--allow-websocket-origin", f"127.0.0.1:{embed_port}") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
