@@ -43,7 +43,7 @@ def test_plain_panel_serve_is_styled_without_errors(page, console, plain_url):
         timeout=60_000)
     current = page.locator('nav.course-nav a[aria-current="page"]')
     expect(current).to_have_css("background-color", ACCENT)  # the site's stylesheet applied
-    expect(page.locator(".card h3").first).to_have_css("color", ACCENT)
+    expect(page.locator(".card h2").first).to_have_css("color", ACCENT)
     logo = page.locator("img.app-logo, #header img").first
     expect(logo).to_be_visible()
     assert logo.evaluate("img => img.naturalWidth") > 0
