@@ -101,6 +101,49 @@ def estimate(samples: Iterable[float | None], q: float | None = None, *,
     return Estimate(what, value, lo, hi, n, bounded)
 
 
+def _row_percentiles(rows: np.ndarray, q: float) -> np.ndarray:
+    """numpy's linear q-th percentile of each row, its NaN entries left out (each row has one
+    value at least)."""
+    counts = np.sum(~np.isnan(rows), axis=1)
+    ordered = np.sort(rows, axis=1)  # NaN last
+    pos = (counts - 1) * q / 100
+    below = np.floor(pos).astype(int)
+    above = np.minimum(below + 1, counts - 1)
+    at = np.arange(len(rows))
+    return ordered[at, below] + (ordered[at, above] - ordered[at, below]) * (pos - below)
+
+
+def grouped_estimate(groups: Iterable[Iterable[float | None]], q: float, *,
+                     resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
+    """The q-th percentile of every sample of every group pooled (the token gaps of many
+    requests: what the engine's ITL percentiles are), with a 95% interval from resampling whole
+    groups. One request's gaps move together (a long prefill in the batch stalls every gap of
+    that moment, a request decoding beside many others has long gaps throughout), so resampling
+    single gaps as if independent gives an interval too narrow. n is the pooled samples;
+    bounded needs min_samples(q) of them from at least 2 groups."""
+    kept = [g for g in (_clean(group) for group in groups) if len(g)]
+    what = _label(q)
+    if not kept:
+        return Estimate(what, None, None, None, 0, False)
+    pooled = np.concatenate(kept)
+    value = float(np.percentile(pooled, q))
+    n = len(pooled)
+    if len(kept) == 1:
+        return Estimate(what, value, None, None, n, False)
+    # the groups as rows padded with NaN: a resample is a pick of rows, its samples their values
+    padded = np.full((len(kept), max(len(g) for g in kept)), np.nan)
+    for row, g in zip(padded, kept, strict=True):
+        row[:len(g)] = g
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(kept), size=(resamples, len(kept)))
+    chunk = max(1, 2_000_000 // padded.size)  # a few MB at a time
+    stats = np.concatenate([_row_percentiles(padded[picks[i:i + chunk]].reshape(
+        len(picks[i:i + chunk]), -1), q) for i in range(0, resamples, chunk)])
+    tail = 100 * (1 - CONFIDENCE) / 2
+    lo, hi = np.percentile(stats, [tail, 100 - tail])
+    return Estimate(what, value, float(lo), float(hi), n, n >= min_samples(q))
+
+
 def bootstrap_interval(data: Sequence[float] | np.ndarray, q: float | None, *,
                        resamples: int = RESAMPLES, seed: int = SEED,
                        confidence: float = CONFIDENCE) -> tuple[float, float]:

@@ -6,7 +6,13 @@ import math
 import numpy as np
 import pytest
 
-from engine.calc.stats import bootstrap_interval, estimate, min_samples, ratio_interval
+from engine.calc.stats import (
+    bootstrap_interval,
+    estimate,
+    grouped_estimate,
+    min_samples,
+    ratio_interval,
+)
 
 DRAWS = 300  # independent samples per distribution: coverage's standard error about 1.3%
 
@@ -78,3 +84,33 @@ def test_why_the_rule_a_p99_from_50_samples_is_not_covered():
     the true P99 most of the time, which is why such a percentile is marked unbounded."""
     truth = math.exp(0.5 * 2.3263479)
     assert coverage(lambda rng, n: rng.lognormal(0, 0.5, n), 99, truth, 50) < 0.7
+
+
+def requests_gaps(rng, groups=30, per=20):
+    """Token gaps of `groups` requests: each request's own level (normal, sd 1) plus noise
+    (sd 1), so one request's gaps move together. The population median is 0."""
+    return [rng.normal(rng.normal(0, 1), 1, per) for _ in range(groups)]
+
+
+def test_grouped_interval_covers_the_pooled_median_when_a_requests_gaps_move_together():
+    rng = np.random.default_rng(11)
+    hits = pooled_hits = 0
+    for i in range(150):
+        groups = requests_gaps(rng)
+        est = grouped_estimate(groups, 50, resamples=400, seed=i)
+        hits += est.lo <= 0.0 <= est.hi
+        lo, hi = bootstrap_interval(np.concatenate(groups), 50, resamples=400, seed=i)
+        pooled_hits += lo <= 0.0 <= hi
+    assert 0.89 <= hits / 150 <= 0.99
+    assert pooled_hits / 150 < 0.75  # resampling single gaps: far too narrow
+
+
+def test_grouped_estimate_is_the_pooled_percentile_with_its_count():
+    groups = [[1.0, 2.0, 3.0], [4.0, None], [], [5.0, 6.0, 7.0, 8.0]]
+    est = grouped_estimate(groups, 50)
+    assert est.value == float(np.percentile([1, 2, 3, 4, 5, 6, 7, 8], 50)) and est.n == 8
+    assert est.lo <= est.value <= est.hi and est.bounded
+    assert not grouped_estimate(groups, 99).bounded  # 8 gaps cannot bound a P99
+    one = grouped_estimate([[1.0, 2.0, 3.0]], 50)
+    assert one.lo is None and not one.bounded  # one request: nothing to resample
+    assert grouped_estimate([[], [None]], 50).value is None
