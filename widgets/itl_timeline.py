@@ -4,6 +4,10 @@ prefilled whole, and in chunks). Vertical marks show events of each run (a long 
 its first token). A table beside gives each run's gap count, median, P99 and worst gap.
 
 Gaps stream in as a run goes (`stream`) and can be replaced by the run's final figures (`set`).
+A run's final median and P99 carry their 95% interval, from resampling whole requests
+(engine.calc.stats.grouped_estimate: one request's gaps move together), and a P99 from under
+100 gaps is marked as too few to bound it; streamed gaps show the figures alone (an interval on
+every step would cost more than the step).
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Span
 from bokeh.plotting import figure
 
+from engine.calc.stats import Estimate, grouped_estimate
+
 from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
 from .palette import SERIES, SERIES_MARKER
-from .tables import html_table, sig
+from .tables import html_table, sig, with_interval
 
 COLORS = SERIES
 FIELDS = ("t", "gap_ms", "request")
@@ -38,6 +44,7 @@ class ItlTimeline(pn.viewable.Viewer):
         self.sources = {name: ColumnDataSource({f: [] for f in FIELDS}, name=f"itl {name}")
                         for name in self.series}
         self.marks: dict[str, list[tuple[str, float]]] = {n: [] for n in self.series}
+        self.estimates: dict[str, dict[int, Estimate]] = {}  # run -> q -> its final figure
         fig = figure(height=self.height, sizing_mode="stretch_width",
                      tools="pan,xwheel_zoom,box_zoom,reset,save",
                      x_axis_label="time since the run started (s)",
@@ -81,6 +88,7 @@ class ItlTimeline(pn.viewable.Viewer):
         if t:
             self._check(series).stream({"t": list(t), "gap_ms": list(gap_ms),
                                         "request": list(request)})
+            self.estimates.pop(series, None)
             self._refresh_table()
 
     @changes_bokeh_models
@@ -88,6 +96,10 @@ class ItlTimeline(pn.viewable.Viewer):
         """Replace a run's gaps (its final figures)."""
         self._check(series).data = {"t": list(t), "gap_ms": list(gap_ms),
                                     "request": list(request)}
+        by_request: dict[int, list[float]] = {}
+        for rid, gap in zip(request, gap_ms, strict=True):
+            by_request.setdefault(rid, []).append(gap)
+        self.estimates[series] = {q: grouped_estimate(by_request.values(), q) for q in (50, 99)}
         self._refresh_table()
 
     @changes_bokeh_models
@@ -132,15 +144,18 @@ class ItlTimeline(pn.viewable.Viewer):
             gaps = np.asarray(self.gaps(name), dtype=float)
             marks = "; ".join(f"{text} at {t:.2f} s" for text, t in self.marks[name])
             if gaps.size:
-                rows.append([name, f"{gaps.size:,}", sig(float(np.percentile(gaps, 50))),
-                             sig(float(np.percentile(gaps, 99))), sig(float(gaps.max())),
-                             marks or "-"])
+                est = self.estimates.get(name, {})
+                rows.append([name, f"{gaps.size:,}",
+                             with_interval(float(np.percentile(gaps, 50)), est.get(50)),
+                             with_interval(float(np.percentile(gaps, 99)), est.get(99)),
+                             sig(float(gaps.max())), marks or "-"])
                 said.append(f"{name}, worst {sig(float(gaps.max()))} ms (median "
                             f"{sig(float(np.percentile(gaps, 50)))} ms)")
             else:
                 rows.append([name, "0", "-", "-", "-", marks or "-"])
         self._table.object = html_table(
-            "Gaps between tokens of the running requests, per run (ms)",
+            "Gaps between tokens of the running requests, per run (ms; in brackets the 95% "
+            "interval, resampling whole requests; † too few gaps to bound a P99)",
             ["run", "gaps", "median", "P99", "worst", "marked on the chart"], rows,
             numeric=[False, True, True, True, True, False])
         self.text.say("Gaps between tokens: " + "; ".join(said) + "." if said else

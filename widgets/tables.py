@@ -52,3 +52,19 @@ def sig(x: float | None, digits: int = 3) -> str:
     magnitude = math.floor(math.log10(abs(x)))
     decimals = max(0, digits - 1 - magnitude)
     return f"{x:,.{decimals}f}"
+
+
+UNBOUNDED = "†"  # marks a percentile from too few samples to bound it (engine.calc.stats)
+
+
+def with_interval(value: float | None, est) -> str:
+    """'412 [380–450]' (an engine.calc.stats.Estimate's 95% interval), '412 †' for a percentile
+    too few samples bound, the figure alone without an estimate (lesson 8 has its own copy
+    until its rewrite has landed: fold it into this one then)."""
+    if value is None or est is None or est.value is None:
+        return sig(value)
+    if not est.bounded:
+        return f"{sig(value)} {UNBOUNDED}"
+    if est.lo is None:
+        return sig(value)
+    return f"{sig(value)} [{sig(est.lo)}–{sig(est.hi)}]"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import panel as pn
 import pytest
 from bokeh.models import Span
 
 from widgets.itl_timeline import ItlTimeline
+from widgets.tables import sig
 
 
 def test_gaps_stream_then_are_replaced_by_the_final_figures():
@@ -30,3 +32,22 @@ def test_gaps_stream_then_are_replaced_by_the_final_figures():
     timeline.clear("whole")
     assert timeline.gaps("whole") == [] and timeline.marks["whole"] == []
     assert not any(s.visible for s in spans)
+
+
+def test_final_figures_carry_intervals_by_whole_requests():
+    timeline = ItlTimeline(series=["whole"])
+    pn.panel(timeline).get_root()
+    rng = np.random.default_rng(5)
+    gaps = {rid: list(rng.normal(20 + rid, 1, 30)) for rid in range(6)}  # each its own level
+    flat = [(rid, g) for rid, gs in gaps.items() for g in gs]
+    timeline.stream("whole", [0.1] * len(flat), [g for _, g in flat], [r for r, _ in flat])
+    assert "[" not in timeline.table_html  # streaming: the figures alone
+    timeline.set("whole", [0.1] * len(flat), [g for _, g in flat], [r for r, _ in flat])
+    median, p99 = timeline.estimates["whole"][50], timeline.estimates["whole"][99]
+    assert median.value == pytest.approx(np.percentile([g for _, g in flat], 50))
+    assert median.n == 180 and median.lo < median.value < median.hi
+    # resampled by request: about as wide as the six requests' levels spread, not 1/sqrt(180)
+    assert median.hi - median.lo > 1.0
+    assert p99.bounded and f"[{sig(median.lo)}–{sig(median.hi)}]" in timeline.table_html
+    timeline.set("whole", [0.1, 0.2], [10.0, 12.0], [0, 1])
+    assert not timeline.estimates["whole"][99].bounded and "†" in timeline.table_html
