@@ -57,6 +57,20 @@ class MeasuredQuestion:
     waiting: str  # e.g. "Measure a few batch sizes above, and a question on your curve appears."
 
 
+def numeric_question(prompt: str, right: tuple[str, str],
+                     wrong: Sequence[tuple[str, str]]) -> Question:
+    """A question on the reader's own numbers: `right` is (text, why) of the measured figure,
+    `wrong` the figures the usual slips give. A slip that lands on the same text as the right
+    figure, or as another slip, is left out (different mistakes can give the same number)."""
+    seen = {right[0]}
+    choices = [Choice(right[0], True, right[1])]
+    for text, why in wrong:
+        if text not in seen:
+            seen.add(text)
+            choices.append(Choice(text, False, why))
+    return Question(prompt, tuple(choices))
+
+
 def choice_order(question: Question, seed: int) -> tuple[int, ...]:
     """The order to show the question's choices in: a permutation of their indices drawn from
     the reader's seed and the prompt (a string seed: the same on every run and machine)."""

@@ -123,6 +123,24 @@ class EngineService:
         self._wake()
         return job
 
+    def cached(self, kind: str, params: dict | None = None) -> dict | None:
+        """The cache's record of this job ({"result", "device", "measured_at", ...}) for the
+        worker's device and engine version, or None: not measured yet, not cacheable, bad
+        parameters, or the worker not up yet. Runs nothing: a page asks it to tell a result it
+        can show at once from one it would have to measure."""
+        try:
+            spec = registry.get_spec(kind)
+            params = spec.normalize(dict(params or {}))
+        except ValueError:
+            return None
+        with self._lock:
+            w = self._worker
+            identity = w.identity if w is not None else None
+        if not spec.cacheable or not identity:
+            return None
+        return self._cache.get(CacheStore.key(identity["device"], identity["engine_version"],
+                                              kind, params))
+
     def cancel(self, job: Job) -> bool:
         """Cancel a queued or running job; False if it had already finished."""
         with self._lock:

@@ -15,6 +15,7 @@ from widgets.checkpoint import (
     MeasuredQuestion,
     Question,
     choice_order,
+    numeric_question,
 )
 
 PROMPT = "Which clock does a longer prompt move?"
@@ -137,3 +138,11 @@ def test_a_measured_question_waits_for_the_measurement():
     assert cp.questions[1].answer == "Above the median" and cp.right == 1
     cp.provide("yours", OTHER_THREE)  # a new measurement: a new question, not answered yet
     assert cp.questions[1].answer is None and cp.right == 0
+
+
+def test_a_numeric_question_drops_slips_that_land_on_the_answer():
+    q = numeric_question("E2E?", ("2,200 ms", "right"),
+                         [("2,220 ms", "N gaps"), ("2,200 ms", "a slip, same number"),
+                          ("2,220 ms", "another slip, same number"), ("2,000 ms", "no TTFT")])
+    assert [c.text for c in q.choices] == ["2,200 ms", "2,220 ms", "2,000 ms"]
+    assert q.answer.text == "2,200 ms" and q.answer.why == "right"

@@ -122,6 +122,17 @@ def test_a_repeated_job_comes_from_the_cache(service, cache_path):
     assert list((cache_path / "results").glob("sweep_point-*.json"))
 
 
+def test_the_cache_can_be_asked_without_running_anything(service):
+    params = {**QUICK, "batch_size": 3, "seed": 12}
+    assert service.cached("sweep_point", params) is None
+    first = finished(service.submit("sweep_point", params))
+    record = service.cached("sweep_point", dict(reversed(params.items())))
+    assert record is not None and record["result"] == first.result
+    assert record["measured_at"] == first.measured_at
+    assert service.cached("sweep_point", {"batch_size": -1}) is None  # bad parameters
+    assert service.cached("no_such_kind", {}) is None
+
+
 def test_defaults_share_a_cache_entry_with_explicit_values(service):
     explicit = finished(service.submit("sweep_point", {**QUICK, "batch_size": 1, "seed": 0,
                                                        "device": "auto"}))

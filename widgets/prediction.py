@@ -1,0 +1,129 @@
+"""Predict, then measure: the reader commits to what they expect before the demo's first fresh
+run, and the page then puts the prediction beside what was measured.
+
+    box = PredictionBox(PredictionQuestion("Which clock will a long document move?",
+                                           ("The first token's", "The gaps'", "Both")))
+    box.param.watch(lambda e: ..., "made")      # True once the reader picked or skipped
+    box.reveal("The first token's", "TTFT 840 ms against gaps of 31 ms")   # after measuring
+
+A pick locks the choice (it is what the measurement is compared with); "Skip" opens the gate
+without a prediction. Which choice a measurement supports is the lesson's to say.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import panel as pn
+import param
+
+from .site_css import site_stylesheets
+
+
+@dataclass(frozen=True)
+class PredictionQuestion:
+    prompt: str
+    choices: tuple[str, ...]
+    intro: str = "Before the engine measures anything, what do you expect?"
+
+    def __post_init__(self) -> None:
+        if len(set(self.choices)) != len(self.choices) or len(self.choices) < 2:
+            raise ValueError(f"prediction {self.prompt!r} needs two or more distinct choices")
+
+
+def _html(body: str) -> pn.pane.HTML:
+    return pn.pane.HTML(f'<div class="site">{body}</div>', sizing_mode="stretch_width",
+                        stylesheets=site_stylesheets())
+
+
+class PredictionBox(pn.viewable.Viewer):
+    """The reader's prediction, and later the measurement beside it (module docstring)."""
+
+    choice = param.Selector(default=None, allow_None=True, objects=[], doc="""
+        The reader's prediction (one of the question's choices); None until they pick.""")
+    skipped = param.Boolean(default=False, doc="The reader chose to run without predicting.")
+    made = param.Boolean(default=False, constant=True, doc="""
+        True once the reader predicted or skipped: the demo may then measure.""")
+
+    def __init__(self, question: PredictionQuestion, **params):
+        super().__init__(**params)
+        self.question = question
+        self.param.choice.objects = list(question.choices)
+        self.measured: str | None = None
+        self._detail = ""
+        self._picker = pn.widgets.RadioBoxGroup.from_param(
+            self.param.choice, inline=False, sizing_mode="stretch_width")
+        self._picker.value = None  # from_param preselects the first choice
+        self._skip = pn.widgets.Button(label="Skip the prediction and measure",
+                                       color="light", width=260)
+        self._skip.on_click(lambda _e: self.skip())
+        self._state = _html("")
+        self._result = pn.pane.Alert("", visible=False, sizing_mode="stretch_width")
+        self._layout = pn.Column(
+            _html(f"<h2>Your prediction</h2><p>{html.escape(question.intro)}</p>"
+                  f"<p><strong>{html.escape(question.prompt)}</strong></p>"),
+            self._picker, self._skip, self._state, self._result,
+            sizing_mode="stretch_width", css_classes=["prediction"])
+
+    @param.depends("choice", watch=True)
+    def _picked(self) -> None:
+        if self.choice is None:
+            return
+        self._picker.disabled = True  # kept, to compare with the measurement
+        self._skip.visible = False
+        self._state.object = (f'<div class="site"><p>You predicted: <strong>'
+                              f'{html.escape(self.choice)}</strong>. The demo below now measures '
+                              "it.</p></div>")
+        self._open()
+        self._show()
+
+    def skip(self) -> None:
+        """Measure without a prediction."""
+        if self.made:
+            return
+        self.skipped = True
+        self._picker.disabled = True
+        self._skip.visible = False
+        self._state.object = '<div class="site"><p>No prediction: measuring.</p></div>'
+        self._open()
+        self._show()
+
+    def _open(self) -> None:
+        with param.edit_constant(self):
+            self.made = True
+
+    def reveal(self, measured: str, detail: str) -> None:
+        """What the measurement says (one of the choices) and the numbers behind it."""
+        if measured not in self.question.choices:
+            raise ValueError(f"{measured!r} is not one of the prediction's choices")
+        self.measured = measured
+        self._detail = detail
+        self._show()
+
+    @property
+    def verdict(self) -> str:
+        """The text shown beside the measurement ("" before there is one)."""
+        return self._result.object if self._result.visible else ""
+
+    def _show(self) -> None:
+        if self.measured is None:
+            return
+        if self.choice is None:
+            if not self.made:  # a cached result came first: shown, the prediction still open
+                text = (f"Already measured (from the cache): {self.measured} ({self._detail}). "
+                        "Predict anyway, then compare.")
+                self._result.param.update(object=text, alert_type="info", visible=True)
+                return
+            self._result.param.update(object=f"Measured: {self.measured} ({self._detail}).",
+                                      alert_type="info", visible=True)
+            return
+        right = self.choice == self.measured
+        verdict = "As you predicted." if right else "Not what you predicted."
+        self._result.param.update(
+            object=(f"{verdict} You predicted: {self.choice}. Measured: {self.measured} "
+                    f"({self._detail})."),
+            alert_type="success" if right else "warning", visible=True)
+
+    def __panel__(self):
+        return self._layout
