@@ -17,15 +17,17 @@ import panel as pn
 import param
 
 from engine.lab.results import LoadTestResult, Percentiles
-from widgets.checkpoint import Choice, Question
+from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.latency_histogram import LatencyHistogram
+from widgets.prediction import PredictionQuestion
 from widgets.readouts import table_html
 
 from .base import LessonPage
 from .data_record import Run, result_header
+from .teaching import InstructorNotes, Lookup, check_takeaway
 from .trace_reading import STAT_COLUMNS, fmt_ms, percentile_rows, request_latencies, slowest
 
 INTRO = """
@@ -39,35 +41,163 @@ request's timeline is recorded; the charts show how the latencies spread out.</p
 
 PROSE = """
 <h2>Reading the shape</h2>
-<p>Both histograms lean to the left with a long tail to the right. The median (P50) is the
-latency half the requests beat; the mean is pulled to the right of it by the slow tail. P90,
-P95 and P99 are the latencies that 90, 95 and 99 percent of requests beat: they describe the
-answers people complain about. Here percentiles interpolate linearly between the nearest
-ranks, as numpy and vLLM's benchmark do.</p>
+<p>Both histograms lean to the left with a long tail to the right: the spread is
+<a href="app?page=vocabulary#right-skew">right-skewed</a>. The median (P50) is the latency half
+the requests beat; the mean is pulled to the right of it by the slow tail. P90, P95 and P99 are
+the latencies that 90, 95 and 99 percent of requests beat: they describe the answers people
+complain about. Here percentiles interpolate linearly between the nearest ranks, as numpy and
+vLLM's benchmark do.</p>
 
 <h2>Why engineers quote P99</h2>
 <p>If a page makes ten requests, the chance that at least one of them lands in the slowest 1%
-is almost 10%. Tail latency is what a user meets on a normal day, so targets (SLOs) are written
-on P95 or P99, never on the mean. A benchmark on an empty server has no tail at all: only
-realistic concurrency, with requests arriving while others run, shows it. Raise the rate and
-run again: P99 grows much faster than P50.</p>
+is 1 &minus; 0.99<sup>10</sup>, almost 10%. Tail latency is what a user meets on a normal day,
+so targets (SLOs) are written on P95 or P99, never on the mean. A benchmark that sends one
+request at a time on an empty server shows only the small spread of the requests' own lengths:
+the tail that queueing and shared steps cause only appears with realistic concurrency, requests
+arriving while others run. Raise the rate and run again: P99 grows much faster than P50.</p>
 """
 
 QUOTED = """
 <blockquote class="quoted">
-<p><strong>Quoted, not measured here.</strong> Rules of thumb common in the field for an
-interactive chat at moderate load: P50 TTFT under 300 ms, P99 TTFT under 1.2 s, P50 ITL under
-40 ms, P99 ITL under 120 ms, P99 E2E under 8 s for a 512-token answer; a voice agent often needs
-P99 TTFT under 500 ms, network included. And a throughput benchmark of 5,000 tokens/s can hide a
-P99 TTFT of 8 s.</p>
-<p class="source">Source: reference points collected in this course's content brief (common
-knowledge of the field, not a measurement of this app).</p>
+<p><strong>Quoted, not measured here.</strong> What is fast enough depends on the use: "a chatbot
+may require a fast initial response (e.g., under 0.2 seconds) but moderate speed in decoding
+which only needs to match human reading speed, whereas code completion requires a fast
+end-to-end generation time."</p>
+<p class="source">Source: the DistServe authors' blog post (Hao AI Lab, UC San Diego, 2024,
+hao-ai-lab.github.io/blogs/distserve).</p>
+<p>And reading speed: "a TPOT of 100 milliseconds per token would be 10 tokens per second, or
+~450 words per minute, which is faster than a typical person can read."</p>
+<p class="source">Source: Databricks documentation, "Conduct your own LLM endpoint
+benchmarking".</p>
 </blockquote>
 """
 
-TARGETS = (("TTFT P50", lambda m: m.ttft_ms.p50, 300.0),  # (label, figure of the run, target)
-           ("TTFT P99", lambda m: m.ttft_ms.p99, 1200.0),
-           ("ITL P50", lambda m: m.itl_ms.p50, 40.0), ("ITL P99", lambda m: m.itl_ms.p99, 120.0))
+# The quoted examples above, as limits to hold this run's figures against:
+# (label, figure of the run, limit in ms, what the example is)
+EXAMPLES = (("TTFT P50", lambda m: m.ttft_ms.p50, 200.0, "a chatbot's first response"),
+            ("TTFT P99", lambda m: m.ttft_ms.p99, 200.0, "a chatbot's first response"),
+            ("TPOT P50", lambda m: m.tpot_ms.p50, 100.0, "faster than a typical reader"),
+            ("TPOT P99", lambda m: m.tpot_ms.p99, 100.0, "faster than a typical reader"))
+
+OBJECTIVES = (
+    "read a latency histogram and say why its mean sits to the right of its median",
+    "say what P50, P90, P95 and P99 mean, and why targets are written on the tail",
+    "explain from a run's trace why its slowest requests were slow",
+)
+
+PREDICTION = PredictionQuestion(
+    "Requests arrive at random moments, most short, some long. Where will the mean end-to-end "
+    "time sit against the median?",
+    ("Above the median", "About on it (within 2%)", "Below the median"))
+
+TAKEAWAY = check_takeaway((
+    "Latency under load is right-skewed: most requests are quick, a few are slow, and the slow "
+    "few pull the mean above the median.",
+    "Users meet the tail, so targets are written on P95 or P99, measured under realistic "
+    "concurrent load.",
+    "A one-request-at-a-time benchmark hides the tail that queueing and shared steps cause; "
+    "the trace tells why each slow request was slow.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=15,
+    timing="The default test serves 80 requests arriving at 4 per second: about 20 s of "
+           "arrivals, then the queue drains. It starts once the reader has predicted (at once "
+           "when cached). A higher rate means fewer seconds of arrivals but a longer queue.",
+    misconceptions=(
+        "\"The mean is a fair summary of latency\": it describes almost nobody's request when "
+        "the spread is skewed.",
+        "\"P99 is the slowest request\": it is the latency 99% of requests beat; the maximum "
+        "is slower still.",
+        "\"A benchmark with one request at a time predicts a busy day\": it never measures "
+        "queueing or shared steps.",
+        "\"The tail is random noise\": the trace usually names the cause (queued behind a long "
+        "prefill, admitted late, a long answer).",
+    ),
+    prompts=(
+        "A page makes 10 requests. How often does a reader meet a request slower than P99?",
+        "Which of the five slowest requests were slow because of their own length, and which "
+        "because of others?",
+        "You report one number to a manager: the mean, P50 or P99? What does each hide?",
+    ),
+)
+
+QUESTIONS = (
+    Question("Most requests take about 200 ms and a few take 3 s. Where does the mean sit?",
+             (Choice("Above the median: the slow few pull it up", True,
+                     "A handful of large values move the mean a lot and the median hardly at "
+                     "all: the mean ends up describing nobody's request."),
+              Choice("On the median: the two agree for latencies", False,
+                     "Only for a symmetric spread. Latency is right-skewed, with a long tail of "
+                     "slow requests."),
+              Choice("Below the median: most requests are fast", False,
+                     "The many fast ones can each sit only a little below the median; a slow "
+                     "one sits far above it, so the mean goes up."))),
+    Question("Why are latency targets written on P99 rather than on the mean?",
+             (Choice("Users meet the slow tail often, and the mean hides it", True,
+                     "One request in a hundred sounds rare, but a busy user or a page making "
+                     "many calls meets it often, and remembers it."),
+              Choice("P99 is steadier from one run to the next than the mean", False,
+                     "The tail is the noisiest part of the spread and needs many requests to "
+                     "estimate; the reason is what it describes, not its stability."),
+              Choice("The mean is always larger than P99 once a server is busy", False,
+                     "In a right-skewed spread the mean sits well below P99; it is blind to how "
+                     "bad the slow requests are, not larger."))),
+    Question("A benchmark sends one request at a time and reports a P99 of 250 ms. What does it "
+             "tell you about a busy day?",
+             (Choice("Little: it never measures queueing or steps shared with others", True,
+                     "Requests that never overlap show only the model's own speed and their own "
+                     "lengths. Queueing and shared steps, the main causes of the tail, appear "
+                     "only under concurrent load."),
+              Choice("That P99 will stay near 250 ms whatever the arrival rate becomes", False,
+                     "Run this page's load test at a higher rate: P99 climbs much faster than "
+                     "P50."),
+              Choice("That the mean under load will also be about 250 ms", False,
+                     "A percentile from an empty server predicts neither the mean nor the tail "
+                     "under load."))),
+    Question("The arrival rate doubles. What usually happens?",
+             (Choice("P99 grows much more than P50", True,
+                     "The median request still finds a slot quickly; the unlucky ones now queue "
+                     "behind more work, so the tail stretches first."),
+              Choice("P50 and P99 grow by the same factor", False,
+                     "Queueing hits the unlucky requests hardest, so the spread widens."),
+              Choice("Nothing changes until the server is full", False,
+                     "Requests start sharing steps and waiting for slots long before the server "
+                     "is saturated."))),
+    MeasuredQuestion("skew", "Once the load test above has run, a question on its numbers "
+                             "appears here."),
+)
+
+
+def skew_outcome(e2e: Percentiles) -> tuple[str, str] | None:
+    """Which prediction choice the run's E2E supports, and the numbers behind it."""
+    p50, mean = e2e.p50, e2e.mean
+    if not p50 or mean is None:
+        return None
+    pct = 100 * (mean / p50 - 1)
+    choice = ("About on it (within 2%)" if abs(pct) < 2
+              else "Above the median" if pct > 0 else "Below the median")
+    return choice, f"mean {fmt_ms(mean)} ms against a median of {fmt_ms(p50)} ms, {pct:+.0f}%"
+
+
+def skew_question(e2e: Percentiles) -> Question | None:
+    """Where the reader's own mean sat against their median; the key is their run's."""
+    outcome = skew_outcome(e2e)
+    if outcome is None:
+        return None
+    p50, mean = e2e.p50, e2e.mean
+    pct = 100 * (mean / p50 - 1)
+    size = f"{abs(pct):.0f}%"
+    texts = {"Above the median": f"Above the median, by about {size}",
+             "Below the median": f"Below the median, by about {size}",
+             "About on it (within 2%)": "On the median, within 2%"}
+    why = (f"Your run: mean {fmt_ms(mean)} ms, median {fmt_ms(p50)} ms, so the mean sat "
+           f"{pct:+.0f}% from the median.")
+    right = texts[outcome[0]]
+    wrong = [(t, why) for c, t in texts.items() if c != outcome[0]]
+    return numeric_question("In your load test, where did the mean E2E sit against the median?",
+                            (right, why + " The slow tail pulls the mean; the median ignores "
+                                          "how slow the slow ones were."), wrong)
 
 
 def tail_sentence(e2e: Percentiles) -> str:
@@ -84,6 +214,8 @@ class AverageLiesLesson(LessonPage):
     """Lesson 2: a load test's latency spread, percentiles, and its slowest requests."""
 
     slug = "average-lies"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
 
     rate = param.Number(default=4.0, bounds=(0.5, 30.0), step=0.5,
                         label="Arrival rate (requests per second)")
@@ -121,7 +253,8 @@ class AverageLiesLesson(LessonPage):
         for w in controls:
             w.sizing_mode = "stretch_width"
         return [
-            html_pane(INTRO),
+            html_pane(INTRO), self.prediction_box,
+            html_pane("<h2>The load test</h2>"),
             pn.Row(pn.Column(*controls, self.button, width=330),
                    pn.Column(self.tail_text, self.runner.status, self.measured_on,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
@@ -148,14 +281,20 @@ class AverageLiesLesson(LessonPage):
         """Start a load test with the current settings. The button stays usable: pressed
         during a run, it replaces that run (the runner cancels it) with one at the new
         settings, so a reader never waits for a test they no longer want."""
-        self.tail_text.object = site_html(
-            f"<p>Serving {self.requests} requests arriving at {self.rate:g} per second "
-            f"(about {self.requests / self.rate:.0f} s of arrivals)...</p>")
         self.shown = Run("load_test", self.job_params())
         self.runner.submit("load_test", self.job_params(), self._on_event)
+        self.tail_text.object = site_html(
+            "<p>The load test starts once you have made your prediction above (or skipped "
+            "it).</p>" if self.runner.held else self._serving_text())
+
+    def _serving_text(self) -> str:
+        return (f"<p>Serving {self.requests} requests arriving at {self.rate:g} per second "
+                f"(about {self.requests / self.rate:.0f} s of arrivals)...</p>")
 
     def _on_event(self, event) -> None:
-        if event.type == "result":
+        if event.type == "started":
+            self.tail_text.object = site_html(self._serving_text())
+        elif event.type == "result":
             self.show_result(event.result, event)
         elif event.type == "error":
             self.tail_text.object = site_html("<p>No load test to show: see the message.</p>")
@@ -164,6 +303,10 @@ class AverageLiesLesson(LessonPage):
         self.result = run
         self.shown = (self.shown or Run("load_test", self.job_params())).done(run, event)
         m = run.metrics
+        outcome = skew_outcome(m.e2e_ms)
+        if outcome is not None:
+            self.prediction_box.reveal(*outcome)
+            self.checkpoint.provide("skew", skew_question(m.e2e_ms))
         rows = self.latencies = request_latencies(run)
         self.e2e.update([r.e2e_ms for r in rows], m.e2e_ms.to_dict())
         self.ttft.update([r.ttft_ms for r in rows], m.ttft_ms.to_dict())
@@ -181,12 +324,12 @@ class AverageLiesLesson(LessonPage):
               f"{r.prompt_len} / {r.output_len}", "; ".join(r.why)) for r in slow],
             numeric_from=2, caption="The five slowest requests by E2E"))
         self.targets.object = site_html(table_html(
-            ("figure", "measured here (ms)", "quoted chat target (ms)", "met?"),
-            [(label, fmt_ms(figure(m)), f"{target:,.0f}",
-              "\u2013" if figure(m) is None else ("yes" if figure(m) <= target else "no"))
-             for label, figure, target in TARGETS],
-            caption="This run against the quoted chat targets (a tiny model on this machine, "
-                    "not a production chat server)"))
+            ("figure", "measured here (ms)", "quoted example (ms)", "the example", "within it?"),
+            [(label, fmt_ms(figure(m)), f"{limit:,.0f}", what,
+              "\u2013" if figure(m) is None else ("yes" if figure(m) <= limit else "no"))
+             for label, figure, limit, what in EXAMPLES],
+            caption="This run against the quoted examples (a tiny model on this machine, not a "
+                    "production chat server)"))
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(run, event))}. {m.completed} requests in "
             f"{m.duration_s:.1f} s; the server produced {m.throughput_tok_s:,.0f} output "
@@ -210,50 +353,17 @@ class AverageLiesLesson(LessonPage):
                     "for a batch slot; ttft_ms: arrival to first token; e2e_ms: arrival to last "
                     "token. markers_ms: the lines on the histograms (the run's own percentiles)")
 
-    def questions(self) -> list:
-        return [
-            Question("Most requests take about 200 ms and a few take 3 s. Where does the mean "
-                     "sit?",
-                     (Choice("Above the median, pulled up by the slow few", True,
-                             "A handful of large values move the mean a lot and the median "
-                             "hardly at all: the mean ends up describing nobody's request."),
-                      Choice("Exactly on the median", False,
-                             "Only for a symmetric spread. Latency is lopsided, with a long tail "
-                             "to the right."),
-                      Choice("Below the median", False,
-                             "Slow outliers push the mean up, not down."))),
-            Question("Why are latency targets written on P99 rather than on the mean?",
-                     (Choice("Because users meet the tail, and the mean hides it", True,
-                             "One request in a hundred sounds rare, but a busy user or a page "
-                             "making many calls meets it often, and remembers it."),
-                      Choice("Because P99 is easier to compute", False,
-                             "It needs every value sorted; the mean needs only a sum. The reason "
-                             "is what it describes, not its cost."),
-                      Choice("Because the mean is always larger", False,
-                             "The mean is usually below P99; it is just blind to how bad the "
-                             "slow requests are."))),
-            Question("A benchmark sends one request at a time and reports a P99 of 250 ms. What "
-                     "does it tell you about a busy day?",
-                     (Choice("Little: with no concurrency there is no queue and no tail", True,
-                             "Requests that never wait for each other show only the model's own "
-                             "speed. Queueing and shared steps, the causes of the tail, only "
-                             "appear under realistic load."),
-                      Choice("That P99 will stay at 250 ms", False,
-                             "Run this page's load test at a higher rate: P99 climbs much faster "
-                             "than P50."),
-                      Choice("That the mean will be 250 ms", False,
-                             "A percentile from an empty server predicts neither the mean nor "
-                             "the tail under load."))),
-            Question("The arrival rate doubles. What usually happens?",
-                     (Choice("P99 grows much more than P50", True,
-                             "The median request still finds a slot quickly; the unlucky ones "
-                             "now queue behind more work, so the tail stretches first."),
-                      Choice("P50 and P99 grow by the same factor", False,
-                             "Queueing hits the unlucky requests hardest, so the spread widens."),
-                      Choice("Nothing changes until the server is full", False,
-                             "Requests start sharing steps and waiting for slots long before "
-                             "the server is saturated."))),
-        ]
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        (kind, params), = cls.warm_jobs()
+        cached = lookup(kind, params)
+        if cached is None:
+            return []
+        m = cached.result.metrics
+        return [f"Default load test ({params['requests']} requests at {params['rate']:g}/s): E2E "
+                f"P50 {fmt_ms(m.e2e_ms.p50)} ms, mean {fmt_ms(m.e2e_ms.mean)} ms, P99 "
+                f"{fmt_ms(m.e2e_ms.p99)} ms; TTFT P99 {fmt_ms(m.ttft_ms.p99)} ms; "
+                f"{m.throughput_tok_s:,.0f} tokens/s in all (measured {cached.measured_at})."]
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:

@@ -1,41 +1,75 @@
 """The base of every page that measures (lessons.base.Page), of every page whose controls a URL
 can set (UrlPage), and of every lesson (LessonPage).
 
-A lesson is a `LessonPage` subclass in its own module (see lessons.registry):
+A lesson is a `LessonPage` subclass in its own module (see lessons.registry). Its words are data,
+module-level constants beside its prose, and the class binds them and holds the behaviour:
+
+    OBJECTIVES = ("read ...", "explain ...", "pick ...")        # "You will be able to ..."
+    PREDICTION = PredictionQuestion("Going from batch 1 to 8, total tokens/s will ...",
+                                    ("6 to 8 times as many", "3 to 6 times", "under 3 times"))
+    TAKEAWAY = check_takeaway(("the finding", "why", "what to do about it"))   # three lines
+    INSTRUCTOR = InstructorNotes(minutes=15, timing=..., misconceptions=(...), prompts=(...))
+    QUESTIONS = (Question(...), ...,                            # choices shuffled per reader
+                 MeasuredQuestion("doubling", "Measure batch 1 to 8: a question appears here."))
+
+    def gpu_finding(machines) -> str: ...     # the "On a GPU" box's part (lessons.on_a_gpu)
 
     class KnobLesson(LessonPage):
         slug = "knob"
+        objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+        instructor, questions = INSTRUCTOR, QUESTIONS
         batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
 
-        def body(self):           # the demo and its prose, built once; show self.runner.status
-            ...
+        def __init__(self, **params):
+            super().__init__(**params)
+            self.gpu_box = GpuBox(gpu_finding)
+        def body(self):           # the demo and its prose, built once: place
+            ...                   # self.prediction_box above the demo, self.runner.status,
+                                  # self.gpu_box where the finding is discussed
         def start(self):          # once the page is on the reader's screen: measure
+            self.gpu_box.fetch(self.jobs)
             self.runner.submit("sweep_point", {...}, self.on_event)
-        def questions(self):      # the checkpoint at the end
-            return [Question(...)]
+        def on_event(self, event):   # a result: draw it, then
+            self.prediction_box.reveal(choice, "the numbers")   # what it says of the prediction
+            self.checkpoint.provide("doubling", doubling_question(points))   # your numbers
+        @classmethod
+        def expected_numbers(cls, lookup):   # the instructor page's numbers, from the cache
+            ...
+
+Predict first: while the reader has neither predicted nor skipped, the runner parks every job
+the measurement cache cannot answer (cached results still come at once, labelled cached) and
+sends them the moment the prediction is made. The page draws, around body(): the title and what
+it measures, the objectives, the URL's notices, then the takeaway, the checkpoint (one seed per
+reader: lessons.reader_seed) and the links to the lessons before and after. Headings are HTML,
+one h1 per page and h2 for its sections.
 
 It may list the engine jobs its default view runs in `warm_jobs()`, for the cache warmer.
 It gets: its title and one-line summary from the registry, its parameters set from the URL
 (/app?lesson=knob&batch_size=16, out-of-range values clamped with a visible notice) and kept in
 the URL as the reader moves them, `self.runner` (lessons.job_runner.JobRunner) to run engine jobs
 with events on this session's loop and its status widget, `start()` called once when the page has
-loaded (`self.started` is False until then, so parameters set from the URL measure nothing), and
-the header, checkpoint and previous/next links around body().
+loaded (`self.started` is False until then, so parameters set from the URL measure nothing).
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import panel as pn
 
 from widgets.a11y import plain_words
-from widgets.job_status import JobStatus
+from widgets.checkpoint import Checkpoint, MeasuredQuestion, Question
+from widgets.html import html_pane
+from widgets.job_status import JobStatus, format_time
+from widgets.prediction import PredictionBox, PredictionQuestion
 
 from .job_runner import JobRunner
+from .reader_seed import reader_seed
 from .registry import LessonInfo, lesson_info, neighbours
 from .session_jobs import SessionJobs
+from .teaching import InstructorNotes, Lookup
 from .url_state import apply_query_args
 
 # Query arguments that choose the page; no page parameter may be called this.
@@ -164,10 +198,15 @@ class UrlPage(Page):
 
 
 class LessonPage(UrlPage):
-    """A lesson: header (number, title, what it measures), URL notices, body(), checkpoint,
-    and links to the lessons before and after it."""
+    """A lesson: header (number, title, what it measures, objectives), URL notices, body(),
+    takeaway, checkpoint, and links to the lessons before and after it (module docstring)."""
 
     slug: ClassVar[str] = ""
+    objectives: ClassVar[tuple[str, ...]] = ()
+    prediction: ClassVar[PredictionQuestion | None] = None
+    takeaway: ClassVar[tuple[str, ...]] = ()
+    instructor: ClassVar[InstructorNotes | None] = None
+    questions: ClassVar[tuple[Question | MeasuredQuestion, ...]] = ()
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -175,6 +214,16 @@ class LessonPage(UrlPage):
         if info is None:
             raise TypeError(f"{type(self).__name__}.slug {self.slug!r} is not in lessons.registry")
         self.info: LessonInfo = info
+        self.checkpoint = Checkpoint(self.questions, seed=reader_seed())
+        self.prediction_box: PredictionBox | None = None
+        if self.prediction is not None:
+            self.prediction_box = PredictionBox(self.prediction)
+            self.runner.hold_fresh(lambda: not self.prediction_box.made)
+            self.prediction_box.param.watch(self._predicted, "made")
+
+    def _predicted(self, event) -> None:
+        if event.new:
+            self.runner.release()
 
     @property
     def title(self) -> str:
@@ -186,14 +235,10 @@ class LessonPage(UrlPage):
 
     def body(self) -> list:
         """The lesson's prose and demo; the default says it is still being written."""
-        return [pn.pane.Markdown(
-            "This lesson's live demo is being written. Meanwhile the "
-            "[course map](app) and the [vocabulary](app?page=vocabulary) are ready.",
-            sizing_mode="stretch_width", css_classes=["placeholder"])]
-
-    def questions(self) -> list:
-        """The checkpoint's questions (widgets.checkpoint.Question); none by default."""
-        return []
+        return [html_pane(
+            '<p class="placeholder">This lesson\'s live demo is being written. Meanwhile the '
+            '<a href="app">course map</a> and the <a href="app?page=vocabulary">vocabulary</a> '
+            "are ready.</p>")]
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
@@ -201,29 +246,54 @@ class LessonPage(UrlPage):
         `python -m lessons.warm` can measure them before a class; none by default."""
         return []
 
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        """Lines for the instructor page: what this machine gave for the lesson's default view,
+        from the measurement cache (`lookup(kind, params)` gives a lessons.teaching.Cached or
+        None). By default, which of warm_jobs() are measured and when; [] when none is."""
+        lines = []
+        for kind, params in cls.warm_jobs():
+            cached = lookup(kind, params)
+            if cached is not None:
+                lines.append(f"{kind}: measured on {cached.device} at "
+                             f"{format_time(cached.measured_at)}")
+        return lines
+
     def header(self) -> pn.viewable.Viewable:
-        return pn.pane.Markdown(
-            f"# Lesson {self.info.number}: {self.title}\n\n"
-            f"**What it measures:** {self.summary}",
-            sizing_mode="stretch_width", css_classes=["lesson-header"])
+        goals = "".join(f"<li>{html.escape(goal)}</li>" for goal in self.objectives)
+        objectives = (f'<section class="objectives"><h2>You will be able to</h2><ul>{goals}'
+                      "</ul></section>" if goals else "")
+        return html_pane(
+            f"<h1>Lesson {self.info.number}: {html.escape(self.title)}</h1>"
+            f'<p class="measures"><strong>What it measures:</strong> '
+            f"{html.escape(self.summary)}</p>{objectives}", css_classes=["lesson-header"])
+
+    def takeaway_pane(self) -> pn.viewable.Viewable | None:
+        if not self.takeaway:
+            return None
+        lines = "".join(f"<li>{html.escape(line)}</li>" for line in self.takeaway)
+        return html_pane(
+            f'<section class="takeaway"><h2>Takeaway</h2><ol>{lines}</ol><p class="more">'
+            'Every lesson\'s takeaway on one printable page: <a href="app?page=summary">the '
+            "course summary</a>.</p></section>", css_classes=["lesson-takeaway"])
 
     def footer(self) -> pn.viewable.Viewable:
         before, after = neighbours(self.slug)
-        links = ["[Course map](app)"]
+        links = ['<a href="app">Course map</a>']
         if before:
-            links.insert(0, f"[&larr; Lesson {before.number}: {before.title}]({before.url})")
+            links.insert(0, f'<a href="{before.url}">&larr; Lesson {before.number}: '
+                            f"{html.escape(before.title)}</a>")
         if after:
-            links.append(f"[Lesson {after.number}: {after.title} &rarr;]({after.url})")
-        return pn.pane.Markdown(" &nbsp;|&nbsp; ".join(links), sizing_mode="stretch_width",
-                                css_classes=["lesson-footer"])
+            links.append(f'<a href="{after.url}">Lesson {after.number}: '
+                         f"{html.escape(after.title)} &rarr;</a>")
+        return html_pane(f'<nav class="lesson-links" aria-label="Lessons">'
+                         f'{" &nbsp;|&nbsp; ".join(links)}</nav>',
+                         css_classes=["lesson-footer"])
 
     def view(self) -> pn.viewable.Viewable:
-        from widgets.checkpoint import Checkpoint
-
-        questions = self.questions()
-        parts = [self.header(), self._notice_pane, *self.body()]
-        if questions:
-            parts.append(Checkpoint(questions))
+        parts = [self.header(), self._notice_pane, *self.body(), self.takeaway_pane()]
+        if self.questions:
+            parts.append(self.checkpoint)
         parts.append(self.footer())
-        return pn.Column(*parts, sizing_mode="stretch_width",
+        return pn.Column(*[p for p in parts if p is not None], sizing_mode="stretch_width",
                          css_classes=["lesson", f"lesson-{self.slug}"])

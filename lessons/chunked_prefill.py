@@ -18,15 +18,26 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.gpu_scaling import (
+    LLAMA_3_8B,
+    Machine,
+    decode_step,
+    prefill_floor_ms,
+    step_floor_ms,
+)
 from engine.lab.results import ServeRunResult, StepRecord
-from widgets.checkpoint import Choice, Question
+from widgets.checkpoint import Choice, MeasuredQuestion, Question
 from widgets.data_download import DataDownload
+from widgets.html import html_pane
 from widgets.itl_timeline import ItlTimeline
+from widgets.prediction import PredictionQuestion
 from widgets.tables import sig
 
 from .base import LessonPage
 from .data_record import Run, runs_header
 from .job_runner import event_record
+from .on_a_gpu import GpuBox, machine_table
+from .teaching import InstructorNotes, Lookup, check_takeaway
 
 SHORT_PROMPT = 64  # tokens of each running request's prompt
 LONG_AT_S = 0.2  # when the long prompt arrives
@@ -34,35 +45,191 @@ MAX_BATCH = 16  # room for all running requests and the long one at once
 WHOLE, CHUNKED = "prompt prefilled whole", "prompt in chunks"
 
 INTRO = """
-Continuous batching (lesson 3) lets a new request join the running batch at the next step. But
-what happens in that step? A new request first needs its **prefill**: its whole prompt pushed
-through the model. If the prompt is long, that single step is long, and every request already
-streaming its answer waits for it. Their readers see the text stop, then resume: a **stall**.
-
-**Chunked prefill** splits the long prompt into pieces of a fixed number of tokens and runs one
-piece per step, beside the decode tokens of everyone else. No step grows much longer than a
-piece, so the running requests keep their rhythm; the new request takes a few more steps to
-reach its first token.
+<p>Continuous batching (lesson 3) lets a new request join the running batch at the next step.
+But what happens in that step? A new request first needs its <strong>prefill</strong>: its whole
+prompt pushed through the model. If the prompt is long, that single step is long, and every
+request already streaming its answer waits for it. Their readers see the text stop, then
+resume: a <strong>stall</strong>. A scheduler that runs prefills in steps of their own, before
+any decode (vLLM's first scheduler did, to get first tokens out sooner), stalls the streams the
+same way.</p>
+<p><a href="app?page=vocabulary#chunked-prefill">Chunked prefill</a> splits the long prompt
+into pieces and runs one piece per step, beside the decode tokens of everyone else. This engine
+does it the way vLLM's <code>max_num_batched_tokens</code> does: each step has a
+<a href="app?page=vocabulary#token-budget">token budget</a>; every running request's decode
+token goes in first, and prompt chunks (at most the chunk size each) fill what is left. No step
+grows much longer than a chunk, so the running requests keep their rhythm; the new request
+takes a few more steps to reach its first token.</p>
 """
 
 SETUP = """
-### The experiment
-
-A few requests start together and decode their answers; at 0.2 s a long prompt arrives. The
+<h2>The experiment</h2>
+<p>A few requests start together and decode their answers; at 0.2 s a long prompt arrives. The
 engine serves the same requests twice, with continuous batching both times: once prefilling the
 long prompt in one step, once in chunks. Each dot below is one gap between two consecutive
-tokens of a running request, drawn when the later token arrived.
+tokens of a running request, drawn when the later token arrived.</p>
 """
 
 QUOTE = """
-> Splitting prefills into chunks and mixing them with decodes was introduced by
-> **Sarathi-Serve** (Agrawal et al., *Taming Throughput-Latency Tradeoff in LLM Inference with
-> Sarathi-Serve*, arXiv:2403.02310, 2024), which reported **up to 6.9x higher serving capacity for
-> Falcon-180B** under latency targets (the paper's OSDI 2024 version gives 5.6x for that setup).
-> Chunked prefill is on by default in recent versions of vLLM.
-
-*A quoted result, measured by its authors on GPU clusters, not here.*
+<blockquote class="quoted">
+<p><strong>Quoted, not measured here.</strong> Splitting prefills into chunks and filling each
+step with decodes beside one chunk was introduced by SARATHI (Agrawal et al., "SARATHI: Efficient
+LLM Inference by Piggybacking Decodes with Chunked Prefills", arXiv:2308.16369, 2023).
+Sarathi-Serve (Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with
+Sarathi-Serve", OSDI 2024) added stall-free scheduling: new requests join without pausing the
+running decodes. Its OSDI paper reports 2.6x higher serving capacity for Mistral-7B on one A100
+and up to 3.7x for Yi-34B on two A100s against vLLM, and up to 5.6x for Falcon-180B with
+pipeline parallelism (the earlier arXiv version, 2403.02310, gave 6.9x for Falcon-180B on 8
+A100s).</p>
+<p>vLLM's documentation: "By default, vLLM scheduler prioritizes prefills and doesn't batch
+prefill and decode to the same batch"; with chunked prefill "the policy is changed to
+prioritize decode requests" within the <code>max_num_batched_tokens</code> budget, and "in vLLM
+V1, chunked prefill is always enabled by default".</p>
+<p class="source">Sources: the papers named above; vLLM documentation, "Optimization and Tuning",
+chunked prefill (docs.vllm.ai).</p>
+</blockquote>
 """
+
+OBJECTIVES = (
+    "explain why one long prefill stalls every running stream",
+    "read the stall, and its cure, off a chart of gaps over time",
+    "weigh a chunk size: smoother gaps for everyone against a later first token for the long "
+    "request",
+)
+
+PREDICTION = PredictionQuestion(
+    "With the long prompt in chunks instead of whole, what will happen to the running "
+    "requests' worst gap, and to the long request's TTFT?",
+    ("Worst gap shorter, its TTFT longer", "Worst gap shorter, its TTFT shorter too",
+     "Worst gap about the same or longer"))
+
+TAKEAWAY = check_takeaway((
+    "A long prompt prefilled in one step stalls every running stream for that whole step: a "
+    "spike in everyone's gap.",
+    "Chunked prefill caps each step's prompt work with a token budget, decodes first, so the "
+    "gaps stay near normal (SARATHI; Sarathi-Serve made it stall-free).",
+    "The price is a later first token for the long request: smaller chunks smooth more and "
+    "cost more.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=15,
+    timing="Two runs of several seconds each on a 2-core CPU with the defaults (8 requests "
+           "writing 160 tokens, a 1,536-token prompt at 0.2 s). A new chunk size re-runs only "
+           "the chunked run; the whole-prompt run comes from the cache.",
+    misconceptions=(
+        "\"Chunking makes the long prompt faster\": its first token comes later; everyone "
+        "else's rhythm is what improves.",
+        "\"The stall is the scheduler pausing decodes on purpose\": prefill-first schedulers "
+        "did pause them; here they share the step and still wait for it to end.",
+        "\"Smaller chunks are always better\": each extra step costs the long request time, "
+        "and small chunks use the hardware less well.",
+    ),
+    prompts=(
+        "How long would a whole 8,000-token prefill stall the streams on an A100 (see the box on "
+        "GPUs)? Would a reader notice?",
+        "Why does a token budget serve decodes first?",
+        "What else could keep prefills away from decodes? (Separate machines for each, as "
+        "DistServe does.)",
+    ),
+)
+
+QUESTIONS = (
+    Question("A long prompt arrives while others are streaming. In this engine, without "
+             "chunking, why do their answers stall?", (
+        Choice("Its prefill runs in one long step; their next tokens wait for it", True,
+               "A step ends when all its work is done; one huge prefill makes one huge step, "
+               "and every decode in it waits."),
+        Choice("The long prompt takes over their KV cache blocks", False,
+               "Their caches stay; here the pool has room for everyone. The wait is for the "
+               "step to finish."),
+        Choice("The scheduler runs the prefill alone, pausing all decodes", False,
+               "Prefill-first schedulers did exactly that (vLLM's first default), and they "
+               "stall too; this engine puts the decodes in the same step, which still has to "
+               "end before they get their tokens."))),
+    Question("What does chunking cost?", (
+        Choice("The long request's first token comes later: its prompt takes many steps", True,
+               "That is the trade: a rise in one request's TTFT for a steady rhythm for "
+               "everyone else."),
+        Choice("Every running request's answer comes out slightly different from before",
+               False,
+               "The tokens are the same; only when they are computed changes."),
+        Choice("Nothing: the long prompt's prefill does the same work", False,
+               "Each chunk is a step of its own that reads all the weights again, so the "
+               "prefill takes longer in total."))),
+    Question("You shrink the chunk size from 512 to 32 tokens. What happens?", (
+        Choice("Shorter worst gaps, but many more steps, so the long TTFT grows", True,
+               "Small chunks bound each step tightly but use the machine less well on small "
+               "matrices; engines pick hundreds to a few thousand tokens."),
+        Choice("Nothing: the prompt has the same length, so the work is the same", False,
+               "The chunk size sets how long each step can be: try it above."),
+        Choice("Longer worst gaps, since small chunks run less efficiently", False,
+               "Smaller pieces make shorter steps, so the running requests wait less."))),
+    Question("A step's token budget is 256 and 8 requests are decoding. How many prompt tokens "
+             "can that step prefill?", (
+        Choice("248: the 8 decode tokens go in first", True,
+               "Every running decode takes its one token of the budget before any chunk; the "
+               "prompt gets the rest."),
+        Choice("256: the budget counts prompt tokens only", False,
+               "The budget counts every token the step processes, decodes included."),
+        Choice("32: the budget is split evenly between requests", False,
+               "It is not split evenly; decodes need one token each, the chunk takes the "
+               "rest."))),
+    MeasuredQuestion("ttft", "Once both runs above have finished, a question on your own "
+                             "numbers appears here."),
+)
+
+
+GPU_MODEL = LLAMA_3_8B
+LONG_PROMPT_THERE = 8000  # tokens: a long document pasted into a chat
+
+
+def gpu_finding(machines: list[Machine], long_prompt: int, chunk: int) -> str:
+    """Lesson 7's finding on each machine: the stall of a whole prefill, and of one chunk."""
+    def floor(m: Machine, tokens: int) -> str:
+        return sig(prefill_floor_ms(GPU_MODEL, m, tokens))
+
+    table = machine_table(machines, (
+        (f"{long_prompt:,} tokens whole: stall at least (ms)", lambda m: floor(m, long_prompt)),
+        (f"{LONG_PROMPT_THERE:,} tokens whole (ms)", lambda m: floor(m, LONG_PROMPT_THERE)),
+        (f"one chunk of {chunk} tokens (ms)", lambda m: floor(m, chunk)),
+        ("a decode step at batch 8, for comparison (ms)",
+         lambda m: sig(step_floor_ms(decode_step(GPU_MODEL, 8, 1000), m))),
+    ), f"{GPU_MODEL.name} in bf16: the least time a prefill step can take")
+    return (
+        "<p>On a GPU the stall is shorter but the same shape. A prefill step of L tokens takes "
+        "at least max(2 &times; parameters &times; L / peak, weight bytes / bandwidth); while "
+        "it runs, every stream waits. A whole long document on an A100 holds every reader "
+        "for hundreds of milliseconds, dozens of times a normal gap; a chunk caps the extra "
+        "at about one chunk's time per step.</p>" + table)
+
+
+def ttft_question(whole: RunSummary, chunked: RunSummary, chunk_size: int) -> Question | None:
+    """Which run gave the long request the later first token (the key is the reader's runs)."""
+    a, b = whole.long_ttft_ms, chunked.long_ttft_ms
+    if a is None or b is None:
+        return None
+    why = (f"Your runs: the long request's TTFT was {sig(a)} ms prefilled whole and {sig(b)} ms "
+           f"in chunks of {chunk_size} tokens.")
+    close = abs(a - b) <= 0.05 * max(a, b)
+    return Question(
+        "In your two runs, when did the long request get its first token?", (
+            Choice("Later in chunks", not close and b > a, why),
+            Choice("Later prefilled whole", not close and a > b, why),
+            Choice("About the same time (within 5%)", close, why)))
+
+
+def chunk_outcome(whole: RunSummary, chunked: RunSummary) -> tuple[str, str] | None:
+    """Which prediction choice the two runs support."""
+    if not whole.worst_ms or not chunked.worst_ms:
+        return None
+    shorter = chunked.worst_ms < 0.8 * whole.worst_ms
+    longer_ttft = (chunked.long_ttft_ms or 0) > (whole.long_ttft_ms or 0)
+    choice = ("Worst gap about the same or longer" if not shorter
+              else "Worst gap shorter, its TTFT longer" if longer_ttft
+              else "Worst gap shorter, its TTFT shorter too")
+    return choice, (f"worst gap {sig(whole.worst_ms)} ms whole, {sig(chunked.worst_ms)} ms in "
+                    f"chunks; TTFT {sig(whole.long_ttft_ms)} ms whole, "
+                    f"{sig(chunked.long_ttft_ms)} ms in chunks")
 
 
 @dataclass(frozen=True)
@@ -86,6 +253,8 @@ class ChunkedPrefillLesson(LessonPage):
 
     slug = "chunked-prefill"
     job_noun = "runs"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
 
     chunk_size = param.Integer(default=128, bounds=(16, 1024), label="Chunk size (tokens)",
                                doc="How many prompt tokens one step may prefill.")
@@ -108,6 +277,8 @@ class ChunkedPrefillLesson(LessonPage):
                                         css_classes=["chunk-verdict"])
         self.again = pn.widgets.Button(label="Run both again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
+        self.gpu_box = GpuBox(lambda machines: gpu_finding(machines, self.long_prompt,
+                                                           self.chunk_size))
 
     # ---- jobs ----------------------------------------------------------------------------------------
     @property
@@ -123,6 +294,24 @@ class ChunkedPrefillLesson(LessonPage):
                 "max_batch": MAX_BATCH, "chunk_size": chunk_size, "stream_tokens": False}
 
     @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        lines = []
+        page = cls()
+        for (kind, params), name in zip(cls.warm_jobs(), (WHOLE, CHUNKED), strict=True):
+            cached = lookup(kind, params)
+            if cached is None:
+                continue
+            run = cached.result
+            gaps = [1000 * (b - a) for r in run.requests if r.id != page.long_id
+                    for a, b in zip(r.token_s, r.token_s[1:], strict=False)]
+            long = next(r for r in run.requests if r.id == page.long_id)
+            ttft = 1000 * (long.first_token_s - long.arrival_s)
+            lines.append(f"{name}: worst gap {sig(max(gaps))} ms, median "
+                         f"{sig(statistics.median(gaps))} ms; the long prompt's TTFT {sig(ttft)} "
+                         "ms")
+        return lines
+
+    @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
         page = cls()
         return [("serve_run", page.run_params(0)), ("serve_run", page.run_params(page.chunk_size))]
@@ -132,6 +321,7 @@ class ChunkedPrefillLesson(LessonPage):
         return [(WHOLE, 0), (CHUNKED, self.chunk_size)]
 
     def start(self, fresh: bool = False) -> None:
+        self.gpu_box.fetch(self.jobs)
         self.results.clear()
         self.verdict.object = ""
         jobs = []
@@ -153,6 +343,7 @@ class ChunkedPrefillLesson(LessonPage):
 
     @param.depends("chunk_size", "requests", "output_len", "long_prompt", watch=True)
     def _settings_changed(self) -> None:
+        self.gpu_box.refresh()
         if self.started:
             self.start()
 
@@ -209,6 +400,13 @@ class ChunkedPrefillLesson(LessonPage):
     def _summarize(self) -> None:
         whole = self.results.get(WHOLE)
         chunked = self.results.get(CHUNKED)
+        if whole and chunked:
+            outcome = chunk_outcome(whole, chunked)
+            if outcome is not None:
+                self.prediction_box.reveal(*outcome)
+            question = ttft_question(whole, chunked, self.chunk_size)
+            if question is not None:
+                self.checkpoint.provide("ttft", question)
         lines = []
         for name, r in ((WHOLE, whole), (f"{CHUNKED} of {self.chunk_size} tokens", chunked)):
             if r is None:
@@ -245,7 +443,6 @@ class ChunkedPrefillLesson(LessonPage):
 
     # ---- the page ------------------------------------------------------------------------------------
     def body(self) -> list:
-        md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
         controls = pn.Row(
             pn.widgets.IntSlider.from_param(self.param.chunk_size, step=16, throttled=True,
                                             sizing_mode="stretch_width"),
@@ -256,40 +453,7 @@ class ChunkedPrefillLesson(LessonPage):
             pn.widgets.IntSlider.from_param(self.param.long_prompt, step=64, throttled=True,
                                             sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
-        return [md(INTRO), md(SETUP), controls, self.again, self.runner.status, self.timeline,
-                self.download, self.verdict, md(QUOTE)]
+        return [html_pane(INTRO), self.prediction_box, html_pane(SETUP), controls, self.again,
+                self.runner.status, self.timeline, self.download, self.verdict, html_pane(QUOTE),
+                self.gpu_box]
 
-    def questions(self) -> list:
-        return [
-            Question("A long prompt arrives while others are streaming. Without chunking, why "
-                     "do their answers stall?", (
-                Choice("Its whole prefill runs as one step, and no running request gets a token "
-                       "until that step ends.", True,
-                       "A step ends when all its work is done; one huge prefill makes one huge "
-                       "step, and every decode in it waits."),
-                Choice("The long prompt takes their KV cache away.", False,
-                       "Their caches stay; here the pool has room for everyone. The wait is "
-                       "for the step to finish."),
-                Choice("The scheduler pauses decoding on purpose to give prefill priority.",
-                       False, "The decodes run in the same step; they just cannot finish before "
-                       "the prefill in it does."))),
-            Question("What does chunking cost?", (
-                Choice("The long request's first token usually comes a little later: its "
-                       "prompt needs several steps, each shared with decodes.", True,
-                       "That is the trade: a small rise in one request's TTFT for a steady "
-                       "rhythm for everyone else."),
-                Choice("Every request's answer changes.", False,
-                       "The tokens are the same; only when they are computed changes."),
-                Choice("Nothing at all.", False,
-                       "More steps each carry overhead, so the long prompt takes somewhat "
-                       "longer to prefill in total."))),
-            Question("You shrink the chunk size from 512 to 32 tokens. What happens?", (
-                Choice("The worst gap shrinks further, but the long prompt needs many more "
-                       "steps, so its TTFT grows.", True,
-                       "Small chunks bound each step tightly but waste the machine's efficiency "
-                       "on large matrices; engines pick a few hundred tokens."),
-                Choice("Nothing changes, since the prompt is the same length.", False,
-                       "The chunk size sets how long each step can be: try it above."),
-                Choice("The worst gap grows.", False,
-                       "Smaller pieces make shorter steps, so the running requests wait less."))),
-        ]

@@ -7,7 +7,10 @@
     runner.cancel(keep=lambda job: job.state == "running")
 
 `submit` and `run` replace the current group: its unfinished jobs are cancelled and their late
-events dropped, so a chart never mixes two settings. Each job's events reach its handler on the
+events dropped, so a chart never mixes two settings. Predict first: after
+`hold_fresh(waiting)`, while `waiting()` is true a job the engine's cache cannot answer is parked
+instead of run (a cached one is answered at once, as ever), and `release()` sends the parked
+ones: a lesson holds its first fresh measurement until the reader has made a prediction. Each job's events reach its handler on the
 session's own loop (lessons.session_jobs), after the status has taken them. While the group's
 first job waits in the engine's queue behind other readers' jobs, the status says how many are
 ahead, refreshed twice a second: in a classroom of thirty, a reader sees "queued behind 4 jobs"
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[JobEvent], None]
 R = TypeVar("R", bound=Record)
 QUEUE_POLL_MS = 500
+HELD = "held"  # the state of a parked job's placeholder: not sent to the engine yet
 
 
 def event_record(record: type[R], data: dict) -> R:
@@ -56,6 +60,7 @@ class _Entry:
         self.job: Job | None = None  # set when submit returns (events may come before)
         self.final = False
         self.dropped = False
+        self.parked: tuple[str, dict, bool] | None = None  # (kind, params, use_cache) if held
 
     @property
     def open(self) -> bool:
@@ -70,6 +75,8 @@ class JobRunner:
         self.status = status if status is not None else JobStatus()
         self._entries: list[_Entry] = []
         self._poll = None
+        self._waiting: Callable[[], bool] | None = None
+        self._hold_message = ""
 
     # ---- submitting ------------------------------------------------------------------------------
     def run(self, jobs: Sequence[tuple[str, dict, Handler]], use_cache: bool = True,
@@ -93,9 +100,47 @@ class JobRunner:
     def _submit(self, kind: str, params: dict, handler: Handler, use_cache: bool) -> Job:
         entry = _Entry(handler)
         self._entries.append(entry)
+        if self._waiting is not None and self._waiting() \
+                and not (use_cache and self._cached(kind, params)):
+            entry.parked = (kind, dict(params), use_cache)
+            entry.job = Job(0, kind, dict(params), None, None, use_cache, state=HELD)
+            self.status.job_progress(0, 0, self._hold_message)
+            return entry.job
+        self._send(entry, kind, params, use_cache)
+        return entry.job
+
+    def _send(self, entry: _Entry, kind: str, params: dict, use_cache: bool) -> None:
         entry.job = self.page.jobs.submit(kind, params, lambda e: self._deliver(entry, e),
                                           use_cache)
-        return entry.job
+
+    # ---- predict first ---------------------------------------------------------------------------
+    def hold_fresh(self, waiting: Callable[[], bool],
+                   message: str = "waiting for your prediction above (or skip it)") -> None:
+        """While `waiting()` is true, park the jobs the cache cannot answer (module doc)."""
+        self._waiting = waiting
+        self._hold_message = message
+
+    def release(self) -> None:
+        """Send the parked jobs of the current group to the engine."""
+        for entry in self._entries:
+            if entry.parked is not None and not entry.dropped:
+                kind, params, use_cache = entry.parked
+                entry.parked = None
+                self._send(entry, kind, params, use_cache)
+        if not self.held:
+            self.status.job_progress(0, 0, "starting")
+
+    @property
+    def held(self) -> list[Job]:
+        """The group's parked jobs (placeholders, not in the engine's queue)."""
+        return [e.job for e in self._entries if e.parked is not None and not e.dropped]
+
+    def _cached(self, kind: str, params: dict) -> bool:
+        try:
+            return self.page.jobs.service.cached(kind, params) is not None
+        except Exception:  # no cache to ask (a service without one, or one shutting down)
+            log.debug("cache lookup failed", exc_info=True)
+            return False
 
     # ---- cancelling ------------------------------------------------------------------------------
     def cancel(self, keep: Callable[[Job], bool] | None = None) -> int:
@@ -112,6 +157,8 @@ class JobRunner:
             if not entry.open:
                 continue
             entry.dropped = True
+            if entry.parked is not None:
+                continue  # never sent: nothing to cancel
             try:
                 count += bool(entry.job and self.page.jobs.cancel(entry.job))
             except Exception:  # the service may be gone already: nothing left to cancel

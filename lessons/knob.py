@@ -19,18 +19,31 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.gpu_scaling import (
+    LLAMA_3_8B,
+    Machine,
+    bend_batch,
+    decode_step,
+    intensity_ceiling,
+    kv_capacity,
+    step_floor_ms,
+)
 from engine.calc.stats import Estimate, estimate
 from engine.lab.results import SweepPointResult
-from widgets.checkpoint import Choice, Question
+from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import RANDOM_WEIGHTS, provenance
 from widgets.pareto_chart import ParetoChart
+from widgets.prediction import PredictionQuestion
 from widgets.readouts import Readouts, table_html
+from widgets.tables import sig
 from widgets.throughput_curve import ThroughputCurve
 
 from .base import LessonPage
 from .data_record import check_text, data_header, origin_text
+from .on_a_gpu import GpuBox, machine_table
+from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway
 
 # An uncached tiny point at batch 64 is measured in about 1.2 s on an idle 2-core CPU (64 prompt
 # tokens each, 32 new tokens: 31 decode steps, 29 of them timed): well inside 5 s when busy.
@@ -42,19 +55,22 @@ INTRO = """
 <p>Decoding writes one token per request per step, and every step has to stream all of the
 model's weights from memory. That read is the same whether the step serves one request or
 sixty-four. So putting more requests into the same step is the cheapest speed-up a server has:
-N requests get N tokens for (almost) the price of one weight sweep.</p>
-<p>Almost. Move the slider and release it: the engine measures that batch size on this machine
-(or takes the point from its cache, and says so). The points build the curve.</p>
+N requests get N tokens for one sweep of the weights.</p>
+<p>Cheap is not free. Each request in the step still brings its own arithmetic, and its own
+cached keys and values to read, which nobody else shares. Move the slider and release it: the
+engine measures that batch size on this machine (or takes the point from its cache, and says
+so). The points build the curve.</p>
 """
 
 PROSE = """
 <h2>Two lines, one knob</h2>
 <p>The solid line is the server's total output, in tokens per second for all users together.
-At small batches it climbs almost in proportion: the step is limited by memory traffic, and
-extra requests ride along nearly free. Then it bends over: the step's arithmetic grows with
-every request, and once it, not the memory, sets the pace, more requests mostly make the step
-longer. The dashed line is what each user feels, the time between two of their tokens: flat at
-first, then rising with the batch.</p>
+At small batches it climbs almost in proportion: the step is memory-bound, paced by the weight
+read, and extra requests ride along at the cost of their own arithmetic and cache reads. Then it
+bends over: as the batch grows, the arithmetic and the per-request cache reads, not the shared
+weight read, set the step's pace, and more requests mostly make the step longer. The dashed line
+is what each user feels, the time between two of their tokens: flat at first, then rising with
+the batch.</p>
 
 <h2>Picking a point on the curve</h2>
 <p>A batch size is a trade. An overnight job that summarizes a million documents wants the
@@ -73,12 +89,170 @@ line joins the points that no other point beats on both: the <em>Pareto frontier
 below it wastes something; choosing among the points on it is choosing a target.</p>
 """
 
-QUOTED = """
-<blockquote class="quoted"><p><strong>Quoted, not measured here.</strong> On an A100 GPU, going
-from one request to a batch of 64 gave about 14 times the throughput for about 4 times the
-response time.</p><p class="source">Source: a reference figure collected in this course's
-content brief (common knowledge of the field, not a measurement of this app).</p></blockquote>
-"""
+OBJECTIVES = (
+    "explain why one decode step can serve many requests for little more than the cost of one",
+    "read total throughput and each user's time per token off a measured curve",
+    "pick a batch size for a latency target",
+)
+
+PREDICTION = PredictionQuestion(
+    "Going from batch 1 to batch 8, how will the total tokens per second change?",
+    ("6 to 8 times as many", "3 to 6 times as many", "Under 3 times as many"))
+
+TAKEAWAY = check_takeaway((
+    "A decode step reads all the weights once, whatever the batch: more requests per step get "
+    "more tokens from that one read.",
+    "Total throughput climbs almost in proportion, then bends as each request's own arithmetic "
+    "and KV reads take over; each user's time per token rises with the batch.",
+    "Picking a batch size is picking a point on that curve: the largest batch whose time per "
+    "token still meets your target.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=15,
+    timing="A new point takes about a second on a 2-core CPU with the tiny preset (the small "
+           "preset several times longer). Warm the ladder 1 to 64 before class; moving the "
+           "slider then answers from the cache at once.",
+    misconceptions=(
+        "\"Batching makes each request faster\": it makes the server faster; each user's "
+        "time per token rises.",
+        "\"Batching is free because the weights are shared\": each request adds its own "
+        "arithmetic and its own KV cache reads.",
+        "\"The best batch size is the largest\": only for work nobody waits for.",
+    ),
+    prompts=(
+        "From your curve: at which batch does a doubling first give less than 20% more total "
+        "tokens per second?",
+        "A chat needs at most 50 ms per token: which batch would you run on this machine?",
+        "Why does the bend come at a batch of hundreds on a GPU, and sooner when contexts are "
+        "long? (See the box on GPUs.)",
+    ),
+)
+
+QUESTIONS = (
+    Question("Why does serving one request at a time waste the hardware during decode?",
+             (Choice("Each step reads every weight to make a single token", True,
+                     "The weight traffic of a step is the same for 1 or 32 requests; with one "
+                     "request the arithmetic units mostly wait for memory."),
+              Choice("The prompt has to be read again at every step", False,
+                     "The KV cache keeps the prompt's keys and values; decode reads them, it "
+                     "does not push the prompt through the model again."),
+              Choice("One request cannot use more than one core at a time", False,
+                     "A step's matrix multiplications use every core; the limit is how fast "
+                     "the weights arrive from memory."))),
+    Question("Going from batch 1 to batch 32, what happens to each user's time per token?",
+             (Choice("It rises: slowly at first, then faster", True,
+                     "Each step does work for everyone in it, so it takes longer; while the "
+                     "shared weight read sets the pace, the rise is small."),
+              Choice("It falls, because batching is efficient", False,
+                     "The server's total rises; each user waits a longer step for their next "
+                     "token."),
+              Choice("It stays the same: the weights are read once", False,
+                     "The weight read is shared, but each request adds its own arithmetic and "
+                     "KV reads: measure batch 1 and batch 32 here."))),
+    Question("Why does the total tokens/s curve flatten out?",
+             (Choice("Per-request work, not the shared weight read, starts to set the pace",
+                     True,
+                     "Arithmetic and KV reads grow with every request while the weight read "
+                     "does not; past the crossover, more requests mostly make the step longer."),
+              Choice("Each new request adds another copy of the weights for the step to read",
+                     False,
+                     "The weights are read once per step for the whole batch; what each request "
+                     "adds is its own arithmetic and its own cached keys and values."),
+              Choice("The engine caps how many tokens one step may hold", False,
+                     "Every request in the batch gets its token each step here; the curve "
+                     "bends by itself."))),
+    Question("A chat product must keep each user's time per token under a limit. Which batch "
+             "size should it run?",
+             (Choice("The largest one whose time per token stays under the limit", True,
+                     "That buys the most total throughput the target allows: read the dashed "
+                     "line up to the limit."),
+              Choice("Batch 1, so each user gets the fastest possible tokens", False,
+                     "That wastes most of the machine; many users can share a step before "
+                     "anyone notices."),
+              Choice("The largest batch the memory allows, to get the most throughput", False,
+                     "Past some point each user's tokens come too slowly: throughput is not "
+                     "the target of a chat."))),
+    MeasuredQuestion("doubling", "Measure batch 1, 2, 4 and 8 (slide to 8, then to 2): a "
+                                 "question on your own curve appears here."),
+)
+
+GPU_MODEL = LLAMA_3_8B
+SHORT_CONTEXT, LONG_CONTEXT = 200, 1000  # tokens cached per sequence
+
+
+def gpu_finding(machines: list[Machine]) -> str:
+    """Lesson 4's finding on each machine: where the knob bends for Llama-3-8B, and what ends
+    the climb first."""
+    def bend(m: Machine, context: int) -> str:
+        b = bend_batch(GPU_MODEL, m, context)
+        return "never" if b is None else f"{b:,}"
+
+    def capacity(m: Machine) -> str:
+        n = kv_capacity(GPU_MODEL, m, LONG_CONTEXT)
+        return "\u2013" if n is None else f"{n:,}"
+
+    ceiling = intensity_ceiling(GPU_MODEL, LONG_CONTEXT)
+    table = machine_table(machines, (
+        (f"decode reaches the ridge at batch ({SHORT_CONTEXT}-token contexts)",
+         lambda m: bend(m, SHORT_CONTEXT)),
+        (f"... ({LONG_CONTEXT:,}-token contexts)", lambda m: bend(m, LONG_CONTEXT)),
+        (f"sequences of {LONG_CONTEXT:,} tokens whose KV fits beside the weights",
+         capacity),
+        ("time per step at batch 64, at least (ms)",
+         lambda m: sig(step_floor_ms(decode_step(GPU_MODEL, 64, LONG_CONTEXT), m))),
+    ), f"{GPU_MODEL.name} in bf16, {GPU_MODEL.kv_bytes_per_token:,} KV bytes per token")
+    return (
+        "<p>Where does the knob bend on a GPU? Counting the weights alone, a bf16 decode step at "
+        "batch B does about B FLOPs per byte (2 per weight per sequence, 2 bytes per weight), "
+        "so it stays memory-bound until B reaches the ridge point: a batch of hundreds. But "
+        "every sequence also reads its own cached keys and values at every step, and nobody "
+        "shares those bytes. With short contexts the bend still comes at hundreds; with "
+        f"{LONG_CONTEXT:,}-token contexts a step's intensity can never pass "
+        f"{sig(ceiling)} FLOP/byte however large the batch (2 x parameters FLOPs per sequence "
+        "over its own cache's bytes), below both GPUs' ridges: decode stays memory-bound, and "
+        "the memory for the cache runs out before the arithmetic does. Batch sizes from the "
+        "engine's step-cost formulas (the first batch whose intensity reaches the ridge); KV "
+        "capacity = (memory - weights) / (context x KV bytes per token).</p>" + table)
+
+
+SMALL_GAIN = 0.20  # "less than 20% more tokens/s" in the measured question
+
+
+def doubling_question(points: dict[int, Point]) -> Question | None:
+    """From the reader's curve (batch 1, 2, 4, ... as far as measured without a gap, at least
+    to 8): the first doubling that gave less than 20% more total tokens/s. The key is theirs."""
+    ladder = [1]
+    while ladder[-1] * 2 in points and ladder[-1] * 2 <= 64:
+        ladder.append(ladder[-1] * 2)
+    if 1 not in points or ladder[-1] < 8:
+        return None
+    gains = {b: points[b].tokens_per_s / points[b // 2].tokens_per_s - 1 for b in ladder[1:]}
+    first = next((b for b in ladder[1:] if gains[b] < SMALL_GAIN), None)
+    top = ladder[-1]
+    listed = "; ".join(f"{b // 2} to {b}: {100 * g:+.0f}%" for b, g in gains.items())
+    why = f"Your curve: {listed}."
+    none = f"None up to batch {top}"
+    options = [f"{b // 2} to {b}" for b in ladder[1:]] + [none]
+    right = none if first is None else f"{first // 2} to {first}"
+    index = options.index(right)
+    shown = options[max(0, index - 2):index + 2]  # the answer and its neighbours
+    if none not in shown:
+        shown.append(none)
+    return numeric_question(
+        f"From your curve (batch 1 to {top}), which doubling first gave less than 20% more "
+        "total tokens/s?", (right, why), [(o, why) for o in shown if o != right])
+
+
+def growth_outcome(points: dict[int, Point]) -> tuple[str, str] | None:
+    """Which prediction choice the batch-1 and batch-8 points support."""
+    if 1 not in points or 8 not in points:
+        return None
+    ratio = points[8].tokens_per_s / points[1].tokens_per_s
+    choice = ("6 to 8 times as many" if ratio >= 6 else "3 to 6 times as many" if ratio >= 3
+              else "Under 3 times as many")
+    return choice, (f"{points[1].tokens_per_s:,.0f} tokens/s at batch 1, "
+                    f"{points[8].tokens_per_s:,.0f} at batch 8: x{ratio:.1f}")
 
 
 def ratio_text(new: float, old: float) -> str:
@@ -173,6 +347,8 @@ class KnobLesson(LessonPage):
     """Lesson 4: throughput and per-user speed against batch size, measured point by point."""
 
     slug = "knob"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
 
     batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
     preset = param.Selector(default="tiny", objects=["tiny", "small"], label="Model preset")
@@ -199,6 +375,7 @@ class KnobLesson(LessonPage):
         self.pareto_download = DataDownload(
             "batch-size-pareto", self.pareto.points, self.download_header,
             "The frontier chart's points")
+        self.gpu_box = GpuBox(gpu_finding)
         self.param.watch(self._moved, ["batch_size"])
         self.param.watch(self._reset, ["preset", "prompt_len", "new_tokens"])
 
@@ -225,17 +402,20 @@ class KnobLesson(LessonPage):
                            title="Measurement settings", collapsed=True,
                            sizing_mode="stretch_width")
         return [
-            html_pane(INTRO),
+            html_pane(INTRO), self.prediction_box,
+            html_pane("<h2>Turn the knob</h2>"),
             pn.Row(pn.Column(self.slider, preset, advanced, self.readouts,
                              width=330),
                    pn.Column(self.curve, self.runner.status, self.gain,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
             self.measured_on, self.download,
-            html_pane(PROSE), html_pane(PARETO), self.pareto, self.pareto_download, html_pane(QUOTED),
+            html_pane(BOUND_PRIMER), html_pane(PROSE), html_pane(PARETO), self.pareto,
+            self.pareto_download, self.gpu_box,
         ]
 
     # ---- measuring --------------------------------------------------------------------------
     def start(self) -> None:
+        self.gpu_box.fetch(self.jobs)
         self.measure()
 
     def wanted(self) -> list[int]:
@@ -294,6 +474,12 @@ class KnobLesson(LessonPage):
             f"{' The small preset has ' + RANDOM_WEIGHTS + '.' if point.weights == 'random' else ''}"
             "</p>")
         self._moved()
+        outcome = growth_outcome(self.measured)
+        if outcome is not None:
+            self.prediction_box.reveal(*outcome)
+        question = doubling_question(self.measured)
+        if question is not None:
+            self.checkpoint.provide("doubling", question)
 
     # ---- showing ----------------------------------------------------------------------------
     def _moved(self, *_events) -> None:
@@ -363,50 +549,22 @@ class KnobLesson(LessonPage):
                                   f"{' (' + RANDOM_WEIGHTS + ')' if self.preset != 'tiny' else ''}"
                                   f"{' on ' + self.device if self.device else ''}")
 
-    # ---- checkpoint -----------------------------------------------------------------------
-    def questions(self) -> list:
-        return [
-            Question("Why does serving one request at a time waste the hardware during decode?",
-                     (Choice("Each step reads all the weights to make a single token", True,
-                             "The memory traffic of a step is the same for 1 or 32 requests; "
-                             "with one request the arithmetic units mostly wait for memory."),
-                      Choice("Because the prompt has to be read again at every step", False,
-                             "The KV cache keeps the prompt's keys and values; decode reads "
-                             "them, it does not recompute them."),
-                      Choice("Because one request cannot use more than one core", False,
-                             "A step's matrix multiplications use every core; the limit is how "
-                             "fast the weights arrive from memory."))),
-            Question("Going from batch 1 to batch 32, what happens to each user's time per "
-                     "token?",
-                     (Choice("It rises, slowly at first, then faster", True,
-                             "Each step does work for everyone in it, so it takes longer; while "
-                             "memory sets the pace the rise is small."),
-                      Choice("It falls, because batching is efficient", False,
-                             "The server's total rises; each user waits a longer step for their "
-                             "next token."),
-                      Choice("It stays exactly the same", False,
-                             "Measure batch 1 and batch 32 here: the dashed line rises."))),
-            Question("Why does the total tokens/s curve flatten out?",
-                     (Choice("The step's arithmetic, not memory, becomes the limit", True,
-                             "Work grows with every request in the batch while the weight read "
-                             "does not; past the crossover, more requests just make the step "
-                             "longer."),
-                      Choice("The model runs out of vocabulary", False,
-                             "The vocabulary has nothing to do with batch size."),
-                      Choice("The engine refuses batches above 16", False,
-                             "It accepts up to 64 here; the curve flattens by itself."))),
-            Question("A chat product must keep each user's gap between tokens under a limit. "
-                     "Which batch size should it run?",
-                     (Choice("The largest one whose time per token stays under the limit", True,
-                             "That buys the most total throughput the target allows: read the "
-                             "dashed line up to the limit."),
-                      Choice("Always 1, for the fastest answers", False,
-                             "That wastes most of the machine; many users can share a step "
-                             "before anyone notices."),
-                      Choice("Always the largest, for the best throughput", False,
-                             "Past some point each user's tokens come too slowly: throughput is "
-                             "not the target of a chat."))),
-        ]
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        points = {}
+        for kind, params in cls.warm_jobs():
+            cached = lookup(kind, params)
+            if cached is not None:
+                r = cached.result
+                points[params["batch_size"]] = Point(r.tokens_per_s, r.tpot_ms, "cached", True)
+        if not points:
+            return []
+        lines = [f"batch {b}: {p.tokens_per_s:,.0f} tokens/s in all, {p.tpot_ms:.2f} ms per "
+                 "token each" for b, p in sorted(points.items())]
+        question = doubling_question(points)
+        if question is not None:
+            lines.append(f"The first doubling under +20%: {question.answer.text}.")
+        return lines
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:

@@ -35,14 +35,17 @@ from engine.lab.results import (
     KVCacheRow,
 )
 from widgets.block_table import BlockTableView
-from widgets.checkpoint import Choice, Question
+from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.count_bars import CountBars
 from widgets.data_download import DataDownload
+from widgets.html import html_pane
+from widgets.prediction import PredictionQuestion
 from widgets.tables import html_table, table_pane
 
 from .base import LessonPage
 from .data_record import data_header, result_header
 from .number_input import number_problem
+from .teaching import InstructorNotes, Lookup, check_takeaway
 
 PRESET_NAMES = ("tiny", "small", "large")
 MODEL_NAMES = tuple(s.name for s in PUBLIC_SHAPES) + PRESET_NAMES
@@ -50,55 +53,202 @@ GB = 1e9
 MAX_BUDGET_GB = 100_000.0
 
 INTRO = """
-To make each new token, attention looks back at every token before it. Recomputing their keys
+<p>To make each new token, attention looks back at every token before it. Recomputing their keys
 and values every step would repeat the whole prefill, so the engine keeps them: for every layer,
-for every KV head, one key vector and one value vector per token. That store is the **KV cache**,
-and it grows by the same amount with every token of every sequence being served:
-
-**KV bytes per token = 2 (a key and a value) × layers × KV heads × head dim × bytes per element**
-
-Two design choices shrink it. **Grouped-query attention** (GQA) lets several query heads share
-one KV head (multi-query attention, MQA, shares a single one). **Low-precision storage** keeps
-each number in 8 bits (fp8) instead of 16, halving the cache again.
+for every KV head, one key vector and one value vector per token. That store is the
+<a href="app?page=vocabulary#kv-cache">KV cache</a>, and it grows by the same amount with every
+token of every sequence being served:</p>
+<p><strong>KV bytes per token = 2 (a key and a value) &times; layers &times; KV heads &times; head
+dim &times; bytes per element</strong></p>
+<p>Two design choices shrink it. <a href="app?page=vocabulary#gqa">Grouped-query attention</a>
+(GQA) lets several query heads share one KV head (multi-query attention, MQA, shares a single
+one). <strong>Low-precision storage</strong> keeps each number in 8 bits (fp8) instead of 16,
+halving the cache again.</p>
 """
 
 CALC_TEXT = """
-### The calculator
-
-The shapes of three public models, as their published configurations give them, and the
-engine's own presets (from the engine's `info` job), with the formula applied.
+<h2>The calculator</h2>
+<p>The shapes of three public models, as their published configurations give them, and the
+engine's own presets (from the engine's <code>info</code> job), with the formula applied.</p>
 """
 
 CHECK_TEXT = """
-### Checked against the engine
-
-The formula is only worth trusting if it matches what a real cache takes. Here the engine built
-its paged KV cache for each preset (a few blocks only: the large preset's model is never built)
-and counted the bytes its tensors occupy.
+<h2>Checked against the engine</h2>
+<p>The formula is only worth trusting if it matches what a real cache takes. Here the engine
+built its paged KV cache for each preset (a few blocks only: the large preset's model is never
+built) and counted the bytes its tensors occupy.</p>
 """
 
 BLOCKS_TEXT = """
-### Pages of memory: blocks and block tables
-
-The engine never reserves a sequence's whole possible length. Its cache is one pool of
-fixed-size **blocks** (16 tokens each); a sequence gets a new block only when its last one is
-full, and gives all of them back when it finishes. Each sequence keeps a **block table**: the
-list of physical blocks holding its tokens, in order. Attention follows the table, so the blocks
-need not sit next to each other, and a block freed by one request is reused by the next.
-
-Below, a real run of the tiny model on a small pool: ten requests arriving at random, at most
+<h2>Pages of memory: blocks and block tables</h2>
+<p>The engine never reserves a sequence's whole possible length. Its cache is one pool of
+fixed-size <strong>blocks</strong> (16 tokens each); a sequence gets a new block only when its
+last one is full, and gives all of them back when it finishes. Each sequence keeps a
+<a href="app?page=vocabulary#block-table">block table</a>: the list of physical blocks holding
+its tokens, in order. Attention follows the table, so the blocks need not sit next to each
+other, and a block freed by one request is reused by the next. This is the idea of
+<a href="app?page=vocabulary#paged-attention">PagedAttention</a>, the vLLM paper's.</p>
+<p>Two things come with it. <strong>Sharing</strong>: two sequences that start with the same
+tokens (samples of one prompt, or a shared system prompt) can point their tables at the same
+blocks, stored once. <strong>Preemption</strong>: a pool can still run dry when every running
+answer keeps growing. Then this engine takes the newest running request out of the batch, frees
+its blocks, and puts it back at the front of the queue; when it is readmitted its cache is
+recomputed (a prefill over its prompt and what it had written). Nobody crashes; one request
+waits.</p>
+<p>Below, a real run of the tiny model on a small pool: ten requests arriving at random, at most
 four running at once. Move through the run step by step (or press play) and watch blocks being
-taken, filled (darker means fuller) and handed on.
+taken, filled (darker means fuller) and handed on.</p>
 """
 
 FIT_TEXT = """
-### How many sequences fit?
-
-Once the weights are loaded, the memory left over is the KV budget, and it, not the arithmetic,
-caps how many requests can run at once. A **contiguous** cache must reserve the model's full
-context for every sequence up front, because a sequence cannot grow in place once its neighbour
-sits after it. A **paged** cache holds only what each sequence uses, rounded up to whole blocks.
+<h2>How many sequences fit?</h2>
+<p>Once the weights are loaded, the memory left over is the KV budget, and it, not the
+arithmetic, caps how many requests can run at once. Before paging, a server kept each sequence
+in one contiguous slab, which cannot grow in place once a neighbour sits after it, so it had to
+reserve room up front: the model's <strong>full context</strong>, or at best the request's
+<strong>prompt + max_tokens</strong> (the longest answer the request allows). Most answers stop
+well short of that. A <strong>paged</strong> cache holds only what each sequence has used,
+rounded up to whole blocks.</p>
 """
+
+QUOTE = """
+<blockquote class="quoted">
+<p><strong>Quoted, not measured here.</strong> The vLLM paper profiled the serving systems of
+its day and found that "only 20.4% - 38.2% of the KV cache memory is used to store the actual
+token states in the existing systems"; with paged blocks, "vLLM improves the throughput of
+popular LLMs by 2-4x with the same level of latency compared to the state-of-the-art systems,
+such as FasterTransformer and Orca".</p>
+<p class="source">Source: Kwon et al., "Efficient Memory Management for Large Language Model
+Serving with PagedAttention", SOSP 2023 (arXiv:2309.06180).</p>
+</blockquote>
+"""
+
+OBJECTIVES = (
+    "work out a model's KV bytes per token from its shape, and what GQA and an 8-bit cache do "
+    "to it",
+    "say why the KV cache, not the weights, caps how many requests run at once",
+    "explain how paged blocks fit more sequences than reserved slabs, and what happens when the "
+    "pool runs dry",
+)
+
+PREDICTION = PredictionQuestion(
+    "The engine will serve ten requests from one small pool of blocks. Will any block be used "
+    "by more than one request in turn?",
+    ("Yes: blocks a request frees are taken by the next", "No: each request keeps its own "
+     "blocks", "Only if two requests share a prompt"))
+
+TAKEAWAY = check_takeaway((
+    "KV bytes per token = 2 x layers x KV heads x head dim x bytes per number; GQA, MQA and an "
+    "8-bit cache shrink it.",
+    "Once the weights are loaded, the memory left for this cache, not the arithmetic, caps how "
+    "many requests run at once.",
+    "Paged blocks hold only what each sequence uses, instead of reserving its longest possible "
+    "length, so more sequences fit; a full pool preempts a request rather than failing.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=20,
+    timing="The calculator needs nothing measured. The allocation check and the block-table "
+           "run take a few seconds on a 2-core CPU (at once when warmed).",
+    misconceptions=(
+        "\"The weights are what run out of memory as users grow\": they are loaded once and "
+        "shared; the cache grows with every user's every token.",
+        "\"Paging compresses the cache\": the numbers are the same; only the reservation "
+        "changes.",
+        "\"GQA cuts the number of query heads\": it cuts the key-and-value heads; queries "
+        "keep theirs.",
+        "\"A full KV cache crashes the server\": a paged engine preempts a request and "
+        "recomputes it later.",
+    ),
+    prompts=(
+        "How many 8,000-token conversations fit in 64 GB of KV budget with Llama-3-8B? With "
+        "Llama-2-7B?",
+        "A request asks for max_tokens 4,096 and stops after 200: what did a pre-paging server "
+        "waste on it?",
+        "When can two requests share KV blocks, and what must stay true for it to be safe?",
+    ),
+)
+
+QUESTIONS = (
+    Question("Llama-3-8B and Llama-2-7B both have 32 layers and 128-wide heads. Why does "
+             "Llama-3-8B need a quarter of the KV bytes per token?", (
+        Choice("It keeps 8 KV heads instead of 32: four query heads share each", True,
+               "KV bytes scale with KV heads, not query heads: 8 / 32 = 1/4."),
+        Choice("It stores its cache in 4-bit numbers instead of 16-bit ones", False,
+               "Both rows of the calculator use the same number format; the difference is "
+               "the KV heads."),
+        Choice("It has fewer layers, so fewer keys and values per token", False,
+               "Both have 32 layers; the difference is the KV heads."))),
+    Question("On a GPU with the weights loaded, what usually caps how many requests can run at "
+             "once?", (
+        Choice("The memory left over for their KV cache", True,
+               "Every running sequence needs its cache in memory at every step; when the budget "
+               "is full, new requests wait."),
+        Choice("The number of arithmetic units on the chip", False,
+               "Decode leaves most of them idle (lesson 5); memory runs out first."),
+        Choice("A copy of the weights for each running request", False,
+               "The weights are loaded once and shared by every request; what grows with each "
+               "one is its cache."))),
+    Question("Why does a paged cache fit more sequences than a contiguous one?", (
+        Choice("It holds only the blocks in use, not the longest possible length", True,
+               "Most answers stop far short of the context or of max_tokens, so most of a "
+               "reservation stays empty."),
+        Choice("It compresses the keys and values into fewer bytes", False,
+               "Blocks hold the same numbers in the same format; they are just allocated as "
+               "needed."),
+        Choice("Its sequences all share one copy of their keys and values in memory", False,
+               "Sharing happens only for a common prefix; the count here assumes none."))),
+    Question("Switching the KV cache from fp16 to fp8 does what to the sequences that fit?", (
+        Choice("About doubles them: each token's cache takes half the bytes", True,
+               "One byte per number instead of two; the formula's last factor halves."),
+        Choice("Leaves them unchanged: fp8 changes the accuracy, not the size", False,
+               "The bytes per element are in the formula."),
+        Choice("Halves them: small numbers need twice as many blocks", False,
+               "Fewer bytes per token means more tokens fit in the same blocks' memory."))),
+    Question("A server without paging reserves prompt + max_tokens for each request. What does "
+             "it waste?", (
+        Choice("The part of max_tokens the answer never writes", True,
+               "An answer that stops early leaves the rest of its reservation empty for its "
+               "whole life; paging allocates blocks only as tokens arrive."),
+        Choice("Nothing: it knows the prompt's length in advance", False,
+               "It knows the prompt, not the answer; the answer's room is reserved blind."),
+        Choice("Less than paging, because it never rounds to blocks", False,
+               "Paging wastes at most the unused tail of one block per sequence."))),
+    Question("The block pool is full and a running answer needs a new block. What does this "
+             "engine do?", (
+        Choice("Preempts the newest request and recomputes its cache later", True,
+               "Its blocks go back to the pool, it waits at the front of the queue, and on "
+               "readmission a prefill rebuilds its cache; vLLM can also swap it to CPU memory."),
+        Choice("Stops every request until one of them has finished", False,
+               "The others go on at once with the freed blocks; only the preempted one waits."),
+        Choice("Ends the answer early and returns what it has so far", False,
+               "Every request is finished in full; the preempted one just finishes later."))),
+    MeasuredQuestion("allocation", "Once the engine's allocation check above has run, a "
+                                   "question on its numbers appears here."),
+)
+
+
+def ratio(a: int, b: int) -> str:
+    """'3.2x' (a against b), or words when b is 0."""
+    return f"{a / b:.1f}x" if b else "some, where reserving fits none, against"
+
+
+def allocation_question(row: KVCacheRow) -> Question:
+    """Bytes per token of one cache the engine really allocated; the key is its measurement."""
+    layers, heads, dim, size = row.layers, row.kv_heads, row.head_dim, row.element_bytes
+    measured = row.allocated_bytes / row.capacity_tokens
+    return numeric_question(
+        f"The engine's {row.preset} preset ({row.dtype}): {layers} layers, {heads} KV "
+        f"heads of {dim}, {size} bytes per number. How many KV bytes per token did its cache "
+        "really take?",
+        (f"{measured:,.0f} bytes", f"The engine allocated {row.allocated_bytes:,} bytes for "
+                                   f"{row.capacity_tokens:,} tokens = {measured:,.0f} per "
+                                   f"token: 2 x {layers} x {heads} x {dim} x {size}."),
+        [(f"{measured / 2:,.0f} bytes", "That counts the keys alone; the values take as much "
+                                        "again (the formula's 2)."),
+         (f"{measured / layers:,.0f} bytes", "That is one layer's share; every layer keeps its "
+                                             "own keys and values."),
+         (f"{measured * 2:,.0f} bytes", "That counts each key and value twice.")])
 
 
 @dataclass(frozen=True)
@@ -118,6 +268,8 @@ class KVCacheLesson(LessonPage):
     """Lesson 6: the KV cache's size, its pages, and what it caps."""
 
     slug = "kv-cache"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
 
     budget_gb = param.Number(default=16.0, allow_None=True, label="KV memory budget (GB)",
                              doc="Memory left for the KV cache after the weights, in GB "
@@ -127,6 +279,9 @@ class KVCacheLesson(LessonPage):
                               label="KV cache numbers")
     tokens_used = param.Integer(default=1000, bounds=(1, 131072),
                                 label="Tokens per sequence (prompt + answer)")
+    reserved_tokens = param.Integer(default=2048, bounds=(1, 131072),
+                                    label="Reserved per sequence without paging "
+                                          "(prompt + max_tokens)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -160,6 +315,20 @@ class KVCacheLesson(LessonPage):
         self._refresh_fit()
 
     # ---- jobs ----------------------------------------------------------------------------------------
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        lines = []
+        allocation = lookup("kv_allocation", {})
+        if allocation is not None:
+            lines += [f"{r.preset} ({r.dtype}): {r.bytes_per_token:,} KV bytes per token "
+                      "allocated" for r in allocation.result.caches if r.engine_dtype]
+        snapshots = lookup("block_snapshots", {})
+        if snapshots is not None:
+            r = snapshots.result
+            lines.append(f"block-table run: {len(r.requests)} requests through {r.num_blocks} "
+                         f"blocks of {r.block_size} tokens")
+        return lines
+
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
         return [("info", {}), ("kv_allocation", {}), ("block_snapshots", {})]
@@ -247,6 +416,8 @@ class KVCacheLesson(LessonPage):
             numeric=[False, True, True, True, False])
         bad = [c for c in rows if not c.agrees]
         engine_rows = [c for c in rows if c.row.engine_dtype]
+        if engine_rows:
+            self.checkpoint.provide("allocation", allocation_question(engine_rows[0].row))
         if bad:
             self.check_summary.object = (f"**{len(bad)} of {len(rows)} caches differ from the "
                                          "formula**: see the table.")
@@ -275,6 +446,10 @@ class KVCacheLesson(LessonPage):
         else:
             self.player.value = busiest
         reused = self._reused_blocks()
+        self.prediction_box.reveal(
+            "Yes: blocks a request frees are taken by the next" if reused else
+            "No: each request keeps its own blocks",
+            f"{reused} of {result.num_blocks} blocks served more than one request in turn")
         self.run_summary.object = (
             f"A real run on {result.device} ({result.preset} preset): "
             f"{len(result.requests)} requests, {len(self.snapshots)} steps, a pool of "
@@ -328,16 +503,19 @@ class KVCacheLesson(LessonPage):
             self, "none (computed)", {"budget_gb": self.budget_gb, "model": self.model,
                                       "kv_dtype": self.kv_dtype,
                                       "tokens_used": self.tokens_used,
+                                      "reserved_tokens": self.reserved_tokens,
                                       "block_size": DEFAULT_BLOCK_SIZE},
             device="none: computed, not measured", preset=self.model,
             measured="computed by engine.calc.kv_math.fit from the inputs (bytes per token: "
                      f"{shape.bytes_per_token(self.kv_dtype) if shape else 'unknown'})",
             check="not applicable (a formula, no measurement)",
-            columns="layout: contiguous (each sequence reserves its full context) or paged "
-                    "(whole blocks of what it holds); sequences: how many fit the budget; why")
+            columns="layout: a slab reserving the full context, a slab reserving prompt + "
+                    "max_tokens (reserved_tokens), or paged (whole blocks of what it holds); "
+                    "sequences: how many fit the budget; why")
 
     # ---- paged against contiguous ---------------------------------------------------------------------
-    @param.depends("budget_gb", "model", "kv_dtype", "tokens_used", watch=True)
+    @param.depends("budget_gb", "model", "kv_dtype", "tokens_used", "reserved_tokens",
+                   watch=True)
     def _refresh_fit(self) -> None:
         problem = self.fit_problem()
         if problem:
@@ -352,24 +530,33 @@ class KVCacheLesson(LessonPage):
             self.bars.set([])
             return
         per_token = shape.bytes_per_token(self.kv_dtype)
-        f = fit(self.budget_gb * GB, per_token, self.tokens_used, shape.context,
-                DEFAULT_BLOCK_SIZE)
+        budget = self.budget_gb * GB
+        full = fit(budget, per_token, self.tokens_used, shape.context, DEFAULT_BLOCK_SIZE)
+        asked = fit(budget, per_token, self.tokens_used, self.reserved_tokens,
+                    DEFAULT_BLOCK_SIZE)
         self.bars.set([
-            ("contiguous", f.contiguous,
-             f"each reserves the full context of {shape.context:,} tokens = "
-             f"{format_bytes(f.contiguous_bytes_each)}; {100 * f.contiguous_waste:.0f}% of it "
-             "stays empty"),
-            ("paged", f.paged,
+            ("full context", full.contiguous,
+             f"each reserves the whole context of {shape.context:,} tokens = "
+             f"{format_bytes(full.contiguous_bytes_each)}; {100 * full.contiguous_waste:.0f}% "
+             "of it stays empty"),
+            ("prompt + max_tokens", asked.contiguous,
+             f"each reserves {self.reserved_tokens:,} tokens = "
+             f"{format_bytes(asked.contiguous_bytes_each)}; "
+             f"{100 * asked.contiguous_waste:.0f}% of it stays empty"),
+            ("paged", full.paged,
              f"each holds {self.tokens_used:,} tokens in "
              f"{-(-self.tokens_used // DEFAULT_BLOCK_SIZE):,} blocks of {DEFAULT_BLOCK_SIZE} = "
-             f"{format_bytes(f.paged_bytes_each)}; {100 * f.paged_waste:.1f}% empty"),
+             f"{format_bytes(full.paged_bytes_each)}; {100 * full.paged_waste:.1f}% empty"),
         ])
-        gain = f"{f.gain:.1f}x as many" if f.gain else "some, where contiguous fits none"
         self.fit_text.object = (
             f"{shape.name} with an {self.kv_dtype} cache needs {per_token:,} bytes "
             f"({format_bytes(per_token)}) per token. A budget of {self.budget_gb:g} GB holds "
-            f"**{f.contiguous:,} sequences reserved contiguously** and **{f.paged:,} paged**: "
-            f"{gain}. Paging wastes at most the unused tail of each sequence's last block.")
+            f"**{full.contiguous:,} sequences** reserving the full context, "
+            f"**{asked.contiguous:,}** reserving prompt + max_tokens, and **{full.paged:,} "
+            f"paged**: {ratio(full.paged, asked.contiguous)} the prompt + max_tokens count. "
+            "Paging wastes at most the unused tail of each sequence's last block. These are "
+            "counts of sequences that fit, worked out from the formula, not a throughput "
+            "measurement (the quoted 2-4x below is the vLLM paper's measured throughput).")
 
     def fit_problem(self) -> str:
         """A message for inputs that make no sense ('' when all is well)."""
@@ -383,11 +570,17 @@ class KVCacheLesson(LessonPage):
         if not problem and shape is not None and self.tokens_used > shape.context:
             problem = (f"{shape.name} takes at most {shape.context:,} tokens per sequence; "
                        f"{self.tokens_used:,} tokens do not fit its context.")
+        if not problem and shape is not None and self.reserved_tokens > shape.context:
+            problem = (f"{shape.name} takes at most {shape.context:,} tokens per sequence; a "
+                       f"server cannot reserve {self.reserved_tokens:,}.")
+        if not problem and self.reserved_tokens < self.tokens_used:
+            problem = (f"A reservation of {self.reserved_tokens:,} tokens cannot hold a "
+                       f"sequence of {self.tokens_used:,}: prompt + max_tokens is at least what "
+                       "the sequence uses.")
         return problem
 
     # ---- the page ------------------------------------------------------------------------------------
     def body(self) -> list:
-        md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
         fit_controls = pn.Row(
             pn.widgets.FloatInput.from_param(self.param.budget_gb, step=1.0,
                                              sizing_mode="stretch_width"),
@@ -395,50 +588,12 @@ class KVCacheLesson(LessonPage):
             pn.widgets.Select.from_param(self.param.kv_dtype, sizing_mode="stretch_width"),
             pn.widgets.IntInput.from_param(self.param.tokens_used, step=100,
                                            sizing_mode="stretch_width"),
+            pn.widgets.IntInput.from_param(self.param.reserved_tokens, step=256,
+                                           sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
-        return [md(INTRO), self.runner.status, md(CALC_TEXT), self.calculator, md(CHECK_TEXT),
-                self.check, self.check_summary, md(BLOCKS_TEXT), self.player, self.blocks,
-                self.blocks_download, self.run_summary, md(FIT_TEXT), fit_controls, self.fit_error, self.bars,
-                self.bars_download, self.fit_text]
+        return [html_pane(INTRO), self.prediction_box, self.runner.status,
+                html_pane(CALC_TEXT), self.calculator, html_pane(CHECK_TEXT), self.check,
+                self.check_summary, html_pane(BLOCKS_TEXT), self.player, self.blocks,
+                self.blocks_download, self.run_summary, html_pane(FIT_TEXT), fit_controls,
+                self.fit_error, self.bars, self.bars_download, self.fit_text, html_pane(QUOTE)]
 
-    def questions(self) -> list:
-        return [
-            Question("Llama-3-8B and Llama-2-7B both have 32 layers and 128-wide heads. Why does "
-                     "Llama-3-8B need a quarter of the KV bytes per token?", (
-                Choice("It keeps 8 KV heads instead of 32: four query heads share each one "
-                       "(grouped-query attention).", True,
-                       "KV bytes scale with KV heads, not query heads: 8 / 32 = 1/4."),
-                Choice("It stores its cache in 4-bit numbers.", False,
-                       "Both rows of the calculator use the same number format; the difference "
-                       "is the KV heads."),
-                Choice("It has fewer parameters.", False,
-                       "It has slightly more; parameters size the weights, not the cache."))),
-            Question("On a GPU with the weights loaded, what usually caps how many requests can "
-                     "run at once?", (
-                Choice("The memory left for the KV cache.", True,
-                       "Every running sequence needs its cache in memory at every step; when the "
-                       "budget is full, new requests wait."),
-                Choice("The number of arithmetic units.", False,
-                       "Decode leaves most of them idle (lesson 5); memory runs out first."),
-                Choice("The size of the model's vocabulary.", False,
-                       "The vocabulary sizes one matrix of weights; it does not grow with "
-                       "requests."))),
-            Question("Why does a paged cache fit more sequences than a contiguous one?", (
-                Choice("A contiguous cache reserves the full context for each sequence up front; "
-                       "a paged one holds only the blocks a sequence has filled.", True,
-                       "Most answers are far shorter than the context, so most of a contiguous "
-                       "reservation stays empty."),
-                Choice("Paging compresses the keys and values.", False,
-                       "Blocks hold the same numbers in the same format; they are just "
-                       "allocated as needed."),
-                Choice("Paged sequences share their keys and values.", False,
-                       "Sharing blocks is possible for a common prefix, but that is not what "
-                       "the comparison counts."))),
-            Question("Switching the KV cache from fp16 to fp8 does what to the sequences that "
-                     "fit?", (
-                Choice("About doubles them: each token's cache takes half the bytes.", True,
-                       "One byte per number instead of two; the formula's last factor halves."),
-                Choice("Nothing: fp8 only changes accuracy.", False,
-                       "The bytes per element are in the formula."),
-                Choice("Halves them.", False, "Fewer bytes per token means more tokens fit."))),
-        ]

@@ -17,72 +17,215 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.gpu_scaling import (
+    LLAMA_3_8B,
+    Machine,
+    decode_step,
+    prefill_floor_ms,
+    step_floor_ms,
+)
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.lab.registry import get_spec
 from engine.lab.results import InfoResult, PrefillPointResult, PresetShape, SweepPointResult
-from widgets.checkpoint import Choice, Question
+from widgets.checkpoint import Choice, MeasuredQuestion, Question
 from widgets.data_download import DataDownload
 from widgets.floor_chart import FloorChart
+from widgets.html import html_pane
 from widgets.job_status import RANDOM_WEIGHTS
+from widgets.prediction import PredictionQuestion
 from widgets.roofline_chart import RooflineChart
 from widgets.tables import sig
 
 from .base import LessonPage
 from .data_record import Run, runs_header
+from .on_a_gpu import GpuBox, machine_table
+from .teaching import InstructorNotes, Lookup, check_takeaway
 
 _SWEEP = get_spec("sweep_point").params  # decode steps at the sweep_point job's defaults
 DECODE_PROMPT_LEN, DECODE_NEW_TOKENS = _SWEEP["prompt_len"].default, _SWEEP["new_tokens"].default
 DECODE, PREFILL = "decode step", "prefill pass"
 
 INTRO = """
-A model answers in two kinds of work. **Prefill** reads your whole prompt in one pass: every
-weight matrix multiplies hundreds of token vectors at once. **Decode** then makes one token per
-step: every weight matrix is read from memory again to multiply a single vector per sequence.
-
-The same weights, the same machine, yet the two run into different walls. To see which, we need
-this machine's two limits: how fast it can move bytes from memory, and how fast it can multiply.
+<p>A model answers in two kinds of work. <strong>Prefill</strong> reads your whole prompt in one
+pass: every weight matrix multiplies hundreds of token vectors at once. <strong>Decode</strong>
+then makes one token per step: every weight matrix is read from memory again to multiply a
+single vector per sequence.</p>
+<p>The same weights, the same machine, yet the two run into different walls. To see which, we
+need this machine's two limits: how fast it can move bytes from memory, and how fast it can
+multiply.</p>
 """
 
 LIMITS_TEXT = """
-Both limits are measured here by the engine, once per machine: **memory bandwidth** by summing a
-1 GiB array (every byte read once), **compute peak** by multiplying two large square matrices.
+<p>Both limits are measured here by the engine, once per machine: <strong>memory
+bandwidth</strong> by summing a 1 GiB array (every byte read once), <strong>compute
+peak</strong> by multiplying two large square matrices.</p>
 """
 
 ROOFLINE_TEXT = """
-### The roofline
-
-A step does some number of floating-point operations (FLOPs) and moves some number of bytes.
-Their ratio, **arithmetic intensity** = FLOPs / bytes, decides which limit binds:
-
-- a step can go no faster than **bandwidth x intensity** FLOP/s (the slanted roof: memory is
-  the bottleneck),
-- nor faster than the **compute peak** (the flat roof).
-
-For a decode step at batch B on a model of P parameters, each weight does about 2 FLOPs per
-sequence (a multiply and an add), and every weight is read once:
-**intensity ≈ 2·B·P FLOPs / (P × bytes per weight + KV cache bytes)**. In 32-bit floats that is
-about B/2: one sequence gets half a FLOP per byte, far left of the ridge. A prefill pass of L
-tokens reuses each weight L times, so its intensity is about L/2: far to the right.
-
-The points below are the engine's own steps: FLOPs and bytes counted from the preset's shape
-(the formulas are in the engine's `step_cost` module), divided by the time the step really took.
+<h2>The roofline</h2>
+<p>A step does some number of floating-point operations (FLOPs) and moves some number of bytes.
+Their ratio, <a href="app?page=vocabulary#arithmetic-intensity">arithmetic intensity</a> =
+FLOPs / bytes, decides which limit binds:</p>
+<ul>
+<li>a step can go no faster than <strong>bandwidth &times; intensity</strong> FLOP/s (the
+slanted roof: memory is the bottleneck),</li>
+<li>nor faster than the <strong>compute peak</strong> (the flat roof).</li>
+</ul>
+<p>The roofs meet at the <a href="app?page=vocabulary#ridge-point">ridge point</a>, peak /
+bandwidth. For a decode step at batch B on a model of P parameters, each weight does about 2
+FLOPs per sequence (a multiply and an add), and every weight is read once: <strong>intensity
+&asymp; 2&middot;B&middot;P FLOPs / (P &times; bytes per weight + KV cache bytes)</strong>. In
+32-bit floats that is about B/2: one sequence gets half a FLOP per byte, far left of the ridge.
+The KV cache bytes are each sequence's own, so they grow with B and keep the intensity from
+growing quite as fast as the batch. A prefill pass of L tokens reuses each weight L times, so
+its intensity is about L/2 here: long prompts sit far to the right. A short prompt does not:
+below the ridge it is memory-bound too, and on a GPU, whose ridge is much further right (see the
+box below), most chat prompts are.</p>
+<p>The points below are the engine's own steps: FLOPs and bytes counted from the preset's shape
+(the formulas are in the engine's <code>step_cost</code> module), divided by the time the step
+really took.</p>
 """
 
 FLOOR_TEXT = """
-### The floor under every token
-
-A decode step cannot finish before it has read its bytes, so
-**TPOT ≥ bytes moved per step / memory bandwidth**. The dashed line is that floor for each batch
-size, computed from the measured bandwidth; the solid line is the engine's measured time per
-decode step. Batching adds little to the bytes (only each sequence's cached keys and values), so
-the floor barely rises while the tokens per step multiply.
+<h2>The floor under every token</h2>
+<p>A decode step cannot finish before it has read its bytes, so <strong>TPOT &ge; bytes moved
+per step / memory bandwidth</strong>. The dashed line is that floor for each batch size,
+computed from the measured bandwidth; the solid line is the engine's measured time per decode
+step. Batching adds few bytes (each sequence's own cached keys and values), so the floor rises
+slowly while the tokens per step multiply.</p>
 """
 
 CPU_NOTE = """
-*On this CPU the presets run in 32-bit floats: it has no fast 16-bit (bf16) arithmetic, so a
-16-bit model would be slower here, not faster. On a GPU the engine uses bf16 (2 bytes per
-weight), which halves the bytes of every step.*
+<p><em>On this CPU the presets run in 32-bit floats: it has no fast 16-bit (bf16) arithmetic,
+so a 16-bit model would be slower here, not faster. On a GPU the engine uses bf16 (2 bytes per
+weight), which halves the bytes of every step.</em></p>
 """
+
+OBJECTIVES = (
+    "place a step on this machine's roofline from its FLOPs, its bytes and its time",
+    "say why decode at a small batch is memory-bound and a long prefill compute-bound",
+    "work out the least time a decode step can take from the bytes it reads",
+)
+
+PREDICTION = PredictionQuestion(
+    "A decode step at batch 1: what share of this machine's measured compute peak will it "
+    "reach?",
+    ("Under 10%", "10% to 50%", "Over 50%"))
+
+TAKEAWAY = check_takeaway((
+    "Every step is held by one of two limits, memory bandwidth or the compute peak; its "
+    "arithmetic intensity (FLOPs per byte) says which.",
+    "Decode at a small batch does a FLOP or two per byte of weights read: far left of the "
+    "ridge, memory-bound, its time floored by bytes / bandwidth.",
+    "Long prefills, and decode at large enough batches, move right toward the compute roof; "
+    "short prompts stay memory-bound on a GPU.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=20,
+    timing="The page measures the machine once, then decode at 6 batch sizes and prefill at 4 "
+           "prompt lengths of the small preset: about a minute on a 2-core CPU when nothing is "
+           "cached, at once when warmed.",
+    misconceptions=(
+        "\"More FLOP/s makes batch-1 decode faster\": memory bandwidth does; the arithmetic "
+        "units mostly wait.",
+        "\"Decode is slow because attention is quadratic\": at short contexts the weight "
+        "read dominates each step.",
+        "\"Prefill is always compute-bound\": a short prompt sits left of the ridge, "
+        "especially on a GPU.",
+    ),
+    prompts=(
+        "Where would a batch-1 step of an 8B model in bf16 sit on an H100's roofline?",
+        "Why does the measured TPOT sit above the bandwidth floor, and by how much here?",
+        "What would 8-bit weights do to a decode point's intensity and to its floor?",
+    ),
+)
+
+QUESTIONS = (
+    Question("Why does serving one request at a time waste the machine during decode?", (
+        Choice("Each step reads every weight to do about two FLOPs with it", True,
+               "Half a FLOP per byte (in 32-bit floats) sits far left of the ridge point: the "
+               "step is bound by bandwidth, and the compute peak goes unused."),
+        Choice("One sequence needs more arithmetic units than the chip has", False,
+               "It uses a small share of them; the point sits far below the flat roof."),
+        Choice("One sequence's KV cache is larger than all of the weights", False,
+               "For short sequences the cache is small beside the weights; the weights are what "
+               "every step reads."))),
+    Question("Going from batch 1 to batch 8, where does a decode step move on the roofline?", (
+        Choice("Right and up: about 8 times the FLOPs for a few more bytes", True,
+               "The weights are read once for all eight sequences, so intensity and achieved "
+               "FLOP/s both rise until the step meets a roof."),
+        Choice("Left and down: eight sequences mean more bytes per FLOP", False,
+               "Only each sequence's cached keys and values are extra bytes; the weights, the "
+               "bulk, are shared."),
+        Choice("Straight up: the same intensity, done eight times as fast", False,
+               "Intensity is FLOPs per byte; batching multiplies the FLOPs while the bytes "
+               "barely grow, so the point moves right."))),
+    Question("2 GB of weights, 1 TB/s of memory bandwidth: what is the least TPOT at batch 1?", (
+        Choice("About 2 ms: each step reads all 2 GB at 1 TB/s", True,
+               "TPOT >= bytes per step / bandwidth = 2 GB / 1000 GB/s = 2 ms, before counting "
+               "the KV cache."),
+        Choice("About 0.002 ms: the chip does trillions of FLOPs a second", False,
+               "Fast arithmetic does not help: the step waits for the bytes."),
+        Choice("About 20 ms: the weights are read once per layer and token", False,
+               "Each weight belongs to one layer and is read once per step: 2 GB per step in "
+               "all."))),
+    Question("Which of these is compute-bound on this machine?", (
+        Choice("A prefill pass over a prompt of a thousand tokens", True,
+               "Each weight multiplies every prompt token, so the intensity is in the hundreds "
+               "of FLOPs per byte, right of the ridge point."),
+        Choice("A decode step for a single sequence", False,
+               "It does about half a FLOP per byte: memory-bound."),
+        Choice("Both: they multiply the same weights, so they sit at the same place", False,
+               "Their intensities differ by a factor of hundreds; the chart shows them on "
+               "either side of the ridge."))),
+    MeasuredQuestion("roof", "Once the decode steps above are measured, a question on your "
+                             "own chart appears here."),
+)
+
+
+GPU_MODEL = LLAMA_3_8B
+GPU_CONTEXT = 1000  # tokens cached
+
+
+def gpu_finding(machines: list[Machine]) -> str:
+    """Lesson 5's finding on each machine: how far left of the ridge batch-1 decode sits."""
+    one = decode_step(GPU_MODEL, 1, GPU_CONTEXT)
+    table = machine_table(machines, (
+        ("batch-1 decode, share of the peak it can use at most",
+         lambda m: f"{100 * min(1.0, one.intensity / m.ridge):.2g}%"),
+        ("prefill of 1,000 tokens, at least (ms)",
+         lambda m: sig(prefill_floor_ms(GPU_MODEL, m, 1000))),
+        ("TPOT at batch 1, at least (ms)", lambda m: sig(step_floor_ms(one, m))),
+    ), f"{GPU_MODEL.name} in bf16, {GPU_CONTEXT:,} tokens cached")
+    return (
+        f"<p>In bf16 a batch-1 decode step of {GPU_MODEL.name} does {sig(one.intensity)} FLOP "
+        "per byte (here the presets run in 32-bit floats: half a FLOP per byte). A GPU's ridge "
+        "sits much further right than this machine's, so the same step uses an even smaller "
+        "share of a GPU's arithmetic: at most intensity / ridge of its peak. Memory bandwidth, "
+        "not FLOP/s, sets its speed; prefill over a long prompt is where a GPU's peak "
+        "pays.</p>" + table)
+
+
+def roof_question(intensity: float, ridge: float, batch: int) -> Question:
+    """Which limit held the reader's own decode step (the key is from their measurement)."""
+    side = "left" if intensity < ridge else "right"
+    why = (f"Your decode step at batch {batch}: {sig(intensity)} FLOP/byte; this machine's ridge "
+           f"is {sig(ridge)} FLOP/byte, so the step sits {side} of it.")
+    memory = Choice("Memory bandwidth: it sits left of the ridge", side == "left", why)
+    compute = Choice("The compute peak: it sits right of the ridge", side == "right", why)
+    neither = Choice("Neither: at that batch both limits are gone", False,
+                     why + " A step always sits under one of the two roofs.")
+    return Question(f"Your decode step at batch {batch} ({sig(intensity)} FLOP/byte): which "
+                    "limit holds it on this machine?", (memory, compute, neither))
+
+
+def peak_share_outcome(achieved_gflops: float, peak_gflops: float) -> tuple[str, str]:
+    """Which prediction choice a batch-1 decode step supports."""
+    share = achieved_gflops / peak_gflops
+    choice = "Under 10%" if share < 0.1 else "10% to 50%" if share <= 0.5 else "Over 50%"
+    return choice, (f"{sig(achieved_gflops)} GFLOP/s of a {sig(peak_gflops)} GFLOP/s peak: "
+                    f"{100 * share:.0f}%")
 
 
 @dataclass(frozen=True)
@@ -126,6 +269,8 @@ class RooflineLesson(LessonPage):
     """Lesson 5: decode steps and prefill passes under this machine's two roofs."""
 
     slug = "roofline"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
 
     preset = param.Selector(default="small", objects=["tiny", "small"], label="Model preset",
                             doc="small: about GPT-2-small size (random weights: timing only); "
@@ -143,6 +288,7 @@ class RooflineLesson(LessonPage):
         self.decode_results: dict[int, DecodeStep] = {}
         self.prefill_results: dict[int, PrefillPointResult] = {}
         self.chart = RooflineChart(series=[DECODE, PREFILL])
+        self.gpu_box = GpuBox(gpu_finding)  # this machine's row comes with the info job
         self.floor = FloorChart(x_label="batch size", y_label="time per decode step (ms)",
                                 measured_label="measured TPOT",
                                 floor_label="floor: bytes per step / bandwidth")
@@ -177,6 +323,28 @@ class RooflineLesson(LessonPage):
         jobs += [("prefill_point", {"preset": self.preset, "prompt_len": n})
                  for n in self.prompt_lens()]
         return jobs
+
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        jobs = cls.warm_jobs()
+        info = lookup(*jobs[0])
+        lines = []
+        if info is not None:
+            i = info.result
+            lines.append(f"This machine: {sig(i.memory_bandwidth_gbs)} GB/s, "
+                         f"{sig(i.matmul_gflops)} GFLOP/s, ridge {sig(i.ridge_flop_per_byte)} "
+                         "FLOP/byte")
+        for kind, params in jobs[1:]:
+            cached = lookup(kind, params)
+            if cached is None:
+                continue
+            r = cached.result
+            if kind == "sweep_point":
+                lines.append(f"decode, batch {r.batch_size}: {r.tpot_ms:.2f} ms per step")
+            else:
+                lines.append(f"prefill, {r.prompt_len:,} tokens: {sig(r.ms)} ms, "
+                             f"{sig(r.achieved_gflops)} GFLOP/s")
+        return lines
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
@@ -217,6 +385,7 @@ class RooflineLesson(LessonPage):
     def show_info(self, info: InfoResult) -> None:
         self.machine = info
         self.chart.set_limits(info.memory_bandwidth_gbs, info.matmul_gflops)
+        self.gpu_box.set_info(info.to_dict())
         shape = self.shape()
         self.limits.object = (
             f"**This machine** ({info.device_name}, {info.threads} threads): memory "
@@ -269,6 +438,7 @@ class RooflineLesson(LessonPage):
                  f"{sig(point.achieved_gflops)} GFLOP/s, {sig(point.intensity)} FLOP per byte.")
 
     def _summarize(self) -> None:
+        self._judge()
         lines = []
         bw = self.machine.memory_bandwidth_gbs
         if self.decode_results:
@@ -337,52 +507,22 @@ class RooflineLesson(LessonPage):
                                             sizing_mode="stretch_width"),
             self.again, sizing_mode="stretch_width")
 
-    def body(self) -> list:
-        md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width")  # noqa: E731
-        return [md(INTRO), md(LIMITS_TEXT), self.limits, self.controls(), self.runner.status,
-                md(ROOFLINE_TEXT), self.chart, self.download, self.roof_summary, md(FLOOR_TEXT), self.floor,
-                self.floor_download, self.floor_summary, md(CPU_NOTE)]
+    def _judge(self) -> None:
+        """The prediction and the question on the reader's chart, from the smallest batch."""
+        if not self.decode_results:
+            return
+        b = min(self.decode_results)
+        r = self.decode_results[b]
+        if b == 1:
+            self.prediction_box.reveal(*peak_share_outcome(r.achieved_gflops,
+                                                           self.machine.matmul_gflops))
+        self.checkpoint.provide("roof", roof_question(r.intensity,
+                                                      self.machine.ridge_flop_per_byte, b))
 
-    def questions(self) -> list:
-        return [
-            Question("Why does serving one request at a time waste the machine during decode?", (
-                Choice("Each step reads every weight from memory to do about two operations per "
-                       "weight, so the arithmetic units mostly wait for memory.", True,
-                       "Half a FLOP per byte (in 32-bit floats) sits far left of the ridge "
-                       "point: the step is bound by bandwidth, and the compute peak is unused."),
-                Choice("The processor runs out of arithmetic units for one sequence.", False,
-                       "It has far more than one sequence needs; the point sits far below the "
-                       "flat roof."),
-                Choice("The KV cache of one sequence is larger than the weights.", False,
-                       "For short sequences the cache is small beside the weights; the weights "
-                       "are what every step reads."))),
-            Question("Going from batch 1 to batch 8, where does a decode step move on the "
-                     "roofline?", (
-                Choice("Right and up: about 8 times the FLOPs for nearly the same bytes.", True,
-                       "The weights are read once for all eight sequences, so intensity and "
-                       "achieved FLOP/s both rise until the step meets a roof."),
-                Choice("Left and down: more sequences mean more bytes per FLOP.", False,
-                       "Only each sequence's cached keys and values are extra bytes; the weights, "
-                       "the bulk, are shared."),
-                Choice("Nowhere: batching changes the time, not the intensity.", False,
-                       "Intensity is FLOPs per byte; batching multiplies the FLOPs while the "
-                       "bytes barely grow."))),
-            Question("A model has 2 GB of weights and runs on a GPU with 1 TB/s of memory "
-                     "bandwidth. What is the least TPOT it can reach at batch 1?", (
-                Choice("About 2 ms: every step reads 2 GB at 1 TB/s.", True,
-                       "TPOT >= bytes per step / bandwidth = 2 GB / 1000 GB/s = 2 ms, before "
-                       "counting the KV cache."),
-                Choice("About 0.002 ms, because a GPU is fast.", False,
-                       "Speed of arithmetic does not help: the step waits for the bytes."),
-                Choice("It depends only on the GPU's FLOP/s.", False,
-                       "At batch 1 decode is bound by memory bandwidth, not by FLOP/s."))),
-            Question("Which of the two is compute-bound on this machine?", (
-                Choice("A prefill pass over a long prompt.", True,
-                       "Each weight multiplies every prompt token, so the intensity is in the "
-                       "hundreds of FLOPs per byte, right of the ridge point."),
-                Choice("A decode step at batch 1.", False,
-                       "It does about half a FLOP per byte: memory-bound."),
-                Choice("Both equally.", False,
-                       "Their intensities differ by a factor of hundreds; the chart shows them "
-                       "on either side of the ridge."))),
-        ]
+    def body(self) -> list:
+        return [html_pane(INTRO), self.prediction_box,
+                html_pane("<h2>This machine's two limits</h2>" + LIMITS_TEXT), self.limits,
+                self.controls(), self.runner.status, html_pane(ROOFLINE_TEXT), self.chart,
+                self.download, self.roof_summary, html_pane(FLOOR_TEXT), self.floor,
+                self.floor_download, self.floor_summary, html_pane(CPU_NOTE), self.gpu_box]
+

@@ -2,36 +2,42 @@
 
 A request-rate sweep on the engine (`rate_sweep`: one seeded Poisson workload served at several
 rates) gives each request's TTFT, TPOT and E2E at each rate; the page judges them against the
-targets the reader types (engine.calc.slo_math, no new run needed), draws throughput and goodput
-against rate (widgets.rate_curve), and prices a million tokens from the measured throughput and a
-price per hour the reader types. "Interactive" and "batch" are two settings of the same knobs:
-latency targets on or off, a small or a large batch.
+per-request limits the reader types (TTFT, TPOT, optionally E2E: an SLO as vLLM's --goodput takes
+one; engine.calc.slo_math, no new run needed), counts goodput and SLO attainment beside the run's
+percentiles, draws throughput and goodput against rate (widgets.rate_curve), and prices a million
+tokens from the measured throughput and a price per hour the reader types. "Interactive" and
+"batch" are two settings of the same knobs: latency limits on or off, a small or a large batch.
 
-URL: use, the five targets, price_per_hour, max_rate, points, requests, max_batch:
+URL: use, ttft_limit_ms, tpot_limit_ms, e2e_limit_s, price_per_hour, max_rate, points, requests,
+max_batch:
 /app?lesson=slo-goodput&use=batch&price_per_hour=2.5&points=2&requests=8
 """
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import panel as pn
 import param
 
+from engine.calc.gpu_scaling import LLAMA_3_8B, Machine, decode_step, kv_capacity, step_floor_ms
 from engine.calc.slo_math import (
-    INTERACTIVE_CHAT,
-    INTERACTIVE_CHAT_SOURCE,
+    CHAT,
+    CHAT_SOURCES,
+    SLO,
     Judged,
-    Targets,
     cost_per_million_tokens,
     judge,
 )
 from engine.calc.stats import Estimate, estimate, min_samples
 from engine.lab.results import CapacityLoad, CapacitySearchResult, RatePoint, RateSweepResult
-from widgets.checkpoint import Choice, Question
+from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
+from widgets.html import html_pane
 from widgets.job_status import JobStatus
 from widgets.pareto_chart import ParetoChart
+from widgets.prediction import PredictionQuestion
 from widgets.rate_curve import RateCurve
 from widgets.tables import html_table, sig, table_pane
 
@@ -39,87 +45,274 @@ from .base import LessonPage
 from .data_record import result_header
 from .job_runner import JobRunner, event_record
 from .number_input import number_problem
+from .on_a_gpu import GpuBox, machine_table
+from .teaching import InstructorNotes, Lookup, check_takeaway
 
 
 @dataclass(frozen=True)
 class Use:
-    """A use of the same engine: its latency targets (none for batch) and its batch size."""
+    """A use of the same engine: its per-request latency limits (none for batch) and its batch
+    size."""
 
     label: str
     max_batch: int
-    targets: Targets
+    slo: SLO
 
 
-USES = {"interactive": Use("interactive chat", 8, INTERACTIVE_CHAT),
-        "batch": Use("overnight batch", 32, Targets())}
+USES = {"interactive": Use("interactive chat", 8, CHAT),
+        "batch": Use("overnight batch", 32, SLO())}
 MAX_SWEEP_S = 150.0  # a sweep expected to take longer is refused with a message
 PROMPT_LEN, OUTPUT_LEN = [32, 128], [16, 64]
 
 INTRO = """
-Before tuning anything, decide what "fast enough" means for the people using it. A chat user
-watches the first token arrive and the text flow: they live on **TTFT** and **ITL**. An
-overnight job that summarizes a million documents has no one watching: only **throughput**, and
-so the cost of each token, matters. The same engine serves both; they want different settings.
-
-Targets written down are **SLOs** (service level objectives). **Goodput** counts only the
-requests that met every target, per second. Throughput can look splendid while goodput is zero:
-a server that answers everything late has served nobody well.
+<p>Before tuning anything, decide what "fast enough" means for the people using it. A chat user
+watches the first token arrive and the text flow: they live on <strong>TTFT</strong> and
+<strong>TPOT</strong>. An overnight job that summarizes a million documents has no one watching:
+only <strong>throughput</strong>, and so the cost of each token, matters. The same engine serves
+both; they want different settings.</p>
+<p>A target written down is an <a href="app?page=vocabulary#slo">SLO</a> (service level
+objective). <a href="app?page=vocabulary#goodput">Goodput</a> counts, per second, only the
+requests that met it. Throughput can look splendid while goodput is zero: a server that answers
+everything late has served nobody well.</p>
 """
 
 TARGETS_TEXT = """
-### The targets
-
-Goodput needs a yes or no for every request, so each request is held to the limits no single
-request should pass: its TTFT within the P99 TTFT target, its TPOT (its average gap between
-tokens) within the P50 ITL target, and its whole answer within the P99 E2E target. The table
-under the chart also checks the five percentile targets themselves at each rate.
+<h2>The SLO, request by request</h2>
+<p>Goodput needs a yes or no for every request, so the SLO is a set of per-request limits, as
+vLLM's benchmark takes them (<code>--goodput ttft:X tpot:Y e2el:Z</code>): a request counts when
+its TTFT is within X, its TPOT (its average gap after the first token) within Y and, if you set
+one, its whole answer within Z. The share of requests that meet every limit is the
+<a href="app?page=vocabulary#slo-attainment">SLO attainment</a>. Beside it, the table checks the
+run's P50 and P99 of each metric against the same limits: a P99 TTFT within the limit means 99%
+of requests met <em>that</em> limit; attainment counts those that met all of them at once, so it
+can be lower than every percentile suggests.</p>
 """
 
-QUOTE = (
-    "> Starting targets for an interactive chat at moderate load: **P50 TTFT < 300 ms, "
-    "P99 TTFT < 1.2 s, P50 ITL < 40 ms, P99 ITL < 120 ms, P99 E2E < 8 s** (for a 512-token "
-    f"answer).\n\n*Quoted, not measured here: {INTERACTIVE_CHAT_SOURCE}. This engine's answers "
-    "are shorter than 512 tokens, so the E2E target is easy to meet here.*")
+QUOTE = """
+<blockquote class="quoted">
+<p><strong>Quoted, not measured here.</strong> The default limits come from two published
+examples, not from an industry standard:</p>
+<ul>
+""" + "".join(f"<li>{what}: {html.escape(source)}.</li>" for what, source in CHAT_SOURCES) + """
+</ul>
+<p>And why attainment is the yardstick: DistServe (Zhong et al., OSDI 2024, arXiv:2401.09670)
+reports that it "can serve 7.4x more requests or 12.6x tighter SLO, compared to state-of-the-art
+systems, while staying within latency constraints for > 90% of requests".</p>
+</blockquote>
+"""
 
 SWEEP_TEXT = """
-### Raising the request rate
-
-The engine serves the same set of requests (prompts of 32 to 128 tokens, answers of 16 to 64)
-at several arrival rates, with arrivals at random moments (a Poisson process) as real users
-send them. At low rates every request is served at once; past the engine's capacity a queue
-builds, TTFT grows without bound, and goodput falls away from throughput.
+<h2>Raising the request rate</h2>
+<p>The engine serves the same set of requests (prompts of 32 to 128 tokens, answers of 16 to 64)
+at several arrival rates, with arrivals at random moments (a
+<a href="app?page=vocabulary#poisson">Poisson process</a>) as real users send them: open-loop
+load, whatever the server's pace. At low rates every request is served at once; past the
+engine's capacity a queue builds, TTFT grows without bound, and goodput falls away from
+throughput.</p>
 """
 
 PARETO_TEXT = """
-### Throughput against each user's speed
-
-The chart load-testing reports put first: up, the output tokens per second of the whole server;
-right, the tokens per second each user gets (1000 divided by the median request's time per
-output token, with its 95% interval). Each point is one offered rate. Raising the rate buys
+<h2>Throughput against each user's speed</h2>
+<p>The chart load-testing reports put first: up, the output tokens per second of the whole
+server; right, the tokens per second each user gets (1000 divided by the median request's time
+per output token, with its 95% interval). Each point is one offered rate. Raising the rate buys
 throughput with each user's speed until the engine is full; past that, points stop moving up and
-only move left. The line joins the rates no other rate beats on both axes.
+only move left. The line joins the rates no other rate beats on both axes.</p>
 """
 
 CAPACITY_TEXT = """
-### How many users does this machine hold?
-
-The sweep above is **open-loop** load: requests arrive at a rate, whether or not earlier ones are
-answered, as from a large public audience. A team sizing a service also asks the **closed-loop**
-question: N users, each sending their next request as soon as their last answer ends, so N
-requests are always in the system (a chat product with N people typing, or N clients of a batch
-pipeline). The search below raises N, doubling, until a load misses your targets, then halves the
-gap down to one user. Each load is run three times with different requests and judged on the
-median of the three, so one noisy run does not move the answer.
+<h2>How many users does this machine hold?</h2>
+<p>The sweep above is <strong>open-loop</strong> load: requests arrive at a rate, whether or not
+earlier ones are answered, as from a large public audience. A team sizing a service also asks
+the <strong>closed-loop</strong> question: N users, each sending their next request as soon as
+their last answer ends, so N requests are always in the system (a chat product with N people
+typing, or N clients of a batch pipeline). The search below raises N, doubling, until a load
+misses the two targets you set below it (a P95 TTFT and the tokens per second each user gets),
+then halves the gap down to one user. Each load is run three times with different requests and
+judged on the median of the three, so one noisy run does not move the answer.</p>
 """
 
 COST_TEXT = """
-### What a million tokens cost
-
-A machine costs the same per hour whether it is busy or not, so the price of a token is the price
-of the time it took: **cost per million tokens = (price per hour / 3600) × (1,000,000 / tokens
-per second)**. Which tokens per second? For the batch job, every token counts: use the
-throughput. For the chat, only tokens of requests that met the targets count: use goodput.
+<h2>What a million tokens cost</h2>
+<p>A machine costs the same per hour whether it is busy or not, so the price of a token is the
+price of the time it took: <strong>cost per million tokens = (price per hour / 3600) &times;
+(1,000,000 / tokens per second)</strong>. Which tokens per second? For the batch job, every token
+counts: use the throughput. For the chat, only tokens of requests that met the SLO count: use
+goodput.</p>
 """
+
+OBJECTIVES = (
+    "write an SLO as per-request limits, and count goodput and SLO attainment under it",
+    "read where goodput falls away from throughput as the request rate rises",
+    "price a million tokens from a measured throughput, for a chat and for batch work",
+)
+
+PREDICTION = PredictionQuestion(
+    "The request rate doubles and doubles again, past what the engine can serve. What happens "
+    "to throughput and to goodput?",
+    ("Throughput levels off while goodput falls", "Both keep rising with the rate",
+     "Goodput falls while throughput still rises", "Both level off together"))
+
+TAKEAWAY = check_takeaway((
+    "Decide the target first: a chat lives on TTFT and TPOT, an overnight job only on "
+    "throughput and cost.",
+    "Goodput counts only requests within every per-request limit; past capacity, throughput "
+    "holds while goodput and SLO attainment fall.",
+    "Cost per million tokens = (price per hour / 3600) x (1,000,000 / tokens per second): count "
+    "goodput's tokens for a chat, all tokens for batch work.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=20,
+    timing="The default sweep serves 32 requests at each of 5 rates, up to 128 per second: "
+           "tens of seconds on a 2-core CPU. Warm both uses (interactive and batch) before "
+           "class; new limits and prices are judged on the page without running anything.",
+    misconceptions=(
+        "\"High throughput means happy users\": throughput counts late answers too.",
+        "\"SLO attainment is the percentile\": P99 TTFT within its limit says 99% met that "
+        "one limit; attainment needs every limit met by the same request.",
+        "\"Cost per token is set by the hardware\": it is set by the tokens per second you "
+        "get out of it, and for a chat only the tokens that met the SLO count.",
+    ),
+    prompts=(
+        "What limits would you write for a voice assistant? For an autocomplete popup?",
+        "At what request rate would you stop admitting new requests here, and why there?",
+        "Why price a chat with goodput but an overnight job with throughput?",
+    ),
+)
+
+QUESTIONS = (
+    Question("Past a certain request rate, throughput holds steady but goodput falls. Why?", (
+        Choice("Requests queue: all are served, but their TTFT passes the limit", True,
+               "The engine keeps producing tokens at its capacity; the extra requests only wait "
+               "longer, and a late request does not count."),
+        Choice("The engine starts producing wrong tokens when it is under heavy load", False,
+               "The tokens are the same; they come too late."),
+        Choice("Goodput counts tokens while throughput counts requests", False,
+               "The chart shows both in the same units, requests/s and tokens/s."))),
+    Question("An overnight job summarizes documents; nobody reads the answers until morning. "
+             "What should you tune for?", (
+        Choice("Throughput per dollar: nobody waits for these answers", True,
+               "With no one waiting, the cheapest settings (large batches, full queues) are the "
+               "right ones."),
+        Choice("P99 TTFT, so no document waits too long to start", False,
+               "No one sees the first token arrive; only the total time and its cost matter."),
+        Choice("A steady TPOT, so the text flows smoothly to its reader", False,
+               "No one watches the text flow."))),
+    Question("A machine costs $2 per hour and produces 500 tokens per second. What does a "
+             "million tokens cost?", (
+        Choice("About $1.11", True,
+               "(2 / 3600) x (1,000,000 / 500) = 0.000556 $/s x 2,000 s = $1.11."),
+        Choice("About $0.28", False,
+               "Check the formula: the price per second times the seconds a million tokens "
+               "take."),
+        Choice("About $0.56", False,
+               "0.56 is the hours a million tokens take (2,000 s); times $2 per hour is $1.11."),
+        Choice("About $4.00", False,
+               "That is $2 per hour times 2 hours; a million tokens take 2,000 s, 0.56 h."))),
+    Question("Why set the SLO before tuning the batch size?", (
+        Choice("The best batch depends on it: bigger is cheaper but slower per user", True, "Without a target there is no way to say which point of the curve is "
+                     "right."),
+        Choice("The engine needs the SLO to decide how it should schedule its requests",
+               False,
+               "The engine runs the same either way; the SLO judges the result."),
+        Choice("An SLO makes the engine faster by dropping the slow requests", False,
+               "Limits measure; they do not speed anything up or drop anything."))),
+    Question("95% of requests meet the TTFT limit, and 95% meet the TPOT limit. What is the SLO "
+             "attainment?", (
+        Choice("Between 90% and 95%: a request must meet both limits", True,
+               "At most 95% (no more than either limit's share); at least 90% (at most 5% miss "
+               "each, so at most 10% miss one or the other)."),
+        Choice("Exactly 95%, since each limit is met by 95% of requests", False,
+               "Only if the same requests miss both; usually some miss one, some the other."),
+        Choice("Over 95%: meeting one limit helps a request meet the other", False,
+               "Attainment can never exceed the share meeting any single limit."))),
+    MeasuredQuestion("attainment", "Once the sweep above has measured a rate, a question on "
+                                   "your own numbers appears here."),
+)
+
+GPU_CONTEXT = 1000  # tokens cached per sequence
+
+
+def gpu_finding(machines: list[Machine], tpot_limit_ms: float | None, price: float | None) -> str:
+    """Lesson 8's finding on each machine: the largest batch whose decode step can stay within
+    the TPOT limit (Llama-3-8B, bf16), what it could produce at most, and its cost."""
+    if not tpot_limit_ms or tpot_limit_ms <= 0:
+        return "<p>Type a TPOT limit above to see what it allows on each machine.</p>"
+
+    found: dict[str, int | None] = {}
+
+    def batch(m: Machine) -> int | None:
+        if m.name not in found:
+            best = None
+            for b in range(1, (kv_capacity(LLAMA_3_8B, m, GPU_CONTEXT) or 4096) + 1):
+                if step_floor_ms(decode_step(LLAMA_3_8B, b, GPU_CONTEXT), m) > tpot_limit_ms:
+                    break
+                best = b
+            found[m.name] = best
+        return found[m.name]
+
+    def tokens(m: Machine) -> float | None:
+        b = batch(m)
+        return None if b is None else b * 1000 / step_floor_ms(
+            decode_step(LLAMA_3_8B, b, GPU_CONTEXT), m)
+
+    def cost(m: Machine) -> str:
+        t = tokens(m)
+        if t is None or price is None or price < 0:
+            return "\u2013"
+        return f"${cost_per_million_tokens(price, t):,.3f}"
+
+    table = machine_table(machines, (
+        (f"largest batch within TPOT {sig(tpot_limit_ms)} ms",
+         lambda m: "none" if batch(m) is None else f"{batch(m):,}"),
+        ("output tokens/s there, at most", lambda m: "\u2013" if tokens(m) is None
+         else f"{tokens(m):,.0f}"),
+        ("cost per million tokens at your price, at least", cost),
+    ), f"{LLAMA_3_8B.name} in bf16, {GPU_CONTEXT:,} tokens cached per sequence")
+    return (
+        "<p>What does your TPOT limit allow on a GPU? Every decode step takes at least its bytes "
+        "(the weights once, each sequence's cache) / bandwidth, so the largest batch whose step "
+        "stays within the limit (and whose caches fit beside the weights) is the most a GPU can "
+        "serve at that pace; batch / step time is then the most tokens per second, and the "
+        "price per hour you typed prices them. Real engines reach a fraction of these ceilings; "
+        "the bigger batches of a GPU are why its cost per token is so much lower.</p>" + table)
+
+
+def sweep_outcome(judged: list[tuple[RatePoint, Judged]]) -> tuple[str, str] | None:
+    """Which prediction choice a sweep supports: did goodput fall from its best by the top
+    rate (10%), and did throughput still rise by half when the rate last doubled?"""
+    if len(judged) < 2 or any(j.duration_s is None for _p, j in judged):
+        return None
+    (_p0, before), (top_p, top) = judged[-2], judged[-1]
+    best_good = max(j.goodput_rps or 0 for _p, j in judged)
+    falls = (top.goodput_rps or 0) < 0.9 * best_good
+    rising = (top.throughput_tok_s or 0) >= 1.5 * (before.throughput_tok_s or 0)
+    choice = {(True, False): "Throughput levels off while goodput falls",
+              (False, True): "Both keep rising with the rate",
+              (True, True): "Goodput falls while throughput still rises",
+              (False, False): "Both level off together"}[(falls, rising)]
+    return choice, (f"at {sig(top_p.rate)} requests/s: throughput {sig(top.throughput_tok_s)} "
+                    f"tokens/s (x{(top.throughput_tok_s or 0) / (before.throughput_tok_s or 1):.2f} "
+                    f"on the rate before), goodput {sig(top.goodput_rps)} requests/s against a "
+                    f"best of {sig(best_good)}")
+
+
+def attainment_question(point: RatePoint, judged: Judged) -> Question | None:
+    """The reader's own SLO attainment at one rate; the distractors are each limit alone."""
+    if not judged.completed or not judged.met_each:
+        return None
+    n = judged.completed
+    pct = 100 * judged.good / n
+    each = dict(judged.met_each)
+    why = (f"Your run at {sig(point.rate)} requests/s: {judged.good} of {n} requests met every "
+           "limit; " + ", ".join(f"{k} alone {v} of {n}" for k, v in each.items()) + ".")
+    wrong = [(f"{100 * v / n:.0f}%", why + f" That is the {k} limit alone; a request must meet "
+                                           "every limit to count.") for k, v in each.items()]
+    wrong.append((f"{100 - pct:.0f}%", why + " That is the share that missed."))
+    return numeric_question(
+        f"At {sig(point.rate)} requests/s in your sweep, what share of requests met every "
+        "limit (the SLO attainment)?", (f"{pct:.0f}%", why), wrong)
 
 
 @dataclass(frozen=True)
@@ -146,15 +339,13 @@ UNBOUNDED = "†"  # marks a percentile from too few samples to bound it (engine
 
 
 def point_estimates(point: RatePoint) -> dict[str, Estimate]:
-    """The percentiles a rate is judged on, each with its sample count and, where the per-request
-    figures are at hand (TTFT, E2E), its 95% bootstrap interval. ITL percentiles come summarized
-    from the engine: their count is the token gaps of the completed requests, with no interval."""
-    gaps = sum(max(0, n - 1) for n in point.output_len)
-    itl = {q: Estimate(f"P{q}", v, None, None, gaps, gaps >= min_samples(q))
-           for q, v in ((50, point.itl_p50_ms), (99, point.itl_p99_ms))}
-    return {"P50 TTFT": estimate(point.ttft_ms, 50), "P99 TTFT": estimate(point.ttft_ms, 99),
-            "P50 ITL": itl[50], "P99 ITL": itl[99], "P99 E2E": estimate(point.e2e_ms, 99),
-            "P50 TPOT": estimate(point.tpot_ms, 50)}
+    """The percentiles a rate is judged on (P50 and P99 of each metric the SLO can limit), each
+    with its sample count and its 95% bootstrap interval over the rate's requests. TPOT is per
+    request (a one-token answer has none and is not counted)."""
+    return {f"P{q} {name}": estimate(values, q)
+            for name, values in (("TTFT", point.ttft_ms), ("TPOT", point.tpot_ms),
+                                 ("E2E", point.e2e_ms))
+            for q in (50, 99)}
 
 
 def pareto_point(point: RatePoint, judged: Judged, est: Estimate) -> dict:
@@ -185,24 +376,22 @@ def sweep_rates(max_rate: float, points: int) -> list[float]:
 
 
 class SLOGoodputLesson(LessonPage):
-    """Lesson 8: targets first, then throughput, goodput and the cost of a token."""
+    """Lesson 8: the SLO first, then throughput, goodput, attainment and the cost of a token."""
 
     slug = "slo-goodput"
     job_noun = "rate sweeps"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
 
     use = param.Selector(default="interactive", objects=list(USES), label="Use",
-                         doc="interactive: chat targets, batch of 8; batch: no latency "
-                             "targets, batch of 32.")
-    ttft_p50_ms = param.Number(default=INTERACTIVE_CHAT.ttft_p50_ms, allow_None=True,
-                               label="P50 TTFT target (ms)")
-    ttft_p99_ms = param.Number(default=INTERACTIVE_CHAT.ttft_p99_ms, allow_None=True,
-                               label="P99 TTFT target (ms)")
-    itl_p50_ms = param.Number(default=INTERACTIVE_CHAT.itl_p50_ms, allow_None=True,
-                              label="P50 ITL target (ms)")
-    itl_p99_ms = param.Number(default=INTERACTIVE_CHAT.itl_p99_ms, allow_None=True,
-                              label="P99 ITL target (ms)")
-    e2e_p99_s = param.Number(default=INTERACTIVE_CHAT.e2e_p99_ms / 1000, allow_None=True,
-                             label="P99 E2E target (s)")
+                         doc="interactive: chat limits, batch of 8; batch: no latency limits, "
+                             "batch of 32.")
+    ttft_limit_ms = param.Number(default=CHAT.ttft_ms, allow_None=True,
+                                 label="TTFT limit per request (ms)")
+    tpot_limit_ms = param.Number(default=CHAT.tpot_ms, allow_None=True,
+                                 label="TPOT limit per request (ms)")
+    e2e_limit_s = param.Number(default=None, allow_None=True,
+                               label="E2E limit per request (s, optional)")
     price_per_hour = param.Number(default=1.0, allow_None=True,
                                   label="Price of the machine per hour ($)",
                                   doc="What this machine costs you per hour; a placeholder, "
@@ -253,21 +442,24 @@ class SLOGoodputLesson(LessonPage):
                                             self.download_header, "The frontier chart's points")
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
+        self.gpu_box = GpuBox(lambda machines: gpu_finding(
+            machines, self.tpot_limit_ms if self.use == "interactive" else None,
+            self.price_per_hour))
         number = lambda p, step: pn.widgets.FloatInput.from_param(  # noqa: E731
             p, step=step, sizing_mode="stretch_width")
         self._target_widgets = pn.Row(
-            number(self.param.ttft_p50_ms, 50), number(self.param.ttft_p99_ms, 100),
-            number(self.param.itl_p50_ms, 5), number(self.param.itl_p99_ms, 10),
-            number(self.param.e2e_p99_s, 1), sizing_mode="stretch_width",
+            number(self.param.ttft_limit_ms, 50), number(self.param.tpot_limit_ms, 10),
+            number(self.param.e2e_limit_s, 1), sizing_mode="stretch_width",
             visible=self.use == "interactive")
         self._refresh()
 
     # ---- inputs ---------------------------------------------------------------------------------------
-    def targets(self) -> Targets:
+    def slo(self) -> SLO:
+        """The per-request limits the reader set (none for batch use)."""
         if self.use == "batch":
-            return Targets()
-        e2e = None if self.e2e_p99_s is None else 1000 * self.e2e_p99_s
-        return Targets(self.ttft_p50_ms, self.ttft_p99_ms, self.itl_p50_ms, self.itl_p99_ms, e2e)
+            return SLO()
+        e2e = None if self.e2e_limit_s is None else 1000 * self.e2e_limit_s
+        return SLO(self.ttft_limit_ms, self.tpot_limit_ms, e2e)
 
     def price_problem(self) -> str:
         return number_problem(
@@ -281,10 +473,10 @@ class SLOGoodputLesson(LessonPage):
         problem = self.price_problem()
         if problem or self.use != "interactive":
             return problem
-        for name in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_s"):
-            problem = number_problem(  # empty is allowed: no such target
+        for name in ("ttft_limit_ms", "tpot_limit_ms", "e2e_limit_s"):
+            problem = number_problem(  # empty is allowed: no such limit
                 getattr(self, name), lo=0, above=True,
-                low=f"{self.param[name].label} is {{value:g}}: a target must be more than 0 "
+                low=f"{self.param[name].label} is {{value:g}}: a limit must be more than 0 "
                     "(leave it empty to drop it).")
             if problem:
                 return problem
@@ -300,6 +492,21 @@ class SLOGoodputLesson(LessonPage):
                 "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN, "max_batch": self.max_batch}
 
     @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        lines = []
+        for (kind, params), setting in zip(cls.warm_jobs(), USES.values(), strict=True):
+            cached = lookup(kind, params)
+            if cached is None:
+                continue
+            for point in sorted(cached.result.points, key=lambda p: p.rate):
+                j = judge(point.to_dict(), setting.slo)
+                lines.append(
+                    f"{setting.label}, {sig(point.rate)} requests/s: "
+                    f"{sig(j.throughput_tok_s)} tokens/s, goodput {sig(j.goodput_rps)} "
+                    f"requests/s, SLO attainment {100 * (j.attainment or 0):.0f}%")
+        return lines
+
+    @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
         jobs = []
         for use, setting in USES.items():
@@ -307,6 +514,7 @@ class SLOGoodputLesson(LessonPage):
         return jobs
 
     def start(self, fresh: bool = False) -> None:
+        self.gpu_box.fetch(self.jobs)
         self.sweep = None
         self.points_seen = []
         self.curve.set_points([])
@@ -337,23 +545,23 @@ class SLOGoodputLesson(LessonPage):
 
     @param.depends("use", watch=True)
     def _use_changed(self) -> None:
-        """Switching use moves the knobs: the targets (on or off) and the batch size."""
+        """Switching use moves the knobs: the latency limits (on or off) and the batch size."""
         setting = USES[self.use]
         if self.use == "interactive":
-            t = setting.targets
-            self.param.update(ttft_p50_ms=t.ttft_p50_ms, ttft_p99_ms=t.ttft_p99_ms,
-                              itl_p50_ms=t.itl_p50_ms, itl_p99_ms=t.itl_p99_ms,
-                              e2e_p99_s=t.e2e_p99_ms / 1000)
+            slo = setting.slo
+            self.param.update(ttft_limit_ms=slo.ttft_ms, tpot_limit_ms=slo.tpot_ms,
+                              e2e_limit_s=None if slo.e2e_ms is None else slo.e2e_ms / 1000)
         self._target_widgets.visible = self.use == "interactive"
         args = pn.state.session_args if pn.state.curdoc is not None else {}
         if self.started or "max_batch" not in args:  # a link's own max_batch wins at first
             self.max_batch = setting.max_batch  # re-measures if it changed
         self._refresh()
 
-    @param.depends("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_s",
-                   "price_per_hour", watch=True)
+    @param.depends("ttft_limit_ms", "tpot_limit_ms", "e2e_limit_s", "price_per_hour",
+                   watch=True)
     def _inputs_changed(self) -> None:
         self._refresh()
+        self.gpu_box.refresh()
 
     # ---- results --------------------------------------------------------------------------------------
     def show_sweep(self, sweep: RateSweepResult, use: str, event=None) -> None:
@@ -368,12 +576,12 @@ class SLOGoodputLesson(LessonPage):
             self._refresh_uses()
 
     def judged(self) -> list[tuple[RatePoint, Judged]]:
-        targets = self.targets()
-        return [(p, judge(p.to_dict(), targets))
+        slo = self.slo()
+        return [(p, judge(p.to_dict(), slo))
                 for p in sorted(self.points_seen, key=lambda p: p.rate)]
 
     def estimates(self, point: RatePoint) -> dict[str, Estimate]:
-        """point_estimates, once per measured point (the targets change, the samples do not)."""
+        """point_estimates, once per measured point (the limits change, the samples do not)."""
         kept = self._estimates.get(id(point))
         if kept is None or kept[0] is not point:
             kept = (point, point_estimates(point))
@@ -407,37 +615,48 @@ class SLOGoodputLesson(LessonPage):
                                 for p, j in judged])
         self._refresh_summary(judged)
         self._refresh_cost(problem)
+        if judged and self.use == "interactive" and not problem:
+            outcome = sweep_outcome(judged) if self.sweep is not None else None
+            if outcome is not None:
+                self.prediction_box.reveal(*outcome)
+            question = attainment_question(*judged[-1])
+            if question is not None:
+                self.checkpoint.provide("attainment", question)
 
     def _refresh_checks(self, judged) -> None:
-        targets = self.targets()
-        counts = lambda p: [f"{len(p.ttft_ms)}", f"{self.estimates(p)['P50 ITL'].n}"]  # noqa: E731
-        if targets.empty:
-            head = ["offered rate (req/s)", "P50 TTFT (ms)", "P99 TTFT (ms)", "P50 ITL (ms)",
-                    "P99 ITL (ms)", "requests", "token gaps"]
+        slo = self.slo()
+        if slo.empty:
+            head = ["offered rate (req/s)", "P50 TTFT (ms)", "P99 TTFT (ms)", "P50 TPOT (ms)",
+                    "P99 TPOT (ms)", "requests"]
             rows = []
             for p, _j in judged:
                 est = self.estimates(p)
                 rows.append([sig(p.rate), *[with_interval(est[w].value, est[w]) for w in (
-                    "P50 TTFT", "P99 TTFT", "P50 ITL", "P99 ITL")], *counts(p)])
+                    "P50 TTFT", "P99 TTFT", "P50 TPOT", "P99 TPOT")], f"{len(p.ttft_ms)}"])
             self.checks.object = html_table(
-                "No latency targets (batch use): every completed request counts", head, rows,
-                numeric=[False] + [True] * 6) + self._interval_note(judged)
+                "No latency limits (batch use): every completed request counts", head, rows,
+                numeric=[False] + [True] * 5) + self._interval_note(judged)
             return
         head = ["offered rate (req/s)"]
         rows = []
         for p, j in judged:
             if len(head) == 1:
-                head += [f"{what} (target {sig(target)} ms)" for what, _v, target, _m in j.checks]
-                head += ["requests", "token gaps", "requests within every limit",
-                         "all targets met"]
+                head += [f"{what} (limit {sig(limit)} ms)" for what, _v, limit, _m in j.checks]
+                head += ["requests"] + [f"within the {name} limit" for name, _n in j.met_each]
+                head += ["SLO attainment (every limit)", "goodput (req/s)"]
             est = self.estimates(p)
             rows.append([sig(p.rate),
                          *[f"{with_interval(value, est.get(what))} {'✓' if met else '✗'}"
-                           for what, value, _t, met in j.checks],
-                         *counts(p), f"{j.good} of {j.completed}",
-                         "yes" if j.all_targets_met else "no"])
+                           for what, value, _l, met in j.checks],
+                         f"{len(p.ttft_ms)}",
+                         *[f"{100 * n / j.completed:.0f}%" if j.completed else "\u2013"
+                           for _name, n in j.met_each],
+                         (f"{100 * j.attainment:.0f}% ({j.good} of {j.completed})"
+                          if j.attainment is not None else "\u2013"),
+                         sig(j.goodput_rps)])
         self.checks.object = html_table(
-            "Each rate against the targets (✓ met, ✗ missed)", head, rows,
+            "Each rate: the percentiles against the limits (✓ within, ✗ over), and the share "
+            "of requests within them", head, rows,
             numeric=[False] + [True] * (len(head) - 1)) + self._interval_note(judged)
 
     def _interval_note(self, judged) -> str:
@@ -446,10 +665,9 @@ class SLOGoodputLesson(LessonPage):
             return ""
         few = any(not e.bounded for p, _j in judged for e in self.estimates(p).values()
                   if e.value is not None)
-        text = ("In brackets: the 95% confidence interval of a TTFT or E2E percentile (a "
-                "bootstrap over the requests at that rate; ITL percentiles come summarized from "
-                "the engine, over the token gaps counted beside them). The engine was warmed up "
-                "before the first rate; its warm-up steps are in no figure.")
+        text = ("In brackets: the 95% confidence interval of a percentile (a bootstrap over the "
+                "requests at that rate, counted beside them). The engine was warmed up before "
+                "the first rate; its warm-up steps are in no figure.")
         if few:
             text += (f" {UNBOUNDED} A percentile from too few samples to bound it: a P99 needs "
                      f"at least {min_samples(99)} samples, a P50 {min_samples(50)}. It is the "
@@ -467,17 +685,18 @@ class SLOGoodputLesson(LessonPage):
             return
         top_p, top_j = judged[-1]
         if self.use == "batch":
-            text = (f"With no latency targets, goodput is throughput: at the highest rate "
+            text = (f"With no latency limits, goodput is throughput: at the highest rate "
                     f"measured ({sig(top_p.rate)} requests/s) the engine completed "
                     f"{sig(top_j.requests_per_s)} requests/s, {sig(top_j.throughput_tok_s)} "
                     "output tokens/s.")
         else:
             text = (f"Best goodput: **{sig(best.goodput_rps)} requests/s** "
-                    f"({sig(best.goodput_tok_s)} tokens/s of answers within the targets) at "
+                    f"({sig(best.goodput_tok_s)} tokens/s of answers within the SLO) at "
                     f"an offered {sig(best.goodput_rate)} requests/s. At "
                     f"{sig(top_p.rate)} requests/s the engine still completed "
                     f"{sig(top_j.requests_per_s)} requests/s, but only {top_j.good} of "
-                    f"{top_j.completed} requests met every limit.")
+                    f"{top_j.completed} requests met every limit: an SLO attainment of "
+                    f"{100 * (top_j.attainment or 0):.0f}%.")
         self.goodput_summary.object = text
 
     def _refresh_cost(self, problem: str) -> None:
@@ -491,12 +710,12 @@ class SLOGoodputLesson(LessonPage):
         for what, tps, rate in (
                 ("every token (batch use: the throughput)", best.throughput_tok_s,
                  best.throughput_rate),
-                ("only tokens within the targets (chat use: goodput)", best.goodput_tok_s,
+                ("only tokens within the SLO (chat use: goodput)", best.goodput_tok_s,
                  best.goodput_rate)):
             if self.use == "batch" and "goodput" in what:
                 continue
             if not tps:
-                lines.append(f"- Counting {what}: no request met the targets at any rate "
+                lines.append(f"- Counting {what}: no request met the SLO at any rate "
                              "measured, so no token was good enough to price.")
                 continue
             cost = cost_per_million_tokens(price, tps)
@@ -577,14 +796,14 @@ class SLOGoodputLesson(LessonPage):
         return rows
 
     def download_header(self) -> dict:
-        targets = self.targets()
+        slo = self.slo()
         return result_header(
             self, "rate_sweep", self.sweep_params(), self.sweep, self.sweep_event, "sweep",
             use=USES[self.use].label,
-            targets_ms={k: v for k, v in vars(targets).items() if v is not None} or "none",
+            slo_limits_ms={k: v for k, v in vars(slo).items() if v is not None} or "none",
             columns="rate: offered requests/s; completed_rps, goodput_rps: requests/s completed "
-                    "and within every target; *_tok_s: output tokens/s; pNN_*_ms: a percentile "
-                    "with its 95% bootstrap interval (*_ci_lo, *_ci_hi; ITL has none), the "
+                    "and within every limit of the SLO; *_tok_s: output tokens/s; pNN_*_ms: a "
+                    "percentile with its 95% bootstrap interval (*_ci_lo, *_ci_hi), the "
                     "samples it rests on (*_n) and whether they are enough to bound it "
                     "(*_bounded; a P99 needs 100)")
 
@@ -596,18 +815,16 @@ class SLOGoodputLesson(LessonPage):
             tps = fig.best.throughput_tok_s if use == "batch" else fig.best.goodput_tok_s
             cost = cost_per_million_tokens(self.price_per_hour, tps) if tps else None
             rows.append([USES[use].label, f"{fig.max_batch}",
-                         "none" if use == "batch" else "chat targets", sig(tps),
+                         "none" if use == "batch" else "chat limits", sig(tps),
                          f"${cost:,.2f}" if cost is not None else "-"])
         self.uses_table.object = html_table(
             "Two settings of the same knobs, as measured in this session "
             "(switch the use above to measure the other)",
-            ["use", "max batch", "latency targets", "tokens/s that count", "per million tokens"],
+            ["use", "max batch", "latency limits", "tokens/s that count", "per million tokens"],
             rows, numeric=[False, True, False, True, True])
 
     # ---- the page -------------------------------------------------------------------------------------
     def body(self) -> list:
-        md = lambda text: pn.pane.Markdown(text, sizing_mode="stretch_width",  # noqa: E731
-                                           disable_math=True)
         sweep_controls = pn.Row(
             pn.widgets.Select.from_param(self.param.use, sizing_mode="stretch_width"),
             pn.widgets.FloatInput.from_param(self.param.max_rate, step=1,
@@ -621,10 +838,11 @@ class SLOGoodputLesson(LessonPage):
             sizing_mode="stretch_width")
         price = pn.widgets.FloatInput.from_param(self.param.price_per_hour, step=0.1,
                                                  sizing_mode="stretch_width")
-        return [md(INTRO), md(TARGETS_TEXT), md(QUOTE), self._target_widgets, md(SWEEP_TEXT),
+        return [html_pane(INTRO), html_pane(TARGETS_TEXT), html_pane(QUOTE),
+                self._target_widgets, self.prediction_box, html_pane(SWEEP_TEXT),
                 sweep_controls, self.again, self.runner.status, self.curve, self.goodput_summary,
-                self.checks, self.download, md(PARETO_TEXT), self.pareto,
-                self.pareto_download, md(CAPACITY_TEXT),
+                self.checks, self.download, html_pane(PARETO_TEXT), self.pareto,
+                self.pareto_download, html_pane(CAPACITY_TEXT),
                 pn.Row(pn.widgets.FloatInput.from_param(self.param.cap_ttft_ms, step=100,
                                                         sizing_mode="stretch_width"),
                        pn.widgets.FloatInput.from_param(self.param.cap_tok_s, step=5,
@@ -633,44 +851,5 @@ class SLOGoodputLesson(LessonPage):
                                                        sizing_mode="stretch_width"),
                        sizing_mode="stretch_width"),
                 self.find, self.capacity_runner.status, self.verdict, self.cap_table,
-                self.cap_download, md(COST_TEXT), price, self.input_error, self.cost,
-                self.uses_table]
-
-    def questions(self) -> list:
-        return [
-            Question("Past a certain request rate, throughput holds steady but goodput falls. "
-                     "Why?", (
-                Choice("Requests queue: each is still served, but its TTFT grows past the "
-                       "target, so it no longer counts.", True,
-                       "The engine keeps producing tokens at its capacity; the extra requests "
-                       "only wait longer."),
-                Choice("The engine starts producing wrong tokens.", False,
-                       "The tokens are the same; they come too late."),
-                Choice("Goodput is measured in different units.", False,
-                       "Both are compared in requests/s (and in tokens/s) on the chart."))),
-            Question("An overnight job summarizes documents; nobody reads the answers until "
-                     "morning. What should you tune for?", (
-                Choice("Throughput, and so the cost per token: latency targets do not matter.",
-                       True, "With no one waiting, the cheapest settings (large batches, full "
-                             "queues) are the right ones."),
-                Choice("P99 TTFT.", False, "No one sees the first token arrive."),
-                Choice("ITL, so the text flows smoothly.", False,
-                       "No one watches the text flow."))),
-            Question("A machine costs $2 per hour and produces 500 tokens per second. What does "
-                     "a million tokens cost?", (
-                Choice("About $1.11.", True,
-                       "(2 / 3600) × (1,000,000 / 500) = 0.000556 × 2000 = $1.11."),
-                Choice("About $0.28.", False, "Check the formula: price per second × seconds "
-                                              "per million tokens."),
-                Choice("About $4.00.", False, "A million tokens take 2000 s = 0.56 h at "
-                                              "500 tokens/s."))),
-            Question("Why set the targets before tuning the batch size?", (
-                Choice("The best batch size depends on them: a larger batch makes tokens "
-                       "cheaper but each user's ITL longer.", True,
-                       "Without a target there is no way to say which point of the curve is "
-                       "right."),
-                Choice("Because the engine needs them to run.", False,
-                       "The engine runs the same either way; the targets judge the result."),
-                Choice("Because targets make the engine faster.", False,
-                       "Targets measure; they do not speed anything up."))),
-        ]
+                self.cap_download, html_pane(COST_TEXT), price, self.input_error, self.cost,
+                self.uses_table, self.gpu_box]

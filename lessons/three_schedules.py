@@ -19,16 +19,18 @@ import panel as pn
 import param
 
 from engine.lab.results import ServeRunResult, StepRecord
-from widgets.checkpoint import Choice, Question
+from widgets.checkpoint import Choice, MeasuredQuestion, Question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
+from widgets.prediction import PredictionQuestion
 from widgets.readouts import table_html
 from widgets.request_lanes import RequestLanes
 
 from .base import LessonPage
 from .data_record import Run, result_header
 from .job_runner import event_record
+from .teaching import InstructorNotes, Lookup, check_takeaway
 from .trace_reading import fmt_ms, request_latencies
 
 POLICIES = ("static", "dynamic", "continuous")
@@ -53,13 +55,16 @@ longest answer in its batch is finished: look for blue bars that end together.</
 
 <h2>Dynamic: leave on a timer</h2>
 <p>Dynamic batching launches when the batch is full <em>or</em> when the oldest waiting request
-has waited the timeout. Waiting is now bounded, but a running batch still admits no newcomer
-until all its members are done.</p>
+has waited the timeout (the <a href="app?page=vocabulary#batching-window">batching window</a>).
+That bounds the wait for a batch to <em>fill</em>, not the whole wait: a running batch still
+admits no newcomer until all its members are done, so under load a request waits for the batch
+ahead of it however short the timeout. Raise the rate and watch the yellow bars grow past the
+timeout.</p>
 
 <h2>Continuous: a slot frees, a slot fills</h2>
-<p>Continuous batching (also called in-flight or iteration-level batching) decides at every
-decode step: a finished request leaves at once and a waiting one takes its slot in the next
-step. The queue stays short and the slots stay busy. It is what Orca introduced and what vLLM,
+<p>Continuous batching (also called in-flight batching) decides at every decode step
+(<a href="app?page=vocabulary#iteration-level">iteration-level scheduling</a>): a finished
+request leaves at once and a waiting one takes its slot in the next step. The queue stays short and the slots stay busy. It is what Orca introduced and what vLLM,
 SGLang and TGI do; TensorRT-LLM calls it in-flight batching.</p>
 """
 
@@ -76,6 +81,118 @@ class PolicySummary:
     throughput: float | None
     slot_use: float | None
     origin: str = "measured live"
+
+
+OBJECTIVES = (
+    "say when static, dynamic and continuous batching let a request into the batch",
+    "read each request's wait and run off the lanes of a real run",
+    "explain why continuous batching keeps the queue short under load",
+)
+
+PREDICTION = PredictionQuestion(
+    "Under static batching with 4 slots, will the average request wait in the queue longer "
+    "than it runs?",
+    ("It waits longer than it runs", "About as long (within 25%)",
+     "It runs longer than it waits"))
+
+TAKEAWAY = check_takeaway((
+    "Static batching waits for a full batch and runs it to its longest member; dynamic "
+    "batching adds a timeout on the wait for the batch to fill.",
+    "Neither lets anyone in while a batch runs, so under load requests queue behind the "
+    "running batch, timeout or not.",
+    "Continuous batching re-forms the batch at every step: a freed slot is refilled at once, "
+    "the queue stays short and the slots stay busy.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=20,
+    timing="Each policy's run serves 16 requests arriving at 10 per second: a few seconds on a "
+           "2-core CPU. Compare all three queues the other two policies; warmed, all three "
+           "come from the cache at once.",
+    misconceptions=(
+        "\"The dynamic timeout bounds every wait\": it bounds the wait for a batch to fill; "
+        "a ready batch still waits for the running one to end.",
+        "\"Continuous batching runs requests one at a time\": it runs many together, and "
+        "decides at every step who they are.",
+        "\"Static batching only wastes time when a batch is not full\": a finished member's "
+        "slot is wasted until the longest member ends.",
+    ),
+    prompts=(
+        "When could static batching be the right choice? (Offline work whose requests all have "
+        "about the same length.)",
+        "What does the dynamic timeout trade, and what happens to it as the rate rises?",
+        "Find a short request held by a long one in the static lanes: how long did it wait?",
+    ),
+)
+
+QUESTIONS = (
+    Question("Under static batching, who pays for a batch's longest answer?",
+             (Choice("Its batch-mates, and everyone queued behind the batch", True,
+                     "Nobody leaves or joins until the longest member finishes: short answers "
+                     "hold their slots and the queue waits."),
+              Choice("Only the request that writes the longest answer", False,
+                     "Its batch-mates sit in their slots until it is done, and the next group "
+                     "cannot start."),
+              Choice("Nobody: a finished request's slot is refilled at once", False,
+                     "That is continuous batching; static batching admits only between "
+                     "batches."))),
+    Question("What does the dynamic policy's timeout bound?",
+             (Choice("How long a batch waits to fill before it leaves", True,
+                     "The batch leaves when full or when its oldest request has waited the "
+                     "timeout; it still runs to its longest member."),
+              Choice("How long any request waits before it starts running", False,
+                     "Not under load: a batch that is ready still waits for the running batch "
+                     "to finish, so a request can wait far longer than the timeout."),
+              Choice("How long one request may run before it is cut off", False,
+                     "Running time is set by the answer's length and the step time; nothing is "
+                     "cut off."))),
+    Question("Why does continuous batching keep the queue short?",
+             (Choice("A finished request's slot goes to a waiting one at the next step", True,
+                     "Scheduling happens every iteration, so no slot sits empty while someone "
+                     "waits."),
+              Choice("It runs each request on its own, so that none waits for another one", False,
+                     "It runs many together, like the others; what changes is when they may "
+                     "join."),
+              Choice("It drops the requests that have waited longer than a limit", False,
+                     "Every request is served; none is dropped."))),
+    Question("Dynamic batching, a 100 ms timeout, requests arriving faster than batches finish. "
+             "Can a request wait more than 100 ms?",
+             (Choice("Yes: a ready batch still waits for the running batch to end", True,
+                     "The timeout only decides when a batch is ready to go; it goes when the "
+                     "batch before it has finished."),
+              Choice("No: the timeout is an upper bound on every request's wait", False,
+                     "It bounds the wait to fill a batch, not the wait for the machine."),
+              Choice("Only when its batch is already full when it arrives", False,
+                     "A full batch leaves at once if nothing runs; the long waits come from the "
+                     "batch ahead of it."))),
+    MeasuredQuestion("p95", "Press Compare all three: a question on your own table appears "
+                            "here."),
+)
+
+
+def wait_outcome(summary: PolicySummary) -> tuple[str, str] | None:
+    """Which prediction choice a static run supports: mean wait against mean run (25%)."""
+    wait, run = summary.wait_ms, summary.run_ms
+    if wait is None or not run:
+        return None
+    choice = ("It waits longer than it runs" if wait > 1.25 * run
+              else "It runs longer than it waits" if run > 1.25 * wait
+              else "About as long (within 25%)")
+    return choice, f"mean wait {fmt_ms(wait)} ms, mean run {fmt_ms(run)} ms"
+
+
+def p95_question(summaries: dict[str, PolicySummary]) -> Question | None:
+    """Which policy gave the lowest P95 TTFT in the reader's own table (the key is theirs)."""
+    if len(summaries) < len(POLICIES) or any(
+            summaries[p].ttft_p95_ms is None for p in POLICIES):
+        return None
+    best = min(POLICIES, key=lambda p: summaries[p].ttft_p95_ms)
+    figures = ", ".join(f"{p} {fmt_ms(summaries[p].ttft_p95_ms)} ms" for p in POLICIES)
+    return Question(
+        "In your table, which policy gave the lowest P95 TTFT for this trace?",
+        tuple(Choice(p, p == best, f"Your runs: {figures}." + (
+            " Refilling slots at every step keeps the queue short." if p == best == "continuous"
+            else "")) for p in POLICIES))
 
 
 def policy_summary(run: ServeRunResult, origin: str = "measured live") -> PolicySummary:
@@ -101,6 +218,8 @@ class ThreeSchedulesLesson(LessonPage):
     """Lesson 3: one arrival trace under static, dynamic and continuous batching."""
 
     slug = "three-schedules"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
 
     policy = param.Selector(default="static", objects=list(POLICIES), label="Policy")
     max_batch = param.Integer(default=4, bounds=(1, 16), label="Batch slots (max batch)")
@@ -147,7 +266,8 @@ class ThreeSchedulesLesson(LessonPage):
             s.sizing_mode = "stretch_width"
             s.param.watch(lambda _e: self.run(), "value_throttled")
         return [
-            html_pane(INTRO),
+            html_pane(INTRO), self.prediction_box,
+            html_pane("<h2>One trace, three policies</h2>"),
             pn.Row(pn.Column(policy, *sliders, self.compare, width=330),
                    pn.Column(self.lanes, self.runner.status, self.lane_text,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
@@ -213,6 +333,10 @@ class ThreeSchedulesLesson(LessonPage):
         self.shown = (self.shown or Run("serve_run", self.job_params())).done(run, event)
         self.lanes.show(lanes_rows(run))
         summary = self._record(run, event)
+        if run.policy == "static" and run.config.max_batch == 4:
+            outcome = wait_outcome(summary)  # what the prediction asked about
+            if outcome is not None:
+                self.prediction_box.reveal(*outcome)
         rows = request_latencies(run)
         worst = max(rows, key=lambda r: r.queue_ms) if rows else None
         text = (f"Under <b>{html.escape(run.policy)}</b> batching the {len(rows)} requests "
@@ -246,6 +370,10 @@ class ThreeSchedulesLesson(LessonPage):
                float(run.config.timeout_ms), run.policy)
         self.runs[key] = summary
         self._show_table()
+        question = p95_question({p: self.runs[(*key[:4], p)] for p in POLICIES
+                                 if (*key[:4], p) in self.runs})
+        if question is not None:
+            self.checkpoint.provide("p95", question)
         return summary
 
     def _show_table(self) -> None:
@@ -264,38 +392,17 @@ class ThreeSchedulesLesson(LessonPage):
             rows, caption="The same trace under each policy, these settings (press Compare all "
                           "three to fill the table)"))
 
-    # ---- checkpoint -----------------------------------------------------------------------
-    def questions(self) -> list:
-        return [
-            Question("Under static batching, who pays for a batch's longest answer?",
-                     (Choice("Every other request in that batch, and everyone queued behind it",
-                             True, "Nobody leaves or joins until the longest member finishes: "
-                             "short answers hold their slots and the queue waits."),
-                      Choice("Only the request with the longest answer", False,
-                             "Its batch-mates sit in their slots until it is done, and the next "
-                             "group cannot start."),
-                      Choice("Nobody: slots are refilled at once", False,
-                             "That is continuous batching; static batching admits only between "
-                             "batches."))),
-            Question("What does the dynamic policy's timeout bound?",
-                     (Choice("How long the first request waits for a batch to fill", True,
-                             "The batch leaves when full or when its oldest request has waited "
-                             "the timeout; it still runs to its longest member."),
-                      Choice("How long a request may run", False,
-                             "Running time is set by the answer's length and the step time."),
-                      Choice("The time between two tokens", False,
-                             "Gaps between tokens are decode steps; the timeout only decides when "
-                             "a batch starts."))),
-            Question("Why does continuous batching keep the queue short?",
-                     (Choice("A finished request's slot is given to a waiting one at the next "
-                             "step", True, "Scheduling happens every iteration, so no slot sits "
-                                           "empty while someone waits."),
-                      Choice("It runs each request alone, faster", False,
-                             "It runs many together, like the others; what changes is when they "
-                             "may join."),
-                      Choice("It drops slow requests", False,
-                             "Every request is served; none is dropped."))),
-        ]
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        lines = []
+        for kind, params in cls.warm_jobs():
+            cached = lookup(kind, params)
+            if cached is not None:
+                s = policy_summary(cached.result)
+                lines.append(f"{s.policy}: mean wait {fmt_ms(s.wait_ms)} ms, mean run "
+                             f"{fmt_ms(s.run_ms)} ms, P95 TTFT {fmt_ms(s.ttft_p95_ms)} ms, "
+                             f"{s.throughput:,.0f} tokens/s")
+        return lines
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:

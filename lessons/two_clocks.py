@@ -20,18 +20,30 @@ import numpy as np
 import panel as pn
 import param
 
+from engine.calc.gpu_scaling import (
+    LLAMA_3_8B,
+    Machine,
+    compute_bound_prompt,
+    decode_step,
+    prefill_floor_ms,
+    step_floor_ms,
+)
 from engine.lab.registry import get_spec
-from engine.lab.results import TwoClocksResult
+from engine.lab.results import ReaderMetrics, TwoClocksResult
 from widgets.browser_clock import BrowserClock
-from widgets.checkpoint import Choice, Question
+from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
+from widgets.prediction import PredictionQuestion
 from widgets.readouts import Readouts, table_html
+from widgets.tables import sig
 from widgets.token_timeline import TokenTimeline
 
 from .base import LessonPage
 from .data_record import Run, result_header
+from .on_a_gpu import GpuBox, machine_table
+from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway
 
 ENGINE_ROW = "engine"
 BROWSER_ROW = "your browser"
@@ -53,25 +65,30 @@ arrive.</p>
 PROSE = """
 <h2>The silence is prefill</h2>
 <p>Before the model can write anything it has to read your whole prompt. It reads all of the
-prompt's tokens in one pass: large matrix multiplications that keep the processor's arithmetic
-units busy (<em>compute-bound</em> work). The time from your request's arrival to its first
-token is the <a href="app?page=vocabulary#ttft">TTFT</a>, time to first token: the time spent
-waiting for a turn (queue) plus that one prefill pass. Slide the document length up and the
-silence grows, while the beat after it hardly changes.</p>
+prompt's tokens in one pass, in which every weight multiplies every prompt token: large matrix
+multiplications. For a long prompt that is <em>compute-bound</em> work, paced by the arithmetic
+(a short prompt on a GPU is still memory-bound: reading the weights takes longer than the sums,
+see the box below). The time from your request's arrival to its first token is the
+<a href="app?page=vocabulary#ttft">TTFT</a>, time to first token: the time spent waiting for a
+turn (queue) plus that prefill pass. Slide the document length up and the silence grows, while
+the beat after it hardly changes.</p>
 
 <h2>The beat is decode</h2>
 <p>After the first token the model writes one token per step. A step produces just one new token
 for each request in it, yet it has to read every weight of the model from memory to do so:
 little arithmetic, a lot of memory traffic (<em>memory-bound</em> work). The gap between two
 tokens of one answer is the <a href="app?page=vocabulary#itl">ITL</a>, inter-token latency.
-Add background requests: they share every step with yours, each step has more to do, and your
-gaps widen, while the silence barely moves.</p>
+Add background requests: they share every step with yours, each step has more to do (their
+arithmetic, and each one's own cached keys and values to read), and your gaps widen, while the
+silence barely moves.</p>
 
 <h2>One formula ties the clocks together</h2>
-<p>The whole answer takes E2E = TTFT + (N &minus; 1) &times; TPOT, where N is the number of
-tokens and <a href="app?page=vocabulary#tpot">TPOT</a> is the average gap after the first
-token. Seen by one user, 1000 / ITL in milliseconds is their reading speed in tokens per second.
-</p>
+<p>An answer of N tokens has N &minus; 1 gaps after its first token, so the whole answer takes
+E2E = TTFT + (N &minus; 1) &times; TPOT, where <a href="app?page=vocabulary#tpot">TPOT</a> is the
+average of those gaps. Seen by one reader, 1000 / TPOT in milliseconds is their reading speed in
+tokens per second (the <a href="app?page=vocabulary#per-user-speed">per-user speed</a>). It is
+worked out from TPOT, the average gap, rather than from the median gap, so that a stall in the
+middle of an answer counts.</p>
 
 <h2>Streamed or not</h2>
 <p>Untick <em>Stream the answer</em> and the server holds the tokens back until the answer is
@@ -87,6 +104,177 @@ background load your request also starts after the background requests' head sta
 tokens travelling back, and the drawing. Servers report the first clock, often as
 "inference time"; people live on the second, the end-to-end time.</p>
 """
+
+OBJECTIVES = (
+    "tell the wait for the first token (TTFT) from the gaps between the tokens after it "
+    "(TPOT, ITL), and say which work sets each",
+    "predict which clock a longer prompt moves, and which one more users on the server move",
+    "work out an answer's whole time from TTFT, TPOT and its number of tokens",
+)
+
+PREDICTION = PredictionQuestion(
+    "Your answer will have about 48 tokens. Which will be longer: the wait for the first token, "
+    "or each gap between the tokens after it?",
+    ("The wait for the first token", "Each gap after it", "About the same (within 25%)"))
+
+TAKEAWAY = check_takeaway((
+    "A streamed answer has two clocks: the wait for the first token (TTFT), then a steady gap "
+    "between tokens (TPOT).",
+    "TTFT is queueing plus prefill, which reads the whole prompt; each gap is one decode step, "
+    "which reads all the weights and is shared with everyone else decoding.",
+    "So a longer prompt moves TTFT, more users move the gaps; E2E = TTFT + (N - 1) x TPOT, and "
+    "a reader's speed is 1000 / TPOT.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=15,
+    timing="Each Send takes a second or two on a 2-core CPU (the answer is 48 tokens by "
+           "default); with 16 background requests and a long document, several seconds. Let "
+           "the class predict first, then send the default prompt, then move one slider at a "
+           "time.",
+    misconceptions=(
+        "\"The model is slow to start because it is loading\": the silence is real work, the "
+        "prompt's prefill (and any queue).",
+        "\"A long prompt makes every token slower\": it lengthens TTFT; each later step reads "
+        "a little more cached context but stays about as long.",
+        "\"Per-user speed is the server's tokens per second\": it is 1000 / TPOT for one "
+        "reader; the server's total is far higher under load.",
+        "\"E2E = TTFT + N x TPOT\": there are N - 1 gaps after the first token.",
+    ),
+    prompts=(
+        "Which clock matters for a voice assistant? For a code-completion popup? For a batch "
+        "job that writes summaries overnight?",
+        "Why might your browser's first token come much later than the engine's TTFT on a "
+        "classroom network?",
+        "If ten classmates press Send together, whose gaps widen, and why does nobody's TTFT "
+        "stay the same either?",
+    ),
+)
+
+QUESTIONS = (
+    Question("You paste a long document in front of your question. Which clock moves?",
+             (Choice("The wait for the first token grows; the later gaps barely change", True,
+                     "Prefill reads every prompt token before the first output token exists, "
+                     "so a longer prompt means a longer silence. Each gap after it is one "
+                     "decode step, which reads the cached document but does not reread it "
+                     "through the model."),
+              Choice("The gaps between tokens grow; the first token comes as soon as before",
+                     False,
+                     "The document is read once, during prefill, before the first token. Try "
+                     "it with the slider: the silence grows, the beat stays."),
+              Choice("Both grow in proportion, since each step reads the whole prompt again",
+                     False,
+                     "The KV cache keeps the prompt's keys and values, so a decode step does "
+                     "not push the prompt through the model again; only the first clock "
+                     "carries the prompt's cost."))),
+    Question("Ten other people start chatting on the same server. What happens to the gaps "
+             "between your tokens?",
+             (Choice("They grow: each decode step now carries their tokens as well as yours",
+                     True,
+                     "Every step does work for everyone in the batch, so it takes longer and "
+                     "your next token waits for it."),
+              Choice("They shrink: batching makes the server faster for everyone sharing it",
+                     False,
+                     "Batching raises the server's total tokens per second; each reader's own "
+                     "gaps get longer, not shorter."),
+              Choice("They stay the same: each user's tokens run on cores of their own", False,
+                     "Everyone shares the same steps on the same processor; the "
+                     "background-load slider shows the cost."))),
+    Question("An agent asks for a whole JSON answer, not streamed. Which number does it feel?",
+             (Choice("E2E: nothing reaches it before the last token is done", True,
+                     "Without streaming nothing arrives until the last token, so the time to "
+                     "the first token is invisible to it."),
+              Choice("TTFT: the first token tells it the answer has begun", False,
+                     "The first token is held back with the rest: the agent sees nothing "
+                     "until the whole answer is done."),
+              Choice("TPOT: the pace of the tokens decides when it can parse", False,
+                     "It never sees the pace, only the sum of every gap, at the end."))),
+    Question("TTFT is 200 ms, the answer has 101 tokens and TPOT is 20 ms. How long is E2E?",
+             (Choice("2.20 s", True,
+                     "E2E = TTFT + (N - 1) x TPOT = 200 + 100 x 20 = 2,200 ms: 101 tokens have "
+                     "100 gaps after the first one."),
+              Choice("2.22 s", False,
+                     "That is 200 + 101 x 20: it counts 101 gaps, but the first token's time is "
+                     "the TTFT, so an answer of N tokens has N - 1 gaps after it."),
+              Choice("2.02 s", False,
+                     "That is 101 x 20 ms alone: it forgets the 200 ms before the first token "
+                     "and counts one gap too many."),
+              Choice("2.00 s", False,
+                     "That is the 100 gaps alone (100 x 20 ms); the 200 ms of silence before the "
+                     "first token comes on top."))),
+    Question("Your browser saw the first token later than the engine's TTFT. Why?",
+             (Choice("Travel, a wait for the engine worker, and drawing came on top", True,
+                     "The engine's clock starts when your request reaches it and stops when "
+                     "the step ends; your click's trip, the wait for the engine worker, the "
+                     "trip back and the drawing all come on top."),
+              Choice("The browser's clock ticks more slowly than the server's clock", False,
+                     "Both tick at the same rate; they start at different moments and stop at "
+                     "different places."),
+              Choice("The engine reports its times before the step has really ended", False,
+                     "The engine reads its clock after each step has finished (on a GPU, "
+                     "after waiting for it); the difference is real time spent outside it."))),
+    MeasuredQuestion("e2e", "Send a prompt above: a question on your own run appears here."),
+)
+
+
+GPU_MODEL = LLAMA_3_8B
+GPU_PROMPT = 1000  # tokens
+
+
+def gpu_finding(machines: list[Machine]) -> str:
+    """Lesson 1's finding on each machine: the two clocks' floors for Llama-3-8B."""
+    def tpot(m: Machine) -> float:
+        return step_floor_ms(decode_step(GPU_MODEL, 1, GPU_PROMPT), m)
+
+    table = machine_table(machines, (
+        (f"TTFT of a {GPU_PROMPT:,}-token prompt, at least (ms)",
+         lambda m: sig(prefill_floor_ms(GPU_MODEL, m, GPU_PROMPT))),
+        ("prefill is compute-bound above (prompt tokens)",
+         lambda m: f"{compute_bound_prompt(GPU_MODEL, m):,.0f}"),
+        ("TPOT at batch 1, at least (ms)", lambda m: sig(tpot(m))),
+        ("one reader's speed, at most (tokens/s)", lambda m: f"{1000 / tpot(m):,.0f}"),
+    ), f"{GPU_MODEL.name} in bf16 ({GPU_MODEL.params / 1e9:.2f} B parameters, "
+       f"{GPU_MODEL.weight_bytes / 1e9:.1f} GB of weights)")
+    return (
+        f"<p>The two clocks keep their meaning on a GPU, with other numbers. For {GPU_MODEL.name} "
+        "the silence is at least max(2 &times; parameters &times; prompt tokens / peak, weight "
+        "bytes / bandwidth): a prompt is compute-bound only once its tokens outnumber the ridge "
+        "point (in bf16 a prompt of L tokens does about L FLOPs per byte of weights), so on a "
+        "GPU a short chat prompt is memory-bound and costs about one weight read. Each gap is "
+        "at least the bytes of a decode step (weights plus the cache) / bandwidth, and 1000 / "
+        "that gap is the fastest one reader can be served.</p>" + table)
+
+
+def clocks_outcome(m: ReaderMetrics) -> tuple[str, str] | None:
+    """Which prediction choice a run supports: its TTFT against its TPOT (25% either way)."""
+    ttft, tpot = m.ttft_ms, m.tpot_ms
+    if not tpot:
+        return None
+    choice = ("The wait for the first token" if ttft > 1.25 * tpot
+              else "Each gap after it" if tpot > 1.25 * ttft else "About the same (within 25%)")
+    return choice, f"TTFT {_fmt_ms(ttft)}, TPOT {_fmt_ms(tpot)}"
+
+
+def e2e_question(result: TwoClocksResult) -> Question | None:
+    """The reader's own run: which E2E did the engine measure, given its TTFT, N and TPOT?
+    The key is the measured E2E; the distractors are the usual slips with the same numbers."""
+    m = result.metrics
+    n, ttft, tpot, e2e = m.output_tokens, m.ttft_ms, m.tpot_ms, m.e2e_ms
+    if n < 2 or not tpot:
+        return None
+    return numeric_question(
+        f"Your run: TTFT {ttft:,.0f} ms, {n} tokens, TPOT {tpot:.1f} ms. What E2E did the "
+        "engine measure for your answer?",
+        (f"{e2e:,.0f} ms",
+         f"E2E = TTFT + (N - 1) x TPOT = {ttft:,.0f} + {n - 1} x {tpot:.1f} = {e2e:,.0f} ms, "
+         "what the engine measured from the last token's time."),
+        [(f"{ttft + n * tpot:,.0f} ms",
+          f"That is TTFT + N x TPOT: one gap too many; {n} tokens have {n - 1} gaps after the "
+          "first."),
+         (f"{(n - 1) * tpot:,.0f} ms",
+          "That is the gaps alone; the wait for the first token comes on top."),
+         (f"{n * tpot:,.0f} ms",
+          "That is N x TPOT: it drops the TTFT and counts one gap too many.")])
 
 
 def _fmt_ms(value: float | None) -> str:
@@ -122,6 +310,8 @@ class TwoClocksLesson(LessonPage):
     """Lesson 1: the reader's prompt streamed by the tiny model, on two clocks."""
 
     slug = "two-clocks"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
 
     prompt = param.String(default=DEFAULT_PROMPT, label="Your prompt")
     context_tokens = param.Integer(  # up to what the two_clocks job takes
@@ -151,7 +341,7 @@ class TwoClocksLesson(LessonPage):
         self.engine_readouts = Readouts([
             ("ttft", "TTFT: arrival to first token"),
             ("itl", "ITL P50 / P99: gap between tokens"),
-            ("speed", "per-user speed: 1000 / ITL P50"),
+            ("speed", "per-user speed: 1000 / TPOT"),
             ("e2e", "E2E: arrival to last token"),
         ])
         self.browser_readouts = Readouts([
@@ -164,6 +354,7 @@ class TwoClocksLesson(LessonPage):
         self.token_table = html_pane("", css_classes=["token-table"])
         self.download = DataDownload("token-timeline", self.timeline.tick_rows,
                                      self.download_header, "The timeline's tokens")
+        self.gpu_box = GpuBox(gpu_finding)
 
     # ---- layout ------------------------------------------------------------------------------
     def controls(self) -> pn.Column:
@@ -181,7 +372,8 @@ class TwoClocksLesson(LessonPage):
 
     def body(self) -> list:
         return [
-            html_pane(INTRO),
+            html_pane(INTRO), self.prediction_box,
+            html_pane("<h2>Send a prompt</h2>"),
             pn.Row(pn.Column(self.controls(), width=330),
                    pn.Column(self.timeline, self.answer, self.runner.status,
                              sizing_mode="stretch_width"),
@@ -189,8 +381,11 @@ class TwoClocksLesson(LessonPage):
             html_pane("<h3>The engine's clock</h3>"), self.engine_readouts,
             html_pane("<h3>Your browser's clock</h3>"), self.browser_readouts,
             self.measured_on, self.token_table, self.download,
-            html_pane(PROSE),
+            html_pane(BOUND_PRIMER), html_pane(PROSE), self.gpu_box,
         ]
+
+    def start(self) -> None:
+        self.gpu_box.fetch(self.jobs)  # the reader's own prompt is sent with the button
 
     # ---- running -----------------------------------------------------------------------------
     def job_params(self) -> dict:
@@ -264,6 +459,12 @@ class TwoClocksLesson(LessonPage):
         self.say(f"Answer measured: first token after {_fmt_ms(m.ttft_ms)} (queued "
                  f"{_fmt_ms(m.queue_ms)}, prefill {_fmt_ms(m.prefill_ms)}); {n} tokens, the "
                  f"whole answer in {_fmt_ms(m.e2e_ms)}.")
+        outcome = clocks_outcome(m)
+        if outcome is not None:
+            self.prediction_box.reveal(*outcome)
+        question = e2e_question(result)
+        if question is not None:
+            self.checkpoint.provide("e2e", question)
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(result, event))}. Your prompt: "
             f"{result.prompt_tokens} tokens ({result.text_tokens} of your text, "
@@ -312,63 +513,11 @@ class TwoClocksLesson(LessonPage):
             caption=f"The same tokens on both clocks ({n} tokens"
                     f"{', first 10 and last 2' if n > 12 else ''})")
 
-    # ---- checkpoint -----------------------------------------------------------------------
-    def questions(self) -> list:
-        return [
-            Question("You paste a long document in front of your question. Which clock moves?",
-                     (Choice("The time to the first token", True,
-                             "Prefill reads every prompt token before the first output token "
-                             "exists, so a longer prompt means a longer silence. The gaps "
-                             "after it are decode steps, one token each, and barely change."),
-                      Choice("The gap between tokens", False,
-                             "Each decode step still makes one token for your request; the "
-                             "document was read once, during prefill, before the first token."),
-                      Choice("Both, in proportion", False,
-                             "Try it with the slider: the silence grows, the beat stays. The "
-                             "two clocks are driven by different work."))),
-            Question("Ten other people start chatting on the same server. What happens to the "
-                     "gaps between your tokens?",
-                     (Choice("They grow: every decode step now carries their tokens too", True,
-                             "Each step does work for everyone in the batch, so a step takes "
-                             "longer and your next token waits for it."),
-                      Choice("They shrink, because batching is efficient", False,
-                             "Batching raises the server's total tokens per second; each "
-                             "user's own gaps get longer, not shorter."),
-                      Choice("Nothing: each user has a slot of their own", False,
-                             "They share the same steps on the same processor; the "
-                             "background-load slider shows the cost."))),
-            Question("An agent asks for a whole JSON answer, not streamed. Which number does it "
-                     "feel?",
-                     (Choice("E2E, arrival to last token", True,
-                             "Without streaming nothing arrives until the last token, so the "
-                             "first-token time is invisible to it."),
-                      Choice("TTFT", False,
-                             "The first token is held back with the rest: the agent sees "
-                             "nothing until the whole answer is done."),
-                      Choice("ITL", False,
-                             "The gaps still happen inside the server, but the agent only sees "
-                             "their sum, at the end."))),
-            Question("TTFT is 200 ms, the answer has 101 tokens and TPOT is 20 ms. About how "
-                     "long is E2E?",
-                     (Choice("2.2 seconds", True, "200 + (101 - 1) x 20 = 2,200 ms."),
-                      Choice("2.02 seconds", False,
-                             "That counts 101 gaps of 20 ms minus the first; there are 100 "
-                             "gaps after the first token: 200 + 100 x 20 = 2,200 ms."),
-                      Choice("20.2 seconds", False,
-                             "20 ms is per token, not per ten tokens: 200 + 100 x 20 ms = "
-                             "2.2 s."))),
-            Question("Your browser saw the first token later than the engine's TTFT. Why?",
-                     (Choice("The request and the token had to travel, wait and be drawn", True,
-                             "The engine's clock starts when your request reaches it and stops "
-                             "when the step ends; your click's trip, the queue for the worker, "
-                             "the trip back and the drawing all come on top."),
-                      Choice("The browser's clock runs slower", False,
-                             "Both clocks tick at the same rate; they start at different "
-                             "moments and stop at different places."),
-                      Choice("The engine rounds its times down", False,
-                             "The engine reads a high-resolution clock after each step "
-                             "finished; the difference is real time spent outside it."))),
-        ]
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        return ["Measured live for every reader's own prompt, never cached (the point is "
+                "watching it arrive): send the default prompt once before class and note its "
+                "TTFT and TPOT; with 8 background requests, again."]
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:

@@ -1,19 +1,21 @@
-"""Latency targets (SLOs), goodput under them, and the cost of a million tokens.
+"""Latency targets (SLOs), goodput and SLO attainment under them, and the cost of a million
+tokens.
 
-Pure Python (numpy only, no torch), so a page can re-judge a measured run against new targets as
+Pure Python (numpy only, no torch), so a page can re-judge a measured run against new limits as
 the reader types them, without running anything again.
 
-Goodput counts the completed requests that meet every SLO, per second of the run. Whether one
-request met its SLOs is `meets_slo`, the one definition (vLLM's --goodput): per-request limits on
-TTFT, on TPOT (a request with one token has no TPOT and meets any TPOT limit) and, here, on E2E;
-a limit of None is not checked. engine.serve.metrics judges a run's requests with it under the
---slo-ttft-ms and --slo-tpot-ms limits.
+An SLO here is what vLLM's benchmark takes with --goodput: per-request limits on TTFT, on TPOT
+and, optionally, on E2E (`SLO`; a limit of None is not checked). Whether one request met them is
+`meets_slo`, the one definition: engine.serve.metrics judges a run's requests with it under the
+--slo-ttft-ms and --slo-tpot-ms limits, and the pages through `SLO.met`. A request with one
+output token has no TPOT and meets any TPOT limit (vLLM counts its TPOT as 0).
 
-Targets are the five an interactive chat service might start from (P50/P99 TTFT, P50/P99 ITL,
-P99 E2E). Goodput needs a yes or no for each request, so `request_meets` holds each request to
-the limits no single request should pass: its TTFT within the P99 TTFT target, its TPOT (its mean
-gap) within the P50 ITL target, and its E2E within the P99 E2E target. Goodput tokens/s counts
-the output tokens of the requests that met them.
+- goodput = requests that met every limit / the run's wall time (goodput tokens/s counts their
+  output tokens);
+- SLO attainment = requests that met every limit / completed requests;
+- the percentile check holds the run's P50 and P99 of each limited metric to the same limit. A
+  P99 within the TTFT limit says 99% of requests met that one limit; attainment counts those
+  that met all of them at once, so it can be lower than every percentile suggests.
 
 Cost per million output tokens = (price per hour / 3600) x (1,000,000 / tokens per second).
 """
@@ -26,28 +28,34 @@ import numpy as np
 
 
 @dataclass(frozen=True)
-class Targets:
-    """Latency targets in ms; None: not part of the SLO."""
+class SLO:
+    """Per-request limits in ms (vLLM's --goodput ttft:X tpot:Y e2el:Z); None: not checked."""
 
-    ttft_p50_ms: float | None = None
-    ttft_p99_ms: float | None = None
-    itl_p50_ms: float | None = None
-    itl_p99_ms: float | None = None
-    e2e_p99_ms: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
 
     @property
     def empty(self) -> bool:
-        return all(v is None for v in (self.ttft_p50_ms, self.ttft_p99_ms, self.itl_p50_ms,
-                                       self.itl_p99_ms, self.e2e_p99_ms))
+        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
+
+    def met(self, ttft_ms: float, tpot_ms: float | None, e2e_ms: float | None = None) -> bool:
+        """Whether one request met every limit (meets_slo, the definition)."""
+        return meets_slo(ttft_ms, tpot_ms, e2e_ms, ttft_limit_ms=self.ttft_ms,
+                         tpot_limit_ms=self.tpot_ms, e2e_limit_ms=self.e2e_ms)
 
 
-# Quoted starting targets for an interactive chat at moderate load (the E2E one is for a
-# 512-token answer); see INTERACTIVE_CHAT_SOURCE. Not measured here.
-INTERACTIVE_CHAT = Targets(ttft_p50_ms=300, ttft_p99_ms=1200, itl_p50_ms=40, itl_p99_ms=120,
-                           e2e_p99_ms=8000)
-INTERACTIVE_CHAT_SOURCE = ("starting targets often suggested for an interactive chat service at "
-                           "moderate load: rules of thumb gathered in this course's content brief "
-                           "(lesson 2's reference points), not an industry standard")
+# Example limits for a chat, each taken from a published example (CHAT_SOURCES); not measured
+# here, and not an industry standard: a page lets the reader set their own.
+CHAT = SLO(ttft_ms=200.0, tpot_ms=100.0)
+CHAT_SOURCES = (
+    ("TTFT 200 ms", "the DistServe authors' blog post (Hao AI Lab, 2024, "
+                    "hao-ai-lab.github.io/blogs/distserve): \"a chatbot may require a fast "
+                    "initial response (e.g., under 0.2 seconds)\""),
+    ("TPOT 100 ms", "Databricks documentation, \"Conduct your own LLM endpoint benchmarking\": "
+                    "\"a TPOT of 100 milliseconds per token would be 10 tokens per second, or "
+                    "~450 words per minute, which is faster than a typical person can read\""),
+)
 
 
 def meets_slo(ttft_ms: float, tpot_ms: float | None, e2e_ms: float | None = None, *,
@@ -63,12 +71,11 @@ def meets_slo(ttft_ms: float, tpot_ms: float | None, e2e_ms: float | None = None
     return e2e_limit_ms is None or e2e_ms <= e2e_limit_ms
 
 
-def request_meets(ttft_ms: float, tpot_ms: float | None, e2e_ms: float,
-                  targets: Targets) -> bool:
-    """Whether one request met the per-request limits the targets imply (see the module doc):
-    TTFT within the P99 TTFT target, TPOT within the P50 ITL target, E2E within the P99 E2E."""
-    return meets_slo(ttft_ms, tpot_ms, e2e_ms, ttft_limit_ms=targets.ttft_p99_ms,
-                     tpot_limit_ms=targets.itl_p50_ms, e2e_limit_ms=targets.e2e_p99_ms)
+def per_user_tokens_per_s(tpot_ms: float | None) -> float | None:
+    """One reader's speed: 1000 / TPOT in ms (a TPOT of 10 ms is 100 tokens/s). From TPOT, the
+    mean gap, so a stall in the middle of an answer counts (the median gap would hide it);
+    None when there is no TPOT (one output token)."""
+    return 1000.0 / tpot_ms if tpot_ms else None
 
 
 def percentile(values, q: float) -> float | None:
@@ -79,14 +86,15 @@ def percentile(values, q: float) -> float | None:
 
 @dataclass(frozen=True)
 class Judged:
-    """One run judged against targets."""
+    """One run judged against an SLO."""
 
     completed: int
-    good: int
+    good: int  # requests that met every limit
     duration_s: float | None
     output_tokens: int
     good_tokens: int
-    checks: tuple[tuple[str, float | None, float, bool], ...]  # (what, measured, target, met)
+    met_each: tuple[tuple[str, int], ...]  # (metric, requests within its own limit)
+    checks: tuple[tuple[str, float | None, float, bool], ...]  # (what, measured, limit, met)
 
     @property
     def requests_per_s(self) -> float | None:
@@ -105,29 +113,35 @@ class Judged:
         return self.good_tokens / self.duration_s if self.duration_s else None
 
     @property
-    def all_targets_met(self) -> bool:
+    def attainment(self) -> float | None:
+        """Share of completed requests that met every limit (0 to 1)."""
+        return self.good / self.completed if self.completed else None
+
+    @property
+    def all_checks_met(self) -> bool:
         return all(met for *_, met in self.checks)
 
 
-def judge(point: dict, targets: Targets) -> Judged:
-    """Judge a measured run (a rate_sweep point: per-request ttft_ms, tpot_ms, e2e_ms,
-    output_len lists, itl_p50_ms, itl_p99_ms and duration_s) against the targets."""
+def judge(point: dict, slo: SLO) -> Judged:
+    """Judge a measured run (a rate_sweep point: per-request ttft_ms, tpot_ms, e2e_ms and
+    output_len lists, and duration_s) against per-request limits."""
     ttft, tpot, e2e = point["ttft_ms"], point["tpot_ms"], point["e2e_ms"]
     outputs = point["output_len"]
-    good = [request_meets(a, b, c, targets) for a, b, c in zip(ttft, tpot, e2e, strict=True)]
-    measured = {
-        "P50 TTFT": (percentile(ttft, 50), targets.ttft_p50_ms),
-        "P99 TTFT": (percentile(ttft, 99), targets.ttft_p99_ms),
-        "P50 ITL": (point.get("itl_p50_ms"), targets.itl_p50_ms),
-        "P99 ITL": (point.get("itl_p99_ms"), targets.itl_p99_ms),
-        "P99 E2E": (percentile(e2e, 99), targets.e2e_p99_ms),
-    }
-    checks = tuple((what, value, target, value is not None and value <= target)
-                   for what, (value, target) in measured.items() if target is not None)
+    good = [slo.met(a, b, c) for a, b, c in zip(ttft, tpot, e2e, strict=True)]
+    limited = [(name, values, limit) for name, values, limit in
+               (("TTFT", ttft, slo.ttft_ms), ("TPOT", tpot, slo.tpot_ms),
+                ("E2E", e2e, slo.e2e_ms)) if limit is not None]
+    met_each = tuple((name, sum(1 for v in values if v is None or v <= limit))
+                     for name, values, limit in limited)
+    checks = []
+    for name, values, limit in limited:
+        for q in (50, 99):
+            value = percentile(values, q)
+            checks.append((f"P{q} {name}", value, limit, value is not None and value <= limit))
     return Judged(completed=len(ttft), good=sum(good), duration_s=point.get("duration_s"),
                   output_tokens=int(sum(outputs)),
                   good_tokens=int(sum(o for o, g in zip(outputs, good, strict=True) if g)),
-                  checks=checks)
+                  met_each=met_each, checks=tuple(checks))
 
 
 def cost_per_million_tokens(price_per_hour: float, tokens_per_s: float) -> float:

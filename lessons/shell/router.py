@@ -1,5 +1,6 @@
 """Which page a URL asks for: /app is the course map, /app?lesson=<slug> a lesson,
-/app?page=about|vocabulary|engine-check the other pages; anything else a friendly not-found page.
+/app?page=about|vocabulary|summary|engine-check the other pages, /app?page=instructor the
+instructor notes (&lesson=<slug> for one lesson's); anything else a friendly not-found page.
 Add ?embed=true to get the page without the site's header and navigation (for iframes)."""
 
 from __future__ import annotations
@@ -19,17 +20,23 @@ from ..registry import lesson_class, lesson_info
 from ..url_state import TRUE, raw_value
 from .about import AboutPage
 from .index import index_content
+from .instructor import instructor_content
 from .not_found import not_found_content
+from .summary import summary_content
 from .template import APP_TITLE, page
 from .vocabulary import vocabulary_content
 
 log = logging.getLogger(__name__)
 
-PAGES = ("about", "vocabulary", "engine-check")
+PAGES = ("about", "vocabulary", "summary", "instructor", "engine-check")
 
 
 def choose(args: Mapping[str, Any]) -> tuple[list, str, str]:
     """(content, title, current) for the query args."""
+    if "page" in args and raw_value(args["page"]) == "instructor":  # its lesson= names a lesson
+        slug = raw_value(args["lesson"]) if "lesson" in args else None
+        content, title = instructor_content(slug)
+        return content, title, "instructor"
     if "lesson" in args:
         slug = raw_value(args["lesson"])
         info = lesson_info(slug)
@@ -43,6 +50,8 @@ def choose(args: Mapping[str, Any]) -> tuple[list, str, str]:
             return [AboutPage()], "About this machine", "about"
         if name == "vocabulary":
             return vocabulary_content(), "Vocabulary", "vocabulary"
+        if name == "summary":
+            return summary_content(), "The course on one page", "summary"
         if name == "engine-check":
             return [EngineCheckPage.from_url(args)], "Engine check", "about"
         return not_found_content(f"There is no page called “{name}”."), "Not found", ""

@@ -20,7 +20,20 @@ from ..registry import LESSONS
 APP_TITLE = "LLM serving speed"
 ROUTE = "app"
 
-OTHER_PAGES = (("about", "About this machine"), ("vocabulary", "Vocabulary"))
+OTHER_PAGES = (("about", "About this machine"), ("vocabulary", "Vocabulary"),
+               ("summary", "The course on one page"), ("instructor", "Instructor notes"))
+
+# The template's own parts (header, sidebar, a viewport-high scrolling frame) are outside every
+# pane's shadow DOM: on paper only the content is printed, at full width and full length.
+PRINT_CSS = """
+@media print {
+  #header, #sidebar, #sidebar-toggle, .pn-busy-container { display: none !important; }
+  #container, #content, #main { height: auto !important; max-height: none !important;
+                                overflow: visible !important; width: 100% !important;
+                                margin: 0 !important; padding: 0 !important; }
+  body { background: white !important; }
+}
+"""
 
 
 def page_url(page: str) -> str:
@@ -61,6 +74,6 @@ def page(content: Sequence, title: str, current: str, embed: bool = False):
         title=APP_TITLE if title == APP_TITLE else f"{title} | {APP_TITLE}",
         site_url=ROUTE, logo=str(LOGO), favicon=str(LOGO),
         header_background="#1f5f8b", sidebar_width=300,
-        sidebar=[navigation(current)], main=[main],
+        sidebar=[navigation(current)], main=[main], raw_css=[PRINT_CSS],
     )
     return template

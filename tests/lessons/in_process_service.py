@@ -99,6 +99,11 @@ class InProcessService:
     def cancel_session(self, session_id):
         return 0
 
+    def cached(self, kind, params):
+        """No measurement cache here: every job is a fresh run (so a page's predict-first hold
+        parks it until the reader predicts)."""
+        return None
+
     def status(self):
         return {"queue": [{"id": j.id, "kind": j.kind} for j in self.held], "running": None}
 
@@ -106,8 +111,13 @@ class InProcessService:
         return [j.kind for j in self.submitted]
 
 
-def attach(page, service: InProcessService | None = None) -> InProcessService:
-    """Give a page (built without a server) the in-process service."""
+def attach(page, service: InProcessService | None = None,
+           predict: bool = False) -> InProcessService:
+    """Give a page (built without a server) the in-process service. A lesson that asks for a
+    prediction first is told the reader skipped it, unless `predict` (a test of that gate)."""
     service = service or InProcessService()
     page._jobs = SessionJobs(doc=None, service=service)
+    box = getattr(page, "prediction_box", None)
+    if box is not None and not predict:
+        box.skip()
     return service

@@ -4,6 +4,7 @@ and lets the test deliver events (real job results, run in this process) as the 
 from __future__ import annotations
 
 import itertools
+import json
 
 from engine.lab import registry, worker
 from engine.lab.events import Job, JobEvent
@@ -20,6 +21,18 @@ class StubService:
         self._ids = itertools.count(1)
         self.queue: list[Job] = []
         self.running: Job | None = None
+        self.cache: dict[str, dict] = {}  # what cached() answers: put(kind, params, record)
+
+    @staticmethod
+    def _key(kind, params) -> str:
+        return json.dumps([kind, registry.normalize(kind, params)], sort_keys=True)
+
+    def put(self, kind, params, record: dict) -> None:
+        """Make the measurement cache hold a record for this job."""
+        self.cache[self._key(kind, params)] = record
+
+    def cached(self, kind, params):
+        return self.cache.get(self._key(kind, params))
 
     def submit(self, kind, params, on_event=None, session_id=None, use_cache=True):
         job = Job(next(self._ids), kind, registry.normalize(kind, params), on_event, session_id,
@@ -60,10 +73,14 @@ class StubService:
         return result
 
 
-def attach(page) -> StubService:
-    """Give a page (built without a server) the stub service."""
+def attach(page, predict: bool = False) -> StubService:
+    """Give a page (built without a server) the stub service. A lesson that asks for a
+    prediction first is told the reader skipped it, unless `predict` (a test of that gate)."""
     service = StubService()
     page._jobs = SessionJobs(doc=None, service=service)
+    box = getattr(page, "prediction_box", None)
+    if box is not None and not predict:
+        box.skip()
     return service
 
 

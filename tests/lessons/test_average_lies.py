@@ -69,8 +69,21 @@ def test_tables_and_words(shown):
     slow = page.slow.object
     assert slow.count("<tr>") == 6 and "why it was slow" in slow  # header + five requests
     assert "median request took" in page.tail_text.object
-    assert "quoted chat target" in page.targets.object
+    assert "quoted example" in page.targets.object and "TPOT P99" in page.targets.object
     assert f"tiny preset (trained weights) on {DEVICE}" in page.measured_on.object
+
+
+def test_the_prediction_and_the_question_on_your_run_follow_its_numbers(shown):
+    page, _, run = shown
+    e2e = run["metrics"]["e2e_ms"]
+    above = e2e["mean"] > e2e["p50"]
+    verdict = page.prediction_box.verdict
+    assert verdict.startswith("Measured:")  # the helper skipped the prediction
+    asked = page.checkpoint.questions[-1].question
+    assert asked.prompt.startswith("In your load test")
+    assert asked.answer.text.startswith("Above" if above else "Below") or \
+        asked.answer.text.startswith("On the median")
+    assert f"{100 * (e2e['mean'] / e2e['p50'] - 1):+.0f}%" in asked.answer.why
 
 
 def test_tail_sentence_without_data():

@@ -130,3 +130,28 @@ def test_a_page_starts_once_when_first_drawn_outside_a_server():
     pn.panel(page).get_root()
     pn.panel(page).get_root()
     assert page.started and page.starts == 1
+
+
+def test_held_fresh_jobs_wait_for_release_and_cached_ones_do_not():
+    """Predict first: while the page waits for the reader, a job the cache cannot answer is
+    parked (not sent); a cached one is sent at once (the service answers it from the cache);
+    release() sends the parked ones; a parked job dropped by a new group is never sent."""
+    runner, service = runner_on_a_page()
+    waiting = [True]
+    runner.hold_fresh(lambda: waiting[0])
+    service.put("sweep_point", {"batch_size": 2}, {"result": {}, "device": DEVICE,
+                                                   "measured_at": ""})
+    got = []
+    runner.run([("sweep_point", {"batch_size": 1}, got.append),
+                ("sweep_point", {"batch_size": 2}, got.append)])
+    assert [j.params["batch_size"] for j in service.submitted] == [2]  # the cached one
+    assert [j.params["batch_size"] for j in runner.held] == [1]
+    assert "prediction" in runner.status.message
+    runner.submit("sweep_point", {"batch_size": 4}, got.append)  # a new group drops the old
+    assert [j.params["batch_size"] for j in runner.held] == [4]
+    waiting[0] = False
+    runner.release()
+    assert [j.params["batch_size"] for j in service.submitted] == [2, 4]
+    assert runner.held == [] and [j.params["batch_size"] for j in runner.jobs] == [4]
+    runner.add("sweep_point", {"batch_size": 8}, got.append)  # no longer waiting: sent at once
+    assert service.submitted[-1].params["batch_size"] == 8

@@ -8,7 +8,15 @@ import param
 import pytest
 from lesson_stubs import attach
 
-from lessons.knob import LADDER, KnobLesson, Point, against_one, doubling
+from lessons.knob import (
+    LADDER,
+    KnobLesson,
+    Point,
+    against_one,
+    doubling,
+    doubling_question,
+    growth_outcome,
+)
 
 SMALL = {"prompt_len": [b"16"], "new_tokens": [b"8"]}
 
@@ -25,6 +33,8 @@ def lesson():
     page = KnobLesson.from_url({**SMALL, "batch_size": [b"4"]})
     service = attach(page)
     pn.panel(page).get_root()
+    [info] = [j for j in service.submitted if j.kind == "info"]  # the box on GPUs asks for it
+    service.submitted.remove(info)
     return page, service
 
 
@@ -173,3 +183,25 @@ def test_the_frontier_chart_has_a_point_per_batch_size(lesson):
 def json_rows(download) -> list[dict]:
     import json
     return json.loads(download.texts()[1])["rows"]
+
+
+def curve(**tokens_per_s):
+    return {int(b[1:]): {"tokens_per_s": v} for b, v in tokens_per_s.items()}
+
+
+def test_the_question_on_your_curve_is_keyed_by_your_points():
+    points = curve(b1=100, b2=190, b4=350, b8=400, b16=420)  # +90%, +84%, +14%, +5%
+    q = doubling_question(points)
+    assert q.answer.text == "4 to 8" and "+14%" in q.answer.why
+    assert "batch 1 to 16" in q.prompt and "None up to batch 16" in [c.text for c in q.choices]
+    steep = curve(b1=100, b2=200, b4=400, b8=800)
+    assert doubling_question(steep).answer.text == "None up to batch 8"
+    assert doubling_question(curve(b1=100, b2=200, b4=400)) is None  # not up to 8 yet
+    assert doubling_question(curve(b1=100, b2=200, b8=400)) is None  # a gap in the ladder
+
+
+def test_the_prediction_is_judged_on_batch_1_against_batch_8():
+    assert growth_outcome(curve(b1=100, b8=700))[0] == "6 to 8 times as many"
+    assert growth_outcome(curve(b1=100, b8=400))[0] == "3 to 6 times as many"
+    assert growth_outcome(curve(b1=100, b8=250))[0] == "Under 3 times as many"
+    assert growth_outcome(curve(b1=100)) is None

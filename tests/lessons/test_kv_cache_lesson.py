@@ -102,8 +102,12 @@ def test_the_downloads_are_the_block_tables_and_the_bars():
 def test_paged_fits_more_and_bad_budgets_get_a_message():
     page, _ = lesson()
     counts = page.bars.counts()
-    assert counts["paged"] > counts["contiguous"] > 0
-    assert "16 GB holds **14 sequences reserved contiguously**" in page.fit_text.object
+    # Llama-3-8B, fp16: 131,072 bytes per token; 16 GB = 16e9 bytes. Full context: 8,192
+    # tokens = 1.07e9 bytes each -> 14; prompt + max_tokens: 2,048 tokens = 2.68e8 -> 59;
+    # paged: 1,000 tokens in 63 blocks of 16 = 1,008 tokens = 1.32e8 -> 121.
+    assert counts == {"full context": 14, "prompt + max_tokens": 59, "paged": 121}
+    assert "**14 sequences** reserving the full context, **59** reserving prompt" \
+        in page.fit_text.object and "**121 paged**: 2.1x the prompt" in page.fit_text.object
     page.budget_gb = 0
     assert page.fit_error.visible and "more than 0 GB" in page.fit_error.object
     assert page.bars.counts() == {}
@@ -115,6 +119,8 @@ def test_paged_fits_more_and_bad_budgets_get_a_message():
     assert not page.fit_error.visible and page.bars.counts()["paged"] > 0
     page.param.update(model="Llama-2-7B", tokens_used=5000)
     assert "at most 4,096 tokens" in page.fit_error.object
+    page.param.update(tokens_used=1000, reserved_tokens=500)
+    assert "cannot hold a sequence of 1,000" in page.fit_error.object
 
 
 def test_fp8_doubles_what_fits_and_presets_wait_for_the_engine():
@@ -129,3 +135,14 @@ def test_fp8_doubles_what_fits_and_presets_wait_for_the_engine():
 def test_the_budget_from_the_url_is_checked_like_a_typed_one():
     page, _ = lesson({"budget_gb": [b"-3"]}, answered=False)
     assert page.budget_gb == -3 and "more than 0 GB" in page.fit_error.object
+
+
+def test_the_prediction_and_the_question_use_the_engines_own_numbers():
+    page, service = lesson()
+    assert page.prediction_box.verdict.startswith("Measured: Yes: blocks a request frees")
+    row = next(r for r in service.result("kv_allocation")["caches"] if r["engine_dtype"])
+    asked = page.checkpoint.questions[-1].question
+    per_token = row["allocated_bytes"] / row["capacity_tokens"]
+    assert asked.answer.text == f"{per_token:,.0f} bytes"
+    assert per_token == 2 * row["layers"] * row["kv_heads"] * row["head_dim"] * \
+        row["element_bytes"]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import panel as pn
 import param
@@ -17,6 +18,7 @@ from lessons.base import LessonPage
 from lessons.registry import LESSONS, lesson_class, lesson_info, neighbours
 from lessons.shell.router import choose
 from lessons.shell.vocabulary import GROUPS, TERMS, vocabulary_table
+from lessons.teaching import Cached
 
 ROOT = Path(__file__).resolve().parents[2]
 SLUGS = ["two-clocks", "average-lies", "three-schedules", "knob", "roofline", "kv-cache",
@@ -136,3 +138,40 @@ def test_only_parameters_a_reader_can_change_follow_the_url():
         version = param.String(default="1", constant=True)
 
     assert Probe.url_parameter_names() == ["batch_size"]
+
+
+def test_the_summary_page_has_every_takeaway_and_the_checklist():
+    _, title, current = choose({"page": [b"summary"]})
+    assert current == "summary" and title == "The course on one page"
+    from lessons.shell.summary import CHECKLIST, summary_content
+
+    html = summary_content()[0].object
+    for info in LESSONS:
+        assert f"Lesson {info.number}: " in html
+        for line in lesson_class(info).takeaway:
+            assert line.replace("'", "&#x27;") in html or line in html
+    assert html.count("<li><strong>") == len(CHECKLIST) >= 9
+    assert 'href="app?lesson=chunked-prefill"' in html and "lesson 9, coming" in html
+
+
+def test_instructor_notes_read_this_machines_numbers_from_the_cache():
+    from lessons.shell.instructor import NOT_MEASURED, STARTING, instructor_content
+
+    content, title = instructor_content(None)
+    assert title == "Instructor notes"
+    assert all(f"page=instructor&amp;lesson={s}" in content[0].object for s in SLUGS)
+    empty, _ = instructor_content("knob", lambda: (lambda kind, params: None))
+    assert NOT_MEASURED in empty[0].object and "Common misconceptions" in empty[0].object
+    starting, _ = instructor_content("knob", lambda: None)
+    assert STARTING in starting[0].object
+    def knob_point(kind, params):  # tokens/s grows as the square root of the batch here
+        point = SimpleNamespace(tokens_per_s=100.0 * params["batch_size"] ** 0.5, tpot_ms=8.0)
+        return Cached(point, "cpu: test", "2026-11-23T10:00:00+0000")
+
+    cached, title = instructor_content("knob", lambda: knob_point)
+    assert title == "Instructor notes: The batch-size knob"
+    assert "batch 64: 800 tokens/s in all" in cached[0].object
+    # +41% at every doubling
+    assert "The first doubling under +20%: None up to batch 64." in cached[0].object
+    missing, title = instructor_content("nope", lambda: None)
+    assert title == "Not found"

@@ -22,6 +22,7 @@ def lesson(args=None, answered=True):
     page = SLOGoodputLesson.from_url(args or {})
     service = attach(page, InProcessService(hold=set() if answered else {"rate_sweep"}))
     pn.panel(page).get_root()
+    service.submitted = [j for j in service.submitted if j.kind != "info"]  # the GPU box's
     return page, service
 
 
@@ -30,11 +31,11 @@ def test_rates_double_up_to_the_highest():
     assert sweep_rates(3, 2) == [1.5, 3]
 
 
-def good_requests(point: dict, ttft_ms=1200, tpot_ms=40, e2e_ms=8000) -> int:
-    """Requests within the chat limits, counted here from the raw per-request figures."""
-    return sum(1 for a, b, c in zip(point["ttft_ms"], point["tpot_ms"], point["e2e_ms"],
-                                    strict=True)
-               if a <= ttft_ms and (b is None or b <= tpot_ms) and c <= e2e_ms)
+def good_requests(point: dict, ttft_ms=200, tpot_ms=100) -> int:
+    """Requests within the default chat limits, counted here from the raw per-request figures
+    (vLLM's --goodput rule: TTFT and TPOT each within its limit; no TPOT meets any limit)."""
+    return sum(1 for a, b in zip(point["ttft_ms"], point["tpot_ms"], strict=True)
+               if a <= ttft_ms and (b is None or b <= tpot_ms))
 
 
 def test_the_sweep_and_goodput_at_or_below_throughput():
@@ -53,33 +54,42 @@ def test_the_sweep_and_goodput_at_or_below_throughput():
         assert p["throughput_tok_s"] == pytest.approx(sum(r["output_len"]) / r["duration_s"])
     assert "Best goodput" in page.goodput_summary.object
     assert any(s and s.startswith("Best goodput: ") and "**" not in s for s in said(page))
-    assert "P50 TTFT (target 300 ms)" in page.checks.object
-    cells = page.checks.object.split("</caption>")[1]  # one mark per target per rate
-    assert cells.count("✓") + cells.count("✗") == 3 * 5
+    assert "P50 TTFT (limit 200 ms)" in page.checks.object
+    assert "P99 TPOT (limit 100 ms)" in page.checks.object
+    cells = page.checks.object.split("</caption>")[1]  # a mark per percentile per limit per rate
+    assert cells.count("✓") + cells.count("✗") == 3 * 4
+    top = raw[8]
+    good = good_requests(top)
+    assert f"{100 * good / 8:.0f}% ({good} of 8)" in cells  # SLO attainment at the top rate
 
 
 def test_percentiles_carry_their_counts_and_intervals():
-    """8 requests a rate: a P50 TTFT is bounded (its interval in brackets, around the value);
-    a P99 TTFT or E2E is not (marked, and the note says a P99 needs 100)."""
+    """8 requests a rate: a P50 TTFT or TPOT is bounded (its interval in brackets, around the
+    value); a P99 TTFT, TPOT or E2E is not (marked, and the note says a P99 needs 100)."""
     page, service = lesson(SMALL)
     point = page.points_seen[0]
     est = page.estimates(point)
     p50, p99 = est["P50 TTFT"], est["P99 TTFT"]
     assert p50.n == 8 and p50.bounded and p50.lo <= p50.value <= p50.hi
     assert p99.n == 8 and not p99.bounded and not est["P99 E2E"].bounded
-    assert est["P50 ITL"].n == sum(n - 1 for n in point.output_len)
+    tpot = est["P50 TPOT"]  # per request: one-token answers have none
+    assert tpot.n == sum(1 for t in point.tpot_ms if t is not None) and tpot.bounded
+    assert tpot.lo <= tpot.value <= tpot.hi and not est["P99 TPOT"].bounded
     table = page.checks.object
     assert f"{sig(p50.value)} [{sig(p50.lo)}–{sig(p50.hi)}]" in table
     assert f"{sig(p99.value)} †" in table
+    assert f"{sig(tpot.value)} [{sig(tpot.lo)}–{sig(tpot.hi)}]" in table
     assert "a P99 needs at least 100 samples" in table and "warm-up" in table
     assert page.estimates(point) is est  # computed once, kept while the point is shown
 
 
 def test_new_targets_are_judged_without_a_new_run():
     page, service = lesson(SMALL)
-    page.param.update(ttft_p99_ms=1e7, itl_p50_ms=1e7, e2e_p99_s=1e4)
+    page.param.update(ttft_limit_ms=1e7, tpot_limit_ms=1e7)
     assert all(p["goodput_rps"] == p["completed_rps"] for p in page.curve.points())
-    page.itl_p50_ms = 1e-6  # every request's TPOT now fails
+    page.tpot_limit_ms = 1e-6  # every request's TPOT now fails (each writes 16 tokens or more)
+    assert all(p["goodput_rps"] == 0 for p in page.curve.points())
+    page.param.update(tpot_limit_ms=1e7, e2e_limit_s=1e-6)  # an optional E2E limit counts too
     assert all(p["goodput_rps"] == 0 for p in page.curve.points())
     assert len(service.submitted) == 1
 
@@ -97,7 +107,7 @@ def test_cost_per_million_tokens_and_a_bad_price():
     page.price_per_hour = 3.6
     assert not page.input_error.visible
     assert f"${cost_per_million_tokens(3.6, best):,.2f} per million" in page.cost.object
-    page.ttft_p50_ms = 0
+    page.ttft_limit_ms = 0
     assert "must be more than 0" in page.input_error.object
 
 
@@ -108,10 +118,10 @@ def test_batch_use_turns_targets_off_and_raises_the_batch():
     assert service.submitted[-1].params["max_batch"] == 32
     for p in page.curve.points():
         assert p["goodput_rps"] == p["completed_rps"]
-    assert "No latency targets" in page.checks.object
+    assert "No latency limits" in page.checks.object
     assert "overnight batch" in page.uses_table.object
     page.use = "interactive"
-    assert page.max_batch == 8 and page.ttft_p99_ms == 1200
+    assert page.max_batch == 8 and page.ttft_limit_ms == 200 and page.tpot_limit_ms == 100
     assert "interactive chat" in page.uses_table.object
 
 
@@ -143,7 +153,7 @@ def test_the_download_is_the_chart_with_its_percentiles_and_record():
         assert row["p50_ttft_ci_lo"] <= row["p50_ttft_ms"] <= row["p50_ttft_ci_hi"]
     head = data["header"]
     assert head["job"] == "rate_sweep" and head["params"]["rates"] == [2, 4, 8]
-    assert head["targets_ms"]["ttft_p99_ms"] == 1200 and head["preset"] == "tiny"
+    assert head["slo_limits_ms"] == {"ttft_ms": 200, "tpot_ms": 100} and head["preset"] == "tiny"
     assert head["measured"].startswith("fresh, measured") and head["device"]
     csv_head, csv_rows = read_csv(csv_file)
     assert json.loads(csv_head["params"]) == head["params"]
@@ -187,3 +197,19 @@ def test_the_capacity_search_states_its_verdict_and_offers_every_run():
     for users, median in medians.items():
         runs = sorted(r["ttft_p95_ms"] for r in data["rows"] if r["users"] == users)
         assert runs[1] == median  # the table's figure is the median of the runs downloaded
+
+
+def test_the_prediction_the_question_on_your_sweep_and_the_box_on_gpus():
+    page, service = lesson(SMALL)
+    points = sorted(service.result("rate_sweep")["points"], key=lambda p: p["rate"])
+    verdict = page.prediction_box.verdict
+    assert verdict.startswith("Measured:") and f"at {sig(8.0)} requests/s" in verdict
+    top = points[-1]
+    good = good_requests(top)
+    asked = page.checkpoint.questions[-1].question
+    assert asked.prompt.startswith(f"At {sig(8.0)} requests/s in your sweep")
+    assert asked.answer.text == f"{100 * good / len(top['ttft_ms']):.0f}%"
+    # the box on GPUs follows the TPOT limit typed above
+    assert "largest batch within TPOT 100 ms" in page.gpu_box.text
+    page.tpot_limit_ms = 20
+    assert "largest batch within TPOT 20 ms" in page.gpu_box.text

@@ -91,8 +91,15 @@ def test_switching_policy_runs_the_same_trace_again(lesson):
     assert arrivals == [r["arrival_s"] for r in static["requests"]]  # one trace
     table = page.table.object
     assert table.count("not run yet") == 1 and "cached" in table and "measured live" in table
+    assert len(page.checkpoint.questions) == len(ThreeSchedulesLesson.questions) - 1
     page.compare.clicks += 1
     assert service.submitted[-1].params["policy"] == "dynamic"
+    dynamic = run_short(service, service.submitted[-1])
+    # all three measured: the question on the reader's own table, keyed by their numbers
+    summaries = {r["policy"]: policy_summary(r) for r in (static, continuous, dynamic)}
+    best = min(POLICIES, key=lambda p: summaries[p]["ttft_p95_ms"])
+    asked = page.checkpoint.questions[-1].question
+    assert asked.prompt.startswith("In your table") and asked.answer.text == best
 
 
 def test_policy_summary_reads_the_run():

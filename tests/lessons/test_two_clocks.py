@@ -36,7 +36,7 @@ def test_url_values_are_clamped_with_a_notice():
 def test_sending_streams_ticks_and_fills_the_engine_readouts(lesson):
     page, service = lesson
     page.send.clicks += 1
-    [job] = service.submitted
+    [job] = [j for j in service.submitted if j.kind != "info"]  # info: the GPU box
     assert job.kind == "two_clocks" and job.params["background"] == 2
     assert job.params["prompt"] == page.prompt and job.params["stream"] is True
     result = service.run_for_real(job)
@@ -121,5 +121,35 @@ def test_browser_summary_compares_the_clocks():
     assert browser_summary([1.0], []) == {}
 
 
-def test_checkpoint_has_three_to_five_questions():
-    assert 3 <= len(TwoClocksLesson().questions()) <= 5
+def test_checkpoint_has_three_to_six_questions():
+    assert 3 <= len(TwoClocksLesson.questions) <= 6
+
+
+def test_send_waits_for_the_prediction_then_shows_it_against_the_measurement():
+    page = TwoClocksLesson.from_url({"max_new_tokens": [b"8"]})
+    service = attach(page, predict=True)
+    pn.panel(page).get_root()
+    page.send.clicks += 1
+    assert [j.kind for j in service.submitted if j.kind != "info"] == []  # held
+    assert "prediction" in page.runner.status.message
+    page.prediction_box.choice = "Each gap after it"
+    [job] = [j for j in service.submitted if j.kind != "info"]  # sent once predicted
+    result = service.run_for_real(job)
+    m = result["metrics"]
+    verdict = page.prediction_box.verdict
+    assert "You predicted: Each gap after it" in verdict
+    assert f"TTFT {m['ttft_ms']:.1f}" in verdict or f"TTFT {m['ttft_ms']:,.0f}" in verdict
+
+
+def test_the_question_on_your_run_has_your_e2e_as_its_key(lesson):
+    page, service = lesson
+    assert len(page.checkpoint.questions) == len(TwoClocksLesson.questions) - 1  # not yet
+    page.run()
+    result = service.run_for_real(service.submitted[-1])
+    m = result["metrics"]
+    asked = page.checkpoint.questions[-1].question
+    assert f"{m['ttft_ms']:,.0f} ms" in asked.prompt and f"{m['output_tokens']} tokens" in asked.prompt
+    assert asked.answer.text == f"{m['e2e_ms']:,.0f} ms"
+    # the key is the definition: TTFT + (N - 1) x TPOT, the engine's own E2E
+    n = m["output_tokens"]
+    assert m["ttft_ms"] + (n - 1) * m["tpot_ms"] == pytest.approx(m["e2e_ms"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import expect
-from ui_helpers import page_text
+from ui_helpers import page_text, skip_prediction
 
 LONG = 120_000  # ms: the first job of a session may wait for the engine worker to start
 
@@ -49,6 +49,7 @@ def test_two_clocks_streams_tokens_and_shows_ttft_on_both_clocks(page, console, 
     expect(send).to_be_enabled(timeout=60_000)
     # a click while the prompt's edit is still on its way: Panel runs it off the document lock
     page.get_by_role("textbox", name="Your prompt").fill("The engine reads the prompt")
+    skip_prediction(page)
     send.click()
     expect(page.get_by_text(re.compile("The same tokens on both clocks"))).to_be_visible(
         timeout=LONG)
@@ -72,6 +73,7 @@ def test_two_clocks_streams_tokens_and_shows_ttft_on_both_clocks(page, console, 
 
 def test_average_lies_fills_the_percentile_table(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=average-lies&requests=10&rate=30&long_share=0")
+    skip_prediction(page)
     expect(page.get_by_text("Percentiles over 10 requests (ms)")).to_be_visible(timeout=LONG)
     row = page.locator("tr", has_text="E2E (to last token)").first.inner_text()
     cells = [float(c.replace(",", "")) for c in row.split("\t")[1:]]
@@ -96,6 +98,7 @@ def admitted_while_another_runs(lanes: dict) -> bool:
 
 def test_three_schedules_switching_policy_changes_the_lanes(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=three-schedules&requests=6&rate=40&max_batch=2")
+    skip_prediction(page)
     # the summary under the lanes (the status widget's live region says the same words)
     summary = page.locator(".lanes-summary")
     expect(summary.get_by_text(re.compile("Under static batching the 6 requests"))).to_be_visible(
@@ -117,6 +120,7 @@ def test_three_schedules_switching_policy_changes_the_lanes(page, console, app_u
 
 def test_knob_slider_adds_a_measured_point(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=knob&batch_size=4&prompt_len=16&new_tokens=8")
+    skip_prediction(page)
     expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 4"))).to_be_visible(
         timeout=LONG)
     expect(page.get_by_text(re.compile(r"Against batch 1"))).to_be_visible(timeout=LONG)

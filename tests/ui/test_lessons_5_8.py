@@ -10,7 +10,7 @@ import re
 
 import pytest
 from playwright.sync_api import expect
-from ui_helpers import page_text
+from ui_helpers import page_text, skip_prediction
 
 LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
 
@@ -50,6 +50,7 @@ def assert_clean(page, console) -> None:
 
 def test_roofline_places_measured_points_under_the_roofs(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=roofline&preset=tiny&max_batch=2&max_prompt=64")
+    skip_prediction(page)
     expect(page.get_by_text("Prefill, 64 tokens:").first).to_be_visible(timeout=LONG)
     expect(page.get_by_text(re.compile(r"the engine took \*?\*?[\d.,]+ ms")).first).to_be_visible(
         timeout=LONG)
@@ -69,6 +70,7 @@ def test_roofline_places_measured_points_under_the_roofs(page, console, app_url)
 
 def test_kv_cache_agrees_with_the_engine_and_refuses_a_zero_budget(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=kv-cache")
+    skip_prediction(page)
     expect(page.locator(".kv-check-summary").get_by_text("All 9 caches agree with the formula.")
            ).to_be_visible(timeout=LONG)  # the live region says it too
     # the calculator's bytes per token for each preset, and what the engine allocated
@@ -103,6 +105,7 @@ def worst_gaps(page) -> tuple[float, float]:
 def test_chunked_prefill_shortens_the_worst_gap(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=chunked-prefill&requests=4&output_len=64"
               "&long_prompt=1536&chunk_size=128")
+    skip_prediction(page)
     verdict = re.compile("worst stall|did not shorten")
     shown = page.locator(".chunk-verdict").get_by_text(verdict)  # the live region says it too
     expect(shown.first).to_be_visible(timeout=LONG)
@@ -123,6 +126,7 @@ def test_chunked_prefill_shortens_the_worst_gap(page, console, app_url):
 
 def test_slo_goodput_stays_at_or_below_throughput(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=slo-goodput&points=2&requests=6&max_rate=8")
+    skip_prediction(page)
     expect(page.get_by_text(re.compile("Best goodput")).first).to_be_visible(timeout=LONG)
     page.wait_for_function("() => Bokeh.documents.some(d => { const m = d.get_model_by_name("
                            "'rate points'); return m && m.data.rate.length == 2; })",

@@ -17,6 +17,8 @@ PAGES = [
       for lesson in LESSONS],
     ("/app?page=about", "measured memory read bandwidth"),
     ("/app?page=vocabulary", "Terms used on every page"),
+    ("/app?page=summary", "The tuning checklist"),
+    ("/app?page=instructor&lesson=knob", "Instructor notes: lesson 4"),
     ("/app?page=engine-check", "Engine check"),
     ("/app?lesson=no-such-lesson", "There is no lesson called"),
     ("/app?page=no-such-page", "There is no page called"),

@@ -91,3 +91,11 @@ def said_so(page, pattern: str, timeout_ms: float = 10_000) -> None:
     except Exception as error:
         said = page.evaluate("() => window.__said")
         raise AssertionError(f"no live region said /{pattern}/; they said: {said}") from error
+
+
+SKIP_PREDICTION = "Skip the prediction and measure"
+
+
+def skip_prediction(page_or_frame) -> None:
+    """A lesson measures nothing fresh until the reader predicts or skips: skip."""
+    page_or_frame.get_by_role("button", name=SKIP_PREDICTION).click()

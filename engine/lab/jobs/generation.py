@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...calc.slo_math import per_user_tokens_per_s
 from ...errors import ConfigError
 from ...generate import generate
 from ...sampler import SamplingParams
@@ -66,7 +67,7 @@ def reader_metrics(trace: RequestTrace) -> dict:
         "tpot_ms": tpot_ms(trace),
         "itl_ms": itl,
         "e2e_ms": e2e_ms(trace),
-        "user_tokens_per_s": None if not itl["p50"] else 1000.0 / itl["p50"],
+        "user_tokens_per_s": per_user_tokens_per_s(tpot_ms(trace)),
         "output_tokens": len(trace.token_s),
     }
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 from engine.calc.slo_math import (
-    INTERACTIVE_CHAT,
-    Targets,
-    cost_per_million_tokens,
+    CHAT,
+    CHAT_SOURCES,
+    SLO,
     judge,
     meets_slo,
-    request_meets,
 )
 from engine.calc.step_cost import (
     decode_context,
@@ -65,54 +64,61 @@ def test_roof_and_floor():
 
 def point(ttft, tpot, e2e, outputs, duration=10.0):
     return {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "output_len": outputs,
-            "duration_s": duration, "itl_p50_ms": 20.0, "itl_p99_ms": 90.0}
+            "duration_s": duration}
 
 
-def test_goodput_counts_requests_within_every_limit():
+def test_goodput_and_attainment_count_requests_within_every_limit():
+    """Worked example: limits TTFT <= 1,000 ms, TPOT <= 50 ms. Request 1 misses TTFT (2,000),
+    request 2 misses TPOT (60), request 3 has one token (no TPOT: meets any TPOT limit)."""
     p = point([100, 2000, 200, 250], [10, 10, 60, None], [900, 3000, 4000, 250], [50, 50, 50, 1])
-    j = judge(p, INTERACTIVE_CHAT)
-    assert j.completed == 4 and j.good == 2  # the 2000 ms TTFT and the 60 ms TPOT fail
+    j = judge(p, SLO(ttft_ms=1000, tpot_ms=50))
+    assert j.completed == 4 and j.good == 2
+    assert j.attainment == pytest.approx(0.5)  # 2 of 4 requests met both limits
     assert j.goodput_rps == pytest.approx(0.2) and j.requests_per_s == pytest.approx(0.4)
     assert j.goodput_tok_s == pytest.approx(5.1) and j.throughput_tok_s == pytest.approx(15.1)
-    assert j.goodput_rps <= j.requests_per_s and j.goodput_tok_s <= j.throughput_tok_s
-    checks = {what: met for what, _v, _t, met in j.checks}
-    assert checks == {"P50 TTFT": True, "P99 TTFT": False, "P50 ITL": True, "P99 ITL": True,
-                      "P99 E2E": True}
-    assert not j.all_targets_met
+    assert dict(j.met_each) == {"TTFT": 3, "TPOT": 3}  # each limit alone: 75%, both: 50%
+    checks = {what: (value, met) for what, value, _limit, met in j.checks}
+    assert checks["P50 TTFT"] == (pytest.approx(225), True)
+    assert checks["P99 TTFT"][1] is False and checks["P50 TPOT"] == (pytest.approx(10), True)
+    assert set(checks) == {"P50 TTFT", "P99 TTFT", "P50 TPOT", "P99 TPOT"}
+    assert not j.all_checks_met
 
 
-def test_no_targets_means_goodput_is_throughput():
+def test_attainment_can_be_lower_than_every_percentile_says():
+    """P50 TTFT and P50 TPOT both within their limits, yet no request meets both."""
+    p = point([100, 100, 900, 900], [90, 90, 10, 10], [1, 1, 1, 1], [8, 8, 8, 8])
+    j = judge(p, SLO(ttft_ms=500, tpot_ms=50))
+    assert {w: met for w, _v, _l, met in j.checks}["P50 TTFT"] is True
+    assert {w: met for w, _v, _l, met in j.checks}["P50 TPOT"] is True
+    assert j.good == 0 and j.attainment == 0  # every request misses one of the two
+
+
+def test_an_e2e_limit_is_optional():
+    p = point([100], [10], [9000], [64])
+    assert judge(p, SLO(ttft_ms=200, tpot_ms=50)).good == 1
+    assert judge(p, SLO(ttft_ms=200, tpot_ms=50, e2e_ms=8000)).good == 0
+
+
+def test_no_limits_means_goodput_is_throughput():
     p = point([5000], [500], [60000], [64])
-    j = judge(p, Targets())
-    assert j.good == 1 and j.checks == () and j.all_targets_met
-    assert Targets().empty and not INTERACTIVE_CHAT.empty
-
-
-def test_request_meets_ignores_missing_targets():
-    assert request_meets(5000, 5, 1, Targets(itl_p50_ms=10))
-    assert not request_meets(5000, 5, 1, Targets(ttft_p99_ms=1000))
+    j = judge(p, SLO())
+    assert j.good == 1 and j.checks == () and j.all_checks_met and j.attainment == 1
+    assert SLO().empty and not CHAT.empty
+    assert {name for name, _ in CHAT_SOURCES} == {"TTFT 200 ms", "TPOT 100 ms"}
+    assert (CHAT.ttft_ms, CHAT.tpot_ms) == (200, 100)
 
 
 def test_goodput_is_judged_by_one_definition_in_the_run_metrics_and_the_pages():
-    """serve.metrics (a run's --slo-ttft-ms/--slo-tpot-ms) and request_meets (the page's
-    targets) both judge a request with meets_slo: the same answers for the same limits."""
+    """serve.metrics (a run's --slo-ttft-ms/--slo-tpot-ms) and the pages' SLO.met both judge a
+    request with meets_slo: the same answers for the same limits."""
     traces = [RequestTrace(0, 0.0, 4, 3, first_token_s=0.2, token_s=[0.2, 0.25, 0.3]),
               RequestTrace(1, 0.0, 4, 1, first_token_s=0.9, token_s=[0.9]),
               RequestTrace(2, 0.1, 4, 2, first_token_s=0.3, token_s=[0.3, 0.5])]
     for ttft, tpot in [(None, None), (250, None), (None, 60), (250, 60), (1000, 10)]:
         for r in traces:
             by_run = metrics.meets_slo(r, ttft, tpot)
-            by_page = request_meets(metrics.ttft_ms(r), metrics.tpot_ms(r), metrics.e2e_ms(r),
-                                    Targets(ttft_p99_ms=ttft, itl_p50_ms=tpot))
+            by_page = SLO(ttft_ms=ttft, tpot_ms=tpot).met(metrics.ttft_ms(r), metrics.tpot_ms(r),
+                                                          metrics.e2e_ms(r))
             assert by_run == by_page == meets_slo(metrics.ttft_ms(r), metrics.tpot_ms(r),
                                                   ttft_limit_ms=ttft, tpot_limit_ms=tpot)
     assert not meets_slo(10, 5, 900, e2e_limit_ms=800)
-
-
-def test_cost_per_million_tokens():
-    assert cost_per_million_tokens(2.0, 500) == pytest.approx(1.1111, rel=1e-3)
-    assert cost_per_million_tokens(0, 500) == 0
-    with pytest.raises(ValueError, match="negative"):
-        cost_per_million_tokens(-1, 500)
-    with pytest.raises(ValueError, match="no tokens"):
-        cost_per_million_tokens(1, 0)

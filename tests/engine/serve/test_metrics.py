@@ -101,3 +101,29 @@ def test_preemptions_are_summed(timeline):
     timeline[0].preemptions = 2
     assert compute_metrics(timeline).preemptions == 2
     json.dumps(compute_metrics(timeline).to_json(), allow_nan=False)
+
+
+def test_tpot_has_n_minus_1_gaps_the_lessons_worked_example():
+    """Lesson 1's checkpoint: TTFT 200 ms, 101 tokens 20 ms apart: 100 gaps, E2E 2,200 ms."""
+    tokens = [0.2 + 0.02 * i for i in range(101)]
+    r = request(0, 0.0, 0.0, tokens)
+    assert ttft_ms(r) == pytest.approx(200) and tpot_ms(r) == pytest.approx(20)
+    assert e2e_ms(r) == pytest.approx(200 + (101 - 1) * 20)  # not 200 + 101 x 20 = 2,220
+
+
+def test_per_user_speed_is_1000_over_tpot_so_a_stall_counts():
+    """Ten gaps of 10 ms and one of 1,000 ms: the median gap (10 ms) says 100 tokens/s, but
+    the reader waited (1,100 / 11) = 100 ms per token on average: 10 tokens/s."""
+    from engine.calc.slo_math import per_user_tokens_per_s
+    from engine.lab.jobs.generation import reader_metrics
+
+    gaps = [0.01] * 5 + [1.0] + [0.01] * 5
+    tokens = [0.1]
+    for g in gaps:
+        tokens.append(tokens[-1] + g)
+    r = request(0, 0.0, 0.0, tokens)
+    assert tpot_ms(r) == pytest.approx(100)
+    assert per_user_tokens_per_s(tpot_ms(r)) == pytest.approx(10)
+    assert reader_metrics(r)["user_tokens_per_s"] == pytest.approx(10)
+    assert reader_metrics(r)["itl_ms"]["p50"] == pytest.approx(10)  # what the median would say
+    assert per_user_tokens_per_s(None) is None

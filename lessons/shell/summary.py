@@ -1,0 +1,96 @@
+"""The course on one printable page (/app?page=summary): each lesson's three-line takeaway and the
+tuning checklist. The takeaways are the lessons' own TAKEAWAY constants, so the page and the
+lessons never say different things; the print stylesheet (assets/app.css and the template's)
+lays it out on one sheet.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from widgets.html import html_pane
+
+from ..registry import LESSONS, lesson_class, lesson_info
+
+
+@dataclass(frozen=True)
+class Step:
+    """One item of the tuning checklist, and the lesson that measures it (by slug; a lesson not
+    in the course yet is named without a link)."""
+
+    what: str
+    why: str
+    lesson: str
+    lesson_name: str
+
+
+CHECKLIST: tuple[Step, ...] = (
+    Step("Measure a baseline in percentiles",
+         "P50, P90 and P99 of TTFT, TPOT and E2E under realistic open-loop load, never the mean "
+         "of an empty server.", "average-lies", "lesson 2"),
+    Step("Use continuous batching",
+         "Refill a freed slot at the next step; static batches make short answers wait for "
+         "long ones.", "three-schedules", "lesson 3"),
+    Step("Pick the batch size for your SLO",
+         "The largest batch whose time per token still meets the target buys the most "
+         "throughput it allows.", "knob", "lesson 4"),
+    Step("Chunk long prefills",
+         "A per-step token budget with decodes first keeps one long prompt from stalling every "
+         "stream.", "chunked-prefill", "lesson 7"),
+    Step("Shrink the KV cache: its number format and GQA",
+         "The cache, not the weights, caps concurrency: an fp8 cache halves it, grouped-query "
+         "attention divides it by the group size.", "kv-cache", "lesson 6"),
+    Step("Cache shared prefixes",
+         "A system prompt that every request repeats need be prefilled only once.",
+         "prefix-caching", "lesson 9"),
+    Step("Quantize the weights",
+         "Fewer bytes per weight lower the decode floor; measure the quality it costs.",
+         "quantization", "lesson 10"),
+    Step("Try speculative decoding",
+         "Several tokens per large-model step at small batches; the gain fades as the batch "
+         "grows.", "speculative-decoding", "lesson 11"),
+    Step("Right-size the parallelism",
+         "Split a model over GPUs only when it does not fit or is too slow on one; otherwise add "
+         "replicas.", "capacity-planning", "lesson 12"),
+    Step("Separate interactive and batch traffic",
+         "Chat wants small batches held to latency SLOs; overnight work wants large batches and "
+         "the lowest cost per token.", "slo-goodput", "lesson 8"),
+)
+
+INTRO = """
+<h1>The course on one page</h1>
+<p class="no-print">What each lesson found, in three lines, and the checklist they add up to.
+Print it (Ctrl+P, or Cmd+P): it fits one sheet. Every figure behind these lines is measured on
+the lesson pages themselves.</p>
+"""
+
+
+def takeaways_html() -> str:
+    blocks = []
+    for info in LESSONS:
+        lines = getattr(lesson_class(info), "takeaway", ())
+        if not lines:
+            continue
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+        blocks.append(f'<section class="lesson-summary"><h2>'
+                      f'<a href="{info.url}">Lesson {info.number}: {html.escape(info.title)}</a>'
+                      f"</h2><ul>{items}</ul></section>")
+    return f'<div class="summary-lessons">{"".join(blocks)}</div>'
+
+
+def checklist_html() -> str:
+    items = []
+    for step in CHECKLIST:
+        info = lesson_info(step.lesson)
+        where = (f'<a href="{info.url}">{html.escape(step.lesson_name)}</a>' if info
+                 else f"{html.escape(step.lesson_name)}, coming")
+        items.append(f"<li><strong>{html.escape(step.what)}.</strong> {html.escape(step.why)} "
+                     f"<span class=\"where\">({where})</span></li>")
+    return (f'<section class="checklist"><h2>The tuning checklist</h2>'
+            f"<ol>{''.join(items)}</ol></section>")
+
+
+def summary_content() -> list:
+    return [html_pane(f'<div class="course-summary">{INTRO}{takeaways_html()}'
+                      f"{checklist_html()}</div>", css_classes=["course-summary"])]

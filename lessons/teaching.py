@@ -1,0 +1,55 @@
+"""What a lesson says around its demo, as data: what the reader will be able to do, the three
+lines to keep, and the notes for whoever teaches it. Each lesson module holds its own as
+module-level constants (OBJECTIVES, TAKEAWAY, INSTRUCTOR beside PROSE and QUESTIONS); the lesson
+page, the printable course summary and the instructor pages all read them from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class InstructorNotes:
+    """Notes for teaching one lesson. Numbers to expect are never written here: the instructor
+    page reads them from this server's measurement cache (`python -m lessons.warm` fills it)."""
+
+    minutes: int  # about how long the lesson takes in class, demo and discussion
+    timing: str  # what takes the time: the demo's runs, when to start them
+    misconceptions: tuple[str, ...]
+    prompts: tuple[str, ...]  # questions to discuss
+
+
+def check_takeaway(lines: tuple[str, ...]) -> tuple[str, ...]:
+    """A takeaway is three lines: the finding, why, and what to do about it."""
+    if len(lines) != 3 or not all(lines):
+        raise ValueError("a takeaway is exactly three non-empty lines")
+    return lines
+
+
+# Lessons 1 and 4 use "compute-bound" and "memory-bound" before lesson 5 measures them.
+BOUND_PRIMER = """
+<aside class="primer" aria-label="Two limits, in two sentences">
+<p><strong>Two limits, in two sentences.</strong> Work is
+<a href="app?page=vocabulary#compute-bound">compute-bound</a> when the processor's arithmetic sets
+its pace: the data would arrive faster than the sums can be done with it. It is
+<a href="app?page=vocabulary#memory-bound">memory-bound</a> when the processor waits for bytes to
+arrive from memory, so that faster arithmetic would not help; <a href="app?lesson=roofline">lesson
+5</a> measures both limits of this machine.</p>
+</aside>
+"""
+
+
+@dataclass(frozen=True)
+class Cached:
+    """One job's result from this server's measurement cache, as its typed record
+    (engine.lab.results): what a lesson's expected_numbers() reads for the instructor page."""
+
+    result: Any
+    device: str
+    measured_at: str
+
+
+Lookup = Callable[[str, dict], Cached | None]  # (kind, params) -> the cached result, or None

@@ -1,0 +1,71 @@
+"""Teaching in a real browser: a lesson measures nothing fresh until the reader predicts, then
+puts the prediction beside the measurement; a reload shows the cached result at once, marked as
+such, with the checkpoint's choices in the same (per-reader) order; the course summary prints
+on one sheet with the site's navigation left off."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+from ui_helpers import page_text
+
+LONG = 120_000
+# Settings no other browser test uses, so this lesson's points are not in the cache yet.
+KNOB = "/app?lesson=knob&batch_size=8&prompt_len=24&new_tokens=6"
+FIRST_QUESTION = ("Each step reads every weight to make a single token",
+                  "The prompt has to be read again at every step",
+                  "One request cannot use more than one core at a time")
+
+POINTS_JS = """() => {
+  for (const doc of Bokeh.documents) {
+    const m = doc.get_model_by_name('points');
+    if (m) { return Array.from(m.data instanceof Map ? m.data.get('batch') : m.data.batch); }
+  }
+  return null;
+}"""
+
+
+def choice_order(page) -> list[str]:
+    """The first checkpoint question's choices, in the order this reader sees them."""
+    labels = [t.strip() for t in page.locator("label").all_inner_texts()]
+    return [t for t in labels if t in FIRST_QUESTION]
+
+
+def test_a_lesson_waits_for_the_prediction_and_a_reload_shows_the_cached_result(
+        page, console, app_url):
+    page.goto(app_url + KNOB)
+    expect(page.get_by_text("Your prediction")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(re.compile("waiting for your prediction"))).to_be_visible(
+        timeout=30_000)
+    assert page.evaluate(POINTS_JS) == []  # nothing measured before the prediction
+    order = choice_order(page)
+    assert sorted(order) == sorted(FIRST_QUESTION)
+    page.get_by_role("radio", name="3 to 6 times as many").check()
+    verdict = re.compile(r"(As you predicted|Not what you predicted)\. You predicted: 3 to 6 "
+                         r"times as many\. Measured: .* tokens/s at batch 1")
+    expect(page.get_by_text(verdict)).to_be_visible(timeout=LONG)
+    assert sorted(page.evaluate(POINTS_JS)) == [1, 4, 8]
+    # a reload: the cached points come at once, labelled, the prediction is asked again, and
+    # the checkpoint keeps this reader's order (the seed is in a cookie)
+    page.reload()
+    expect(page.get_by_text(re.compile(r"Already measured \(from the cache\)"))).to_be_visible(
+        timeout=60_000)
+    expect(page.locator("tr", has_text="cached").first).to_be_visible()
+    assert sorted(page.evaluate(POINTS_JS)) == [1, 4, 8]
+    assert choice_order(page) == order
+    assert "Traceback" not in page_text(page) and console.errors == []
+
+
+def test_the_course_summary_prints_on_one_sheet(page, console, app_url):
+    page.goto(app_url + "/app?page=summary")
+    expect(page.get_by_text("The tuning checklist")).to_be_visible(timeout=60_000)
+    expect(page.locator("#sidebar")).to_be_visible()
+    page.emulate_media(media="print")
+    expect(page.locator("#sidebar")).to_be_hidden()
+    expect(page.locator("#header")).to_be_hidden()
+    expect(page.get_by_text("Lesson 8: Targets, goodput and cost")).to_be_visible()
+    pdf = page.pdf(format="A4", print_background=False)
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
+    assert pages == 1, f"the summary printed on {pages} pages"
+    assert console.errors == []
