@@ -29,12 +29,15 @@ module-level constants beside its prose, and the class binds them and holds the 
         def start(self):          # once the page is on the reader's screen: measure
             self.gpu_box.fetch(self.jobs)
             self.runner.submit("sweep_point", {...}, self.on_event)
-        def on_event(self, event):   # a result: draw it, then
+        def on_event(self, event):   # event.result is the job's typed record: draw it, then
             self.prediction_box.reveal(choice, "the numbers")   # what it says of the prediction
             self.checkpoint.provide("doubling", doubling_question(points))   # your numbers
         @classmethod
-        def expected_numbers(cls, lookup):   # the instructor page's numbers, from the cache
-            ...
+        def expected_numbers(cls, lookup):   # the instructor page's numbers: lookup(kind,
+            ...                              # params) gives a cached typed record or None
+
+A new lesson also registers in lessons.registry; tests/lessons/test_lesson_content.py then holds
+it to this pattern (objectives, prediction, takeaway, notes, a measured question, shuffled keys).
 
 Predict first: while the reader has neither predicted nor skipped, the runner parks every job
 the measurement cache cannot answer (cached results still come at once, labelled cached) and
