@@ -186,7 +186,7 @@ def json_rows(download) -> list[dict]:
 
 
 def curve(**tokens_per_s):
-    return {int(b[1:]): {"tokens_per_s": v} for b, v in tokens_per_s.items()}
+    return {int(b[1:]): Point(v, 1000 * int(b[1:]) / v) for b, v in tokens_per_s.items()}
 
 
 def test_the_question_on_your_curve_is_keyed_by_your_points():

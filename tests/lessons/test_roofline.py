@@ -130,9 +130,9 @@ def test_checkpoint_questions():
 def test_the_prediction_and_the_question_follow_the_batch_1_step():
     page, _ = lesson({"preset": [b"tiny"], "max_batch": [b"2"], "max_prompt": [b"16"]})
     one = page.decode_results[1]
-    share = one["achieved_gflops"] / page.machine["matmul_gflops"]
+    share = one.achieved_gflops / page.machine.matmul_gflops
     assert f"{100 * share:.0f}%" in page.prediction_box.verdict
     asked = page.checkpoint.questions[-1].question
-    left = one["intensity"] < page.machine["ridge_flop_per_byte"]
+    left = one.intensity < page.machine.ridge_flop_per_byte
     assert asked.answer.text.startswith("Memory bandwidth" if left else "The compute peak")
     assert "NVIDIA H100" in page.gpu_box.text and "(measured here)" in page.gpu_box.text

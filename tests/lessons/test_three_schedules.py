@@ -96,8 +96,9 @@ def test_switching_policy_runs_the_same_trace_again(lesson):
     assert service.submitted[-1].params["policy"] == "dynamic"
     dynamic = run_short(service, service.submitted[-1])
     # all three measured: the question on the reader's own table, keyed by their numbers
-    summaries = {r["policy"]: policy_summary(r) for r in (static, continuous, dynamic)}
-    best = min(POLICIES, key=lambda p: summaries[p]["ttft_p95_ms"])
+    summaries = {r["policy"]: policy_summary(ServeRunResult.from_dict(r))
+                 for r in (static, continuous, dynamic)}
+    best = min(POLICIES, key=lambda p: summaries[p].ttft_p95_ms)
     asked = page.checkpoint.questions[-1].question
     assert asked.prompt.startswith("In your table") and asked.answer.text == best
 
