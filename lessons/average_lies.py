@@ -101,9 +101,10 @@ TAKEAWAY = check_takeaway((
 
 INSTRUCTOR = InstructorNotes(
     minutes=15,
-    timing="The default test serves 80 requests arriving at 4 per second: about 20 s of "
-           "arrivals, then the queue drains. It starts once the reader has predicted (at once "
-           "when cached). A higher rate means fewer seconds of arrivals but a longer queue.",
+    timing="One load test, started once the reader has predicted (at once when cached): its "
+           "arrivals last requests / rate seconds, then the queue drains; how long it took here "
+           "is in the numbers below. A higher rate means fewer seconds of arrivals but a longer "
+           "queue.",
     misconceptions=(
         "\"The mean is a fair summary of latency\": it describes almost nobody's request when "
         "the spread is skewed.",
@@ -363,7 +364,8 @@ class AverageLiesLesson(LessonPage):
         return [f"Default load test ({params['requests']} requests at {params['rate']:g}/s): E2E "
                 f"P50 {fmt_ms(m.e2e_ms.p50)} ms, mean {fmt_ms(m.e2e_ms.mean)} ms, P99 "
                 f"{fmt_ms(m.e2e_ms.p99)} ms; TTFT P99 {fmt_ms(m.ttft_ms.p99)} ms; "
-                f"{m.throughput_tok_s:,.0f} tokens/s in all (measured {cached.measured_at})."]
+                f"{m.throughput_tok_s:,.0f} tokens/s in all; the test lasted {m.duration_s or 0:.0f} s "
+                f"(measured {cached.measured_at})."]
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:

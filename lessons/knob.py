@@ -110,9 +110,9 @@ TAKEAWAY = check_takeaway((
 
 INSTRUCTOR = InstructorNotes(
     minutes=15,
-    timing="A new point takes about a second on a 2-core CPU with the tiny preset (the small "
-           "preset several times longer). Warm the ladder 1 to 64 before class; moving the "
-           "slider then answers from the cache at once.",
+    timing="One measurement per new batch size (the small preset takes longer than the tiny "
+           "one). Warm the ladder 1 to 64 before class; moving the slider then answers from "
+           "the cache at once.",
     misconceptions=(
         "\"Batching makes each request faster\": it makes the server faster; each user's "
         "time per token rises.",

@@ -149,7 +149,7 @@ TAKEAWAY = check_takeaway((
 INSTRUCTOR = InstructorNotes(
     minutes=20,
     timing="The calculator needs nothing measured. The allocation check and the block-table "
-           "run take a few seconds on a 2-core CPU (at once when warmed).",
+           "run are two short jobs, shown at once when warmed.",
     misconceptions=(
         "\"The weights are what run out of memory as users grow\": they are loaded once and "
         "shared; the cache grows with every user's every token.",

@@ -124,8 +124,8 @@ TAKEAWAY = check_takeaway((
 INSTRUCTOR = InstructorNotes(
     minutes=20,
     timing="The page measures the machine once, then decode at 6 batch sizes and prefill at 4 "
-           "prompt lengths of the small preset: about a minute on a 2-core CPU when nothing is "
-           "cached, at once when warmed.",
+           "prompt lengths of the small preset, a dozen jobs in a row when nothing is cached; "
+           "warm it before class and it shows them at once.",
     misconceptions=(
         "\"More FLOP/s makes batch-1 decode faster\": memory bandwidth does; the arithmetic "
         "units mostly wait.",

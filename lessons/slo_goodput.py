@@ -164,8 +164,8 @@ TAKEAWAY = check_takeaway((
 
 INSTRUCTOR = InstructorNotes(
     minutes=20,
-    timing="The default sweep serves 32 requests at each of 5 rates, up to 128 per second: "
-           "tens of seconds on a 2-core CPU. Warm both uses (interactive and batch) before "
+    timing="The sweep serves the same requests at each rate in turn (how long each rate "
+           "took here is in the numbers below). Warm both uses (interactive and batch) before "
            "class; new limits and prices are judged on the page without running anything.",
     misconceptions=(
         "\"High throughput means happy users\": throughput counts late answers too.",
@@ -503,7 +503,8 @@ class SLOGoodputLesson(LessonPage):
                 lines.append(
                     f"{setting.label}, {sig(point.rate)} requests/s: "
                     f"{sig(j.throughput_tok_s)} tokens/s, goodput {sig(j.goodput_rps)} "
-                    f"requests/s, SLO attainment {100 * (j.attainment or 0):.0f}%")
+                    f"requests/s, SLO attainment {100 * (j.attainment or 0):.0f}%; this rate "
+                    f"lasted {j.duration_s or 0:.1f} s")
         return lines
 
     @classmethod

@@ -128,10 +128,8 @@ TAKEAWAY = check_takeaway((
 
 INSTRUCTOR = InstructorNotes(
     minutes=15,
-    timing="Each Send takes a second or two on a 2-core CPU (the answer is 48 tokens by "
-           "default); with 16 background requests and a long document, several seconds. Let "
-           "the class predict first, then send the default prompt, then move one slider at a "
-           "time.",
+    timing="Each Send is one live run of the reader's own prompt, never cached. Let the class "
+           "predict first, then send the default prompt, then move one slider at a time.",
     misconceptions=(
         "\"The model is slow to start because it is loading\": the silence is real work, the "
         "prompt's prefill (and any queue).",
