@@ -27,7 +27,7 @@ from widgets.readouts import table_html
 
 from .base import LessonPage
 from .data_record import Run, result_header
-from .teaching import InstructorNotes, Lookup, check_takeaway
+from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
 from .trace_reading import STAT_COLUMNS, fmt_ms, percentile_rows, request_latencies, slowest
 
 INTRO = """
@@ -176,8 +176,8 @@ def skew_outcome(e2e: Percentiles) -> tuple[str, str] | None:
     if not p50 or mean is None:
         return None
     pct = 100 * (mean / p50 - 1)
-    choice = ("About on it (within 2%)" if abs(pct) < 2
-              else "Above the median" if pct > 0 else "Below the median")
+    above, same, below = PREDICTION.choices
+    choice = which_is_larger(mean, p50, 0.02, (above, below, same))
     return choice, f"mean {fmt_ms(mean)} ms against a median of {fmt_ms(p50)} ms, {pct:+.0f}%"
 
 

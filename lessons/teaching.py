@@ -53,3 +53,13 @@ class Cached:
 
 
 Lookup = Callable[[str, dict], Cached | None]  # (kind, params) -> the cached result, or None
+
+
+def which_is_larger(a: float, b: float, margin: float, words: tuple[str, str, str]) -> str:
+    """words[0] when a exceeds b by more than `margin` (a fraction), words[1] when b exceeds a
+    by as much, words[2] otherwise: how a lesson says which prediction its numbers support."""
+    if a > (1 + margin) * b:
+        return words[0]
+    if b > (1 + margin) * a:
+        return words[1]
+    return words[2]

@@ -30,7 +30,7 @@ from widgets.request_lanes import RequestLanes
 from .base import LessonPage
 from .data_record import Run, result_header
 from .job_runner import event_record
-from .teaching import InstructorNotes, Lookup, check_takeaway
+from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
 from .trace_reading import fmt_ms, request_latencies
 
 POLICIES = ("static", "dynamic", "continuous")
@@ -175,9 +175,8 @@ def wait_outcome(summary: PolicySummary) -> tuple[str, str] | None:
     wait, run = summary.wait_ms, summary.run_ms
     if wait is None or not run:
         return None
-    choice = ("It waits longer than it runs" if wait > 1.25 * run
-              else "It runs longer than it waits" if run > 1.25 * wait
-              else "About as long (within 25%)")
+    waits, same, runs = PREDICTION.choices
+    choice = which_is_larger(wait, run, 0.25, (waits, runs, same))
     return choice, f"mean wait {fmt_ms(wait)} ms, mean run {fmt_ms(run)} ms"
 
 

@@ -43,7 +43,7 @@ from widgets.token_timeline import TokenTimeline
 from .base import LessonPage
 from .data_record import Run, result_header
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway
+from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway, which_is_larger
 
 ENGINE_ROW = "engine"
 BROWSER_ROW = "your browser"
@@ -248,8 +248,7 @@ def clocks_outcome(m: ReaderMetrics) -> tuple[str, str] | None:
     ttft, tpot = m.ttft_ms, m.tpot_ms
     if not tpot:
         return None
-    choice = ("The wait for the first token" if ttft > 1.25 * tpot
-              else "Each gap after it" if tpot > 1.25 * ttft else "About the same (within 25%)")
+    choice = which_is_larger(ttft, tpot, 0.25, PREDICTION.choices)
     return choice, f"TTFT {_fmt_ms(ttft)}, TPOT {_fmt_ms(tpot)}"
 
 
