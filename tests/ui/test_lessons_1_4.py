@@ -80,7 +80,7 @@ def test_average_lies_fills_the_percentile_table(page, console, app_url):
     p50, mean, p90, p95, p99, top = cells
     assert p99 >= p95 >= p90 >= p50 > 0 and top >= p99
     expect(page.get_by_text("The five slowest requests by E2E")).to_be_visible()
-    expect(page.get_by_text("quoted chat target (ms)")).to_be_visible()
+    expect(page.get_by_text("quoted example (ms)")).to_be_visible()
     assert "random weights" not in page_text(page)  # the trained tiny model served it
     assert_clean(page, console)
 
