@@ -18,8 +18,11 @@ import panel as pn
 import param
 
 from engine.calc.gpu_scaling import (
+    A100,
+    H100,
     LLAMA_3_8B,
     Machine,
+    compute_bound_prompt,
     decode_step,
     prefill_floor_ms,
     step_floor_ms,
@@ -61,7 +64,11 @@ bandwidth</strong> by summing a 1 GiB array (every byte read once), <strong>comp
 peak</strong> by multiplying two large square matrices.</p>
 """
 
-ROOFLINE_TEXT = """
+# Prompt length below which a bf16 prefill is memory-bound on each datasheet GPU, to the nearest 50.
+A100_PROMPT, H100_PROMPT = (round(compute_bound_prompt(LLAMA_3_8B, gpu) / 50) * 50
+                             for gpu in (A100, H100))
+
+ROOFLINE_TEXT = f"""
 <h2>The roofline</h2>
 <p>A step does some number of floating-point operations (FLOPs) and moves some number of bytes.
 Their ratio, <a href="app?page=vocabulary#arithmetic-intensity">arithmetic intensity</a> =
@@ -79,8 +86,10 @@ FLOPs per sequence (a multiply and an add), and every weight is read once: <stro
 The KV cache bytes are each sequence's own, so they grow with B and keep the intensity from
 growing quite as fast as the batch. A prefill pass of L tokens reuses each weight L times, so
 its intensity is about L/2 here: long prompts sit far to the right. A short prompt does not:
-below the ridge it is memory-bound too, and on a GPU, whose ridge is much further right (see the
-box below), most chat prompts are.</p>
+below the ridge it is memory-bound too. On a GPU, whose ridge is much further right (see the
+box below), that takes in more prompts: in bf16 a prefill of L tokens does about L FLOPs per byte
+of weights, so it stays memory-bound up to about {A100_PROMPT} tokens on an A100 and
+{H100_PROMPT} on an H100 (their ridge points from the datasheets).</p>
 <p>The points below are the engine's own steps: FLOPs and bytes counted from the preset's shape
 (the formulas are in the engine's <code>step_cost</code> module), divided by the time the step
 really took.</p>
