@@ -1,15 +1,15 @@
 """A lesson done with the keyboard alone (WCAG 2.1.1, 2.4.3, 2.4.7): the skip link first, then
-Tab through the lesson in page order with the focus always visible, move the batch-size knob with
-the arrow keys (a new point is measured, and said in words in a polite live region), answer a
-checkpoint question with the keyboard (its verdict said too). And with prefers-reduced-motion
-set, nothing on the page animates."""
+Tab through the lesson in page order with the focus always visible, make the prediction with the
+space bar, move the batch-size knob with the arrow keys (a new point is measured, and said in
+words in a polite live region), answer a checkpoint question with the keyboard (its verdict said
+too). And with prefers-reduced-motion set, nothing on the page animates."""
 
 from __future__ import annotations
 
 import re
 
 from playwright.sync_api import expect
-from ui_helpers import record_live_regions, said_so
+from ui_helpers import record_live_regions, said_so, skip_prediction
 
 LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
 # settings no other browser test uses: its points are measured here, not found in the cache
@@ -70,16 +70,21 @@ def tab_until(page, want, limit: int = 80) -> list[dict]:
 def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
     record_live_regions(page)
     page.goto(app_url + KNOB)
+    # the skip link is the first stop, and jumps past the header and the course navigation
+    page.keyboard.press("Tab")
+    assert focused(page).get("name") == "Skip to the lesson"
+    page.keyboard.press("Enter")
+    # the prediction comes first (the demo measures nothing fresh before it): its first choice,
+    # picked with the space bar
+    stops = tab_until(page, lambda f: f.get("type") == "radio")
+    page.keyboard.press("Space")
+    expect(page.get_by_text(re.compile("You predicted:"))).to_be_visible()
     expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 4"))).to_be_visible(
         timeout=LONG)
     # (without prefers-reduced-motion, some things on this page do animate: the check below in
     # test_reduced_motion_stops_every_animation can fail)
     assert page.evaluate(ANIMATING_JS) != []
-    # the skip link is the first stop, and jumps past the header and the course navigation
-    page.keyboard.press("Tab")
-    assert focused(page).get("name") == "Skip to the lesson"
-    page.keyboard.press("Enter")
-    stops = tab_until(page, lambda f: f.get("role") == "slider")
+    stops += tab_until(page, lambda f: f.get("role") == "slider")
     assert stops[-1]["name"] == "Batch size"
     assert not any(s.get("name", "").startswith("Lesson 1") for s in stops)  # nav skipped
     # the knob, by keyboard: one step right is batch 5, measured on release of the key
@@ -107,6 +112,7 @@ def test_reduced_motion_stops_every_animation(browser, app_url):
     try:
         page = context.new_page()
         page.goto(app_url + KNOB)
+        skip_prediction(page)
         expect(page.get_by_text(re.compile(r"Last doubling, batch 2 to 4"))).to_be_visible(
             timeout=LONG)
         page.get_by_role("button", name=re.compile("Measurement settings")).click()
