@@ -218,7 +218,8 @@ QUESTIONS = (
              "engine do?", (
         Choice("Preempts the newest request and recomputes its cache later", True,
                "Its blocks go back to the pool, it waits at the front of the queue, and on "
-               "readmission a prefill rebuilds its cache; vLLM can also swap it to CPU memory."),
+               "readmission a prefill rebuilds its cache, as vLLM V1 does (its V0 could also swap the "
+               "cache to CPU memory)."),
         Choice("Stops every request until one of them has finished", False,
                "The others go on at once with the freed blocks; only the preempted one waits."),
         Choice("Ends the answer early and returns what it has so far", False,

@@ -64,8 +64,10 @@ timeout.</p>
 <h2>Continuous: a slot frees, a slot fills</h2>
 <p>Continuous batching (also called in-flight batching) decides at every decode step
 (<a href="app?page=vocabulary#iteration-level">iteration-level scheduling</a>): a finished
-request leaves at once and a waiting one takes its slot in the next step. The queue stays short and the slots stay busy. It is what Orca introduced and what vLLM,
-SGLang and TGI do; TensorRT-LLM calls it in-flight batching.</p>
+request leaves at once and a waiting one takes its slot in the next step. The queue stays short
+and the slots stay busy. Orca introduced it (Yu et al., "Orca: A Distributed Serving System for
+Transformer-Based Generative Models", OSDI 2022); vLLM, SGLang and TGI do it, and TensorRT-LLM
+calls it in-flight batching.</p>
 """
 
 

@@ -63,9 +63,10 @@ class AboutPage(Page):
 
     def view(self) -> pn.viewable.Viewable:
         return pn.Column(
-            html_pane("<h1>About this machine</h1><p>Every number in the lessons is measured "
-                      "here, on this device, by the engine's own worker process. These are the "
-                      "limits it works against.</p>"),
+            html_pane("<h1>About this machine</h1><p>Every measurement in the lessons is made "
+                      "here, on this device, by the engine's own worker process (figures quoted "
+                      "from papers and datasheets are marked as quoted and name their source). "
+                      "These are the limits it works against.</p>"),
             self.figures, self.runner.status, self.presets,
             html_pane("<h2>The engine service, now</h2><p>One worker process runs every "
                       "reader's measurements, one at a time, in order of arrival; results are "

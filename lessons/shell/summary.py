@@ -39,8 +39,9 @@ CHECKLIST: tuple[Step, ...] = (
          "A per-step token budget with decodes first keeps one long prompt from stalling every "
          "stream.", "chunked-prefill", "lesson 7"),
     Step("Shrink the KV cache: its number format and GQA",
-         "The cache, not the weights, caps concurrency: an fp8 cache halves it, grouped-query "
-         "attention divides it by the group size.", "kv-cache", "lesson 6"),
+         "The cache, not the weights, caps concurrency: an fp8 cache halves its bytes per "
+         "token, grouped-query attention divides them by the group size.", "kv-cache",
+         "lesson 6"),
     Step("Cache shared prefixes",
          "A system prompt that every request repeats need be prefilled only once.",
          "prefix-caching", "lesson 9"),

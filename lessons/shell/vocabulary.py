@@ -124,8 +124,8 @@ TERMS: tuple[Term, ...] = (
     Term("Preemption", "preemption",
          "Taking a running request out of the batch when the KV cache is full, so others can "
          "go on: its blocks are freed and it waits again. This engine preempts the newest "
-         "request and recomputes its cache (as a prefill) when it is readmitted; vLLM can also "
-         "swap the cache to CPU memory.", "", BATCH),
+         "request and recomputes its cache (as a prefill) when it is readmitted, as vLLM V1 does "
+         "(vLLM's V0 could also swap the cache to CPU memory).", "", BATCH),
     # ---- memory
     Term("KV cache", "kv-cache",
          "The keys and values of every token seen so far, kept so decode need not recompute "
