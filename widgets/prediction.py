@@ -59,7 +59,11 @@ class PredictionBox(pn.viewable.Viewer):
                                        color="light", width=260)
         self._skip.on_click(lambda _e: self.skip())
         self._state = _html("")
-        self._result = pn.pane.Alert("", visible=False, sizing_mode="stretch_width")
+        # the verdict in site colours (Bootstrap's info alert falls under 4.5:1 contrast here)
+        self._result = _html("")
+        self._result.visible = False
+        self.outcome = ""  # "", "neutral", "right" or "wrong": how the verdict is drawn
+        self._verdict = ""
         self._layout = pn.Column(
             _html(f"<h2>Your prediction</h2><p>{html.escape(question.intro)}</p>"
                   f"<p><strong>{html.escape(question.prompt)}</strong></p>"),
@@ -104,7 +108,13 @@ class PredictionBox(pn.viewable.Viewer):
     @property
     def verdict(self) -> str:
         """The text shown beside the measurement ("" before there is one)."""
-        return self._result.object if self._result.visible else ""
+        return self._verdict if self._result.visible else ""
+
+    def _say(self, text: str, outcome: str) -> None:
+        self._verdict, self.outcome = text, outcome
+        self._result.object = (f'<div class="site"><p class="prediction-result {outcome}">'
+                               f"{html.escape(text)}</p></div>")
+        self._result.visible = True
 
     def _show(self) -> None:
         if self.measured is None:
@@ -113,17 +123,14 @@ class PredictionBox(pn.viewable.Viewer):
             if not self.made:  # a cached result came first: shown, the prediction still open
                 text = (f"Already measured (from the cache): {self.measured} ({self._detail}). "
                         "Predict anyway, then compare.")
-                self._result.param.update(object=text, alert_type="info", visible=True)
+                self._say(text, "neutral")
                 return
-            self._result.param.update(object=f"Measured: {self.measured} ({self._detail}).",
-                                      alert_type="info", visible=True)
+            self._say(f"Measured: {self.measured} ({self._detail}).", "neutral")
             return
         right = self.choice == self.measured
         verdict = "As you predicted." if right else "Not what you predicted."
-        self._result.param.update(
-            object=(f"{verdict} You predicted: {self.choice}. Measured: {self.measured} "
-                    f"({self._detail})."),
-            alert_type="success" if right else "warning", visible=True)
+        self._say(f"{verdict} You predicted: {self.choice}. Measured: {self.measured} "
+                  f"({self._detail}).", "right" if right else "wrong")
 
     def __panel__(self):
         return self._layout

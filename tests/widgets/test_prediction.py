@@ -40,7 +40,7 @@ def test_a_right_prediction_says_so():
     box.choice = "Both"
     box.reveal("Both", "numbers")
     assert box.verdict.startswith("As you predicted.")
-    assert box._result.alert_type == "success"
+    assert box.outcome == "right" and "prediction-result right" in box._result.object
 
 
 def test_skipping_measures_without_a_prediction():
