@@ -51,6 +51,7 @@ class PredictionBox(pn.viewable.Viewer):
         self.question = question
         self.param.choice.objects = list(question.choices)
         self.measured: str | None = None
+        self._locked: str | None = None  # the reader's pick, once made
         self._detail = ""
         self._picker = pn.widgets.RadioBoxGroup.from_param(
             self.param.choice, inline=False, sizing_mode="stretch_width")
@@ -72,9 +73,14 @@ class PredictionBox(pn.viewable.Viewer):
 
     @param.depends("choice", watch=True)
     def _picked(self) -> None:
-        if self.choice is None:
+        if self.choice is None or self.choice == self._locked:
             return
-        self._picker.disabled = True  # kept, to compare with the measurement
+        if self._locked is not None:  # a pick is final: it is what the measurement is compared with
+            self.choice = self._locked
+            return
+        # the picker stays enabled (disabling it would drop a keyboard reader's focus on the page):
+        # a later pick is undone above
+        self._locked = self.choice
         self._skip.visible = False
         self._state.object = (f'<div class="site"><p>You predicted: <strong>'
                               f'{html.escape(self.choice)}</strong>. The demo below now measures '

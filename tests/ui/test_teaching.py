@@ -35,7 +35,7 @@ def choice_order(page) -> list[str]:
 def test_a_lesson_waits_for_the_prediction_and_a_reload_shows_the_cached_result(
         page, console, app_url):
     page.goto(app_url + KNOB)
-    expect(page.get_by_text("Your prediction")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("heading", name="Your prediction")).to_be_visible(timeout=60_000)
     expect(page.get_by_text(re.compile("waiting for your prediction"))).to_be_visible(
         timeout=30_000)
     assert page.evaluate(POINTS_JS) == []  # nothing measured before the prediction
