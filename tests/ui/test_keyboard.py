@@ -70,6 +70,9 @@ def tab_until(page, want, limit: int = 80) -> list[dict]:
 def test_a_lesson_with_the_keyboard_alone(page, console, app_url):
     record_live_regions(page)
     page.goto(app_url + KNOB)
+    # the lesson drawn before the first Tab (the old test waited for its points instead)
+    expect(page.get_by_role("heading", name="Your prediction")).to_be_visible(timeout=LONG)
+    expect(page.get_by_role("slider", name="Batch size")).to_be_visible(timeout=LONG)
     # the skip link is the first stop, and jumps past the header and the course navigation
     page.keyboard.press("Tab")
     assert focused(page).get("name") == "Skip to the lesson"
