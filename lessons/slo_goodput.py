@@ -39,7 +39,7 @@ from widgets.job_status import JobStatus
 from widgets.pareto_chart import ParetoChart
 from widgets.prediction import PredictionQuestion
 from widgets.rate_curve import RateCurve
-from widgets.tables import html_table, sig, table_pane
+from widgets.tables import UNBOUNDED, html_table, sig, table_pane, with_interval
 
 from .base import LessonPage
 from .data_record import result_header
@@ -335,9 +335,6 @@ class UseFigures:
     device: str
 
 
-UNBOUNDED = "†"  # marks a percentile from too few samples to bound it (engine.calc.stats)
-
-
 def point_estimates(point: RatePoint) -> dict[str, Estimate]:
     """The percentiles a rate is judged on (P50 and P99 of each metric the SLO can limit), each
     with its sample count and its 95% bootstrap interval over the rate's requests. TPOT is per
@@ -357,17 +354,6 @@ def pareto_point(point: RatePoint, judged: Judged, est: Estimate) -> dict:
     if est.bounded and est.lo:
         row.update(per_user_lo=1000 / est.hi, per_user_hi=1000 / est.lo)
     return row
-
-
-def with_interval(value: float | None, est: Estimate | None) -> str:
-    """'412 [380-450]' (the 95% interval), or '412 †' for a percentile too few samples bound."""
-    if value is None or est is None:
-        return sig(value)
-    if not est.bounded:
-        return f"{sig(value)} {UNBOUNDED}"
-    if est.lo is None:
-        return sig(value)
-    return f"{sig(value)} [{sig(est.lo)}–{sig(est.hi)}]"
 
 
 def sweep_rates(max_rate: float, points: int) -> list[float]:

@@ -59,8 +59,7 @@ UNBOUNDED = "†"  # marks a percentile from too few samples to bound it (engine
 
 def with_interval(value: float | None, est) -> str:
     """'412 [380–450]' (an engine.calc.stats.Estimate's 95% interval), '412 †' for a percentile
-    too few samples bound, the figure alone without an estimate (lesson 8 has its own copy
-    until its rewrite has landed: fold it into this one then)."""
+    too few samples bound, the figure alone without an estimate."""
     if value is None or est is None or est.value is None:
         return sig(value)
     if not est.bounded:
