@@ -2,7 +2,14 @@
 
 The key is (device, engine version, job kind, params with the kind's defaults filled in): a
 classroom moving the same slider measures each point once, and a result measured by another
-engine version or on another device is never served. Torch-free.
+engine version or on another device is never served. An entry read from disk is checked against
+its kind's typed record (engine.lab.results) before anyone sees it: a file that is not JSON, holds
+another key, or a result of the wrong shape (a format changed without a version bump, a hand
+edit, a truncated write) is deleted and the point measured again, never shown.
+
+`nearest(key)` finds the cached result closest to a key that has none (same device, engine
+version and kind; every setting that is not a number the same; numbers near, see `distance`), so
+a page can show it at once, marked as such, while the exact one is measured. Torch-free.
 """
 
 from __future__ import annotations
@@ -10,20 +17,48 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
+from ..errors import ResultError
 from ..paths import write_json_atomic
+from .results import parse_result
 
 log = logging.getLogger(__name__)
 
+NEARBY_WITHIN = math.log(4)  # the farthest a nearby result may be (see distance): 4x in one number
+
+
+def distance(a: dict, b: dict) -> float:
+    """How far apart two parameter sets of one kind are: the sum over numeric settings of
+    |log(a / b)| (batch 8 is as near 16 as 16 is to 32); infinite if any other setting differs,
+    or a number differs where one of them is 0 or negative (0 often means "off")."""
+    total = 0.0
+    for name in a.keys() | b.keys():
+        x, y = a.get(name), b.get(name)
+        if x == y:
+            continue
+        if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            total += sum(distance({"v": u}, {"v": v}) for u, v in zip(x, y))
+        elif (isinstance(x, (int, float)) and isinstance(y, (int, float))
+              and not isinstance(x, bool) and not isinstance(y, bool) and x > 0 and y > 0):
+            total += abs(math.log(x / y))
+        else:
+            return math.inf
+    return total
+
 
 class CacheStore:
-    """Measured results by full key, in memory and as one JSON file each on disk."""
+    """Measured results by full key, in memory (the `memory_entries` most recently used) and as
+    one JSON file each on disk."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, memory_entries: int = 512):
         self.directory = directory
-        self._memory: dict[str, dict] = {}
+        self.memory_entries = memory_entries
+        self._memory: OrderedDict[str, dict] = OrderedDict()
+        self._keys: dict[str, dict[str, dict]] = {}  # kind -> {file name: key}, once scanned
         self._lock = threading.Lock()
 
     @staticmethod
@@ -41,28 +76,100 @@ class CacheStore:
         path = self._path(key)
         with self._lock:
             record = self._memory.get(str(path))
-        if record is not None:
-            return record
+            if record is not None:
+                self._memory.move_to_end(str(path))
+                return record
         try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
+            text = path.read_text()
+        except OSError:
+            return None  # not measured yet (or unreadable: measured again and rewritten)
+        try:
+            record = self.entry(text, key)
+        except ResultError as e:
+            log.warning("discarding cache entry %s: %s", path.name, e)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:  # a read-only cache: the fresh result is kept in memory instead
+                pass
             return None
-        if not isinstance(record, dict) or record.get("key") != key or "result" not in record:
-            return None  # another key's file, or an older format: measure again
+        self._remember(str(path), record)
+        return record
+
+    def nearest(self, key: dict, within: float = NEARBY_WITHIN) -> dict | None:
+        """The stored record closest to key (same device, engine version and kind; see
+        `distance`, at most `within`), checked like `get`; None if there is none near."""
+        keys = self._keys_of(key["kind"])
+        candidates = sorted(
+            (distance(key["params"], k["params"]), name, k) for name, k in list(keys.items())
+            if k["device"] == key["device"] and k["engine_version"] == key["engine_version"])
+        for far, name, other in candidates:
+            if far > within:
+                break
+            if far == 0:
+                continue  # the key itself: get() would have answered
+            record = self.get(other)
+            if record is not None:
+                return record
+            keys.pop(name, None)  # gone or malformed
+        return None
+
+    def _keys_of(self, kind: str) -> dict[str, dict]:
+        """The keys of a kind's files on disk (read once, then kept up to date by put)."""
         with self._lock:
-            self._memory[str(path)] = record
+            known = self._keys.get(kind)
+        if known is not None:
+            return known
+        known = {}
+        for path in sorted(self.directory.glob(f"{kind}-*.json")):
+            try:
+                key = json.loads(path.read_text()).get("key")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(key, dict) and isinstance(key.get("params"), dict) \
+                    and self._path(key) == path:
+                known[path.name] = key
+        with self._lock:
+            return self._keys.setdefault(kind, known)
+
+    @staticmethod
+    def entry(text: str, key: dict) -> dict:
+        """A cache file's record, if it is this key's and its result has the kind's shape;
+        a ResultError saying what is wrong otherwise."""
+        try:
+            record = json.loads(text)
+        except ValueError as e:
+            raise ResultError(f"not JSON ({e})") from None
+        if not isinstance(record, dict):
+            raise ResultError(f"not an object (got {type(record).__name__})")
+        if record.get("key") != key:
+            raise ResultError("it holds another key's result")
+        for name in ("device", "measured_at"):
+            if not isinstance(record.get(name), str):
+                raise ResultError(f"its {name} is missing or not text")
+        if "result" not in record:
+            raise ResultError("it has no result")
+        parse_result(key["kind"], record["result"])  # ResultError naming the field
         return record
 
     def put(self, key: dict, result: dict, measured_at: str) -> None:
         record = {"key": key, "result": result, "device": key["device"],
                   "measured_at": measured_at}
         path = self._path(key)
+        self._remember(str(path), record)
         with self._lock:
-            self._memory[str(path)] = record
+            if key["kind"] in self._keys:
+                self._keys[key["kind"]][path.name] = key
         try:
             write_json_atomic(path, record)
         except OSError as e:  # a full or read-only disk costs the cache, not the result
             log.warning("could not write %s: %s", path, e)
+
+    def _remember(self, name: str, record: dict) -> None:
+        with self._lock:
+            self._memory[name] = record
+            self._memory.move_to_end(name)
+            while len(self._memory) > self.memory_entries:
+                self._memory.popitem(last=False)  # the least recently used; still on disk
 
     def __len__(self) -> int:
         with self._lock:

@@ -7,6 +7,7 @@ import math
 import re
 
 import pytest
+from cache_entries import sweep_result
 
 from engine.errors import ConfigError, ResultError
 from engine.lab import registry
@@ -96,17 +97,8 @@ def test_parameter_types_parse_command_line_text():
     assert Optional(of=Int(lo=1)).check(None, "x") is None
 
 
-def sweep_point_dict() -> dict:
-    return {"device": "cpu", "preset": "tiny", "weights": "trained", "backend": "torch",
-            "weight_bytes": 1000, "batch_size": 2, "ttft_ms": 5.0, "tpot_ms": 1.5,
-            "tokens_per_s": 1333.3, "kv_bytes": 4096, "prompt_len": 8, "new_tokens": 6,
-            "decode_steps_timed": 3, "step_ms_p10": 1.4, "step_ms_p90": 1.6,
-            "bytes_per_step": 2000, "achieved_gbs": 1.3, "flops_per_step": 4e6,
-            "prefill_tokens_per_s": 3200.0}
-
-
 def test_a_record_reads_a_result_dict_and_gives_it_back():
-    data = sweep_point_dict()
+    data = sweep_result()
     record = SweepPointResult.from_dict(data)
     assert record.tpot_ms == 1.5 and record.batch_size == 2
     assert record.to_dict() == data
@@ -121,7 +113,7 @@ def test_a_record_reads_a_result_dict_and_gives_it_back():
     (lambda d: d.update(extra=1), "unknown field 'extra'"),
 ])
 def test_a_malformed_result_is_refused_naming_the_field(change, words):
-    data = sweep_point_dict()
+    data = sweep_result()
     change(data)
     with pytest.raises(ResultError, match=words):
         SweepPointResult.from_dict(data)
@@ -145,7 +137,7 @@ def test_nested_records_name_the_path_to_a_bad_field():
 
 
 def test_a_result_event_carries_its_record():
-    event = JobEvent(1, "sweep_point", "result", sweep_point_dict(), cached=True)
+    event = JobEvent(1, "sweep_point", "result", sweep_result(), cached=True)
     assert isinstance(event.result, SweepPointResult) and event.result.kv_bytes == 4096
     with pytest.raises(ValueError, match="a progress event has no result"):
         _ = JobEvent(1, "sweep_point", "progress", {}).result
