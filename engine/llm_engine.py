@@ -76,7 +76,12 @@ class LLMEngine:
                         else config.backend)
         self.tokenizer = Tokenizer()
         self.model = build_model(config.preset, self.device, config.seed, config.random_weights)
-        budget = config.kv_budget_bytes or default_budget(self.device)
+        self._build_kv_cache(config.kv_budget_bytes or default_budget(self.device))
+        self._ids = itertools.count()
+
+    def _build_kv_cache(self, budget: int) -> None:
+        """The paged KV pool for a byte budget, its block manager, and the runner over them."""
+        config = self.config
         self.cache = PagedKVCache(
             self.model_config, budget, config.block_size, self.dtype, self.device
         )
@@ -90,8 +95,17 @@ class LLMEngine:
                                   self.scratch_block)
         if self.device.startswith("cuda") and self.backend == "triton" and config.cuda_graphs:
             self.use_decode_graphs(replay=True)
-        self._ids = itertools.count()
         self._warm = False
+
+    def resize_kv_cache(self, budget_bytes: int) -> None:
+        """Replace the paged KV pool with one of budget_bytes (the old pool is freed first, so
+        the two never sit in memory together). No sequence may hold blocks; the next warm_up
+        runs again."""
+        if self.blocks.num_used:
+            raise RuntimeError("cannot resize the KV cache while sequences hold blocks")
+        self.cache = self.blocks = self.runner = None
+        self.config.kv_budget_bytes = budget_bytes
+        self._build_kv_cache(budget_bytes)
 
     def warm_up(self) -> None:
         """Run a short prefill and a few decode steps once, so that first-call costs (thread

@@ -1,12 +1,32 @@
-"""The engines a worker keeps, so that the next sweep point does not reload the model."""
+"""The engines a worker keeps, so that the next sweep point does not reload the model, and the
+size of their KV pools.
+
+A pool is sized to what the job at hand holds at once (`fit_kv`), not to a fixed share of memory:
+the engine's own default (a quarter of free RAM up to 1 GiB on CPU) made the worker hold 1.4 GB
+for the tiny model whose lessons need a few MiB. An engine the job did not give an explicit
+`kv_budget_mib` starts with room for one full-context sequence; a job that needs more grows the
+pool (to the next power of two of blocks, never past the engine's default budget, where a job too
+big is refused with the engine's own message), and a job needing a quarter of it or less shrinks
+it again, so an idle worker holds little. Resizing happens before a job's timed steps, and the
+engine warms up again after it.
+"""
 
 from __future__ import annotations
 
-from ...config import EngineConfig
+import weakref
+from collections.abc import Iterable
+
+from ...block_manager import blocks_for
+from ...config import EngineConfig, get_preset
+from ...device import resolve_device, torch_dtype
 from ...llm_engine import LLMEngine
+from ...model.kv_cache import default_budget
+from ...scheduler import kv_tokens_needed
 
 MAX_ENGINES = 2
+SHRINK_AT = 4  # a pool this many times larger than a job needs is shrunk to fit it
 _engines: dict[tuple, LLMEngine] = {}
+_fitted: weakref.WeakSet[LLMEngine] = weakref.WeakSet()  # engines whose pool follows the jobs
 
 
 def engine_for(preset: str, device: str = "auto", backend: str = "auto",
@@ -23,8 +43,11 @@ def engine_for(preset: str, device: str = "auto", backend: str = "auto",
         engine = LLMEngine(EngineConfig(
             preset=preset, device=device, backend=backend, random_weights=random_weights,
             prefix_caching=prefix_caching,
-            kv_budget_bytes=kv_budget_mib * 2**20 if kv_budget_mib else None,
+            kv_budget_bytes=kv_budget_mib * 2**20 if kv_budget_mib else
+            smallest_pool_bytes(preset, device),
         ))
+        if not kv_budget_mib:
+            _fitted.add(engine)
         engine.warm_up()
     _engines[key] = engine  # most recently used last
     return engine
@@ -34,3 +57,36 @@ def engine_from_params(params: dict) -> LLMEngine:
     """The engine a job's checked parameters ask for (registry.ENGINE's names)."""
     return engine_for(params["preset"], params["device"], params["backend"],
                       params["kv_budget_mib"], params["random_weights"])
+
+
+def smallest_pool_bytes(preset: str, device: str = "auto") -> int:
+    """A pool that holds one sequence of the preset's full context (and the scratch block)."""
+    cfg = get_preset(preset)
+    device = resolve_device(device)
+    per_token = cfg.kv_bytes_per_token(torch_dtype(cfg.dtype_name(device)).itemsize)
+    return (cfg.context + EngineConfig.block_size) * per_token
+
+
+def fit_kv(engine: LLMEngine, lengths: Iterable[int]) -> None:
+    """Size a fitted engine's KV pool for sequences of these total lengths (prompt plus output)
+    held at once; an engine built with an explicit budget keeps it."""
+    if engine not in _fitted:
+        return
+    block = engine.cache.block_size
+    need = 1 + sum(blocks_for(n, block) for n in lengths)  # and the scratch block
+    floor = smallest_pool_bytes(engine.config.preset, engine.device) // engine.cache.bytes_per_block
+    target = max(floor, 1 << (need - 1).bit_length())  # the next power of two
+    ceiling = max(floor, default_budget(engine.device) // engine.cache.bytes_per_block)
+    target = min(target, ceiling)  # a job bigger than that is refused by its own check
+    current = engine.cache.num_blocks
+    if target > current or current >= SHRINK_AT * target:
+        engine.resize_kv_cache(target * engine.cache.bytes_per_block)
+        engine.warm_up()
+
+
+def resident_lengths(requests, max_batch: int) -> list[int]:
+    """The KV positions of the max_batch longest requests: the most a served run holds at once
+    (a scheduler admits at most max_batch, each needing its full length)."""
+    need = sorted((kv_tokens_needed(len(r.prompt_ids), r.output_len) for r in requests),
+                  reverse=True)
+    return need[:max_batch]

@@ -24,7 +24,7 @@ from ...serve.trace import RequestEvent, RequestTrace, TokenEvent
 from ...serve.workload import PromptSource, Request
 from ...tokenizer import IncrementalDecoder
 from ..registry import Cancelled, Emit
-from .engines import engine_from_params
+from .engines import engine_from_params, fit_kv, resident_lengths
 
 
 def generate_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
@@ -35,6 +35,7 @@ def generate_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     sampling.validate()
     engine = engine_from_params(params)
     ids = engine.tokenizer.encode(prompt)
+    fit_kv(engine, [len(ids) + params["max_new_tokens"]])
 
     def on_token(event) -> None:
         emit("token", {"index": event.index, "text": event.text, "t_s": event.t_s})
@@ -98,6 +99,7 @@ def two_clocks_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     requests += [Request(id=i, prompt_ids=source.prompt(bg_prompt, rng), output_len=bg_output,
                          arrival_s=0.0) for i in range(1, background + 1)]
     config = SchedulerConfig(policy="continuous", max_batch=background + 1, chunk_size=0)
+    fit_kv(engine, resident_lengths(requests, config.max_batch))
     reader_done = False
 
     def on_event(event) -> None:

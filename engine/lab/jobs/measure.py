@@ -22,12 +22,13 @@ from ...device import resolve_device, torch_dtype
 from ...model.kv_cache import PagedKVCache
 from ...sweep import measure_point, sweep_prompts
 from ..registry import Cancelled, Emit
-from .engines import engine_from_params
+from .engines import engine_from_params, fit_kv
 
 
 def sweep_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     """One batch size of the sweep: TTFT, median decode step (TPOT), tokens/s, KV bytes."""
     engine = engine_from_params(params)
+    fit_kv(engine, [params["prompt_len"] + params["new_tokens"]] * params["batch_size"])
 
     def on_step(done: int, total: int) -> None:
         emit("progress", {"done": done, "total": total})
@@ -55,6 +56,7 @@ def prefill_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | 
     """Prefill passes of batch_size prompts of prompt_len tokens: median time, FLOPs, bytes."""
     batch, prompt_len, repeats = params["batch_size"], params["prompt_len"], params["repeats"]
     engine = engine_from_params(params)
+    fit_kv(engine, [prompt_len] * batch)
     engine.check_fits(batch, prompt_len)
     engine.warm_up()
     prompts = sweep_prompts(engine.tokenizer.vocab_size, batch, prompt_len, params["seed"])

@@ -24,7 +24,7 @@ from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
 from ...serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
 from ...serve.workload import PromptSource, Request, WorkloadSpec, make_workload, poisson_arrivals
 from ..registry import Cancelled, Emit
-from .engines import engine_from_params
+from .engines import engine_from_params, fit_kv, resident_lengths
 
 PROGRESS_EVERY_S = 0.25  # progress events of serving jobs: a few a second, not one a step
 
@@ -99,6 +99,7 @@ def serve_run_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
     config = scheduler_config(params)
     engine = engine_from_params(params)
     requests = make_workload(spec, engine.tokenizer)
+    fit_kv(engine, resident_lengths(requests, config.max_batch))
     return run_requests(
         engine, requests, config, emit, cancelled,
         slo_ttft_ms=params["slo_ttft_ms"], slo_tpot_ms=params["slo_tpot_ms"],
@@ -137,6 +138,7 @@ def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
     seed = params["seed"]
     engine = engine_from_params(params)
     requests, sizes = mixed_workload(engine.tokenizer, rate, count, long_share, short, long, seed)
+    fit_kv(engine, resident_lengths(requests, config.max_batch))
     finished = 0
 
     def on_event(event) -> None:
@@ -184,7 +186,7 @@ def block_snapshots_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
     """A small Poisson workload served for real, with every step's block tables recorded."""
     spec = workload_spec(params, **POISSON)
     config = scheduler_config(params, **CONTINUOUS)
-    engine = engine_from_params(params)
+    engine = engine_from_params(params)  # its kv_budget_mib is explicit: the pool is the lesson
     requests = make_workload(spec, engine.tokenizer)
     snapshots: list[dict] = []
     total = sum(r.output_len for r in requests)
@@ -246,6 +248,7 @@ def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     specs = [workload_spec(params, **POISSON, rate=rate) for rate in rates]
     engine = engine_from_params(params)
     workloads = [make_workload(spec, engine.tokenizer) for spec in specs]
+    fit_kv(engine, max((resident_lengths(w, config.max_batch) for w in workloads), key=sum))
     total = sum(r.output_len for w in workloads for r in w)
     done = [0]
     every = Every(PROGRESS_EVERY_S)
