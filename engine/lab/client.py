@@ -1,5 +1,5 @@
 """The engine service's client: the web process holds one; one worker process per server runs
-engine jobs, one at a time, in order of arrival.
+engine jobs, one at a time, in the order engine.lab.job_queue decides for a classroom.
 
 Why a process: the worker owns the device, so the web server's Python work (serializing page
 updates for a classroom of browsers) never holds the interpreter lock while a measured step runs,
@@ -8,13 +8,17 @@ job that was waiting. The web process never imports torch; only the worker (engi
 does.
 
 Flow: `submit` checks the kind and fills in its defaults (engine.lab.registry) and queues a Job;
-a dispatcher thread sends the oldest queued job to the worker when it is idle, receives the
+a dispatcher thread sends the job the queue picks (short jobs first, readers in turn, a reader's
+newest request of a demo replacing their queued ones) to the worker when it is idle, receives the
 worker's events (progress, token, step, result, error, cancelled) and calls the job's `on_event`
 with a JobEvent (engine.lab.events; on the dispatcher thread: a page moves events onto its own
-event loop itself). Results are cached (engine.lab.cache) keyed by the worker's device, the job
-kind, its parameters with defaults filled in, and the engine version; a job whose result is cached
-is answered at once, without waiting in the queue, and its result event says `cached=True` with
-the device and time it was measured. Torch-free.
+event loop itself). Jobs asking the same question (same kind and parameters) share one run: those
+queued leave the queue with the first, and one submitted while it runs joins it; each gets every
+event from then on, and the result says how many readers it answered. Results are cached
+(engine.lab.cache) keyed by the worker's device, the job kind, its parameters with defaults filled
+in, and the engine version; a job whose result is cached is answered at once, without waiting in
+the queue, and its result event says `cached=True` with the device and time it was measured.
+Torch-free.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import atexit
 import itertools
 import logging
 import multiprocessing as mp
+import os
 import sys
 import threading
 import time
@@ -34,10 +39,14 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from ..errors import ResultError
 from ..paths import cache_dir
 from . import registry
 from .cache import CacheStore
 from .events import FINAL_EVENTS, FINAL_STATES, Job, JobEvent, one_line
+from .job_queue import JobQueue, question
+from .memory import process_memory
+from .results import parse_result
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +71,21 @@ class _Worker:
     started_at: float = field(default_factory=time.time)
 
 
+@dataclass(eq=False)
+class _Run:
+    """What the worker is running: one job's kind and params, and every job it answers (the one
+    that asked first, then those that asked the same question). The worker knows it by the first
+    job's id."""
+
+    id: int
+    jobs: list[Job]
+    cancelling: bool = False  # every job has left it; the worker was told to stop
+
+    @property
+    def lead(self) -> Job:
+        return self.jobs[0]
+
+
 class EngineService:
     """The thin client of the engine worker; see the module docstring. Thread-safe."""
 
@@ -69,8 +93,8 @@ class EngineService:
         self._ctx = mp.get_context("spawn")
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
-        self._pending: deque[Job] = deque()
-        self._current: Job | None = None
+        self._queue = JobQueue()
+        self._running: _Run | None = None  # what the worker is running now
         self._ready_results: deque[tuple[Job, JobEvent]] = deque()  # events to deliver, in order
         self._cache = CacheStore(cache_path or cache_dir() / "results")
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
@@ -84,6 +108,10 @@ class EngineService:
         self.jobs_done = 0
         self.jobs_cancelled = 0
         self.cache_hits = 0
+        self.shared_runs = 0  # runs that answered more than one reader's job
+        self.worker_idle_mib: float | None = None  # the worker's RSS when it last fell idle
+        self._runs_ended = 0
+        self._idle_checked = -1  # runs ended when it was read
         self._thread: threading.Thread | None = None
         if start:
             self.start()
@@ -100,14 +128,21 @@ class EngineService:
 
     def submit(self, kind: str, params: dict | None = None,
                on_event: Callable[[JobEvent], None] | None = None,
-               session_id: str | None = None, use_cache: bool = True) -> Job:
+               session_id: str | None = None, use_cache: bool = True,
+               demo: str | None = None, replace: bool = False, nearby: bool = False) -> Job:
         """Queue a job; returns at once. Its events go to on_event on the service's thread.
+        With replace, it replaces the session's queued jobs of the same demo (they end
+        cancelled, with {"replaced_by": its id}): a slider's newest position wins. With nearby,
+        a job that has to wait gets a cached result of nearby params first (a "nearby" event).
         Bad parameters or an unknown kind end the job with an error event, never an exception."""
-        job = Job(next(self._ids), kind, dict(params or {}), on_event, session_id, use_cache)
+        job = Job(next(self._ids), kind, dict(params or {}), on_event, session_id, use_cache,
+                  demo, nearby=nearby)
         try:
             spec = registry.get_spec(kind)
             job.params = spec.normalize(job.params)
             job.use_cache = use_cache and spec.cacheable
+            job.size = spec.size_for(job.params, self._device())
+            job.question = question(kind, job.params) if spec.cacheable else None
         except ValueError as e:
             self._finish(job, "error", {"message": one_line(e)}, deliver_later=True)
             return job
@@ -116,10 +151,21 @@ class EngineService:
                 self._finish(job, "error", {"message": "the engine service has shut down"},
                              deliver_later=True)
                 return job
-            ahead = len(self._pending) + (self._current is not None)
-            self._pending.append(job)
-            # queued before started, whatever the dispatcher does next: both go through it
-            self._ready_results.append((job, JobEvent(job.id, kind, "queued", {"ahead": ahead})))
+            replaced = self._queue.replace(session_id, demo) if replace else []
+            run = self._running
+            if run is not None and not run.cancelling and JobQueue.shares(run.lead, job):
+                run.jobs.append(job)  # asked while it runs: it joins that run
+                job.state, job.started_at = "running", time.time()
+                self._ready_results.append((job, JobEvent(job.id, kind, "queued", {"ahead": 0})))
+                self._ready_results.append((job, JobEvent(job.id, kind, "started", {})))
+            else:
+                self._queue.add(job)
+                ahead = self._queue.position(job, time.time()) + (run is not None)
+                # queued before started, whatever the dispatcher does next: both go through it
+                self._ready_results.append((job, JobEvent(job.id, kind, "queued",
+                                                          {"ahead": ahead})))
+        for old in replaced:
+            self._finish(old, "cancelled", {"replaced_by": job.id}, deliver_later=True)
         self._wake()
         return job
 
@@ -142,37 +188,50 @@ class EngineService:
                                               kind, params))
 
     def cancel(self, job: Job) -> bool:
-        """Cancel a queued or running job; False if it had already finished."""
+        """Cancel a queued or running job; False if it had already finished. A job that shares
+        its run with other readers' leaves it (they go on); the last one stops it."""
         with self._lock:
             if job.state in FINAL_STATES:
                 return False
-            if job in self._pending:
-                self._pending.remove(job)
+            if self._queue.remove(job):
                 self._finish(job, "cancelled", {}, deliver_later=True)
                 return True
-            if job is self._current and self._worker is not None:
-                self._worker.cancel_id.value = job.id  # the job polls it and stops
+            run = self._running
+            if run is None or job not in run.jobs:
+                return False
+            if len(run.jobs) > 1:
+                run.jobs.remove(job)
+                self._finish(job, "cancelled", {}, deliver_later=True)
+                return True
+            if self._worker is not None:
+                run.cancelling = True
+                self._worker.cancel_id.value = run.id  # the job polls it and stops
                 return True
         return False
 
     def cancel_session(self, session_id: str) -> int:
         """Cancel every queued or running job of a session (a closed browser tab); the count."""
         with self._lock:
-            mine = [j for j in self._pending if j.session_id == session_id]
-            if self._current is not None and self._current.session_id == session_id:
-                mine.append(self._current)
+            mine = [j for j in self._queue if j.session_id == session_id]
+            if self._running is not None:
+                mine += [j for j in self._running.jobs if j.session_id == session_id]
+            self._queue.forget(session_id)
         return sum(self.cancel(j) for j in mine)
 
     def status(self) -> dict:
-        """What the service is doing now (safe to show any reader: no session ids)."""
+        """What the service is doing now (safe to show any reader: no session ids). "queue"
+        lists the waiting jobs in the order they will run (a job sharing an earlier one's run is
+        left out)."""
         with self._lock:
-            w, cur = self._worker, self._current
+            w, run = self._worker, self._running
             identity = (w.identity or {}) if w else {}
             running = None
-            if cur is not None:
-                running = {"id": cur.id, "kind": cur.kind, "params": cur.params,
-                           "progress": cur.progress,
-                           "running_s": round(time.time() - (cur.started_at or time.time()), 2)}
+            if run is not None:
+                lead = run.lead
+                running = {"id": run.id, "kind": lead.kind, "params": lead.params,
+                           "progress": lead.progress, "readers": len(run.jobs),
+                           "running_s": round(time.time() - (lead.started_at or time.time()), 2)}
+            order = self._queue.order(time.time())
             return {
                 "ready": bool(w and w.identity),
                 "worker_pid": identity.get("pid"),
@@ -180,15 +239,37 @@ class EngineService:
                 "device": identity.get("device", ""),
                 "engine_version": identity.get("engine_version", ""),
                 "running": running,
-                "queued": len(self._pending),
-                "queue": [{"id": j.id, "kind": j.kind} for j in self._pending],
+                "queued": len(self._queue),
+                "queue": [{"id": j.id, "kind": j.kind, "size": j.size} for j in order],
                 "jobs_done": self.jobs_done,
                 "jobs_cancelled": self.jobs_cancelled,
                 "cache_hits": self.cache_hits,
+                "shared_runs": self.shared_runs,
                 "cache_entries": len(self._cache),
                 "restarts": self.restarts,
                 "start_error": self._start_error,
+                "memory": self.memory(identity.get("pid")),
             }
+
+    def memory(self, worker_pid: int | None = None) -> dict:
+        """Resident memory in MiB: this (web) process now and at most; the worker now, at most
+        (its busiest moment so far) and when it last fell idle."""
+        worker = process_memory(worker_pid)
+        if worker is not None:
+            worker["idle_mib"] = self.worker_idle_mib
+        return {"web": process_memory(os.getpid()), "worker": worker}
+
+    def _device(self) -> str:
+        """The worker's device once it has said hello ("" before)."""
+        w = self._worker
+        return ((w.identity or {}).get("device", "") if w else "")
+
+    def position(self, job: Job) -> int | None:
+        """How many runs come before this queued job's (the running one included); None if it is
+        not queued."""
+        with self._lock:
+            ahead = self._queue.position(job, time.time())
+            return None if ahead is None else ahead + (self._running is not None)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Cancel what is queued, stop the worker and the dispatcher thread."""
@@ -196,15 +277,15 @@ class EngineService:
             if self._stopping:
                 return
             self._stopping = True
-            pending = list(self._pending)
-            self._pending.clear()
-            current = self._current
-            if current is not None and self._worker is not None:
-                self._worker.cancel_id.value = current.id
+            pending = list(self._queue)
+            self._queue = JobQueue()
+            run, self._running = self._running, None
+            if run is not None and self._worker is not None:
+                self._worker.cancel_id.value = run.id
         for job in pending:
             self._finish(job, "cancelled", {})
-        if current is not None:
-            self._finish(current, "error", {"message": "the engine service has shut down"})
+        for job in run.jobs if run is not None else []:
+            self._finish(job, "error", {"message": "the engine service has shut down"})
         self._wake()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
@@ -246,24 +327,24 @@ class EngineService:
         w.jobs.close()
         w.events.close()
         with self._lock:
-            current, self._current = self._current, None
+            run, self._running = self._running, None
             if self._stopping:
                 return
             if w.identity is None:  # it never came up: do not spin; fail what waits
                 self._start_error = self._start_error or f"engine worker exited with code {code}"
-                failed, self._pending = list(self._pending), deque()
+                failed, self._queue = list(self._queue), JobQueue()
                 self._worker = None
             else:
                 failed = []
                 self.restarts += 1
                 self._worker = self._spawn()
-        if current is not None:
-            self._finish(current, "error", {"message": (
+        for job in run.jobs if run is not None else []:
+            self._finish(job, "error", {"message": (
                 f"the engine worker stopped unexpectedly (exit code {code}) while running this "
-                "job; it has been restarted, try again")})
+                "job; it has been restarted, try again")}, deliver_later=True)
         for job in failed:
             self._finish(job, "error", {"message": f"the engine could not start: "
-                                                   f"{self._start_error}"})
+                                                   f"{self._start_error}"}, deliver_later=True)
         log.warning("engine worker %s exited with code %s", w.process.pid, code)
 
     # ---- the dispatcher thread -------------------------------------------------------------------
@@ -313,22 +394,40 @@ class EngineService:
             return
         job_id = message[1]
         with self._lock:
-            job = self._current if self._current and self._current.id == job_id else None
-        if job is None:
-            return  # an event of a job already given up (cancelled, or its worker replaced)
+            run = self._running if self._running and self._running.id == job_id else None
+            if run is None:
+                return  # an event of a run already given up (cancelled, or its worker replaced)
+            jobs = list(run.jobs)
+            final = tag == "result" or message[2] in FINAL_EVENTS
+            if final:
+                self._running = None
+                self._runs_ended += 1
+                self.jobs_done += tag == "result"  # measured; cache answers count as hits
+                self.shared_runs += tag == "result" and len(jobs) > 1
         if tag == "result":
             result, measured_at = message[2], message[3]
             device = w.identity["device"]
-            if job.use_cache:
-                self._cache.put(self._key(job, w), result, measured_at)
+            try:
+                parse_result(run.lead.kind, result)  # pages read records: check it once, here
+            except ResultError as e:
+                log.error("job %s (%s) returned a malformed result: %s", run.id, run.lead.kind, e)
+                for job in jobs:
+                    self._finish(job, "error", {"message": f"the engine's result was malformed: "
+                                                           f"{one_line(e)}"}, deliver_later=True)
+                return
+            if any(job.use_cache for job in jobs):
+                self._cache.put(self._key(run.lead, w), result, measured_at)
                 self._cache_generation += 1
-            self._finish(job, "result", result, device=device, measured_at=measured_at)
-        else:
-            type_, data = message[2], message[3]
+            for job in jobs:
+                self._finish(job, "result", result, deliver_later=True, device=device,
+                             measured_at=measured_at, readers=len(jobs))
+            return
+        type_, data = message[2], message[3]
+        for job in jobs:
             if type_ == "progress":
                 job.progress = data
-            if type_ in FINAL_EVENTS:
-                self._finish(job, type_, data)
+            if final:
+                self._finish(job, type_, data, deliver_later=True)
             else:
                 self._emit(job, type_, data)
 
@@ -343,31 +442,50 @@ class EngineService:
         with self._lock:
             w = self._worker
             if w is None:
-                if self._pending and not self._stopping:  # the last start failed: try again
+                if self._queue and not self._stopping:  # the last start failed: try again
                     self._worker = self._spawn()
             elif w.identity:  # up: the cache key needs its device
-                for job in list(self._pending):
+                for job in self._queue:
                     if not job.use_cache or job._cache_checked == self._cache_generation:
                         continue  # looked up already, and nothing new was stored since
                     job._cache_checked = self._cache_generation
                     record = self._cache.get(self._key(job, w))
                     if record is not None:
-                        self._pending.remove(job)
+                        self._queue.remove(job)
                         self.cache_hits += 1
                         self._finish(job, "result", record["result"], deliver_later=True,
                                      cached=True, device=record["device"],
                                      measured_at=record["measured_at"])
-                if self._current is None and self._pending:
-                    job = self._pending.popleft()
-                    self._current = job
-                    job.state, job.started_at = "running", time.time()
+                    elif job.nearby:
+                        job.nearby = False  # offered once
+                        self._offer_nearby(job, w)
+                if self._running is None and not self._queue and w.identity.get("pid"):
+                    if self._idle_checked != self._runs_ended:
+                        self._idle_checked = self._runs_ended
+                        worker = process_memory(w.identity["pid"])
+                        self.worker_idle_mib = worker and worker["rss_mib"]
+                if self._running is None and self._queue:
+                    jobs = self._queue.take(time.time())
+                    run = self._running = _Run(jobs[0].id, jobs)
+                    for job in jobs:
+                        job.state, job.started_at = "running", time.time()
+                        self._ready_results.append((job, JobEvent(job.id, job.kind, "started",
+                                                                  {})))
                     w.cancel_id.value = 0
                     try:
-                        w.jobs.send(("run", job.id, job.kind, job.params))
+                        w.jobs.send(("run", run.id, run.lead.kind, run.lead.params))
                     except (OSError, ValueError):
                         pass  # it died: the sentinel tells us next
-                    self._ready_results.append((job, JobEvent(job.id, job.kind, "started", {})))
         self._deliver_ready()
+
+    def _offer_nearby(self, job: Job, w: _Worker) -> None:
+        """Queue a "nearby" event for a job that waits: the closest cached result, if any."""
+        record = self._cache.nearest(self._key(job, w))
+        if record is not None:
+            self._ready_results.append((job, JobEvent(
+                job.id, job.kind, "nearby", record["result"], cached=True,
+                device=record["device"], measured_at=record["measured_at"],
+                near=record["key"]["params"])))
 
     def _deliver_ready(self) -> None:
         while True:
@@ -381,7 +499,10 @@ class EngineService:
 
     # ---- events ------------------------------------------------------------------------------------
     def _emit(self, job: Job, type_: str, data: dict) -> None:
-        self._deliver(job, JobEvent(job.id, job.kind, type_, data))
+        """A worker's event, delivered after what waits for the job already (a job that joined a
+        run has its "queued" and "started" there)."""
+        with self._lock:
+            self._ready_results.append((job, JobEvent(job.id, job.kind, type_, data)))
 
     def _finish(self, job: Job, type_: str, data: dict, deliver_later: bool = False,
                 **meta) -> None:
@@ -389,9 +510,6 @@ class EngineService:
         with self._lock:
             if job.state in FINAL_STATES:
                 return
-            if job is self._current:
-                self._current = None
-                self.jobs_done += type_ == "result"  # measured; cache answers count as hits
             job.state = {"result": "done"}.get(type_, type_)
             if type_ == "cancelled":
                 self.jobs_cancelled += 1
@@ -400,6 +518,7 @@ class EngineService:
                 job.cached = meta.get("cached", False)
                 job.device = meta.get("device", "")
                 job.measured_at = meta.get("measured_at", "")
+                job.readers = meta.get("readers", 1)
             elif type_ == "error":
                 job.error = data["message"]
         event = JobEvent(job.id, job.kind, type_, data, **meta)

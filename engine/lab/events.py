@@ -16,7 +16,8 @@ from ..errors import ConfigError
 from .results import Record, parse_result
 
 # Event types a job's on_event receives; "queued" and "started" come from the service itself.
-EVENT_TYPES = ("queued", "started", "progress", "token", "step", "result", "error", "cancelled")
+EVENT_TYPES = ("queued", "nearby", "started", "progress", "token", "step", "result", "error",
+               "cancelled")
 FINAL_EVENTS = ("result", "error", "cancelled")
 FINAL_STATES = ("done", "error", "cancelled")
 MAX_MESSAGE = 300  # characters of an error message shown to a reader
@@ -39,10 +40,14 @@ def one_line(error: BaseException) -> str:
 @dataclass(frozen=True)
 class JobEvent:
     """One thing that happened to a job. `data` by type:
-    queued {"ahead": jobs before it}, started {}, progress {"done", "total", maybe "message"},
+    queued {"ahead": jobs before it}, nearby {a cached result of nearby settings, shown while
+    this one waits: `near` has the settings it was measured with; asked for with submit's
+    nearby=True}, started {}, progress {"done", "total", maybe "message"},
     token {"index", "text", "t_s"}, step {whatever the job reports}, result {the job's result},
     error {"message": one line}, cancelled {}.
-    Result events also carry cached (from the cache, not measured now), device and measured_at."""
+    Result events also carry cached (from the cache, not measured now), device, measured_at and
+    readers: how many readers' jobs the one run answered (several asked the same question at
+    once: engine.lab.job_queue), this one included."""
 
     job_id: int
     kind: str
@@ -51,6 +56,8 @@ class JobEvent:
     cached: bool = False
     device: str = ""
     measured_at: str = ""
+    readers: int = 1
+    near: dict | None = None  # a nearby event's: the params its result was measured with
 
     @property
     def final(self) -> bool:
@@ -58,9 +65,10 @@ class JobEvent:
 
     @cached_property
     def result(self) -> Record:
-        """A result event's data as its kind's record (engine.lab.results); ResultError if the
-        data does not have the record's shape, ValueError if this is no result event."""
-        if self.type != "result":
+        """A result (or nearby) event's data as its kind's record (engine.lab.results);
+        ResultError if the data does not have the record's shape, ValueError if this event has
+        no result."""
+        if self.type not in ("result", "nearby"):
             raise ValueError(f"a {self.type} event has no result")
         return parse_result(self.kind, self.data)
 
@@ -75,12 +83,17 @@ class Job:
     on_event: Callable[[JobEvent], None] | None = None
     session_id: str | None = None
     use_cache: bool = True
+    demo: str | None = None  # which of the session's demos asked (its newest request wins)
+    size: str = "point"  # the kind's declared size (engine.lab.registry): the queue's order
+    question: str | None = None  # kind and params as text, for cacheable kinds: one run answers
+    nearby: bool = False  # while it waits, show a cached result of nearby params (a nearby event)
     state: str = "queued"  # queued | running | done | error | cancelled
     result: dict | None = None
     error: str | None = None
     cached: bool = False
     device: str = ""
     measured_at: str = ""
+    readers: int = 1  # how many readers' jobs the run that answered this one answered
     progress: dict | None = None
     submitted_at: float = field(default_factory=time.time)
     started_at: float | None = None

@@ -1,9 +1,14 @@
 """The job registry: every kind of job the engine service runs, declared in one place.
 
 Each kind names its parameters with their types, defaults and limits (engine.lab.params), whether
-its results may be served from the measurement cache, its typed result (engine.lab.results) and
-its body by import path ("module:function"), so the web process can fill in defaults, key the
-cache and read results without importing a body (the worker imports them; bodies import torch).
+its results may be served from the measurement cache, its typed result (engine.lab.results), its
+body by import path ("module:function"), and its size: "point" (one measured point or a reader's
+own text), "run" (a schedule served in real time) or "load" (a load test), which orders the
+classroom's queue (engine.lab.job_queue: points first), with the time it takes at most on the
+machine class we teach on (`bounds`: seconds at stated params, the largest job a lesson's default
+settings start; see BOUNDS_MACHINE and bench/job_bounds.py). So the web process can fill in
+defaults, key the cache, order the queue and read results without importing a body (the worker
+imports them; bodies import torch).
 
 A body takes (params, emit, cancelled): params are the checked values (see `check`); emit(type,
 data) sends an event to whoever submitted the job ("progress", "token", "step", ...);
@@ -19,12 +24,25 @@ from typing import Any
 
 from ..config import POLICIES, PRESETS, WORKLOADS
 from . import results
+from .job_queue import SIZES
 from .params import Bool, Choice, Float, Int, Lengths, Many, Optional, Param, Rate, Text, check_all
 
 Emit = Callable[[str, dict], None]  # a body's emit(type, data)
 Cancelled = Callable[[], bool]  # a body's cancelled()
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "torch", "cpp", "triton")
+# What each kind's bounds were measured on (bench/job_bounds.py prints the times against them).
+BOUNDS_MACHINE = "2 CPU cores (x86-64), no GPU; the worker's engine already built"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A stated time bound: a job of these params takes at most `seconds` on BOUNDS_MACHINE;
+    `what` names the lesson's job it stands for (the largest one its default settings start)."""
+
+    seconds: float
+    at: dict
+    what: str
 
 
 @dataclass(frozen=True)
@@ -38,6 +56,21 @@ class JobSpec:
     result: type[results.Record] = results.Record
     cacheable: bool = True
     doc: str = ""
+    size: str = "point"  # "point" | "run" | "load": the queue runs smaller sizes first
+    bounds: tuple[Bound, ...] = ()  # how long it takes at most, at the lessons' settings
+
+    def __post_init__(self):
+        if self.size not in SIZES:
+            raise ValueError(f"{self.kind}: size must be one of {', '.join(SIZES)}")
+
+    def size_for(self, params: dict, device: str = "") -> str:
+        """The size a job of these (normalized) params queues as: the kind's, one larger for a
+        point of a preset bigger than tiny on a CPU (the small preset's points take 5-40 s
+        there, the time of a schedule run)."""
+        if (self.size == "point" and params.get("preset", "tiny") != "tiny"
+                and not device.startswith("cuda")):
+            return "run"
+        return self.size
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -78,32 +111,47 @@ def _context_less_one(params: dict) -> int:
 
 
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
-          cacheable: bool = True) -> JobSpec:
-    return JobSpec(kind, body, params, result, cacheable, doc)
+          cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = ()) -> JobSpec:
+    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds)
 
+
+# Seconds each lesson's largest default job takes at most here (bench/job_bounds.py measures them).
+B = {"info": 5.0, "knob": 1.5, "roofline_decode": 30.0, "roofline_prefill": 20.0,
+     "kv_allocation": 1.0, "generate": 1.0, "two_clocks": 1.5, "three_schedules": 6.0,
+     "chunked": 10.0, "load_test": 90.0, "block_snapshots": 20.0, "rate_sweep": 60.0}
 
 JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- what the machine is -----------------------------------------------------------------
     _spec("info", "engine.lab.jobs.machine:info_job", {"device": Choice("auto", choices=DEVICES)},
           results.InfoResult,
-          "The machine: device, threads, presets, measured memory bandwidth and matmul peak."),
+          "The machine: device, threads, presets, measured memory bandwidth and matmul peak.",
+          bounds=(Bound(B["info"], {}, "the about page's description (limits measured once per "
+                                       "machine, then read from disk)"),)),
     # ---- measurements of single steps ---------------------------------------------------------
     _spec("sweep_point", "engine.lab.jobs.measure:sweep_point_job", {
         **ENGINE, "batch_size": Int(1, lo=1, hi=4096), "prompt_len": Int(128, lo=1),
         "new_tokens": Int(32, lo=1), **SEED},
         results.SweepPointResult,
-        "One batch size of the sweep: TTFT, median decode step (TPOT), tokens/s, KV bytes."),
+        "One batch size of the sweep: TTFT, median decode step (TPOT), tokens/s, KV bytes.",
+        bounds=(Bound(B["knob"], {"batch_size": 64, "prompt_len": 64, "new_tokens": 32},
+                      "a knob point: the knob's largest default (tiny)"),
+                Bound(B["roofline_decode"], {"preset": "small", "batch_size": 32,
+                                             "prompt_len": 128, "new_tokens": 32},
+                      "the roofline's largest decode point (small)"))),
     _spec("prefill_point", "engine.lab.jobs.measure:prefill_point_job", {
         **ENGINE, "prompt_len": Int(128, lo=1, hi=_context_less_one),
         "batch_size": Int(1, lo=1, hi=256), "repeats": Int(3, lo=1, hi=20), **SEED},
         results.PrefillPointResult,
-        "Prefill passes of batch_size prompts of prompt_len tokens: median time, FLOPs, bytes."),
+        "Prefill passes of batch_size prompts of prompt_len tokens: median time, FLOPs, bytes.",
+        bounds=(Bound(B["roofline_prefill"], {"preset": "small", "prompt_len": 1024},
+                      "the roofline's longest prefill (small)"),)),
     _spec("kv_allocation", "engine.lab.jobs.measure:kv_allocation_job", {
         "device": Choice("auto", choices=DEVICES), "blocks": Int(4, lo=1, hi=64),
         "block_size": Int(16, lo=1, hi=256)},
         results.KVAllocationResult,
         "Build each preset's paged KV cache (no model) in the engine's dtype, fp16 and fp8, "
-        "and report the bytes its tensors really occupy."),
+        "and report the bytes its tensors really occupy.",
+        bounds=(Bound(B["kv_allocation"], {}, "the KV cache lesson's allocations"),)),
     # ---- a reader's own text, streamed (not cached: the point is watching it arrive) -----------
     _spec("generate", "engine.lab.jobs.generation:generate_job", {
         **ENGINE, "prompt": Text("", what="the prompt"), "max_new_tokens": Int(64, lo=1),
@@ -111,7 +159,9 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "top_p": Float(1.0, lo=0.0, hi=1.0), **SEED},
         results.GenerateResult,
         "One prompt, streamed: a \"token\" event per token with its text and engine time.",
-        cacheable=False),
+        cacheable=False, bounds=(Bound(B["generate"], {"prompt": "The KV cache",
+                                                       "max_new_tokens": 64},
+                                       "a generation of 64 tokens (tiny)"),)),
     _spec("two_clocks", "engine.lab.jobs.generation:two_clocks_job", {
         **ENGINE, "prompt": Text("", what="the prompt", max_chars=4000),
         "context_tokens": Int(0, lo=0, hi=1536), "max_new_tokens": Int(48, lo=2, hi=512),
@@ -120,7 +170,9 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "temperature": Float(0.0, lo=0.0, hi=2.0), **SEED},
         results.TwoClocksResult,
         "The reader's prompt streamed beside N background requests that are already decoding.",
-        cacheable=False),
+        cacheable=False, bounds=(Bound(B["two_clocks"], {
+            "prompt": "The engine reads the whole prompt first, and then", "max_new_tokens": 48},
+            "lesson 1's send at its defaults (tiny)"),)),
     # ---- the real-time serving loop ---------------------------------------------------------------
     _spec("serve_run", "engine.lab.jobs.serving:serve_run_job", {
         **ENGINE, "policy": Choice("continuous", choices=POLICIES),
@@ -134,7 +186,17 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "slo_tpot_ms": Optional(None, of=Float(lo=0.0)), **SEED,
         "stream_tokens": Bool(True)},
         results.ServeRunResult,
-        "A seeded workload served in real time under a batching policy (`python -m engine run`)."),
+        "A seeded workload served in real time under a batching policy (`python -m engine run`).",
+        size="run", bounds=(
+            Bound(B["three_schedules"], {
+                "policy": "dynamic", "rate": 10.0, "requests": 16, "prompt_len": [16, 128],
+                "output_len": [8, 96], "max_batch": 4, "timeout_ms": 100.0,
+                "stream_tokens": False}, "a schedule run: lesson 3's default trace"),
+            Bound(B["chunked"], {
+                "workload": "interference", "requests": 8, "prompt_len": [64, 64],
+                "output_len": [160, 160], "long_prompt_len": 1536, "max_batch": 16,
+                "chunk_size": 128, "stream_tokens": False},
+                "lesson 7's chunked run at its defaults"))),
     _spec("load_test", "engine.lab.jobs.serving:load_test_job", {
         **ENGINE, "rate": Float(4.0, lo=0.05, hi=1000.0), "requests": Int(80, lo=1, hi=2000),
         "long_share": Float(0.2, lo=0.0, hi=1.0),
@@ -142,14 +204,16 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "long_prompt": Lengths([256, 512], hi=1536), "long_output": Lengths([64, 160], hi=512),
         "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0, hi=2048), **SEED},
         results.LoadTestResult,
-        "Poisson arrivals of short and long requests under continuous batching: the tail."),
+        "Poisson arrivals of short and long requests under continuous batching: the tail.",
+        size="load", bounds=(Bound(B["load_test"], {}, "lesson 2's load test at its defaults"),)),
     _spec("block_snapshots", "engine.lab.jobs.serving:block_snapshots_job", {
         **ENGINE, "kv_budget_mib": Int(2, lo=1, hi=64), "requests": Int(10, lo=1, hi=10_000),
         "rate": Rate(6.0), "prompt_len": Lengths([16, 80], single=True),
         "output_len": Lengths([8, 48], single=True), "max_batch": Int(4, lo=1, hi=256),
         "chunk_size": Int(64, lo=0), **SEED},
         results.BlockSnapshotsResult,
-        "A small Poisson workload served for real, with every step's block tables recorded."),
+        "A small Poisson workload served for real, with every step's block tables recorded.",
+        size="run", bounds=(Bound(B["block_snapshots"], {}, "the KV cache lesson's run"),)),
     # ---- the serving techniques, each measured against the engine without it ------------------
     _spec("prefix_cache", "engine.lab.jobs.techniques:prefix_cache_job", {
         **ENGINE, "prefix_cache": Bool(True), "shared_prefix_len": Int(1024, lo=0, hi=1536),
@@ -157,14 +221,16 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "output_len": Int(4, lo=1, hi=64), **SEED},
         results.PrefixCacheResult,
         "Requests sharing a system prompt of shared_prefix_len tokens, served one at a time "
-        "from a cold start, the prefix cache on or off: each request's TTFT and cached tokens."),
+        "from a cold start, the prefix cache on or off: each request's TTFT and cached tokens.",
+        size="run"),
     _spec("speculative", "engine.lab.jobs.techniques:speculative_job", {
         **ENGINE, "method": Choice("ngram", choices=("off", "ngram", "draft")),
         "k": Int(4, lo=1, hi=8), "batch_size": Int(1, lo=1, hi=16),
         "prompt_len": Int(48, lo=1, hi=512), "new_tokens": Int(64, lo=2, hi=256), **SEED},
         results.SpeculativeResult,
         "Greedy generation for batch_size corpus prompts, plainly (method off) or with a draft "
-        "proposing k tokens a step: TPOT, target steps, acceptance against the formula."),
+        "proposing k tokens a step: TPOT, target steps, acceptance against the formula.",
+        size="run"),
     _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
         **ENGINE, "rates": Many([1.0, 2.0, 4.0, 8.0], each=Float(lo=1e-3, hi=1000.0),
                                 each_name="rate", max_items=12, what="request rates"),
@@ -173,7 +239,10 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "chunk_size": Int(128, lo=0), **SEED},
         results.RateSweepResult,
         "The same Poisson workload (one seed) served at each rate in turn; a \"step\" event with "
-        "each rate's point as it finishes."),
+        "each rate's point as it finishes.", size="load",
+        bounds=(Bound(B["rate_sweep"], {"rates": [8.0, 16.0, 32.0, 64.0, 128.0],
+                                        "requests": 32, "max_batch": 32},
+                      "lesson 8's sweep at its defaults"),)),
     _spec("capacity_search", "engine.lab.jobs.capacity:capacity_search_job", {
         **ENGINE, "ttft_p95_ms": Float(1000.0, lo=1.0, hi=600_000.0),
         "per_user_tok_s": Float(20.0, lo=0.0, hi=100_000.0), "max_users": Int(32, lo=1, hi=256),
@@ -183,7 +252,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         results.CapacitySearchResult,
         "Closed-loop load (N users, each sending again when answered): the most users whose "
         "P95 TTFT and tokens/s each meet the targets, by doubling then bisection, each load "
-        "repeated; a \"step\" event with each load as it is judged."),
+        "repeated; a \"step\" event with each load as it is judged.", size="load"),
 )}
 
 

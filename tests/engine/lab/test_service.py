@@ -9,7 +9,10 @@ import threading
 import time
 
 import pytest
+from cache_entries import KINDS_OF_DAMAGE, malformed
 
+from engine.lab import registry
+from engine.lab.cache import CacheStore
 from engine.lab.client import EngineService
 from engine.lab.events import JobEvent
 
@@ -244,7 +247,8 @@ def test_many_threads_submitting_at_once_all_get_their_results(service):
         finished(job)
         assert job.state == "done" and job.result["batch_size"] == 1 + i % 4
         assert rec.types(job)[-1] == "result"
-    assert sum(j.cached for _, j in jobs) >= 4  # each batch size measured once, then shared
+    # each batch size measured once: the others came from the cache or rode on its run
+    assert sum(j.cached or j.readers > 1 for _, j in jobs) >= 4
 
 
 def test_generate_streams_a_token_event_per_token(service):
@@ -278,3 +282,85 @@ def test_status_says_what_the_worker_is_doing(service):
     service.cancel(job)
     finished(job)
     assert service.status()["running"] is None
+
+
+def test_readers_asking_the_same_question_share_one_run(service):
+    rec = Recorder()
+    blocker = service.submit("sweep_point", LONG, rec, use_cache=False)
+    rec.wait_for(blocker, "started")
+    done = service.status()["jobs_done"]
+    params = {**QUICK, "batch_size": 3, "seed": 21}
+    jobs = [service.submit("sweep_point", params, rec, session_id=f"r{i}") for i in range(3)]
+    assert service.status()["queue"] == [{"id": jobs[0].id, "kind": "sweep_point",
+                                          "size": "point"}]  # one run waits, for three
+    service.cancel(blocker)
+    for job in jobs:
+        finished(job)
+    assert [j.state for j in jobs] == ["done"] * 3
+    assert [j.readers for j in jobs] == [3, 3, 3] and not any(j.cached for j in jobs)
+    assert jobs[0].result == jobs[1].result == jobs[2].result
+    assert service.status()["jobs_done"] == done + 1
+    assert all(rec.types(j)[-1] == "result" and "progress" in rec.types(j) for j in jobs)
+
+
+def test_a_job_asked_while_the_same_one_runs_joins_it(service):
+    rec = Recorder()
+    params = {**LONG, "new_tokens": 300, "seed": 22}
+    first = service.submit("sweep_point", params, rec, session_id="first")
+    rec.wait_for(first, "progress")
+    second = service.submit("sweep_point", params, rec, session_id="second")
+    assert rec.wait_for(second, "started")
+    assert service.cancel(first)  # the first reader leaves: the run goes on for the second
+    assert finished(second).state == "done" and second.readers == 2
+    assert finished(first).state == "cancelled"
+
+
+def test_a_readers_newest_request_of_a_demo_replaces_their_queued_ones(service):
+    rec = Recorder()
+    blocker = service.submit("sweep_point", LONG, rec, use_cache=False)
+    rec.wait_for(blocker, "started")
+    old = [service.submit("sweep_point", {**QUICK, "batch_size": b, "seed": 23}, rec,
+                          session_id="slider", demo="knob", replace=i == 0)
+           for i, b in enumerate((2, 4))]
+    neighbour = service.submit("sweep_point", {**QUICK, "seed": 23}, rec, session_id="other",
+                               demo="knob", replace=True)
+    newest = service.submit("sweep_point", {**QUICK, "batch_size": 8, "seed": 23}, rec,
+                            session_id="slider", demo="knob", replace=True)
+    for job in old:
+        assert rec.wait_for(job, "cancelled").data == {"replaced_by": newest.id}
+    service.cancel(blocker)
+    assert finished(newest).state == "done" and finished(neighbour).state == "done"
+
+
+@pytest.mark.parametrize("what", KINDS_OF_DAMAGE)
+def test_a_malformed_cache_entry_is_measured_again(service, cache_path, what):
+    """A cache file planted for a job's exact key, broken in each way, is measured again."""
+    status = service.status()
+    seed = 1000 + KINDS_OF_DAMAGE.index(what)
+    params = registry.normalize("sweep_point", {**QUICK, "batch_size": 2, "seed": seed})
+    key = CacheStore.key(status["device"], status["engine_version"], "sweep_point", params)
+    path = CacheStore(cache_path / "results")._path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(malformed(key)[what])
+    rec = Recorder()
+    job = finished(service.submit("sweep_point", params, rec))
+    assert job.state == "done" and not job.cached, rec.types(job)
+    assert "started" in rec.types(job)  # measured, not read
+    assert job.record.batch_size == 2 and job.record.prompt_len == QUICK["prompt_len"]
+    again = finished(service.submit("sweep_point", params))
+    assert again.cached and again.result == job.result  # the fresh file is a good one
+
+
+def test_a_waiting_job_is_shown_a_nearby_cached_result_first(service):
+    rec = Recorder()
+    near = finished(service.submit("sweep_point", {**QUICK, "batch_size": 4, "seed": 24}))
+    blocker = service.submit("sweep_point", LONG, rec, use_cache=False)
+    rec.wait_for(blocker, "started")
+    job = service.submit("sweep_point", {**QUICK, "batch_size": 6, "seed": 24}, rec,
+                         nearby=True)
+    shown = rec.wait_for(job, "nearby")
+    assert shown.cached and shown.near["batch_size"] == 4 and shown.data == near.result
+    assert shown.result.batch_size == 4
+    service.cancel(blocker)
+    assert finished(job).state == "done" and job.result["batch_size"] == 6
+    assert rec.types(job)[:2] == ["queued", "nearby"] and rec.types(job)[-1] == "result"

@@ -1,0 +1,161 @@
+"""The engine service's queue policy: which waiting job the worker runs next, for a classroom.
+
+One worker runs one job at a time, so the order of the queue is what thirty readers feel. A FIFO
+lets one reader's dozen roofline points, or a 20-second load test, sit in front of everyone who
+arrives after them. The rules here, in order:
+
+1. Short before long: each job kind declares its size in the registry ("point" < "run" <
+   "load"); a smaller size goes first. A job that has waited AGE_S or more counts as a point, so a
+   load test is delayed by a busy class, never starved.
+2. Readers take turns: among jobs of the same size, the reader (session) served least recently
+   goes next, so a reader who just arrived is served before one who has had a job run already;
+   a reader's own jobs run in the order they asked for them.
+3. One run answers many: queued jobs that ask the same question (same kind and parameters, results
+   cacheable) leave the queue together with the first of them (`take` returns them as riders).
+4. The last position wins: `replace(session, demo)` removes a reader's queued jobs of one demo
+   (a slider released again before its last point ran) and returns them, to be cancelled.
+
+Pure bookkeeping: no threads, no I/O, no clock of its own (callers pass `now`); the service
+(engine.lab.client) holds its lock around every call. Torch-free.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable
+
+from .events import Job
+
+SIZES = ("point", "run", "load")  # what a job kind declares (engine.lab.registry), shortest first
+AGE_S = 30.0  # a job waiting this long counts as a point: big jobs wait, they never starve
+MAX_SESSIONS_REMEMBERED = 4096  # when each reader was last served, for the newest readers
+
+
+def question(kind: str, params: dict) -> str:
+    """What a job asks, as text: equal for jobs one run can answer (params normalized)."""
+    return json.dumps([kind, params], sort_keys=True, separators=(",", ":"))
+
+
+class JobQueue:
+    """The waiting jobs, and the order the worker takes them in (see the module docstring)."""
+
+    def __init__(self, age_s: float = AGE_S):
+        self.age_s = age_s
+        self._jobs: list[Job] = []  # in order of arrival
+        self._ticks = itertools.count(1)
+        self._served: dict[str | None, int] = {}  # session -> tick of its last job taken
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __contains__(self, job: Job) -> bool:
+        return any(j is job for j in self._jobs)
+
+    def __iter__(self):
+        return iter(list(self._jobs))
+
+    # ---- in and out ----------------------------------------------------------------------------
+    def add(self, job: Job) -> None:
+        self._jobs.append(job)
+
+    def replace(self, session_id: str | None, demo: str | None) -> list[Job]:
+        """Remove and return the session's queued jobs of this demo (none without a demo): its
+        newest request replaces them."""
+        if demo is None:
+            return []
+        gone = [j for j in self._jobs if j.session_id == session_id and j.demo == demo]
+        self._jobs = [j for j in self._jobs if not (j.session_id == session_id and j.demo == demo)]
+        return gone
+
+    def remove(self, job: Job) -> bool:
+        """Take a job out without running it (cancelled); False if it was not queued."""
+        for i, j in enumerate(self._jobs):
+            if j is job:
+                del self._jobs[i]
+                return True
+        return False
+
+    def take(self, now: float) -> list[Job]:
+        """The job to run next followed by the queued jobs it also answers (same question);
+        all leave the queue. Empty when nothing waits."""
+        order = self.order(now)
+        if not order:
+            return []
+        lead = order[0]
+        jobs = [lead] + ([j for j in self._jobs if j is not lead and self.shares(lead, j)])
+        self._jobs = [j for j in self._jobs if not any(j is t for t in jobs)]
+        tick = next(self._ticks)
+        for job in jobs:
+            self._served[job.session_id] = tick
+        self._forget_oldest()
+        return jobs
+
+    def forget(self, session_id: str | None) -> None:
+        """A reader has left: nothing of theirs is kept."""
+        self._served.pop(session_id, None)
+
+    @staticmethod
+    def shares(lead: Job, job: Job) -> bool:
+        """True if one run of lead answers job too: the same question, both content with a
+        result any reader may see (use_cache; a "measure again" lead is fresh for everyone)."""
+        return (job.use_cache and lead.question is not None
+                and job.question == lead.question)
+
+    # ---- the order ------------------------------------------------------------------------------
+    def rank(self, job: Job, now: float) -> int:
+        """0 for points, 1 for runs, 2 for load tests; 0 for any job that has waited age_s."""
+        if now - job.submitted_at >= self.age_s:
+            return 0
+        return SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
+
+    def order(self, now: float) -> list[Job]:
+        """The waiting jobs in the order they will run if nothing else arrives; a job that one
+        run answers together with an earlier one is left out (it runs with that one)."""
+        by_rank: dict[int, dict[str | None, list[Job]]] = {}
+        for job in self._jobs:  # arrival order: each reader's jobs stay in their order
+            by_rank.setdefault(self.rank(job, now), {}).setdefault(job.session_id, []).append(job)
+        order: list[Job] = []
+        for rank in sorted(by_rank):
+            sessions = by_rank[rank]
+            # least recently served first; a reader never served (-1) before everyone else,
+            # ties by who has waited longest
+            turns = sorted(sessions, key=lambda s: (self._served.get(s, -1),
+                                                    sessions[s][0].submitted_at))
+            order += _round_robin(sessions[s] for s in turns)
+        return _first_of_each_question(order)
+
+    def position(self, job: Job, now: float) -> int | None:
+        """How many runs come before this job's; None if it is not queued."""
+        order = self.order(now)
+        for i, j in enumerate(order):
+            if j is job or self.shares(j, job):
+                return i
+        return None
+
+    def _forget_oldest(self) -> None:
+        if len(self._served) > MAX_SESSIONS_REMEMBERED:
+            keep = sorted(self._served.items(), key=lambda kv: kv[1])[MAX_SESSIONS_REMEMBERED // 2:]
+            self._served = dict(keep)
+
+
+def _round_robin(queues: Iterable[list[Job]]) -> list[Job]:
+    """One job from each queue in turn, in the queues' order, until all are empty."""
+    queues = [list(q) for q in queues]
+    out: list[Job] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out += [q[i] for q in queues if i < len(q)]
+    return out
+
+
+def _first_of_each_question(order: list[Job]) -> list[Job]:
+    """The order without the jobs an earlier one answers (see JobQueue.shares)."""
+    asked: set[str] = set()
+    out: list[Job] = []
+    for job in order:
+        if job.use_cache and job.question in asked:
+            continue
+        out.append(job)
+        if job.question is not None:
+            asked.add(job.question)
+    return out

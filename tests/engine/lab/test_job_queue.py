@@ -1,0 +1,165 @@
+"""The classroom's queue policy (engine.lab.job_queue), on its own: points before runs before load
+tests, readers in turn, a reader's newest request of a demo replacing the queued ones, one run
+for jobs asking the same question, and ageing so that a load test is never starved."""
+
+from __future__ import annotations
+
+import itertools
+
+from engine.lab.events import Job
+from engine.lab.job_queue import AGE_S, JobQueue, question
+from engine.lab.registry import JOBS, get_spec, normalize
+
+_ids = itertools.count(1)
+
+
+def job(kind: str = "sweep_point", session: str | None = "a", at: float = 0.0,
+        demo: str | None = None, use_cache: bool = True, **params) -> Job:
+    """A job as the service makes it (normalized params, the kind's size and question)."""
+    params = normalize(kind, params)
+    spec = get_spec(kind)
+    return Job(next(_ids), kind, params, session_id=session, use_cache=use_cache and
+               spec.cacheable, demo=demo, size=spec.size, submitted_at=at,
+               question=question(kind, params) if spec.cacheable else None)
+
+
+def ids(jobs) -> list[int]:
+    return [j.id for j in jobs]
+
+
+def drain(queue: JobQueue, now: float = 1.0) -> list[list[Job]]:
+    runs = []
+    while queue:
+        runs.append(queue.take(now))
+    return runs
+
+
+def test_every_kind_declares_a_size_and_a_bound():
+    for spec in JOBS.values():
+        assert spec.size in ("point", "run", "load"), spec.kind
+        assert spec.bounds and all(b.seconds > 0 for b in spec.bounds), spec.kind
+        for bound in spec.bounds:
+            spec.check(bound.at)  # every bound is stated at params the kind accepts
+    assert get_spec("sweep_point").size == "point"
+    assert get_spec("load_test").size == "load"
+
+
+def test_one_reader_alone_is_served_in_order_of_asking():
+    q = JobQueue()
+    jobs = [job(session="a", at=i, batch_size=b) for i, b in enumerate((1, 2, 3))]
+    for j in jobs:
+        q.add(j)
+    assert [ids(r) for r in drain(q)] == [[j.id] for j in jobs]
+
+
+def test_readers_take_turns_so_one_readers_five_jobs_do_not_block_the_next():
+    q = JobQueue()
+    many = [job(session="a", at=i, batch_size=b) for i, b in enumerate((1, 2, 3, 4, 5))]
+    late = job(session="b", at=10, batch_size=9)
+    for j in [*many, late]:
+        q.add(j)
+    first = q.take(11)  # both unserved: the one who has waited longest goes first
+    assert ids(first) == [many[0].id]
+    assert q.position(late, 11) == 0  # and then the other reader, not a's second job
+    assert ids(q.take(11)) == [late.id]
+    assert [ids(r) for r in drain(q)] == [[j.id] for j in many[1:]]
+
+
+def test_a_reader_who_just_arrived_goes_before_readers_already_served():
+    q = JobQueue()
+    for i in range(3):
+        q.add(job(session=f"s{i}", at=i, batch_size=1 + i))
+        q.add(job(session=f"s{i}", at=i, batch_size=10 + i))
+    for _ in range(3):
+        q.take(5)  # each of the three readers has had a job run
+    newcomer = job(session="new", at=6, batch_size=40)
+    q.add(newcomer)
+    assert q.order(7)[0] is newcomer
+    assert ids(q.take(7)) == [newcomer.id]
+
+
+def test_points_run_before_schedule_runs_and_load_tests():
+    q = JobQueue()
+    load = job("load_test", session="a", at=0)
+    run = job("serve_run", session="b", at=1)
+    point = job(session="c", at=2)
+    for j in (load, run, point):
+        q.add(j)
+    assert [r[0] for r in drain(q, now=3)] == [point, run, load]
+
+
+def test_a_load_test_that_has_waited_long_enough_is_not_starved():
+    q = JobQueue()
+    load = job("load_test", session="a", at=0)
+    q.add(load)
+    for i in range(5):
+        q.add(job(session=f"p{i}", at=AGE_S - 1, batch_size=1 + i))
+    assert q.order(AGE_S - 0.5)[-1] is load  # young: behind every point
+    # aged: a point like the others, and its reader has waited longest of the unserved
+    assert q.order(AGE_S)[0] is load
+
+
+def test_the_same_question_from_several_readers_runs_once():
+    q = JobQueue()
+    a = job(session="a", at=0, batch_size=8)
+    b = job(session="b", at=1, batch_size=8)
+    other = job(session="c", at=2, batch_size=16)
+    c = job(session="c", at=3, batch_size=8)
+    for j in (a, b, other, c):
+        q.add(j)
+    assert ids(q.order(4)) == [a.id, other.id]  # b and c ride on a's run
+    assert q.position(c, 4) == 0
+    assert ids(q.take(4)) == [a.id, b.id, c.id]
+    assert ids(q.take(4)) == [other.id]
+
+
+def test_uncacheable_or_fresh_jobs_never_ride_on_another_run():
+    q = JobQueue()
+    g1 = job("generate", session="a", at=0, prompt="hi")
+    g2 = job("generate", session="b", at=1, prompt="hi")
+    lead = job(session="a", at=2, batch_size=4)
+    fresh = job(session="b", at=3, batch_size=4, use_cache=False)  # "measure again"
+    for j in (g1, g2, lead, fresh):
+        q.add(j)
+    assert all(len(r) == 1 for r in drain(q))
+
+
+def test_a_fresh_measurement_answers_readers_content_with_any_result():
+    q = JobQueue()
+    fresh = job(session="a", at=0, batch_size=4, use_cache=False)
+    rider = job(session="b", at=1, batch_size=4)
+    q.add(fresh)
+    q.add(rider)
+    assert ids(q.take(2)) == [fresh.id, rider.id]
+
+
+def test_the_newest_request_of_a_demo_replaces_the_readers_queued_ones():
+    q = JobQueue()
+    old = [job(session="a", demo="knob", at=i, batch_size=b) for i, b in enumerate((2, 4))]
+    other_demo = job(session="a", demo="lanes", at=2)
+    other_reader = job(session="b", demo="knob", at=3, batch_size=2)
+    for j in (*old, other_demo, other_reader):
+        q.add(j)
+    assert q.replace("a", "knob") == old
+    assert q.replace("a", None) == []  # no demo: nothing is replaced
+    assert set(ids(q)) == {other_demo.id, other_reader.id}
+
+
+def test_removed_jobs_leave_and_a_departed_reader_is_forgotten():
+    q = JobQueue()
+    a, b = job(session="a", at=0), job(session="b", at=1, batch_size=2)
+    q.add(a)
+    q.add(b)
+    assert q.remove(a) and not q.remove(a)
+    assert ids(q.take(2)) == [b.id]
+    q.forget("b")
+    assert q._served == {}
+
+
+def test_a_point_of_a_bigger_preset_queues_as_a_run_on_a_cpu():
+    spec = get_spec("sweep_point")
+    assert spec.size_for(normalize("sweep_point", {}), "cpu: Test (2 cores)") == "point"
+    small = normalize("sweep_point", {"preset": "small"})
+    assert spec.size_for(small, "cpu: Test (2 cores)") == "run"
+    assert spec.size_for(small, "cuda:0 NVIDIA H100") == "point"
+    assert get_spec("load_test").size_for(normalize("load_test", {}), "cpu") == "load"
