@@ -5,7 +5,8 @@
 
 One route, /app: /app is the course map, /app?lesson=<slug> a lesson (see lessons.registry),
 /app?page=about, /app?page=vocabulary, /app?page=engine-check; add &embed=true for a page
-without the site's header and navigation. Other paths get a friendly 404 page.
+without the site's header and navigation. /engine-status is what the engine service is doing,
+as JSON (lessons.shell.routes). Other paths get a friendly 404 page.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import panel as pn
 
 from lessons.shell.router import build_page
-from lessons.shell.routes import NotFoundHandler
+from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
 from widgets.a11y import A11Y_CSS
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     pn.serve(
         {ROUTE: build_page}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
         admin=args.admin, show=args.show,
-        title=APP_TITLE, default_handler_class=NotFoundHandler,
+        title=APP_TITLE, default_handler_class=NotFoundHandler, extra_patterns=[STATUS_ROUTE],
     )
 
 

@@ -27,23 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from served_app import CHROMIUM, CHROMIUM_ARGS, ROOT, start_server, stop_server
+
 RESULTS = ROOT / "bench" / "results" / "ui_latency.json"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
 TARGETS_MS = {"interactive": 3000.0, "uncached_point": 5000.0, "cached_point": 300.0}
 START_BATCH = 4
 
@@ -67,49 +58,6 @@ POINT_DRAWN_JS = """(batch) => {
   }
   return false;
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(cache: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "LLM_SPEED_CACHE": cache}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
-         "--plugins", "lessons.shell.routes",
-         "--allow-websocket-origin", f"localhost:{port}",
-         # a page the reader left stops its jobs within a second (as in tests/ui), so one
-         # measurement's leftover engine work does not slow the next one down
-         "--unused-session-lifetime", "1000", "--check-unused-sessions", "500"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://localhost:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"panel serve exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/app", timeout=5) as response:
-                if response.status == 200:
-                    return proc, url
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise TimeoutError("the app did not answer within 120 s")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(15)
 
 
 def control(page, slug: str):

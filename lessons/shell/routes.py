@@ -1,4 +1,9 @@
-"""A friendly 404 page for paths the server does not know (/nonsense, /app/typo).
+"""Routes beside the app: /engine-status (what the engine service is doing, as JSON) and a
+friendly 404 page for paths the server does not know (/nonsense, /app/typo).
+
+/engine-status answers the service's status (engine.lab.client.EngineService.status: the job
+running, the queue in the order it will run, counters, the memory of this process and the
+worker), so a teacher's script or bench/classroom.py can watch a class. It holds no session ids.
 
 Bokeh's server answers an unknown path with Tornado's bare "404: Not Found". Two ways in:
 - `panel serve app.py --plugins lessons.shell.routes`: Panel adds this module's ROUTES after its
@@ -11,9 +16,11 @@ Bokeh's server answers an unknown path with Tornado's bare "404: Not Found". Two
 from __future__ import annotations
 
 import html
+import json
 
 from tornado.web import RequestHandler
 
+from engine.lab.client import get_service
 from widgets.site_css import site_css
 
 from .not_found import not_found_html
@@ -37,5 +44,16 @@ class NotFoundHandler(RequestHandler):
             f'<body class="site" style="margin: 2rem;">{body}</body></html>')
 
 
-# For `panel serve --plugins lessons.shell.routes`: anything not under /static/, /login, /logout.
-ROUTES = [(r"/(?!static/|login$|logout$).+", NotFoundHandler, {})]
+class EngineStatusHandler(RequestHandler):
+    """GET: the engine service's status as JSON."""
+
+    def get(self) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(get_service().status(), default=str))
+
+
+STATUS_ROUTE = (r"/engine-status", EngineStatusHandler, {})
+# For `panel serve --plugins lessons.shell.routes`: the status, then anything not under /static/,
+# /login, /logout is not found.
+ROUTES = [STATUS_ROUTE, (r"/(?!static/|login$|logout$|engine-status$).+", NotFoundHandler, {})]

@@ -1,0 +1,420 @@
+"""A class on one machine: N students on the served app, from an empty measurement cache.
+
+    python bench/classroom.py [--students 30] [--arrive-s 30] [--class-s 90] [--seed 0]
+
+Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty cache, then:
+- N lightweight students, each a Bokeh client session (bokeh.client.pull_session) that sends the
+  browser's "document ready" event, so the lesson starts its measurements as in a browser. They
+  arrive evenly over --arrive-s seconds, each on a lesson of MIX with settings of its own (its
+  URL), and while the class lasts each moves one of its lesson's sliders every 10-25 s (setting
+  the slider's released value, as a mouse release does).
+- one real reader, Chromium driven by Playwright (/usr/bin/chromium, headless): every
+  --probe-every seconds a new page (a newly arriving reader) on the next lesson of PROBE_LESSONS;
+  on the knob it also releases the slider at a batch nobody asked for.
+It prints and saves (bench/results/classroom-<N>.json):
+- time to first number for a newly arriving reader: from opening the page to the first measured
+  number on it (the status line's "measured live" / "cached: measured" / "nearby"), p50 and p95,
+  for the students and for the Chromium reader apart;
+- slider release to point drawn on the knob (the point in the chart's data), p95; and release to
+  the new result shown on the other lessons;
+- the engine queue's length over time (the app's /engine-status, once a second);
+- resident memory (RSS) of the web process and the engine worker before the class, the most
+  during it, and after every session has closed.
+Targets (issue 16, N = 30 on 2 cores, empty cache): first number p95 <= 10 s, release to drawn p95
+<= 5 s, web RSS after within 20% of before. Bounded: every wait has a timeout, the whole run
+stops after arrive + class + 120 s whatever happens, and the server is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+from served_app import CHROMIUM, CHROMIUM_ARGS, ROOT, child_pids, rss_mib, start_server, stop_server
+
+RESULTS = ROOT / "bench" / "results"
+TARGETS = {"first_number_p95_s": 10.0, "release_to_drawn_p95_s": 5.0, "rss_after_within": 0.20}
+SHOWN = re.compile(r"measured live|cached: measured|nearby")  # a number on the page, and whence
+WAIT_S = 120.0  # the most any one reader waits for anything
+GRACE_S = 120.0  # after the class: for the last results, the sessions to close, memory to settle
+
+# Lessons the students open (weight, URL settings to choose from, the slider they move and values).
+MIX = {
+    "knob": (4, {"batch_size": [2, 4, 6, 8, 12, 16, 24, 32], "prompt_len": [32, 64, 96],
+                 "new_tokens": [16, 32]}, ("Batch size", [3, 5, 10, 20, 28, 40, 48, 64])),
+    "three-schedules": (2, {"policy": ["static", "dynamic", "continuous"],
+                            "max_batch": [2, 4, 8], "rate": [5, 10, 20]},
+                        ("Arrival rate", [4, 8, 15, 25])),
+    "average-lies": (2, {"rate": [2, 4, 6], "requests": [20, 40, 80]},
+                     ("Arrival rate", [3, 5, 8])),
+    "roofline": (1, {"max_batch": [8, 16, 32], "max_prompt": [256, 1024]}, None),
+    "kv-cache": (1, {}, None),
+    "chunked-prefill": (1, {"chunk_size": [64, 128, 256], "requests": [4, 8]},
+                        ("Chunk size", [32, 96, 192, 512])),
+    "slo-goodput": (1, {"points": [3, 4, 5], "requests": [16, 32]}, None),
+}
+PROBE_LESSONS = ["knob", "three-schedules", "average-lies", "roofline", "chunked-prefill"]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100), linear between ranks; None for no values."""
+    if not values:
+        return None
+    values = sorted(values)
+    k = (len(values) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def summary(values: list[float]) -> dict:
+    return {"n": len(values), "p50_s": _round(percentile(values, 50)),
+            "p95_s": _round(percentile(values, 95)), "max_s": _round(max(values, default=None))}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
+# ---- the lightweight students ------------------------------------------------------------------
+@dataclass
+class Student:
+    """One reader as a Bokeh client session in a thread of its own."""
+
+    n: int
+    url: str
+    slug: str
+    args: dict
+    slider: tuple[str, list] | None
+    rng: random.Random
+    opened_at: float = 0.0
+    first_number_s: float | None = None
+    releases: list[dict] = field(default_factory=list)  # {"value", "at", "drawn_s"}
+    error: str = ""
+    _session: object = None
+    _pending: dict | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self) -> None:
+        from bokeh.client import pull_session
+        from bokeh.events import DocumentReady
+
+        self.opened_at = time.monotonic()
+        try:
+            session = pull_session(url=f"{self.url}/app",
+                                   arguments={"lesson": self.slug, **self.args})
+        except Exception as e:  # a refused or failed connection: a finding, not a crash
+            self.error = f"{type(e).__name__}: {e}"
+            return
+        self._session = session
+        session.document.on_change(self._changed)
+        session.document.callbacks.send_event(DocumentReady())  # the browser's "loaded"
+        try:
+            session._loop_until_closed()  # process the server's updates until closed
+        except Exception as e:
+            self.error = f"{type(e).__name__}: {e}"
+
+    def _changed(self, event) -> None:
+        """Every change the server sends, on this session's thread."""
+        now = time.monotonic()
+        new = getattr(event, "new", None)
+        if isinstance(new, str) and SHOWN.search(new):
+            if self.first_number_s is None:
+                self.first_number_s = now - self.opened_at
+            with self._lock:
+                pending = self._pending
+            if pending and pending["kind"] == "shown" and now > pending["at"]:
+                self._drawn(now)
+        with self._lock:
+            pending = self._pending
+        if pending and pending["kind"] == "point":
+            source = self._session.document.get_model_by_name("points")
+            batch = list(source.data.get("batch", [])) if source is not None else []
+            if pending["value"] in batch:
+                self._drawn(now)
+
+    def _drawn(self, now: float) -> None:
+        with self._lock:
+            if self._pending is not None:
+                self._pending["drawn_s"] = now - self._pending["at"]
+                self.releases.append(self._pending)
+                self._pending = None
+
+    def release(self) -> None:
+        """Move the lesson's slider to another value and release it (from any thread)."""
+        if self._session is None or self.slider is None or self._pending is not None:
+            return
+        title, values = self.slider
+        value = self.rng.choice(values)
+
+        def move() -> None:
+            from bokeh.models import Slider
+
+            sliders = [m for m in self._session.document.models
+                       if isinstance(m, Slider) and title in (m.title or "")]
+            if not sliders or sliders[0].value == value:
+                return
+            kind = "point" if self.slug == "knob" else "shown"
+            with self._lock:
+                self._pending = {"slider": title, "value": value, "kind": kind,
+                                 "at": time.monotonic(), "drawn_s": None}
+            sliders[0].value = value
+            sliders[0].value_throttled = value  # what a mouse release sends
+
+        self._session._connection.io_loop.add_callback(move)
+
+    def close(self) -> None:
+        session = self._session
+        if session is not None:
+            session._connection.io_loop.add_callback(session.close)
+
+
+# ---- the Chromium reader -------------------------------------------------------------------------
+def probe_arrival(browser, url: str, slug: str, knob_batch: int) -> dict:
+    """A new reader in a fresh browser context: seconds to the first number, and on the knob the
+    seconds from a slider release (at a batch nobody asked for) to its point drawn."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from ui_latency import POINT_DRAWN_JS
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    out: dict = {"lesson": slug, "first_number_s": None, "release_to_drawn_s": None}
+    try:
+        start = time.monotonic()
+        extra = f"&batch_size={knob_batch - 1}" if slug == "knob" else ""
+        page.goto(f"{url}/app?lesson={slug}{extra}", wait_until="commit")
+        try:
+            page.get_by_text(SHOWN).first.wait_for(timeout=WAIT_S * 1000)
+            out["first_number_s"] = round(time.monotonic() - start, 2)
+        except PlaywrightTimeout:
+            out["error"] = "no number within the wait"
+        if slug == "knob" and out["first_number_s"] is not None:
+            handle = page.locator(".noUi-handle").first
+            handle.focus()
+            t0 = page.evaluate("() => performance.now()")
+            handle.press("ArrowRight")
+            try:
+                drawn = page.wait_for_function(POINT_DRAWN_JS, arg=knob_batch, polling="raf",
+                                               timeout=WAIT_S * 1000).json_value()
+                out["release_to_drawn_s"] = round((drawn - t0) / 1000, 2)
+            except PlaywrightTimeout:
+                out["error"] = "the released point was not drawn within the wait"
+    finally:
+        context.close()
+    return out
+
+
+# ---- the server's side ---------------------------------------------------------------------------
+def engine_status(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"{url}/engine-status", timeout=5) as response:
+            return json.loads(response.read())
+    except (OSError, ValueError):
+        return None
+
+
+def memory(server_pid: int, worker_pid: int | None) -> dict:
+    return {"web_mib": _round(rss_mib(server_pid)), "worker_mib": _round(rss_mib(worker_pid))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=30, help="lightweight sessions (1-200)")
+    parser.add_argument("--arrive-s", type=float, default=30.0,
+                        help="the students arrive evenly over this many seconds")
+    parser.add_argument("--class-s", type=float, default=90.0,
+                        help="how long the class works after the first arrival (10-600 s)")
+    parser.add_argument("--probe-every", type=float, default=20.0,
+                        help="seconds between Chromium readers arriving (0: none)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not 1 <= args.students <= 200 or not 10 <= args.class_s <= 600 or args.arrive_s < 0:
+        parser.error("--students 1-200, --class-s 10-600, --arrive-s >= 0")
+    rng = random.Random(args.seed)
+    load_before = os.getloadavg()
+    cache = tempfile.mkdtemp(prefix="classroom-cache-")
+    log = RESULTS / f"classroom-{args.students}-server.log"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    proc, url = start_server(cache, log=log)
+    hard_stop = time.monotonic() + args.arrive_s + args.class_s + GRACE_S + 60
+    students: list[Student] = []
+    threads: list[threading.Thread] = []
+    probes: list[dict] = []
+    queue: list[dict] = []
+    rss: dict = {}
+    stop = threading.Event()
+    try:
+        deadline = time.monotonic() + WAIT_S
+        status = engine_status(url)
+        while not (status and status.get("ready")) and time.monotonic() < deadline:
+            time.sleep(0.5)  # the worker starts with the first page (the server's check above)
+            status = engine_status(url)
+        worker = (status or {}).get("worker_pid") or next(iter(child_pids(proc.pid)), None)
+        time.sleep(2)
+        rss["before"] = memory(proc.pid, worker)
+        start = time.monotonic()
+
+        def sample_queue() -> None:
+            while not stop.is_set():
+                s = engine_status(url) or {}
+                queue.append({"t_s": round(time.monotonic() - start, 1),
+                              "queued": s.get("queued"), "running": bool(s.get("running")),
+                              **memory(proc.pid, s.get("worker_pid") or worker)})
+                stop.wait(1.0)
+
+        sampler = threading.Thread(target=sample_queue, daemon=True)
+        sampler.start()
+        lessons = [slug for slug, (weight, _, _) in MIX.items() for _ in range(weight)]
+        for n in range(args.students):
+            slug = lessons[n % len(lessons)]
+            weight, choices, slider = MIX[slug]
+            student = Student(n, url, slug, {k: str(rng.choice(v)) for k, v in choices.items()},
+                              slider, random.Random(args.seed * 1000 + n))
+            students.append(student)
+            threads.append(threading.Thread(target=student.run, daemon=True,
+                                            name=f"student-{n}"))
+        arrivals = [start + i * args.arrive_s / max(1, args.students) for i in range(args.students)]
+        next_release = {s.n: arrivals[s.n] + rng.uniform(15, 25) for s in students}
+        next_probe = start + (args.probe_every or float("inf")) / 2
+        class_end = start + args.class_s
+        with _browser(args.probe_every > 0) as browser:
+            probe_n, knob_batch = 0, 41  # the Chromium reader's knob points: 41, 42, ...
+            while time.monotonic() < class_end and time.monotonic() < hard_stop:
+                now = time.monotonic()
+                for s, t in zip(students, threads, strict=True):
+                    if not t.is_alive() and t.ident is None and now >= arrivals[s.n]:
+                        t.start()
+                    if t.ident is not None and now >= next_release[s.n]:
+                        s.release()
+                        next_release[s.n] = now + s.rng.uniform(10, 25)
+                if browser is not None and now >= next_probe:
+                    slug = PROBE_LESSONS[probe_n % len(PROBE_LESSONS)]
+                    probes.append({"t_s": round(now - start, 1),
+                                   **probe_arrival(browser, url, slug, knob_batch)})
+                    print(f"  probe {probes[-1]}", flush=True)
+                    probe_n += 1
+                    knob_batch += slug == "knob"
+                    next_probe = time.monotonic() + args.probe_every
+                time.sleep(0.2)
+        rss["during_max"] = {k: max((q[k] for q in queue if q[k] is not None), default=None)
+                             for k in ("web_mib", "worker_mib")}
+        for s in students:
+            s.close()
+        for t in threads:
+            if t.ident is not None:
+                t.join(max(1.0, min(30.0, hard_stop - time.monotonic())))
+        settle = time.monotonic() + 30
+        while time.monotonic() < settle and (engine_status(url) or {}).get("queued"):
+            time.sleep(1)  # the closed sessions' jobs are cancelled; let the last one end
+        time.sleep(10)  # Bokeh discards closed sessions within a few seconds (the server flags)
+        rss["after"] = memory(proc.pid, worker)
+    finally:
+        stop.set()
+        stop_server(proc)
+    return report(args, students, probes, queue, rss, load_before, log)
+
+
+class _browser:
+    """Chromium for the probe, or None when there is no probe."""
+
+    def __init__(self, wanted: bool):
+        self.wanted = wanted
+
+    def __enter__(self):
+        if not self.wanted:
+            return None
+        from playwright.sync_api import sync_playwright
+
+        self._pw = sync_playwright().start()
+        self._browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                                 headless=True)
+        return self._browser
+
+    def __exit__(self, *exc):
+        if self.wanted:
+            self._browser.close()
+            self._pw.stop()
+
+
+def report(args, students, probes, queue, rss, load_before, log) -> int:
+    first = [s.first_number_s for s in students if s.first_number_s is not None]
+    knob = [r["drawn_s"] for s in students for r in s.releases if r["kind"] == "point"]
+    other = [r["drawn_s"] for s in students for r in s.releases if r["kind"] == "shown"]
+    probe_first = [p["first_number_s"] for p in probes if p["first_number_s"] is not None]
+    probe_knob = [p["release_to_drawn_s"] for p in probes if p["release_to_drawn_s"] is not None]
+    arrivals_first = first + probe_first
+    releases = knob + probe_knob
+    before, after = rss.get("before", {}), rss.get("after", {})
+    web_growth = (after["web_mib"] / before["web_mib"] - 1
+                  if before.get("web_mib") and after.get("web_mib") else None)
+    first_p95 = percentile(arrivals_first, 95)
+    release_p95 = percentile(releases, 95)
+    met = {
+        "first_number": first_p95 is not None and first_p95 <= TARGETS["first_number_p95_s"]
+        and len(arrivals_first) == len(students) + len(probes),
+        "release_to_drawn": release_p95 is not None
+        and release_p95 <= TARGETS["release_to_drawn_p95_s"],
+        "rss_after": web_growth is not None and web_growth <= TARGETS["rss_after_within"],
+    }
+    result = {
+        "bench": "classroom", "students": args.students, "arrive_s": args.arrive_s,
+        "class_s": args.class_s, "probe_every_s": args.probe_every, "seed": args.seed,
+        "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "first_number": {"all_new_readers": summary(arrivals_first),
+                         "students": summary(first), "chromium": summary(probe_first),
+                         "never": [s.slug for s in students if s.first_number_s is None]},
+        "release_to_drawn": {"knob_all": summary(releases), "knob_students": summary(knob),
+                             "knob_chromium": summary(probe_knob),
+                             "other_lessons_result_shown": summary(other),
+                             "not_drawn": sum(s._pending is not None for s in students)},
+        "first_number_by_lesson": {slug: summary([s.first_number_s for s in students
+                                                  if s.slug == slug and s.first_number_s])
+                                   for slug in MIX},
+        "queue": queue, "queue_max": max((q["queued"] or 0 for q in queue), default=0),
+        "rss_mib": rss, "web_rss_growth": _round(web_growth), "targets": TARGETS, "met": met,
+        "errors": [f"{s.slug}: {s.error}" for s in students if s.error],
+        "probes": probes,
+        "server_log_tracebacks": log.read_text().count("Traceback") if log.exists() else None,
+    }
+    out = RESULTS / f"classroom-{args.students}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"classroom: {args.students} students over {args.arrive_s:g} s, class {args.class_s:g} s,"
+          f" {len(probes)} Chromium arrivals; {os.cpu_count()} CPUs, load before "
+          f"{load_before[0]:.2f}")
+    for what, s in [("first number, every new reader", result["first_number"]["all_new_readers"]),
+                    ("first number, students", result["first_number"]["students"]),
+                    ("first number, Chromium", result["first_number"]["chromium"]),
+                    ("knob release to point drawn", result["release_to_drawn"]["knob_all"]),
+                    ("other slider release to result", other and summary(other) or summary([]))]:
+        print(f"  {what:<34} n={s['n']:<4} p50 {s['p50_s']} s  p95 {s['p95_s']} s  "
+              f"max {s['max_s']} s")
+    print("  first number by lesson: " + ", ".join(
+        f"{k} p95 {v['p95_s']} s (n={v['n']})" for k, v in result["first_number_by_lesson"].items()))
+    print("  queue length (every 5 s): " + " ".join(
+        str(q["queued"]) for q in queue[::5]) + f"; max {result['queue_max']}")
+    print(f"  RSS MiB web / worker: before {before.get('web_mib')} / {before.get('worker_mib')}, "
+          f"during max {rss.get('during_max', {}).get('web_mib')} / "
+          f"{rss.get('during_max', {}).get('worker_mib')}, after {after.get('web_mib')} / "
+          f"{after.get('worker_mib')} (web growth {_pct(web_growth)})")
+    print(f"  targets met: {met}; errors: {len(result['errors'])}; server log tracebacks: "
+          f"{result['server_log_tracebacks']}; never showed a number: "
+          f"{result['first_number']['never']}")
+    print(f"  saved {out.relative_to(ROOT)}")
+    return 0 if all(met.values()) else 1
+
+
+def _pct(x: float | None) -> str:
+    return "?" if x is None else f"{100 * x:+.0f}%"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Each job kind against the time bounds the registry states for it (engine.lab.registry: a Bound
+is seconds at params, the largest job a lesson starts with its default settings), on this machine.
+
+    python bench/job_bounds.py [--rounds 2] [--kind sweep_point ...]
+
+Runs every kind at its bound's inputs in this process, as the worker runs it (engine.lab.worker
+.run, the engine built and warmed up first, so a model's one-off build is reported apart), with a
+measurement cache of its own; prints every round's seconds, the ratio to the bound and whether it
+held, and the machine's load average before and after (a busy machine slows every job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("LLM_SPEED_CACHE", tempfile.mkdtemp(prefix="job-bounds-cache-"))
+
+from engine.lab.jobs.engines import engine_from_params  # noqa: E402 (after the cache is set)
+from engine.lab.registry import BOUNDS_MACHINE, JOBS  # noqa: E402
+from engine.lab.worker import body, run  # noqa: E402
+
+
+def time_bound(kind: str, bound, rounds: int) -> dict:
+    params = JOBS[kind].check(bound.at)
+    if "preset" in params:
+        start = time.perf_counter()
+        engine_from_params(params)  # built and warmed once per worker, not per job
+        print(f"{kind:<14} engine built in {time.perf_counter() - start:.1f} s (once)")
+    times = []
+    for r in range(rounds):
+        start = time.perf_counter()
+        run(kind, bound.at, lambda *_: None, lambda: False)
+        times.append(time.perf_counter() - start)
+        print(f"{kind:<14} {bound.what[:44]:<44} round {r}: {times[-1]:6.2f} s  bound "
+              f"{bound.seconds:5.1f} s  ratio {times[-1] / bound.seconds:4.2f}", flush=True)
+    return {"kind": kind, "what": bound.what, "bound_s": bound.seconds, "at": bound.at,
+            "seconds": [round(t, 3) for t in times], "held": max(times) <= bound.seconds}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--kind", action="append", choices=sorted(JOBS),
+                        help="only this kind (repeat for more); default: every kind")
+    args = parser.parse_args(argv)
+    kinds = args.kind or list(JOBS)
+    load_before = os.getloadavg()
+    for spec in JOBS.values():
+        body(spec)  # imported before any timing, as the worker does at start
+    rows = []
+    print(f"bounds stated for: {BOUNDS_MACHINE}; here: {os.cpu_count()} CPUs, load average "
+          f"{load_before[0]:.2f}")
+    for kind in kinds:
+        for bound in JOBS[kind].bounds:
+            rows.append(time_bound(kind, bound, args.rounds))
+    load_after = os.getloadavg()
+    print(json.dumps({"bench": "job_bounds", "machine": BOUNDS_MACHINE,
+                      "cpu_count": os.cpu_count(),
+                      "load_average_before": [round(x, 2) for x in load_before],
+                      "load_average_after": [round(x, 2) for x in load_after], "kinds": rows}))
+    return 0 if all(r["held"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The app served for a benchmark, as the README runs it: `panel serve app.py` on a free port of
+127.0.0.1 with a measurement cache of its own, stopped with Ctrl-C (so it shuts its engine worker
+down); plus what the benchmarks read about it (the memory of the web process and its worker).
+Shared by bench/ui_latency.py and bench/classroom.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+START_TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(cache: str, extra: tuple[str, ...] = (),
+                 log: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """`panel serve app.py` with the README's options on 127.0.0.1, a page the reader left
+    ending its session (and its jobs) within a second; (process, base URL) once /app answers."""
+    port = free_port()
+    env = {**os.environ, "LLM_SPEED_CACHE": cache}
+    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (the server keeps it)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
+         "--address", "127.0.0.1",
+         "--plugins", "lessons.shell.routes",
+         "--allow-websocket-origin", f"localhost:{port}",
+         "--allow-websocket-origin", f"127.0.0.1:{port}",
+         "--unused-session-lifetime", "1000", "--check-unused-sessions", "500", *extra],
+        cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"panel serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/app", timeout=5) as response:
+                if response.status == 200:
+                    return proc, url
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)  # polling a server that is starting up
+    proc.kill()
+    raise TimeoutError(f"the app did not answer within {START_TIMEOUT_S} s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Ctrl-C first (the app shuts its engine worker down), then harder."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(15)
+
+
+def rss_mib(pid: int | None) -> float | None:
+    """A process's resident memory (VmRSS) in MiB; None if it is gone."""
+    if pid is None:
+        return None
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (the server's engine worker among them)."""
+    kids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return kids

@@ -1,0 +1,91 @@
+"""What a closed session leaves behind in the web process: nothing. The app is served in this
+process (pn.serve, threaded), readers come and go as Bokeh client sessions that send the
+browser's "document ready" event (so every lesson starts its measurements), and once the server
+has discarded their sessions no Bokeh document, page, periodic callback or engine job of theirs is
+alive. The same with 500 sessions and the process's memory, against a served app: python
+bench/classroom.py --churn 500."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import threading
+import time
+
+import panel as pn
+import pytest
+from bokeh.client import pull_session
+from bokeh.document import Document
+from bokeh.events import DocumentReady
+
+from engine.lab import client
+from lessons.base import LessonPage
+from lessons.registry import LESSONS
+from lessons.session_jobs import SessionJobs
+
+HOLD_S = 1.0  # each reader stays this long: long enough for jobs to be queued and running
+WAIT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served_app(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))  # the worker's cache: this test's
+    from lessons.shell.router import build_page
+
+    port = free_port()
+    server = pn.serve({"/app": build_page}, port=port, address="127.0.0.1", threaded=True,
+                      show=False, websocket_origin=[f"127.0.0.1:{port}"],
+                      unused_session_lifetime_milliseconds=300,
+                      check_unused_sessions_milliseconds=100)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+        if client._service is not None:
+            client._service.shutdown()
+            client._service = None
+
+
+def visit(url: str, args: dict) -> None:
+    """A reader opens the page, its browser says "loaded", and it leaves after HOLD_S."""
+    session = pull_session(url=f"{url}/app", arguments=args)
+    session.document.callbacks.send_event(DocumentReady())
+    timer = threading.Timer(HOLD_S, lambda: session._connection.io_loop.add_callback(
+        session.close))
+    timer.start()
+    session._loop_until_closed()
+    timer.join()
+
+
+def alive(kind: type) -> list:
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, kind)]
+
+
+def wait_until(predicate, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still {what} after {WAIT_S} s")
+        time.sleep(0.2)  # the server discards closed sessions on its own timer
+
+
+def test_closed_sessions_leave_nothing_behind(served_app):
+    pages = [{"lesson": info.slug} for info in LESSONS] + [{"page": "about"}, {}]
+    for args in pages * 2:
+        visit(served_app, args)
+    service = client.get_service()
+    wait_until(lambda: not any(isinstance(o, LessonPage) for o in alive(LessonPage)),
+               "lesson pages alive")
+    wait_until(lambda: not pn.state._periodic, "periodic callbacks registered")
+    assert [d for d in alive(Document) if d.session_context is not None] == []
+    assert len(SessionJobs._by_doc) == 0
+    wait_until(lambda: not service.status()["queued"] and not service.status()["running"],
+               "engine jobs of closed sessions")
+    assert service._queue._served == {}  # the queue forgets readers who left
