@@ -50,6 +50,8 @@ from .results import parse_result
 
 log = logging.getLogger(__name__)
 
+PREEMPT_AFTER_S = 2.0  # a point waiting this long behind a restartable run stops it (once)
+
 
 def _worker_process(job_conn, event_conn, cancel_id) -> None:
     """The spawned child's entry: the worker's code is imported there, never in the web process."""
@@ -80,6 +82,7 @@ class _Run:
     id: int
     jobs: list[Job]
     cancelling: bool = False  # every job has left it; the worker was told to stop
+    preempting: bool = False  # stopped to let short jobs through: its jobs are queued again
 
     @property
     def lead(self) -> Job:
@@ -109,6 +112,7 @@ class EngineService:
         self.jobs_cancelled = 0
         self.cache_hits = 0
         self.shared_runs = 0  # runs that answered more than one reader's job
+        self.preemptions = 0  # jobs stopped to let short ones through, and queued again
         self.worker_idle_mib: float | None = None  # the worker's RSS when it last fell idle
         self._runs_ended = 0
         self._idle_checked = -1  # runs ended when it was read
@@ -142,6 +146,7 @@ class EngineService:
             job.params = spec.normalize(job.params)
             job.use_cache = use_cache and spec.cacheable
             job.size = spec.size_for(job.params, self._device())
+            job.restartable = spec.restartable
             job.question = question(kind, job.params) if spec.cacheable else None
         except ValueError as e:
             self._finish(job, "error", {"message": one_line(e)}, deliver_later=True)
@@ -199,7 +204,7 @@ class EngineService:
             run = self._running
             if run is None or job not in run.jobs:
                 return False
-            if len(run.jobs) > 1:
+            if len(run.jobs) > 1 or run.preempting:  # the others go on, or it stops anyway
                 run.jobs.remove(job)
                 self._finish(job, "cancelled", {}, deliver_later=True)
                 return True
@@ -245,6 +250,7 @@ class EngineService:
                 "jobs_cancelled": self.jobs_cancelled,
                 "cache_hits": self.cache_hits,
                 "shared_runs": self.shared_runs,
+                "preemptions": self.preemptions,
                 "cache_entries": len(self._cache),
                 "restarts": self.restarts,
                 "start_error": self._start_error,
@@ -399,6 +405,7 @@ class EngineService:
                 return  # an event of a run already given up (cancelled, or its worker replaced)
             jobs = list(run.jobs)
             final = tag == "result" or message[2] in FINAL_EVENTS
+            requeue = run.preempting and tag != "result" and message[2] == "cancelled"
             if final:
                 self._running = None
                 self._runs_ended += 1
@@ -421,6 +428,9 @@ class EngineService:
             for job in jobs:
                 self._finish(job, "result", result, deliver_later=True, device=device,
                              measured_at=measured_at, readers=len(jobs))
+            return
+        if requeue:
+            self._requeue(run)
             return
         type_, data = message[2], message[3]
         for job in jobs:
@@ -464,6 +474,7 @@ class EngineService:
                         self._idle_checked = self._runs_ended
                         worker = process_memory(w.identity["pid"])
                         self.worker_idle_mib = worker and worker["rss_mib"]
+                self._maybe_preempt(w)
                 if self._running is None and self._queue:
                     jobs = self._queue.take(time.time())
                     run = self._running = _Run(jobs[0].id, jobs)
@@ -477,6 +488,35 @@ class EngineService:
                     except (OSError, ValueError):
                         pass  # it died: the sentinel tells us next
         self._deliver_ready()
+
+    def _maybe_preempt(self, w: _Worker) -> None:
+        """Stop a restartable run (a load test, whose page draws only its result) that points
+        have waited PREEMPT_AFTER_S behind; its jobs queue again and run from the start later.
+        A job is stopped once at most, so it always ends."""
+        run = self._running
+        if (run is None or run.cancelling or run.preempting
+                or not all(j.restartable and not j.preempted for j in run.jobs)
+                or self._queue.longest_wait(time.time()) < PREEMPT_AFTER_S):
+            return
+        run.preempting = True
+        w.cancel_id.value = run.id
+        log.info("stopping %s (job %s) to let %d waiting jobs through", run.lead.kind, run.id,
+                 len(self._queue))
+
+    def _requeue(self, run: _Run) -> None:
+        """A preempted run's jobs wait again (their arrival time kept: they soon count as
+        points), each told so with a queued event."""
+        with self._lock:
+            for job in run.jobs:
+                job.preempted += 1
+                job.state, job.started_at, job.progress = "queued", None, None
+                self._queue.add(job)
+            for job in run.jobs:
+                self.preemptions += 1
+                ahead = self._queue.position(job, time.time()) or 0
+                self._ready_results.append((job, JobEvent(
+                    job.id, job.kind, "queued", {"ahead": ahead, "preempted": True})))
+        self._wake()
 
     def _offer_nearby(self, job: Job, w: _Worker) -> None:
         """Queue a "nearby" event for a job that waits: the closest cached result, if any."""

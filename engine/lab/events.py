@@ -40,7 +40,8 @@ def one_line(error: BaseException) -> str:
 @dataclass(frozen=True)
 class JobEvent:
     """One thing that happened to a job. `data` by type:
-    queued {"ahead": jobs before it}, nearby {a cached result of nearby settings, shown while
+    queued {"ahead": jobs before it; "preempted": True when a running job was stopped to let
+    short jobs through and queued again, its run starting over}, nearby {a cached result of nearby settings, shown while
     this one waits: `near` has the settings it was measured with; asked for with submit's
     nearby=True}, started {}, progress {"done", "total", maybe "message"},
     token {"index", "text", "t_s"}, step {whatever the job reports}, result {the job's result},
@@ -87,6 +88,8 @@ class Job:
     size: str = "point"  # the kind's declared size (engine.lab.registry): the queue's order
     question: str | None = None  # kind and params as text, for cacheable kinds: one run answers
     nearby: bool = False  # while it waits, show a cached result of nearby params (a nearby event)
+    restartable: bool = False  # the queue may stop it and run it again later (registry)
+    preempted: int = 0  # times it was stopped to let short jobs through, and queued again
     state: str = "queued"  # queued | running | done | error | cancelled
     result: dict | None = None
     error: str | None = None

@@ -125,6 +125,11 @@ class JobQueue:
             order += _round_robin(sessions[s] for s in turns)
         return _first_of_each_question(order)
 
+    def longest_wait(self, now: float, rank: int = 0) -> float:
+        """Seconds the longest-waiting job of this rank (or smaller) has waited; 0 for none."""
+        waits = [now - j.submitted_at for j in self._jobs if self.rank(j, now) <= rank]
+        return max(waits, default=0.0)
+
     def position(self, job: Job, now: float) -> int | None:
         """How many runs come before this job's; None if it is not queued."""
         order = self.order(now)

@@ -58,6 +58,7 @@ class JobSpec:
     doc: str = ""
     size: str = "point"  # "point" | "run" | "load": the queue runs smaller sizes first
     bounds: tuple[Bound, ...] = ()  # how long it takes at most, at the lessons' settings
+    restartable: bool = False  # pages draw only its result: the queue may stop it, run it again
 
     def __post_init__(self):
         if self.size not in SIZES:
@@ -111,14 +112,19 @@ def _context_less_one(params: dict) -> int:
 
 
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
-          cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = ()) -> JobSpec:
-    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds)
+          cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = (),
+          restartable: bool = False) -> JobSpec:
+    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, restartable)
 
 
-# Seconds each lesson's largest default job takes at most here (bench/job_bounds.py measures them).
-B = {"info": 5.0, "knob": 1.5, "roofline_decode": 30.0, "roofline_prefill": 20.0,
-     "kv_allocation": 1.0, "generate": 1.0, "two_clocks": 1.5, "three_schedules": 6.0,
-     "chunked": 10.0, "load_test": 90.0, "block_snapshots": 20.0, "rate_sweep": 60.0}
+# Seconds each lesson's largest default job takes at most here: bench/job_bounds.py measured
+# them (2026-11, 2 rounds: knob 1.69-1.81 s on a loaded machine and 1.27 s on a quieter one,
+# roofline decode 13.5-14.9, prefill 9.6-9.9, generate 0.38-0.46, two_clocks 0.32-0.34, lesson 3
+# 3.3-3.4, lesson 7 4.4-4.9, load test 21.1-21.3, block snapshots 1.5, rate sweep 13.2-13.7, info
+# 2.6 the first time); each bound leaves about half again for a busier machine.
+B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0,
+     "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,
+     "chunked": 8.0, "load_test": 30.0, "block_snapshots": 3.0, "rate_sweep": 20.0}
 
 JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- what the machine is -----------------------------------------------------------------
@@ -205,7 +211,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0, hi=2048), **SEED},
         results.LoadTestResult,
         "Poisson arrivals of short and long requests under continuous batching: the tail.",
-        size="load", bounds=(Bound(B["load_test"], {}, "lesson 2's load test at its defaults"),)),
+        size="load", bounds=(Bound(B["load_test"], {}, "lesson 2's load test at its defaults"),),
+        restartable=True),
     _spec("block_snapshots", "engine.lab.jobs.serving:block_snapshots_job", {
         **ENGINE, "kv_budget_mib": Int(2, lo=1, hi=64), "requests": Int(10, lo=1, hi=10_000),
         "rate": Rate(6.0), "prompt_len": Lengths([16, 80], single=True),

@@ -163,3 +163,11 @@ def test_a_point_of_a_bigger_preset_queues_as_a_run_on_a_cpu():
     assert spec.size_for(small, "cpu: Test (2 cores)") == "run"
     assert spec.size_for(small, "cuda:0 NVIDIA H100") == "point"
     assert get_spec("load_test").size_for(normalize("load_test", {}), "cpu") == "load"
+
+
+def test_longest_wait_counts_the_jobs_of_a_rank_or_smaller():
+    q = JobQueue()
+    q.add(job("load_test", session="a", at=0))
+    assert q.longest_wait(5) == 0  # no point waits: nothing to stop a load test for
+    q.add(job(session="b", at=3))
+    assert q.longest_wait(5) == 2 and q.longest_wait(5, rank=2) == 5

@@ -306,13 +306,17 @@ def test_readers_asking_the_same_question_share_one_run(service):
 def test_a_job_asked_while_the_same_one_runs_joins_it(service):
     rec = Recorder()
     params = {**LONG, "new_tokens": 300, "seed": 22}
+    done = service.status()["jobs_done"]
     first = service.submit("sweep_point", params, rec, session_id="first")
     rec.wait_for(first, "progress")
     second = service.submit("sweep_point", params, rec, session_id="second")
+    assert service.status()["running"]["readers"] == 2 and service.status()["queued"] == 0
     assert rec.wait_for(second, "started")
     assert service.cancel(first)  # the first reader leaves: the run goes on for the second
-    assert finished(second).state == "done" and second.readers == 2
+    assert finished(second).state == "done" and not second.cached
     assert finished(first).state == "cancelled"
+    assert service.status()["jobs_done"] == done + 1  # measured once
+    assert rec.types(second).count("started") == 1 and "progress" in rec.types(second)
 
 
 def test_a_readers_newest_request_of_a_demo_replaces_their_queued_ones(service):
@@ -353,14 +357,32 @@ def test_a_malformed_cache_entry_is_measured_again(service, cache_path, what):
 
 def test_a_waiting_job_is_shown_a_nearby_cached_result_first(service):
     rec = Recorder()
-    near = finished(service.submit("sweep_point", {**QUICK, "batch_size": 4, "seed": 24}))
+    settings = {**QUICK, "new_tokens": 9, "seed": 24}  # no other test measures these
+    near = finished(service.submit("sweep_point", {**settings, "batch_size": 4}))
     blocker = service.submit("sweep_point", LONG, rec, use_cache=False)
     rec.wait_for(blocker, "started")
-    job = service.submit("sweep_point", {**QUICK, "batch_size": 6, "seed": 24}, rec,
-                         nearby=True)
+    job = service.submit("sweep_point", {**settings, "batch_size": 6}, rec, nearby=True)
     shown = rec.wait_for(job, "nearby")
     assert shown.cached and shown.near["batch_size"] == 4 and shown.data == near.result
     assert shown.result.batch_size == 4
     service.cancel(blocker)
     assert finished(job).state == "done" and job.result["batch_size"] == 6
     assert rec.types(job)[:2] == ["queued", "nearby"] and rec.types(job)[-1] == "result"
+
+
+def test_a_load_test_is_stopped_once_to_let_a_point_through_then_runs_again(service):
+    rec = Recorder()
+    load = service.submit("load_test", {"rate": 6.0, "requests": 30, "long_share": 0.0,
+                                        "short_prompt": [8, 16], "short_output": [4, 8],
+                                        "kv_budget_mib": KV, "seed": 25}, rec,
+                          session_id="teacher", use_cache=False)
+    rec.wait_for(load, "progress")
+    point = service.submit("sweep_point", {**QUICK, "seed": 25}, rec, session_id="student",
+                           use_cache=False)
+    assert finished(point).state == "done"
+    again = [e for e in rec.of(load) if e.type == "queued" and e.data.get("preempted")]
+    assert len(again) == 1 and load.preempted == 1
+    assert finished(load).state == "done" and len(load.result["requests"]) == 30
+    types = rec.types(load)
+    assert types.count("started") == 2 and types[-1] == "result" and "cancelled" not in types
+    assert service.status()["preemptions"] >= 1
