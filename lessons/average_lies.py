@@ -217,6 +217,7 @@ class AverageLiesLesson(LessonPage):
     slug = "average-lies"
     objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
     instructor, questions = INSTRUCTOR, QUESTIONS
+    shows_nearby = True  # a cached load test of nearby settings, shown while this one waits
 
     rate = param.Number(default=4.0, bounds=(0.5, 30.0), step=0.5,
                         label="Arrival rate (requests per second)")
@@ -296,6 +297,8 @@ class AverageLiesLesson(LessonPage):
         if event.type == "started":
             self.tail_text.object = site_html(self._serving_text())
         elif event.type == "result":
+            self.show_result(event.result, event)
+        elif event.type == "nearby" and self.result is None:  # the status says whose it is
             self.show_result(event.result, event)
         elif event.type == "error":
             self.tail_text.object = site_html("<p>No load test to show: see the message.</p>")

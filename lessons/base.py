@@ -57,6 +57,7 @@ loaded (`self.started` is False until then, so parameters set from the URL measu
 from __future__ import annotations
 
 import html
+import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -75,6 +76,8 @@ from .session_jobs import SessionJobs
 from .teaching import InstructorNotes, Lookup
 from .url_state import apply_query_args
 
+log = logging.getLogger(__name__)
+
 # Query arguments that choose the page; no page parameter may be called this.
 RESERVED_QUERY_ARGS = frozenset({"lesson", "page", "embed"})
 
@@ -84,13 +87,15 @@ class Page(pn.viewable.Viewer):
     by one JobRunner and shown by its JobStatus; `start()` once the reader has the page."""
 
     job_noun: ClassVar[str] = "measurements"  # what the page's jobs are, for its status line
+    # The page draws a cached result of nearby settings while its own waits ("nearby" events).
+    shows_nearby: ClassVar[bool] = False
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         self._jobs: SessionJobs | None = None
         self._view: pn.viewable.Viewable | None = None
         self.started = False
-        self.runner = JobRunner(self, JobStatus(self.job_noun))
+        self.runner = JobRunner(self, JobStatus(self.job_noun), nearby=self.shows_nearby)
 
     @property
     def jobs(self) -> SessionJobs:
@@ -128,7 +133,12 @@ class Page(pn.viewable.Viewer):
     def _start_once(self) -> None:
         if not self.started:
             self.started = True
-            self.start()
+            try:
+                self.start()
+            except Exception as e:  # the page's own bug: a message on it, not a silent page
+                log.exception("starting %s failed", type(self).__name__)
+                self.runner.status.stop()
+                self.runner.status.page_failed(e)
 
 
 class UrlPage(Page):

@@ -7,10 +7,15 @@
     runner.cancel(keep=lambda job: job.state == "running")
 
 `submit` and `run` replace the current group: its unfinished jobs are cancelled and their late
-events dropped, so a chart never mixes two settings. Predict first: after
-`hold_fresh(waiting)`, while `waiting()` is true a job the engine's cache cannot answer is parked
-instead of run (a cached one is answered at once, as ever), and `release()` sends the parked
-ones: a lesson holds its first fresh measurement until the reader has made a prediction. Each job's events reach its handler on the
+events dropped, so a chart never mixes two settings; the engine's queue is told too (the group's
+first job replaces the runner's queued ones in one step, engine.lab.job_queue), so a reader's
+newest setting is the one that waits. A runner made with nearby=True asks for a cached result of
+nearby settings while a job waits; its handlers get it as a "nearby" event, and the status says
+what it is. A handler that raises leaves a message in the status, never a stuck spinner. Predict
+first: after `hold_fresh(waiting)`, while `waiting()` is true a job the engine's cache cannot
+answer is parked instead of run (a cached one is answered at once, as ever), and `release()` sends
+the parked ones: a lesson holds its first fresh measurement until the reader has made a
+prediction. Each job's events reach its handler on the
 session's own loop (lessons.session_jobs), after the status has taken them. While the group's
 first job waits in the engine's queue behind other readers' jobs, the status says how many are
 ahead, refreshed twice a second: in a classroom of thirty, a reader sees "queued behind 4 jobs"
@@ -43,15 +48,6 @@ def event_record(record: type[R], data: dict) -> R:
     return record.from_dict({k: v for k, v in data.items() if k != "kind"})
 
 
-def queue_position(status: dict, job_id: int) -> int | None:
-    """How many jobs run before this one: those queued ahead of it plus the running one;
-    None when it is not queued (running, finished, or answered from the cache)."""
-    ids = [q["id"] for q in status.get("queue", [])]
-    if job_id not in ids:
-        return None
-    return ids.index(job_id) + (1 if status.get("running") else 0)
-
-
 class _Entry:
     """One submitted job of the group, with its handler; `dropped` once the page let it go."""
 
@@ -70,9 +66,11 @@ class _Entry:
 class JobRunner:
     """Runs a page's engine jobs, one group at a time, and keeps its JobStatus current."""
 
-    def __init__(self, page, status: JobStatus | None = None):
+    def __init__(self, page, status: JobStatus | None = None, nearby: bool = False):
         self.page = page  # anything with `.jobs`, a lessons.session_jobs.SessionJobs
         self.status = status if status is not None else JobStatus()
+        self.nearby = nearby  # the page draws "nearby" events: ask the engine for them
+        self.demo = f"runner-{id(self)}"  # names this runner's jobs in the engine's queue
         self._entries: list[_Entry] = []
         self._poll = None
         self._waiting: Callable[[], bool] | None = None
@@ -85,7 +83,8 @@ class JobRunner:
         self._drop(self._entries)
         self._entries = []
         self.status.start(len(jobs), message)
-        return [self._submit(kind, params, handler, use_cache) for kind, params, handler in jobs]
+        return [self._submit(kind, params, handler, use_cache, replace=i == 0)
+                for i, (kind, params, handler) in enumerate(jobs)]
 
     def submit(self, kind: str, params: dict, on_event: Handler, use_cache: bool = True) -> Job:
         """Replace the current group with this one job."""
@@ -97,7 +96,8 @@ class JobRunner:
         self.status.add(1)
         return self._submit(kind, params, on_event, use_cache)
 
-    def _submit(self, kind: str, params: dict, handler: Handler, use_cache: bool) -> Job:
+    def _submit(self, kind: str, params: dict, handler: Handler, use_cache: bool,
+                replace: bool = False) -> Job:
         entry = _Entry(handler)
         self._entries.append(entry)
         if self._waiting is not None and self._waiting() \
@@ -106,12 +106,14 @@ class JobRunner:
             entry.job = Job(0, kind, dict(params), None, None, use_cache, state=HELD)
             self.status.job_progress(0, 0, self._hold_message)
             return entry.job
-        self._send(entry, kind, params, use_cache)
+        self._send(entry, kind, params, use_cache, replace)
         return entry.job
 
-    def _send(self, entry: _Entry, kind: str, params: dict, use_cache: bool) -> None:
+    def _send(self, entry: _Entry, kind: str, params: dict, use_cache: bool,
+              replace: bool = False) -> None:
         entry.job = self.page.jobs.submit(kind, params, lambda e: self._deliver(entry, e),
-                                          use_cache)
+                                          use_cache, demo=self.demo, replace=replace,
+                                          nearby=self.nearby)
 
     # ---- predict first ---------------------------------------------------------------------------
     def hold_fresh(self, waiting: Callable[[], bool],
@@ -181,10 +183,17 @@ class JobRunner:
         if event.final:
             entry.final = True
         if event.type == "queued" and event.data.get("ahead") and self._first_open() is entry:
-            self.status.queued(event.data["ahead"])
+            self.status.queued(event.data["ahead"], bool(event.data.get("preempted")))
             self._start_polling()
+        if event.type == "nearby" and entry.job is not None:
+            self.status.nearby(event, entry.job.params)
         self.status.handle(event)
-        entry.handler(event)
+        try:
+            entry.handler(event)
+        except Exception as e:  # the page's own bug: say so on the page, keep the session
+            log.exception("the page's handler of a %s event of job %s failed", event.type,
+                          event.job_id)
+            self.status.page_failed(e)
 
     def _first_open(self) -> _Entry | None:
         return next((e for e in self._entries if e.open), None)
@@ -197,13 +206,12 @@ class JobRunner:
             self._stop_polling()
             return
         try:
-            status = self.page.jobs.service.status()
+            ahead = self.page.jobs.service.position(first.job)
         except Exception:  # the service is restarting: say nothing new
-            log.debug("service status failed", exc_info=True)
+            log.debug("service position failed", exc_info=True)
             return
-        ahead = queue_position(status, first.job.id)
         if ahead is not None and self.status.running:
-            self.status.queued(ahead)
+            self.status.queued(ahead, bool(first.job.preempted))
 
     def _start_polling(self) -> None:
         if self._poll is not None or not self.page.jobs.served:

@@ -29,6 +29,7 @@ from engine.calc.gpu_scaling import (
     step_floor_ms,
 )
 from engine.calc.stats import Estimate, estimate
+from engine.lab import registry
 from engine.lab.results import SweepPointResult
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
@@ -349,6 +350,7 @@ class KnobLesson(LessonPage):
     slug = "knob"
     objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
     instructor, questions = INSTRUCTOR, QUESTIONS
+    shows_nearby = True  # a cached point of another batch size, drawn while this one waits
 
     batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
     preset = param.Selector(default="tiny", objects=["tiny", "small"], label="Model preset")
@@ -441,8 +443,15 @@ class KnobLesson(LessonPage):
                             lambda e, s=settings: self._on_event(e, s))
 
     def _on_event(self, event, settings: tuple) -> None:
-        if event.type == "result":
+        if event.type == "result" or (event.type == "nearby" and self._on_curve(event.near)):
             self.add_result(event.result, event, settings)
+
+    def _on_curve(self, near: dict | None) -> bool:
+        """Whether a nearby point belongs on this curve: every setting the same but the batch
+        size. It is a cached measurement of its own batch size, drawn as one."""
+        if not near or "batch_size" not in near:
+            return False
+        return near == registry.normalize("sweep_point", self.job_params(near["batch_size"]))
 
     def add_result(self, point: SweepPointResult, event=None,
                    settings: tuple | None = None) -> None:

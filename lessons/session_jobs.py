@@ -14,6 +14,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import panel as pn
 from bokeh.document import Document
@@ -69,11 +70,12 @@ class SessionJobs:
         return self.doc is not None and self.doc.session_context is not None
 
     def submit(self, kind: str, params: dict | None = None, on_event: Handler | None = None,
-               use_cache: bool = True) -> Job:
-        """Queue an engine job; on_event(event) runs on this session's loop for each event."""
+               use_cache: bool = True, **queue: Any) -> Job:
+        """Queue an engine job; on_event(event) runs on this session's loop for each event.
+        `queue`: the service's demo, replace and nearby (engine.lab.client.EngineService.submit)."""
         self.jobs = [j for j in self.jobs if not j.finished]
         job = self.service.submit(kind, params, on_event=partial(self._receive, on_event),
-                                  session_id=self.session_id, use_cache=use_cache)
+                                  session_id=self.session_id, use_cache=use_cache, **queue)
         self.jobs.append(job)
         return job
 

@@ -20,6 +20,7 @@ result, never one per token.
 
 from __future__ import annotations
 
+import html
 import time
 from datetime import datetime
 
@@ -50,12 +51,30 @@ def describe_measurement(cached: bool, device: str, measured_at: str) -> str:
     return f"cached: measured {where}{when}" if cached else f"measured live {where}{when}"
 
 
-def queue_message(ahead: int) -> str:
+def describe_nearby(asked: dict, near: dict) -> str:
+    """What a nearby result differs in: "batch_size 16 (you asked for 12)"; the settings the
+    reader asked for, one by one, that the shown result was not measured with."""
+    diffs = [f"{name} {_setting(near[name])} (you asked for {_setting(asked.get(name))})"
+             for name in sorted(near) if near[name] != asked.get(name)]
+    return ", ".join(diffs) or "the same settings"
+
+
+def _setting(value) -> str:
+    if isinstance(value, list):
+        return "-".join(_setting(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def queue_message(ahead: int, preempted: bool = False) -> str:
     """Where a job waits: how many jobs of other readers the engine runs first."""
     if ahead <= 0:
         return "starting"
-    return (f"queued behind {ahead} job{'s' if ahead != 1 else ''} from other readers "
-            "(the engine runs one at a time, in order)")
+    jobs = f"{ahead} job{'s' if ahead != 1 else ''}"
+    if preempted:
+        return (f"paused for {jobs} of other readers, short measurements first; it starts "
+                "again after them")
+    return (f"queued behind {jobs} from other readers (the engine runs one at a time: short "
+            "measurements first, readers in turn)")
 
 
 def weights_text(weights: str | None) -> str:
@@ -117,11 +136,14 @@ class JobStatus(pn.viewable.Viewer):
         self._progress = pn.Column(self._text, self._bar, visible=False,
                                    sizing_mode="stretch_width")
         self.error = EngineError()
+        self._page_error = pn.pane.Alert("", alert_type="warning", visible=False,
+                                         sizing_mode="stretch_width")
         self._label = pn.pane.HTML("", visible=False, sizing_mode="stretch_width",
                                    css_classes=["measurement-label"])
         self.live = LiveRegion()
         self.error.param.watch(self._announce_error, "message")
-        self._layout = pn.Column(self._progress, self.error, self._label, self.live,
+        self._layout = pn.Column(self._progress, self.error, self._page_error, self._label,
+                                 self.live,
                                  sizing_mode="stretch_width")
 
     # ---- the group -------------------------------------------------------------------------------
@@ -129,6 +151,7 @@ class JobStatus(pn.viewable.Viewer):
         """A new group of `total` jobs (forgets the previous group's provenance and error)."""
         self.results = []
         self.error.message = ""
+        self._page_error.visible = False
         self.param.update(total=total, finished=0, running=total > 0, message=message, done=0,
                           steps=0)
         self._since = time.monotonic()
@@ -174,9 +197,30 @@ class JobStatus(pn.viewable.Viewer):
                           message=self.message if message is None else message)
         self.tick()
 
-    def queued(self, ahead: int) -> None:
-        """The group waits behind `ahead` jobs of other readers."""
-        message = queue_message(ahead)
+    def nearby(self, event, asked: dict) -> None:
+        """A cached result of nearby settings is shown while the asked-for one waits."""
+        if self.results:
+            return  # a result of the group is shown already: the label says whence
+        where = describe_measurement(True, event.device, event.measured_at)
+        self._label.param.update(object=(
+            f'<span class="measurement-label nearby">nearby: a result of '
+            f"{html.escape(describe_nearby(asked, event.near or {}))}, {html.escape(where)}; "
+            "shown until yours is measured</span>"), visible=True)
+
+    def page_failed(self, error: BaseException) -> None:
+        """The page's own code failed on an engine event: say so instead of spinning on."""
+        text = (f"This page could not show what the engine sent ({type(error).__name__}). Try "
+                "again or reload the page; the server's log has the details.")
+        self._page_error.param.update(object=text, visible=True)
+        self.announce(text)
+
+    @property
+    def page_error_text(self) -> str:
+        return self._page_error.object if self._page_error.visible else ""
+
+    def queued(self, ahead: int, preempted: bool = False) -> None:
+        """The group waits behind `ahead` jobs of other readers (again, if preempted)."""
+        message = queue_message(ahead, preempted)
         if ahead > 0 and message != self.message:
             self.announce(message[0].upper() + message[1:] + ".")
         self.message = message

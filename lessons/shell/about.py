@@ -69,10 +69,11 @@ class AboutPage(Page):
                       "These are the limits it works against.</p>"),
             self.figures, self.runner.status, self.presets,
             html_pane("<h2>The engine service, now</h2><p>One worker process runs every "
-                      "reader's measurements, one at a time, in order of arrival; results are "
-                      "kept, so a point measured once is shown to everyone. For a quick test of "
-                      'the engine, run the <a href="app?page=engine-check">engine check</a>.'
-                      "</p>"),
+                      "reader's measurements, one at a time: short measurements before long "
+                      "runs, readers in turn, the same measurement asked by several readers run "
+                      "once; results are kept, so a point measured once is shown to everyone. "
+                      'For a quick test of the engine, run the <a href="app?page=engine-check">'
+                      "engine check</a>.</p>"),
             self.service, sizing_mode="stretch_width")
 
     def start(self) -> None:

@@ -39,11 +39,31 @@ def describe_status(status: dict) -> str:
     lines.append(f"Queued: {queued} job{'s' if queued != 1 else ''}.")
     lines.append(f"Done since the server started: {status.get('jobs_done', 0)} measured, "
                  f"{status.get('cache_hits', 0)} answered from the measurement cache "
-                 f"({status.get('cache_entries', 0)} results in memory).")
+                 f"({status.get('cache_entries', 0)} results in memory), "
+                 f"{status.get('shared_runs', 0)} measured once for several readers at once.")
     lines.append(f"Cancelled: {status.get('jobs_cancelled', 0)} (their reader left or asked "
                  "for something else first).")
     lines.append(f"Worker restarts: {status.get('restarts', 0)}.")
+    memory = describe_memory(status.get("memory") or {})
+    if memory:
+        lines.append(memory)
     return "<ul>" + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
+
+
+def describe_memory(memory: dict) -> str:
+    """The memory the engine worker and the web process hold (resident, from /proc): the worker
+    idle (when it last finished its jobs), now, and at its busiest so far."""
+    worker, web = memory.get("worker"), memory.get("web")
+    parts = []
+    if worker:
+        idle = worker.get("idle_mib")
+        parts.append("Memory: the engine worker holds "
+                     + (f"{idle:,.0f} MiB idle, " if idle is not None else "")
+                     + f"{worker['rss_mib']:,.0f} MiB now and {worker['peak_mib']:,.0f} MiB at "
+                     "its busiest so far (its models, their KV pools, sized to the jobs)")
+    if web:
+        parts.append(f"this web process {web['rss_mib']:,.0f} MiB (every reader's page)")
+    return "; ".join(parts) + "." if parts else ""
 
 
 def figure(value: str, what: str) -> str:

@@ -51,9 +51,10 @@ class InProcessService:
         self.cancelled: list[Job] = []
         self._ids = itertools.count(1)
 
-    def submit(self, kind, params, on_event=None, session_id=None, use_cache=True):
+    def submit(self, kind, params, on_event=None, session_id=None, use_cache=True, demo=None,
+               replace=False, nearby=False):
         job = Job(next(self._ids), kind, registry.normalize(kind, params), on_event, session_id,
-                  use_cache)
+                  use_cache, demo, nearby=nearby)
         self.submitted.append(job)
         on_event(JobEvent(job.id, kind, "queued", {"ahead": len(self.held)}))
         if kind in self.hold:
@@ -106,6 +107,9 @@ class InProcessService:
 
     def status(self):
         return {"queue": [{"id": j.id, "kind": j.kind} for j in self.held], "running": None}
+
+    def position(self, job):
+        return self.held.index(job) if job in self.held else None
 
     def kinds(self) -> list[str]:
         return [j.kind for j in self.submitted]

@@ -34,9 +34,11 @@ class StubService:
     def cached(self, kind, params):
         return self.cache.get(self._key(kind, params))
 
-    def submit(self, kind, params, on_event=None, session_id=None, use_cache=True):
+    def submit(self, kind, params, on_event=None, session_id=None, use_cache=True, demo=None,
+               replace=False, nearby=False):
         job = Job(next(self._ids), kind, registry.normalize(kind, params), on_event, session_id,
-                  use_cache)
+                  use_cache, demo, nearby=nearby)
+        job.replace = replace  # what the page asked of the queue, for the tests to read
         self.submitted.append(job)
         return job
 
@@ -51,9 +53,11 @@ class StubService:
     def cancel_session(self, session_id):
         return 0
 
-    def status(self):
-        return {"queue": [{"id": j.id, "kind": j.kind} for j in self.queue],
-                "running": None if self.running is None else {"id": self.running.id}}
+    def position(self, job):
+        """Jobs before this queued one (the running one included); None if it is not queued."""
+        if job not in self.queue:
+            return None
+        return self.queue.index(job) + (self.running is not None)
 
     # ---- the test plays the service's part ----------------------------------------------
     def send(self, job: Job, type_: str, data: dict | None = None, **meta) -> None:

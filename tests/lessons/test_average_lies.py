@@ -8,7 +8,7 @@ import dataclasses
 
 import panel as pn
 import pytest
-from lesson_stubs import DEVICE, attach, downloaded
+from lesson_stubs import DEVICE, WHEN, attach, downloaded
 
 from engine.lab import worker
 from engine.lab.results import Percentiles
@@ -113,3 +113,18 @@ def test_the_download_holds_the_values_both_histograms_draw(shown):
     assert head["job"] == "load_test" and head["params"]["requests"] == 10
     assert all(job.params[k] == v for k, v in head["params"].items())  # as submitted
     assert head["device"] == DEVICE and head["measured"].startswith("fresh, measured")
+
+
+def test_a_nearby_load_test_is_shown_until_the_readers_own_arrives(shown):
+    _, job, result = shown
+    page = AverageLiesLesson.from_url({"requests": [b"12"], "rate": [b"30"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    (waiting,) = service.submitted
+    assert waiting.nearby
+    near = {**job.params, "short_prompt": [8, 16]}
+    service.send(waiting, "nearby", result, cached=True, device=DEVICE, measured_at=WHEN,
+                 near=near)
+    assert page.result is not None and page.table.object  # drawn at once
+    assert "requests 10 (you asked for 12)" in page.runner.status.label_text
+    assert page.runner.status.running  # the reader's own test still to come

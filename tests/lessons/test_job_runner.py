@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import panel as pn
 from in_process_service import run_job
-from lesson_stubs import DEVICE, attach
+from lesson_stubs import DEVICE, WHEN, attach
 
 from engine.lab.events import Job, JobEvent
 from engine.lab.results import SweepPointResult
 from lessons.base import Page, UrlPage
-from lessons.job_runner import JobRunner, queue_position
+from lessons.job_runner import JobRunner
 from widgets.job_status import provenance, queue_message
 
 
-def test_queue_position_counts_the_running_job_and_those_ahead():
-    status = {"queue": [{"id": 4}, {"id": 5}, {"id": 9}], "running": {"id": 2}}
-    assert queue_position(status, 9) == 3
-    assert queue_position({**status, "running": None}, 4) == 0
-    assert queue_position(status, 2) is None  # running, not queued
+def test_queue_messages_say_where_a_job_waits():
     assert queue_message(1) == ("queued behind 1 job from other readers (the engine runs one "
-                                "at a time, in order)")
+                                "at a time: short measurements first, readers in turn)")
+    assert queue_message(2, preempted=True).startswith("paused for 2 jobs of other readers")
     assert "behind 4 jobs" in queue_message(4) and queue_message(0) == "starting"
 
 
@@ -155,3 +152,46 @@ def test_held_fresh_jobs_wait_for_release_and_cached_ones_do_not():
     assert runner.held == [] and [j.params["batch_size"] for j in runner.jobs] == [4]
     runner.add("sweep_point", {"batch_size": 8}, got.append)  # no longer waiting: sent at once
     assert service.submitted[-1].params["batch_size"] == 8
+
+def test_a_group_replaces_the_runners_queued_jobs_in_the_engine_queue():
+    runner, service = runner_on_a_page()
+    runner.run([("sweep_point", {"batch_size": b}, lambda e: None) for b in (1, 2)])
+    runner.add("sweep_point", {"batch_size": 4}, lambda e: None)
+    assert [(j.demo, j.replace) for j in service.submitted] == \
+        [(runner.demo, True), (runner.demo, False), (runner.demo, False)]
+    assert not any(j.nearby for j in service.submitted)  # this page draws no nearby results
+
+
+def test_a_handler_that_fails_leaves_a_message_not_a_spinner():
+    runner, service = runner_on_a_page()
+
+    def broken(event):
+        if event.type == "result":
+            SweepPointResult.from_dict(event.data)  # a result of the wrong shape: ResultError
+
+    job = runner.submit("sweep_point", {"batch_size": 2}, broken)
+    service.send(job, "started")
+    service.finish(job, {"batch_size": 2})  # not a SweepPointResult
+    assert "could not show what the engine sent (ResultError)" in runner.status.page_error_text
+    assert not runner.status.running and not runner.busy
+    runner.submit("sweep_point", {"batch_size": 4}, broken)
+    assert runner.status.page_error_text == ""  # a new group starts clean
+
+
+def test_a_nearby_result_is_handed_over_and_labelled_until_the_real_one():
+    page = UrlPage()
+    service = attach(page)
+    runner = JobRunner(page, nearby=True)
+    pn.panel(runner.status).get_root()
+    seen = []
+    job = runner.submit("sweep_point", {"batch_size": 12, "prompt_len": 8, "new_tokens": 4},
+                        seen.append)
+    assert service.submitted[-1].nearby
+    near = {**job.params, "batch_size": 16}
+    point = run_job("sweep_point", {"batch_size": 16, "prompt_len": 8, "new_tokens": 4})[1]
+    service.send(job, "nearby", point, cached=True, device=DEVICE, measured_at=WHEN, near=near)
+    assert [e.type for e in seen] == ["nearby"] and seen[0].result.batch_size == 16
+    assert "nearby: a result of batch_size 16 (you asked for 12)" in runner.status.label_text
+    assert runner.status.running  # still waiting for its own
+    service.finish(job, {"batch_size": 12})
+    assert "nearby" not in runner.status.label_text and not runner.status.running

@@ -6,7 +6,8 @@ from __future__ import annotations
 import panel as pn
 import param
 import pytest
-from lesson_stubs import attach
+from in_process_service import run_job
+from lesson_stubs import DEVICE, WHEN, attach
 
 from lessons.knob import (
     LADDER,
@@ -205,3 +206,19 @@ def test_the_prediction_is_judged_on_batch_1_against_batch_8():
     assert growth_outcome(curve(b1=100, b8=400))[0] == "3 to 6 times as many"
     assert growth_outcome(curve(b1=100, b8=250))[0] == "Under 3 times as many"
     assert growth_outcome(curve(b1=100)) is None
+
+def test_a_nearby_cached_point_of_the_same_curve_is_drawn_while_the_point_waits(lesson):
+    page, service = lesson
+    first = service.submitted[0]  # batch 4 waits in the engine's queue
+    assert first.nearby
+    other = {**first.params, "batch_size": 8}
+    point = run_job("sweep_point", other)[1]
+    service.send(first, "nearby", {**point, "prompt_len": 99}, cached=True, device=DEVICE,
+                 measured_at=WHEN, near={**other, "prompt_len": 99})
+    assert page.curve.batches() == []  # another prompt length: another curve, not drawn
+    service.send(first, "nearby", point, cached=True, device=DEVICE, measured_at=WHEN,
+                 near=other)
+    assert page.curve.batches() == [8] and "cached (" in page.table.object
+    assert "nearby: a result of batch_size 8 (you asked for 4)" in page.runner.status.label_text
+    service.run_for_real(first)
+    assert page.curve.batches() == [4, 8] and page.readouts.values["tput"]

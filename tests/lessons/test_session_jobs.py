@@ -14,7 +14,7 @@ class StubService:
         self.cancelled_sessions: list[str] = []
         self.cancelled: list[Job] = []
 
-    def submit(self, kind, params, on_event=None, session_id=None, use_cache=True):
+    def submit(self, kind, params, on_event=None, session_id=None, use_cache=True, **queue):
         job = Job(7, kind, dict(params or {}), on_event, session_id, use_cache)
         on_event(JobEvent(7, kind, "queued", {"ahead": 0}))
         on_event(JobEvent(7, kind, "result", {"ok": True}, cached=True, device="cpu: x",

@@ -44,12 +44,18 @@ def served_app(tmp_path, monkeypatch):
                       unused_session_lifetime_milliseconds=300,
                       check_unused_sessions_milliseconds=100)
     try:
+        wait_until(lambda: listening(port), "no server listening")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
         if client._service is not None:
             client._service.shutdown()
             client._service = None
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def visit(url: str, args: dict) -> None:

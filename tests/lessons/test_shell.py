@@ -128,6 +128,12 @@ def test_service_status_in_plain_words_hides_readers_text():
     assert "my secret" not in text
     idle = describe_status({**status, "running": None, "ready": False})
     assert "Now: idle" in idle and "starting" in idle
+    assert "Memory" not in text  # the status said nothing about it
+    memory = {"worker": {"rss_mib": 412.4, "peak_mib": 1530.0, "idle_mib": 298.0},
+              "web": {"rss_mib": 96.2, "peak_mib": 120.0}}
+    text = describe_status({**status, "memory": memory})
+    assert ("the engine worker holds 298 MiB idle, 412 MiB now and 1,530 MiB at its busiest"
+            in text) and "this web process 96 MiB" in text
 
 
 def test_only_parameters_a_reader_can_change_follow_the_url():

@@ -78,3 +78,15 @@ def test_others_read_while_one_measures_and_leaving_cancels_the_job(browser, app
         assert console.errors == []
     finally:
         reader.context.close()
+
+
+def test_the_engine_status_is_served_as_json(app_url):
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{app_url}/engine-status", timeout=30) as response:
+        assert response.headers["Content-Type"].startswith("application/json")
+        status = json.loads(response.read())
+    assert {"ready", "running", "queued", "queue", "jobs_done", "memory"} <= set(status)
+    assert status["memory"]["web"]["rss_mib"] > 0
+    assert not any("session" in key for key in status)  # nothing that names a reader
