@@ -1,6 +1,7 @@
 """A class on one machine: N students on the served app, from an empty measurement cache.
 
     python bench/classroom.py [--students 30] [--arrive-s 30] [--class-s 90] [--seed 0]
+    python bench/classroom.py --churn 500 [--at-once 10]
 
 Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty cache, then:
 - N lightweight students, each a Bokeh client session (bokeh.client.pull_session) that sends the
@@ -21,7 +22,13 @@ It prints and saves (bench/results/classroom-<N>.json):
 - resident memory (RSS) of the web process and the engine worker before the class, the most
   during it, and after every session has closed.
 Targets (issue 16, N = 30 on 2 cores, empty cache): first number p95 <= 10 s, release to drawn p95
-<= 5 s, web RSS after within 20% of before. Bounded: every wait has a timeout, the whole run
+<= 5 s, web RSS after within 20% of before.
+
+--churn N: memory only. N readers open a page (every lesson, the about page and the course map in
+turn, --at-once at a time), wait for its first number (at most 5 s) and leave; the web process's
+RSS is printed at the start, after a first round over every page (its modules imported: the
+baseline), every 50 readers, and at the end once the server has discarded every session. Target:
+the end within 20% of the baseline. Bounded: every wait has a timeout, the whole run
 stops after arrive + class + 120 s whatever happens, and the server is stopped at the end.
 """
 
@@ -92,7 +99,7 @@ class Student:
     n: int
     url: str
     slug: str
-    args: dict
+    args: dict  # the page's query: {"lesson": slug, settings...}
     slider: tuple[str, list] | None
     rng: random.Random
     opened_at: float = 0.0
@@ -109,8 +116,7 @@ class Student:
 
         self.opened_at = time.monotonic()
         try:
-            session = pull_session(url=f"{self.url}/app",
-                                   arguments={"lesson": self.slug, **self.args})
+            session = pull_session(url=f"{self.url}/app", arguments=self.args)
         except Exception as e:  # a refused or failed connection: a finding, not a crash
             self.error = f"{type(e).__name__}: {e}"
             return
@@ -225,6 +231,78 @@ def memory(server_pid: int, worker_pid: int | None) -> dict:
     return {"web_mib": _round(rss_mib(server_pid)), "worker_mib": _round(rss_mib(worker_pid))}
 
 
+CHURN_PAGES = [{"lesson": slug} for slug in MIX] + [{"lesson": "two-clocks"}, {"page": "about"}, {}]
+CHURN_HOLD_S = 5.0
+
+
+def churn(count: int, at_once: int) -> int:
+    """Open and close `count` sessions; the web process's memory on the way (see --churn)."""
+    cache = tempfile.mkdtemp(prefix="classroom-churn-cache-")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    log = RESULTS / f"classroom-churn-{count}-server.log"
+    proc, url = start_server(cache, log=log)
+    samples: list[dict] = []
+
+    def sample(opened: int, what: str) -> None:
+        status = engine_status(url) or {}
+        samples.append({"sessions": opened, "what": what,
+                        **memory(proc.pid, status.get("worker_pid"))})
+        print(f"  {what:<28} sessions {opened:>4}: web {samples[-1]['web_mib']} MiB, worker "
+              f"{samples[-1]['worker_mib']} MiB", flush=True)
+
+    def visit(n: int, args: dict) -> None:
+        student = Student(n, url, args.get("lesson", ""), args, None, random.Random(n))
+        thread = threading.Thread(target=student.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + CHURN_HOLD_S
+        while student.first_number_s is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        student.close()
+        thread.join(30)
+
+    def settle() -> None:
+        time.sleep(5)  # the server discards closed sessions (its flags: within about a second)
+
+    try:
+        time.sleep(2)
+        sample(0, "server started")
+        opened = 0
+        for args in CHURN_PAGES:  # every page once: its modules imported, the worker warm
+            visit(opened, args)
+            opened += 1
+        settle()
+        sample(opened, "baseline (every page once)")
+        baseline = samples[-1]["web_mib"]
+        while opened < count:
+            batch = [threading.Thread(target=visit, args=(opened + i, CHURN_PAGES[
+                (opened + i) % len(CHURN_PAGES)]), daemon=True) for i in range(at_once)]
+            for t in batch:
+                t.start()
+            for t in batch:
+                t.join(60)
+            opened += len(batch)
+            if opened % 50 < at_once:
+                sample(opened, "open and closed")
+        settle()
+        settle()
+        sample(opened, "end (all closed)")
+    finally:
+        stop_server(proc)
+    end = samples[-1]["web_mib"]
+    growth = end / baseline - 1 if baseline and end else None
+    result = {"bench": "classroom-churn", "sessions": opened, "at_once": at_once,
+              "samples": samples, "web_growth_over_baseline": _round(growth),
+              "target": TARGETS["rss_after_within"],
+              "met": growth is not None and growth <= TARGETS["rss_after_within"],
+              "server_log_tracebacks": log.read_text().count("Traceback")}
+    out = RESULTS / f"classroom-churn-{count}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"  web RSS end vs baseline: {_pct(growth)} (target within "
+          f"{100 * TARGETS['rss_after_within']:.0f}%); server log tracebacks "
+          f"{result['server_log_tracebacks']}; saved {out.relative_to(ROOT)}")
+    return 0 if result["met"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30, help="lightweight sessions (1-200)")
@@ -235,7 +313,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-every", type=float, default=20.0,
                         help="seconds between Chromium readers arriving (0: none)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--churn", type=int, default=0,
+                        help="memory only: open and close this many sessions (up to 2000)")
+    parser.add_argument("--at-once", type=int, default=10, help="with --churn (1-50)")
     args = parser.parse_args(argv)
+    if args.churn:
+        if not 1 <= args.churn <= 2000 or not 1 <= args.at_once <= 50:
+            parser.error("--churn 1-2000, --at-once 1-50")
+        return churn(args.churn, args.at_once)
     if not 1 <= args.students <= 200 or not 10 <= args.class_s <= 600 or args.arrive_s < 0:
         parser.error("--students 1-200, --class-s 10-600, --arrive-s >= 0")
     rng = random.Random(args.seed)
@@ -276,8 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(args.students):
             slug = lessons[n % len(lessons)]
             weight, choices, slider = MIX[slug]
-            student = Student(n, url, slug, {k: str(rng.choice(v)) for k, v in choices.items()},
-                              slider, random.Random(args.seed * 1000 + n))
+            query = {"lesson": slug, **{k: str(rng.choice(v)) for k, v in choices.items()}}
+            student = Student(n, url, slug, query, slider, random.Random(args.seed * 1000 + n))
             students.append(student)
             threads.append(threading.Thread(target=student.run, daemon=True,
                                             name=f"student-{n}"))
