@@ -111,6 +111,7 @@ class Student:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self) -> None:
+        import panel.models  # noqa: F401 (registers Panel's Bokeh models, so the client can read the page)
         from bokeh.client import pull_session
         from bokeh.events import DocumentReady
 

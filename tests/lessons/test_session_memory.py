@@ -82,16 +82,24 @@ def wait_until(predicate, what: str) -> None:
         time.sleep(0.2)  # the server discards closed sessions on its own timer
 
 
+def new_since(before: list, kind: type) -> list:
+    """The objects of a kind alive now that were not alive before (other tests in this process
+    may keep pages and documents of their own)."""
+    return [o for o in alive(kind) if not any(o is b for b in before)]
+
+
 def test_closed_sessions_leave_nothing_behind(served_app):
+    pages_before, docs_before = alive(LessonPage), alive(Document)
+    periodic_before, docs_with_jobs_before = set(pn.state._periodic), set(SessionJobs._by_doc)
     pages = [{"lesson": info.slug} for info in LESSONS] + [{"page": "about"}, {}]
     for args in pages * 2:
         visit(served_app, args)
     service = client.get_service()
-    wait_until(lambda: not any(isinstance(o, LessonPage) for o in alive(LessonPage)),
-               "lesson pages alive")
-    wait_until(lambda: not pn.state._periodic, "periodic callbacks registered")
-    assert [d for d in alive(Document) if d.session_context is not None] == []
-    assert len(SessionJobs._by_doc) == 0
+    wait_until(lambda: not new_since(pages_before, LessonPage), "lesson pages alive")
+    wait_until(lambda: not set(pn.state._periodic) - periodic_before,
+               "periodic callbacks registered")
+    assert [d for d in new_since(docs_before, Document) if d.session_context is not None] == []
+    assert not set(SessionJobs._by_doc) - docs_with_jobs_before
     wait_until(lambda: not service.status()["queued"] and not service.status()["running"],
                "engine jobs of closed sessions")
     assert service._queue._served == {}  # the queue forgets readers who left
