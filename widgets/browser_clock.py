@@ -17,6 +17,7 @@ start (no click since the last run), time 0 is the run's first arrival. `reset()
 
 from __future__ import annotations
 
+import panel as pn
 import param
 from bokeh.models import ColumnDataSource, CustomJS
 
@@ -69,8 +70,16 @@ class BrowserClock(param.Parameterized):
         self.into.on_change("data", self._synced)
 
     def attach_start(self, button) -> None:
-        """Start the clock (time 0) when this Panel button is clicked, read in the browser."""
-        button.js_on_click(args={"out": self.into}, code=START_JS)
+        """Start the clock (time 0) when this Panel button is clicked, read in the browser.
+
+        Panel keeps every js_on_click in a registry keyed weakly by the button; but its args lead
+        back, through `into`'s sync callback, to this clock and the page that holds the button, so
+        the key never dies: in a served session the click is unregistered when the session ends
+        (otherwise every reader of the page would stay in memory)."""
+        callback = button.js_on_click(args={"out": self.into}, code=START_JS)
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            doc.on_session_destroyed(lambda _context: callback.unwatch())
 
     @changes_bokeh_models
     def reset(self) -> None:

@@ -63,6 +63,7 @@ def build_page(args: Mapping[str, Any] | None = None):
     if args is None:
         args = pn.state.session_args if pn.state.curdoc is not None else {}
     embed = raw_value(args.get("embed", "false")).lower() in TRUE
+    _not_the_process_default(pn.state.curdoc)
     get_service()  # start the engine worker with the first page, before anyone needs it
     if "bokeh-absolute-url" in args:  # embedded by a script tag (bokeh.embed.server_document)
         _fix_autoload_paths(raw_value(args["bokeh-absolute-url"]))  # before building: URLs
@@ -77,6 +78,23 @@ def build_page(args: Mapping[str, Any] | None = None):
     _serve_panel_css_locally()
     page_fixes(pn.state.curdoc)
     return page(content, title, current, embed=embed)
+
+
+def _not_the_process_default(doc) -> None:
+    """Keep this session's document from being Bokeh's process-wide default document.
+
+    Panel makes a session's document that default (and never puts the old one back) when Bokeh's
+    stack of patched documents has a dead one on top as the session starts: that stack is one list
+    shared by every thread, pushed and popped without a lock or a finally, so a document freed on
+    another thread (or an exception inside a patched block) can be left on top for a moment. The
+    default document then keeps the session's pages and callbacks alive after it closes, and code
+    outside any session sees it as pn.state.curdoc. A fresh empty default undoes that."""
+    from bokeh.document import Document
+    from bokeh.io.state import curstate
+
+    state = curstate()
+    if doc is not None and state.document is doc:
+        state.document = Document()
 
 
 def _serve_panel_css_locally() -> None:
