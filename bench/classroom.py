@@ -8,7 +8,7 @@ Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty ca
   browser's "document ready" event, so the lesson starts its measurements as in a browser. They
   arrive evenly over --arrive-s seconds, each on a lesson of MIX with settings of its own (its
   URL), and while the class lasts each moves one of its lesson's sliders every 10-25 s (setting
-  the slider's released value, as a mouse release does).
+  the slider's value and sending the released value, as a mouse release does).
 - one real reader, Chromium driven by Playwright (/usr/bin/chromium, headless): every
   --probe-every seconds a new page (a newly arriving reader) on the next lesson of PROBE_LESSONS;
   on the knob it also releases the slider at a batch nobody asked for.
@@ -163,6 +163,7 @@ class Student:
         value = self.rng.choice(values)
 
         def move() -> None:
+            from bokeh.document.events import ModelChangedEvent
             from bokeh.models import Slider
 
             sliders = [m for m in self._session.document.models
@@ -173,8 +174,12 @@ class Student:
             with self._lock:
                 self._pending = {"slider": title, "value": value, "kind": kind,
                                  "at": time.monotonic(), "drawn_s": None}
-            sliders[0].value = value
-            sliders[0].value_throttled = value  # what a mouse release sends
+            slider = sliders[0]
+            slider.value = value
+            # A mouse release sends value_throttled, which a Bokeh client may not set (it is
+            # read-only in Python): send the same change the browser's release sends.
+            self._session._document_patched(ModelChangedEvent(
+                self._session.document, slider, "value_throttled", value))
 
         self._session._connection.io_loop.add_callback(move)
 
