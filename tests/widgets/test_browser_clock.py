@@ -50,3 +50,28 @@ def test_a_clock_without_a_target_makes_its_own_source():
     watch, _ = sources()
     clock = BrowserClock(watch=watch)
     assert set(clock.into.data) == {"x", "row", "index", "text"}
+
+
+def test_a_served_start_click_leaves_panels_registry_when_its_session_ends():
+    """Panel's js_on_click registry is keyed weakly by the button, but the click's args lead back
+    to the page holding the button: unless the session's end removes it, every page stays."""
+    import weakref
+
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+    from panel.links import Callback
+
+    class Context:  # what a served document's session_context stands for here
+        id = "a-session"
+
+    watch, into = sources()
+    clock = BrowserClock(watch=watch, into=into)
+    button = pn.widgets.Button(label="Send")
+    doc, context = Document(), Context()
+    doc._session_context = weakref.ref(context)
+    with set_curdoc(doc):
+        clock.attach_start(button)
+    assert [c.code for c in Callback.registry[button]] == [{"event:button_click": START_JS}]
+    for destroyed in list(doc.callbacks.session_destroyed_callbacks):
+        destroyed(context)
+    assert Callback.registry.get(button, []) == []
