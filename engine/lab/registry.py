@@ -124,7 +124,11 @@ def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc:
 # 2.6 the first time); each bound leaves about half again for a busier machine.
 B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0,
      "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,
-     "chunked": 8.0, "load_test": 30.0, "block_snapshots": 3.0, "rate_sweep": 20.0}
+     "chunked": 8.0, "load_test": 30.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
+     # one run each at the defaults with a landing's suite beside it (load 4.3): prefix cache on
+     # 5.9-6.7 s, off 9.6 s; prompt lookup 3.2 s (6.9 s building the engine); the lead's
+     # bench/capacity_search.py: 51-62 s a search
+     "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 90.0}
 
 JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- what the machine is -----------------------------------------------------------------
@@ -229,7 +233,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         results.PrefixCacheResult,
         "Requests sharing a system prompt of shared_prefix_len tokens, served one at a time "
         "from a cold start, the prefix cache on or off: each request's TTFT and cached tokens.",
-        size="run"),
+        size="run", bounds=(Bound(B["prefix_cache"], {"prefix_cache": False},
+                                  "the prefix cache lesson's run at its defaults, cache off"),)),
     _spec("speculative", "engine.lab.jobs.techniques:speculative_job", {
         **ENGINE, "method": Choice("ngram", choices=("off", "ngram", "draft")),
         "k": Int(4, lo=1, hi=8), "batch_size": Int(1, lo=1, hi=16),
@@ -237,7 +242,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         results.SpeculativeResult,
         "Greedy generation for batch_size corpus prompts, plainly (method off) or with a draft "
         "proposing k tokens a step: TPOT, target steps, acceptance against the formula.",
-        size="run"),
+        size="run", bounds=(Bound(B["speculative"], {},
+                                  "a generation of 64 tokens with prompt lookup (tiny)"),)),
     _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
         **ENGINE, "rates": Many([1.0, 2.0, 4.0, 8.0], each=Float(lo=1e-3, hi=1000.0),
                                 each_name="rate", max_items=12, what="request rates"),
@@ -259,7 +265,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         results.CapacitySearchResult,
         "Closed-loop load (N users, each sending again when answered): the most users whose "
         "P95 TTFT and tokens/s each meet the targets, by doubling then bisection, each load "
-        "repeated; a \"step\" event with each load as it is judged.", size="load"),
+        "repeated; a \"step\" event with each load as it is judged.", size="load",
+        bounds=(Bound(B["capacity_search"], {}, "lesson 8's capacity search at its defaults"),)),
 )}
 
 

@@ -43,6 +43,13 @@ def test_a_bound_is_stated_for_the_work_its_params_ask_for(kind, bound):
             lo, hi = params["output_len"]
             assert all(lo <= r.output_len <= hi and 1 <= len(r.token_s) <= r.output_len
                        for r in result.requests if r.prompt_len < params["long_prompt_len"])
+    elif kind == "prefix_cache":
+        assert len(result.requests) == params["requests"]
+        assert result.shared_prefix_len == params["shared_prefix_len"]
+        assert result.prefix_cache == params["prefix_cache"]
+    elif kind == "speculative":
+        assert result.batch_size == params["batch_size"] and result.method == params["method"]
+        assert all(1 <= len(ids) <= params["new_tokens"] for ids in result.output_ids)
     elif kind == "kv_allocation":
         assert {row.preset for row in result.caches} == {"tiny", "small", "large"}
     elif kind == "info":
@@ -52,5 +59,6 @@ def test_a_bound_is_stated_for_the_work_its_params_ask_for(kind, bound):
 
 
 def test_every_kind_states_a_bound_and_the_load_tests_are_left_to_the_bench():
-    assert {kind for kind, _ in TINY_BOUNDS} | {"prefill_point", "load_test", "rate_sweep"} \
+    assert {kind for kind, _ in TINY_BOUNDS} | {"prefill_point", "load_test", "rate_sweep",
+                                                 "capacity_search"} \
         == set(JOBS)
