@@ -66,6 +66,11 @@ LESSONS: tuple[LessonInfo, ...] = (
         "Throughput, and the requests per second that meet your latency targets, as the request "
         "rate rises; the cost of a million tokens at a price you type.",
         "lessons.slo_goodput:SLOGoodputLesson"),
+    LessonInfo(
+        "prefix-cache", 9, "Prefix caching: a shared prompt computed once",
+        "The time to first token of requests that share a long system prompt, with the "
+        "engine's prefix cache off and on, and which KV blocks each request took from it.",
+        "lessons.prefix_cache:PrefixCacheLesson"),
 )
 
 _BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}

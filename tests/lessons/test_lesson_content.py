@@ -18,7 +18,8 @@ from widgets.checkpoint import CheckpointQuestion, MeasuredQuestion, Question
 ROOT = Path(__file__).resolve().parents[2]
 CLASSES = [lesson_class(info) for info in LESSONS]
 FIXED = [(cls.slug, q) for cls in CLASSES for q in cls.questions if isinstance(q, Question)]
-WITH_GPU_BOX = {"two-clocks", "knob", "roofline", "chunked-prefill", "slo-goodput"}
+WITH_GPU_BOX = {"two-clocks", "knob", "roofline", "chunked-prefill", "slo-goodput",
+                "prefix-cache"}
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.slug)

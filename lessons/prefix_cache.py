@@ -1,0 +1,383 @@
+"""Lesson 9: Prefix caching. /app?lesson=prefix-cache
+
+Two real runs of the engine's `prefix_cache` job: the same requests, each a shared system prompt
+followed by a few tokens of its own, served one at a time from a cold start, with the prefix
+cache off and on. Each request's TTFT is drawn for both runs, and for the run with the cache
+each request's prompt is drawn as its 16-token KV blocks: the ones it found in the cache and
+the ones it computed. The verdict compares the later requests' TTFT and gives the cache's hit
+rate.
+
+URL: shared_prefix, requests: /app?lesson=prefix-cache&shared_prefix=512&requests=4
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import panel as pn
+import param
+
+from engine.calc.gpu_scaling import LLAMA_3_8B, Machine, prefill_floor_ms
+from engine.lab.results import PrefixCacheResult
+from widgets.checkpoint import Choice, MeasuredQuestion, Question
+from widgets.html import html_pane
+from widgets.prediction import PredictionQuestion
+from widgets.tables import sig
+
+from .base import LessonPage
+from .on_a_gpu import GpuBox, machine_table
+from .teaching import InstructorNotes, Lookup, check_takeaway
+
+OWN_PROMPT = [32, 64]  # tokens of each request's own question, after the shared prompt
+OUTPUT_TOKENS = 4  # enough for a first token; TTFT is what this lesson measures
+OFF, ON = "cache off", "cache on"
+
+INTRO = """
+<p>Many requests to one service start the same way: a system prompt of instructions, a few
+examples, a long document everyone asks about. The engine turns every prompt token into keys
+and values (the KV cache of <a href="app?lesson=kv-cache">lesson 6</a>) during prefill, and for
+a shared prompt it computes the same keys and values again for every request. The time to first
+token is mostly that prefill (<a href="app?lesson=roofline">lesson 5</a>).</p>
+<p><strong>Prefix caching</strong> keeps them. When a request finishes, its full KV blocks (16
+tokens each in this engine) stay in memory under a hash of their tokens and of every token
+before them. A new request whose prompt starts with the same tokens takes those blocks instead
+of computing them, and its prefill starts after them. Blocks nobody holds are evicted, least
+recently used first, when the pool needs room.</p>
+"""
+
+SETUP = """
+<h2>The experiment</h2>
+<p>The engine serves the same requests twice, one at a time (one user asking in turn, so each
+request's TTFT is its own prefill), starting from an empty cache each time. Every prompt is the
+shared system prompt, then 32 to 64 tokens of its own; each request asks for 4 tokens. The first
+request finds nothing in the cache either way: it pays for the shared prompt, and with the cache
+on it leaves it behind for the others.</p>
+"""
+
+WHEN_IT_HITS = """
+<h2>When does the cache hit?</h2>
+<ul>
+<li><strong>Only an exact prefix.</strong> A block's hash covers its tokens and all the tokens
+before it, so one different token early in the prompt (a date, a user's name placed before the
+instructions) changes every block after it. Put what is shared first, what varies last.</li>
+<li><strong>Only whole blocks.</strong> A block that is not full is never shared: a shared
+prompt of 1,030 tokens gives 64 cached blocks (1,024 tokens) and the rest is computed.</li>
+<li><strong>Never the last token.</strong> The engine computes at least the prompt's last
+token itself, so that it has the logits to pick the first output token.</li>
+<li><strong>While the blocks are still there.</strong> Under memory pressure cached blocks are
+evicted, least recently used first; a prompt nobody asked for in a while is computed again.</li>
+</ul>
+"""
+
+QUOTE = """
+<blockquote class="quoted">
+<p><strong>Quoted, not measured here.</strong> vLLM calls this automatic prefix caching: KV
+blocks identified by a hash of their tokens and the prefix before them, kept after a request
+ends and evicted least recently used. SGLang's RadixAttention (Zheng et al., "SGLang: Efficient
+Execution of Structured Language Model Programs", NeurIPS 2024, arXiv:2312.07104) keeps the
+cached prefixes in a radix tree over tokens, so a prompt can match a cached prefix to the token,
+and orders waiting requests so that those sharing a cached prefix run while it is cached.</p>
+<p class="source">Sources: vLLM documentation, "Automatic Prefix Caching" (docs.vllm.ai); the
+SGLang paper named above.</p>
+</blockquote>
+"""
+
+OBJECTIVES = (
+    "explain why a shared system prompt makes every request pay the same prefill",
+    "measure what a prefix cache saves on the time to first token",
+    "say when a cache hits: an exact token prefix, whole blocks, blocks not yet evicted",
+)
+
+PREDICTION = PredictionQuestion(
+    "Requests share a long system prompt. With the prefix cache on, the TTFT of the requests "
+    "after the first will be ...",
+    ("Several times shorter (3x or more)", "Somewhat shorter (up to 3x)", "About the same"))
+
+TAKEAWAY = check_takeaway((
+    "A prompt that starts like earlier ones can skip their prefill: its TTFT shrinks to the "
+    "prefill of what is new.",
+    "The engine keeps full KV blocks under a hash of their tokens and everything before them, "
+    "so only an exact prefix, in whole blocks, hits.",
+    "Put shared text first and what varies last, and give the cache memory to keep it.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=15,
+    timing="Two runs of a few requests each, cache off and on (how long each took here is in "
+           "the numbers below). A new shared length re-runs both.",
+    misconceptions=(
+        "\"The cache stores answers\": it stores keys and values of prompt tokens; every answer "
+        "is still generated.",
+        "\"Similar prompts hit too\": only an exact token prefix does; one changed token early "
+        "on misses everything after it.",
+        "\"It makes decoding faster\": it shortens prefill, so TTFT; the time per output token "
+        "stays.",
+    ),
+    prompts=(
+        "A chat app puts the date at the start of its system prompt. What does that do to the "
+        "cache, and what would you change?",
+        "Which workloads share long prefixes? (Few-shot examples, a document many ask about, a "
+        "multi-turn chat's history.)",
+        "What does keeping cached blocks cost, and who pays when memory runs short?",
+    ),
+)
+
+QUESTIONS = (
+    Question("What does a prefix cache let a new request skip?", (
+        Choice("Computing keys and values for prompt tokens already computed", True,
+               "Its prefill starts after the cached blocks; the rest of the prompt and every "
+               "output token are computed as usual."),
+        Choice("Generating answer tokens that an earlier request already produced", False,
+               "Only prompt keys and values are kept; every answer is generated afresh."),
+        Choice("Waiting in the queue behind other requests that share its prompt", False,
+               "The queue is unchanged; the saving is in the request's own prefill."))),
+    Question("A system prompt starts with today's date and time to the second. What happens?", (
+        Choice("Nothing hits: the first block differs, so all later ones do", True,
+               "A block's hash covers every token before it; a changed first block changes "
+               "them all. Move the date to the end."),
+        Choice("Everything hits except the one block holding the date and time", False,
+               "Later blocks are keyed by their whole prefix, date included, so they miss "
+               "too."),
+        Choice("Everything hits: the cache compares what the prompts mean", False,
+               "The cache compares token ids exactly; it knows nothing of meaning."))),
+    Question("The shared prompt is 100 tokens long and blocks hold 16. How many of a later "
+             "request's tokens come from the cache?", (
+        Choice("96: six full blocks; the partial seventh is computed", True,
+               "Only full blocks are hashed and shared; 100 = 6 x 16 + 4."),
+        Choice("100: the whole shared prompt, each of its tokens counted", False,
+               "That is what a token-granular radix tree (SGLang) could reuse; a block cache "
+               "reuses whole blocks."),
+        Choice("112: the shared prompt rounded up to whole blocks", False,
+               "The seventh block holds 4 shared tokens and 12 of the request's own, so it "
+               "differs from request to request."))),
+    Question("The cache is on, but each request's TTFT stays the same. What is the likeliest "
+             "cause?", (
+        Choice("The prompts differ early on, or their blocks were evicted", True,
+               "A hit needs an exact prefix still in memory; check where the prompts first "
+               "differ and how much KV memory is left over."),
+        Choice("Prefix caching only speeds up decoding, and TTFT is prefill work", False,
+               "It is the other way round: the cache skips prefill, so TTFT is where it shows."),
+        Choice("The cache only works with batches of more than one request", False,
+               "Here requests come one at a time and the later ones still hit."))),
+    MeasuredQuestion("cached", "Once the run with the cache has finished, a question on your "
+                               "own numbers appears here."),
+)
+
+GPU_MODEL = LLAMA_3_8B
+LONG_SHARED_THERE = 4000  # tokens: a long system prompt with a few examples
+
+
+def gpu_finding(machines: list[Machine], shared: int) -> str:
+    """Lesson 9's finding on each machine: the prefill a cache hit saves, at least."""
+    def floor(m: Machine, tokens: int) -> str:
+        return sig(prefill_floor_ms(GPU_MODEL, m, tokens)) if tokens else "0"
+
+    table = machine_table(machines, (
+        (f"{shared:,} shared tokens (ms)", lambda m: floor(m, shared)),
+        (f"{LONG_SHARED_THERE:,} shared tokens (ms)", lambda m: floor(m, LONG_SHARED_THERE)),
+    ), f"{GPU_MODEL.name} in bf16: the least time the shared prompt's prefill takes, so the "
+       "least a cache hit saves on each request's TTFT")
+    return (
+        "<p>On a GPU the prefill is much faster, and the cache still removes it. A prefill of L "
+        "tokens takes at least max(2 &times; parameters &times; L / peak, weight bytes / "
+        "bandwidth): each hit saves that on the request's first token, and frees the GPU for "
+        "other requests' work.</p>" + table)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One of the two runs in figures."""
+
+    first_ms: float
+    later_ms: float | None
+    cached_tokens: int  # in the later requests, together
+    prompt_tokens: int  # of every request, together
+    hit_rate: float | None
+    device: str
+
+
+def summarize(run: PrefixCacheResult) -> RunSummary:
+    return RunSummary(
+        first_ms=run.first_ttft_ms, later_ms=run.later_ttft_ms,
+        cached_tokens=sum(r.cached_tokens for r in run.requests),
+        prompt_tokens=sum(r.prompt_tokens for r in run.requests),
+        hit_rate=run.stats.token_hit_rate if run.stats else None, device=run.device)
+
+
+def cache_outcome(off: RunSummary, on: RunSummary) -> tuple[str, str] | None:
+    """Which prediction choice the two runs support."""
+    if not off.later_ms or not on.later_ms:
+        return None
+    ratio = off.later_ms / on.later_ms
+    choice = ("Several times shorter (3x or more)" if ratio >= 3 else
+              "Somewhat shorter (up to 3x)" if ratio >= 1.15 else "About the same")
+    return choice, (f"the later requests' TTFT was {sig(off.later_ms)} ms with the cache off and "
+                    f"{sig(on.later_ms)} ms with it on: {ratio:.1f}x")
+
+
+def cached_question(run: PrefixCacheResult) -> Question | None:
+    """How many of the second request's tokens came from the cache (the key is the reader's
+    run: the shared prompt's full blocks)."""
+    if not run.prefix_cache or len(run.requests) < 2:
+        return None
+    second = run.requests[1]
+    shared, got = run.shared_prefix_len, second.cached_tokens
+    options = {got, shared, second.prompt_tokens, 0}
+    if len(options) < 3:
+        return None
+    why = (f"Your run: request 2's prompt was {second.prompt_tokens} tokens, the first "
+           f"{shared} shared; {got} came from the cache, the shared prompt's full "
+           f"{run.block_size}-token blocks.")
+    choices = [Choice(f"{n:,} tokens", n == got, why) for n in sorted(options)]
+    return Question("In your run with the cache, how many of request 2's prompt tokens came "
+                    "from the cache?", tuple(choices))
+
+
+def blocks_html(run: PrefixCacheResult) -> str:
+    """Each request's prompt as its KV blocks: taken from the cache, or computed."""
+    bs = run.block_size
+    rows = []
+    for r in run.requests:
+        cached = r.cached_tokens // bs
+        total = -(-r.prompt_tokens // bs)
+        cells = ('<span class="blk hit"></span>' * cached +
+                 '<span class="blk miss"></span>' * (total - cached))
+        rows.append(f'<tr><th scope="row">request {r.id + 1}</th><td class="num">'
+                    f'{r.cached_tokens} of {r.prompt_tokens}</td><td class="blocks">{cells}'
+                    "</td></tr>")
+    return (
+        "<style>.blk{display:inline-block;width:6px;height:12px;margin:0 1px 1px 0}"
+        ".blk.hit{background:#2b8a3e}.blk.miss{background:#adb5bd}</style>"
+        '<table class="plain prefix-blocks"><caption>With the cache on: each prompt\'s '
+        f'{bs}-token KV blocks, <span style="color:#2b8a3e">&#9632;</span> taken from the cache, '
+        '<span style="color:#868e96">&#9632;</span> computed</caption><thead><tr>'
+        '<th scope="col">request</th><th scope="col">tokens from the cache</th>'
+        f'<th scope="col">blocks</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+def ttft_table_html(runs: dict[str, PrefixCacheResult]) -> str:
+    """Each request's TTFT in each run (ms)."""
+    count = max(len(r.requests) for r in runs.values())
+    head = "".join(f'<th scope="col">TTFT, {name} (ms)</th>' for name in runs)
+    rows = []
+    for i in range(count):
+        cells = "".join(f'<td class="num">{sig(run.requests[i].ttft_ms)}</td>'
+                        if i < len(run.requests) else "<td></td>" for run in runs.values())
+        rows.append(f'<tr><th scope="row">request {i + 1}</th>{cells}</tr>')
+    return (f'<table class="plain prefix-ttft"><caption>Time to first token of each request, '
+            f'one at a time</caption><thead><tr><th scope="col">request</th>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+class PrefixCacheLesson(LessonPage):
+    """Lesson 9: the TTFT a shared system prompt costs, and the prefix cache taking it away."""
+
+    slug = "prefix-cache"
+    job_noun = "runs"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
+
+    shared_prefix = param.Integer(default=1024, bounds=(0, 1536),
+                                  label="Shared system prompt (tokens)",
+                                  doc="How many tokens every prompt starts with.")
+    requests = param.Integer(default=5, bounds=(2, 12), label="Requests")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.runs: dict[str, PrefixCacheResult] = {}
+        self.ttft = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.blocks = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                        css_classes=["prefix-verdict"])
+        self.again = pn.widgets.Button(label="Run both again (not from the cache)")
+        self.again.on_click(lambda _e: self.start(fresh=True))
+        self.gpu_box = GpuBox(lambda machines: gpu_finding(machines, self.shared_prefix))
+
+    # ---- jobs ------------------------------------------------------------------------------
+    def run_params(self, cache: bool) -> dict:
+        return {"prefix_cache": cache, "shared_prefix_len": self.shared_prefix,
+                "requests": self.requests, "prompt_len": OWN_PROMPT,
+                "output_len": OUTPUT_TOKENS}
+
+    @classmethod
+    def warm_jobs(cls) -> list[tuple[str, dict]]:
+        page = cls()
+        return [("prefix_cache", page.run_params(False)), ("prefix_cache", page.run_params(True))]
+
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        lines = []
+        for (kind, params), name in zip(cls.warm_jobs(), (OFF, ON), strict=True):
+            cached = lookup(kind, params)
+            if cached is None:
+                continue
+            s = summarize(cached.result)
+            lines.append(f"{name}: first request's TTFT {sig(s.first_ms)} ms, the later ones' "
+                         f"{sig(s.later_ms)} ms on average; {s.cached_tokens} prompt tokens "
+                         "from the cache")
+        return lines
+
+    def start(self, fresh: bool = False) -> None:
+        self.gpu_box.fetch(self.jobs)
+        self.runs.clear()
+        self.ttft.object = self.blocks.object = self.verdict.object = ""
+        self.runner.run([("prefix_cache", self.run_params(cache), self._handler(name))
+                         for name, cache in ((OFF, False), (ON, True))], use_cache=not fresh)
+
+    def _handler(self, name: str):
+        def on_event(event):
+            if event.type == "result":
+                self.show_run(name, event.result)
+        return on_event
+
+    @param.depends("shared_prefix", "requests", watch=True)
+    def _settings_changed(self) -> None:
+        self.gpu_box.refresh()
+        if self.started:
+            self.start()
+
+    # ---- results ---------------------------------------------------------------------------
+    def show_run(self, name: str, run: PrefixCacheResult) -> None:
+        self.runs[name] = run
+        self.ttft.object = ttft_table_html({n: self.runs[n] for n in (OFF, ON)
+                                            if n in self.runs})
+        if name == ON:
+            self.blocks.object = blocks_html(run)
+            question = cached_question(run)
+            if question is not None:
+                self.checkpoint.provide("cached", question)
+        self._summarize()
+
+    def _summarize(self) -> None:
+        off = summarize(self.runs[OFF]) if OFF in self.runs else None
+        on = summarize(self.runs[ON]) if ON in self.runs else None
+        lines = []
+        for name, s in ((OFF, off), (ON, on)):
+            if s is None:
+                continue
+            lines.append(f"- **{name}:** the first request's TTFT {sig(s.first_ms)} ms, the later "
+                         f"ones' **{sig(s.later_ms)} ms** on average.")
+        if off and on:
+            outcome = cache_outcome(off, on)
+            if outcome is not None:
+                self.prediction_box.reveal(*outcome)
+                ratio = off.later_ms / on.later_ms
+                lines.append(
+                    f"\nWith the cache the later requests got their first token **{ratio:.1f}x "
+                    f"sooner**: {on.cached_tokens:,} of their {on.prompt_tokens:,} prompt tokens "
+                    f"(all requests together) came from the cache, a hit rate of "
+                    f"{100 * (on.hit_rate or 0):.0f}%.")
+        self.verdict.object = "\n".join(lines)
+
+    # ---- the page --------------------------------------------------------------------------
+    def body(self) -> list:
+        controls = pn.Row(
+            pn.widgets.IntSlider.from_param(self.param.shared_prefix, step=16, throttled=True,
+                                            sizing_mode="stretch_width"),
+            pn.widgets.IntSlider.from_param(self.param.requests, throttled=True,
+                                            sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+        return [html_pane(INTRO), self.prediction_box, html_pane(SETUP), controls, self.again,
+                self.runner.status, self.verdict, self.ttft, self.blocks,
+                html_pane(WHEN_IT_HITS), html_pane(QUOTE), self.gpu_box]
+

@@ -1,0 +1,33 @@
+"""Lessons 9 to 12 in a real browser, with small workloads from the URL: prefix caching waits
+for the reader's prediction, then serves the same requests with the cache off and on and shows
+the later requests' first token sooner, every prompt's blocks from the cache drawn, and the
+prediction's verdict. No page shows a traceback and the console stays clean."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+from ui_helpers import page_text
+
+LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
+
+
+def test_prefix_cache_gives_the_later_requests_their_first_token_sooner(page, console, app_url):
+    page.goto(f"{app_url}/app?lesson=prefix-cache&shared_prefix=512&requests=3")
+    expect(page.get_by_text(re.compile("waiting for your prediction"))).to_be_visible(
+        timeout=60_000)
+    page.get_by_role("radio", name="Several times shorter (3x or more)").check()
+    verdict = re.compile(r"(As you predicted|Not what you predicted)\. You predicted: Several "
+                         r"times shorter \(3x or more\)\. Measured: .* with the cache off")
+    expect(page.get_by_text(verdict)).to_be_visible(timeout=LONG)
+    sooner = page.get_by_text(re.compile(r"[\d.]+x sooner"))
+    expect(sooner.first).to_be_visible()
+    ratio = float(re.search(r"([\d.]+)x sooner", sooner.first.inner_text()).group(1))
+    assert ratio > 1.5, ratio  # 512 of ~560 prompt tokens skipped: far more than noise
+    # the two later requests took the shared prompt's 32 blocks each from the cache
+    assert page.locator("span.blk.hit").count() == 2 * 32
+    assert page.locator("tr", has_text="request 3").first.inner_text().count("\t") >= 2
+    expect(page.get_by_text("512 of").first).to_be_visible()
+    assert "Traceback" not in page_text(page) and console.errors == []
+
