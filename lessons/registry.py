@@ -71,6 +71,12 @@ LESSONS: tuple[LessonInfo, ...] = (
         "The time to first token of requests that share a long system prompt, with the "
         "engine's prefix cache off and on, and which KV blocks each request took from it.",
         "lessons.prefix_cache:PrefixCacheLesson"),
+    LessonInfo(
+        "speculative", 10, "Speculative decoding: guess, then check in one step",
+        "Tokens per step of the model and the time per token when a draft (prompt lookup, or a "
+        "small trained model) guesses k tokens that the model checks at once, as the batch "
+        "grows.",
+        "lessons.speculative:SpeculativeLesson"),
 )
 
 _BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}

@@ -1,14 +1,16 @@
 """Lessons 9 to 12 in a real browser, with small workloads from the URL: prefix caching waits
 for the reader's prediction, then serves the same requests with the cache off and on and shows
 the later requests' first token sooner, every prompt's blocks from the cache drawn, and the
-prediction's verdict. No page shows a traceback and the console stays clean."""
+prediction's verdict; speculative decoding gives between 1 and k + 1 tokens per target step
+with both drafts, the same text as plain decoding, and a row per batch size. No page shows a
+traceback and the console stays clean."""
 
 from __future__ import annotations
 
 import re
 
 from playwright.sync_api import expect
-from ui_helpers import page_text
+from ui_helpers import page_text, skip_prediction
 
 LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
 
@@ -31,3 +33,20 @@ def test_prefix_cache_gives_the_later_requests_their_first_token_sooner(page, co
     expect(page.get_by_text("512 of").first).to_be_visible()
     assert "Traceback" not in page_text(page) and console.errors == []
 
+
+def test_speculative_decoding_checks_guesses_and_keeps_plain_decodings_text(page, console,
+                                                                            app_url):
+    page.goto(f"{app_url}/app?lesson=speculative&k=3&batch_size=1")
+    skip_prediction(page)
+    expect(page.get_by_text(re.compile("the text is the same, token for token")).first) \
+        .to_be_visible(timeout=LONG)
+    expect(page.get_by_text(re.compile(r"Measured: .* tokens per target step")).first) \
+        .to_be_visible(timeout=LONG)
+    for name in ("prompt lookup", "draft model"):
+        cells = page.locator("table.spec-table tr", has_text=name).first.inner_text()
+        per_step = float(cells.split("\t")[1])
+        assert 1.0 <= per_step <= 4.0, cells  # between 1 and k + 1 tokens per target step
+    table = page.locator("table.spec-batches")
+    expect(table.locator("tr", has_text="16").first).to_be_visible(timeout=LONG)
+    assert "DIFFERENT" not in page_text(page)
+    assert "Traceback" not in page_text(page) and console.errors == []

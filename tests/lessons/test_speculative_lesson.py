@@ -1,0 +1,55 @@
+"""Lesson 10 without a browser: the runs it asks for (plain, prompt lookup and the draft model at
+the reader's batch, plain and prompt lookup at batch 1, 4 and 16, each once), the table beside
+the formula, the same text as plain decoding, the prediction's verdict from batch 1 and the
+question on the reader's runs, on real runs of the tiny model and the shipped draft."""
+
+from __future__ import annotations
+
+import panel as pn
+from in_process_service import attach
+
+from engine.speculative import expected_tokens_per_step
+from lessons.speculative import BATCHES, SpeculativeLesson, speed_outcome
+from widgets.tables import sig
+
+
+def lesson(args=None):
+    page = SpeculativeLesson.from_url(args or {})
+    service = attach(page)
+    pn.panel(page).get_root()
+    return page, service
+
+
+def test_each_run_is_asked_for_once():
+    page, service = lesson({"k": [b"3"], "batch_size": [b"4"]})
+    wanted = [(j.params["batch_size"], j.params["method"]) for j in service.submitted]
+    assert wanted == [(4, "off"), (4, "ngram"), (4, "draft"), (1, "off"), (1, "ngram"),
+                      (16, "off"), (16, "ngram")]
+    assert all(j.params["k"] == 3 and j.params["new_tokens"] == 64 for j in service.submitted)
+    assert len(SpeculativeLesson.warm_jobs()) == 3 + 2 * (len(BATCHES) - 1)
+
+
+def test_the_table_puts_tokens_per_step_beside_the_formula_and_the_text_is_plain_decodings():
+    page, _ = lesson({"k": [b"3"]})
+    rows = page.rows(1)
+    assert set(rows) == {"off", "ngram", "draft"}
+    for m in ("ngram", "draft"):
+        r, run = rows[m], page.by_batch[1][m]
+        assert r.same_text and run.output_ids == page.by_batch[1]["off"].output_ids
+        assert 1.0 <= r.tokens_per_step <= 4.0
+        assert r.formula is not None
+        assert r.tokens_per_step == run.tokens_per_step
+        assert run.expected_tokens_per_step_at_k == expected_tokens_per_step(run.alpha, 3)
+        assert sig(r.tokens_per_step) in page.table.object
+    assert "DIFFERENT" not in page.table.object and "DIFFERENT" not in page.verdict.object
+    assert page.table.object.count("<tr>") == 1 + 3
+    for batch in BATCHES:
+        plain = page.by_batch[batch]["off"]
+        assert f"<th scope=\"row\">{batch}</th>" in page.batch_table.object
+        assert sig(plain.tpot_ms) in page.batch_table.object
+    choice, detail = speed_outcome(rows)
+    assert f"Measured: {choice} ({detail})" in page.prediction_box.verdict
+    asked = page.checkpoint.questions[-1].question
+    a, b = rows["ngram"].tokens_per_step, rows["draft"].tokens_per_step
+    assert asked.answer.text == ("Prompt lookup" if a > 1.05 * b else "The draft model"
+                                 if b > 1.05 * a else "About the same (within 5%)")
