@@ -12,16 +12,21 @@ mood), each against the same engine without it:
      (measured, and the formula (1 - a^(k+1)) / (1 - a) at the measured a), TPOT (mean over
      the batch's sequences) and its ratio to plain decoding's. The outputs must equal plain
      decoding's (checked, every run).
-  3. int8 weights (issue 15 item 2): TPOT at batch 1 on `small`, int8 against fp32. This
-     section runs when the engine has the option (an EngineConfig field `weights` taking
-     "int8", the planned `--weights fp32|int8`); until then the JSON says it was skipped.
+  3. int8 weights (issue 15 item 2): TPOT at batch 1 on `small`, int8 against fp32, when the
+     engine has the option (an EngineConfig field `weights` taking "int8", the planned
+     `--weights fp32|int8`). Until then, what the option would stand on: the int8 kernel torch
+     offers for weight-only int8 with per-channel scales (torch._weight_int8pack_mm, the one
+     gpt-fast and torchao use) against fp32 F.linear, on every weight matrix of `small`'s decode
+     step (12 layers and the output head, each read from memory as a step reads them), at 1, 4
+     and 16 rows, with fp32 and bf16 activations, against the faster of two fp32 layouts
+     (F.linear and (W @ x.T).T): ms per step and weight GB/s.
 
 Each configuration runs --repeats times, interleaved, after one untimed pass; the least disturbed
 run of each is compared (the lowest TTFT or TPOT: other work on a shared machine only ever slows
 a run down; a ratio is best against best), and every run's figures are in the JSON. Prints every round, a table, and one JSON
 object (also saved to bench/results/techniques.json).
 
-    python bench/techniques.py [--repeats 5] [--batches 1,4,16] [--ks 1,2,3,4] [--skip-spec]
+    python bench/techniques.py [--repeats 5] [--batches 1,4,16] [--ks 1,2,3,4] [--skip-prefix] [--skip-spec] [--skip-int8]
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.config import EngineConfig  # noqa: E402
+from engine.config import EngineConfig, get_preset  # noqa: E402
 from engine.device import describe_device  # noqa: E402
 from engine.generate import generate  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
@@ -170,9 +175,91 @@ def bench_speculative(repeats: int, batches: list[int], ks: list[int]) -> dict:
 
 
 # ---- 3. int8 weights ---------------------------------------------------------------------------
+KERNEL_ROWS = (1, 4, 16)
+
+
+def step_matrices(preset: str) -> list[tuple[int, int]]:
+    """(out, in) of every weight matrix a decode step of the preset multiplies by."""
+    cfg = get_preset(preset)
+    q, kv = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    layer = [(q, cfg.hidden), (kv, cfg.hidden), (kv, cfg.hidden), (cfg.hidden, q),
+             (cfg.intermediate, cfg.hidden), (cfg.intermediate, cfg.hidden),
+             (cfg.hidden, cfg.intermediate)]
+    return layer * cfg.layers + [(cfg.vocab, cfg.hidden)]
+
+
+def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-output-channel symmetric int8: (int8 weight, fp32 scale per row)."""
+    scale = weight.abs().amax(dim=1).clamp(min=1e-8) / 127
+    return torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
+
+
+def bench_int8_kernels(repeats: int) -> dict:
+    """Time one step's worth of products each way; the best of `repeats` per way and rows."""
+    cfg = get_preset(INT8_PRESET)
+    gen = torch.Generator().manual_seed(0)
+    fp32, int8 = [], []
+    for out_f, in_f in step_matrices(INT8_PRESET):
+        w = torch.randn(out_f, in_f, generator=gen) / in_f ** 0.5
+        fp32.append(w)
+        int8.append(quantize_rows(w))
+    weight_bytes = {"fp32": sum(w.numel() * 4 for w in fp32),
+                    "int8": sum(q.numel() + 4 * s.numel() for q, s in int8)}
+    bf16_scales = [(q, s.bfloat16()) for q, s in int8]
+
+    def fp32_step(rows: dict[int, torch.Tensor]) -> None:
+        for w in fp32:  # each matrix takes the rows of its input width
+            torch.nn.functional.linear(rows[w.shape[1]], w)
+
+    def fp32_w_xt_step(rows: dict[int, torch.Tensor]) -> None:
+        for w in fp32:  # the layout BLAS often streams faster for few rows (matmul_plan)
+            (w @ rows[w.shape[1]].t()).t()
+
+    def int8_step(scaled: list[tuple[torch.Tensor, torch.Tensor]]):
+        def run_step(rows: dict[int, torch.Tensor]) -> None:
+            for q, scale in scaled:
+                torch._weight_int8pack_mm(rows[q.shape[1]], q, scale)
+        return run_step
+
+    ways = {  # name: (one step's products, whose weight bytes, the rows' dtype)
+        "fp32 F.linear": (fp32_step, "fp32", torch.float32),
+        "fp32 (W @ x.T).T": (fp32_w_xt_step, "fp32", torch.float32),
+        "int8 weight-only, fp32 rows": (int8_step(int8), "int8", torch.float32),
+        "int8 weight-only, bf16 rows": (int8_step(bf16_scales), "int8", torch.bfloat16),
+    }
+    times: dict[str, dict[int, list[float]]] = {w: {r: [] for r in KERNEL_ROWS} for w in ways}
+    for rep in range(repeats + 1):  # the first pass is untimed
+        for count in KERNEL_ROWS:
+            for name, (run_step, _, dtype) in ways.items():
+                rows = {width: torch.randn(count, width, generator=gen).to(dtype)
+                        for width in (cfg.hidden, cfg.heads * cfg.head_dim, cfg.intermediate)}
+                began = time.perf_counter()
+                run_step(rows)
+                ms = 1000 * (time.perf_counter() - began)
+                if rep:
+                    times[name][count].append(ms)
+                    print(f"  round {rep} {name:<28} {count:>2} rows {ms:8.2f} ms per step",
+                          file=sys.stderr)
+    fp32_best = {count: min(min(t[count]) for name, t in times.items() if name.startswith("fp32"))
+                 for count in KERNEL_ROWS}  # the faster fp32 way at each row count
+    kernels = []
+    for name, (_, kind, _) in ways.items():
+        for count in KERNEL_ROWS:
+            ms = min(times[name][count])
+            kernels.append({"way": name, "rows": count, "best_ms": ms,
+                            "runs_ms": times[name][count],
+                            "weight_gbs": weight_bytes[kind] / ms / 1e6,
+                            "over_best_fp32": ms / fp32_best[count]})
+    at_1 = {k["way"]: k["over_best_fp32"] for k in kernels if k["rows"] == 1}
+    return {"engine": "no int8 weights option yet (issue 15 item 2): the kernels alone",
+            "preset": INT8_PRESET, "kernel": "torch._weight_int8pack_mm (per-channel scales)",
+            "matrices": len(fp32), "weight_bytes": weight_bytes, "kernels": kernels,
+            "best_int8_over_fp32_at_1_row": min(v for w, v in at_1.items() if w.startswith("int8"))}
+
+
 def bench_int8(repeats: int) -> dict:
     if not int8_available():
-        return {"skipped": "the engine has no int8 weights option yet (issue 15 item 2)"}
+        return bench_int8_kernels(repeats)
     engines = {w: LLMEngine(EngineConfig(preset=INT8_PRESET, kv_budget_bytes=KV_BUDGET,
                                          **{"weights": w}))
                for w in ("fp32", "int8")}
@@ -192,7 +279,7 @@ def bench_int8(repeats: int) -> dict:
 
 
 # ---- report ------------------------------------------------------------------------------------
-def print_tables(prefix: dict | None, spec: dict | None, int8: dict) -> None:
+def print_tables(prefix: dict | None, spec: dict | None, int8: dict | None) -> None:
     if prefix:
         print(f"prefix caching: {SHARED_PREFIX.shared_prefix_len}-token shared prefix, "
               f"best of {len(prefix['runs']['on'])} rounds")
@@ -215,8 +302,15 @@ def print_tables(prefix: dict | None, spec: dict | None, int8: dict) -> None:
                   f"{100 * b['acceptance_rate']:>6.0f}% {b['alpha']:>6.2f} "
                   f"{b['tokens_per_step']:>9.2f} {b['expected_tokens_per_step']:>8.2f}")
         print()
-    if "skipped" in int8:
-        print(f"int8: skipped ({int8['skipped']})")
+    if int8 is None:
+        return
+    if "kernels" in int8:
+        print(f"int8 weight-only kernel on {int8['preset']}'s decode-step matrices "
+              f"({int8['matrices']}), {int8['engine']}")
+        print(f"{'way':<30} {'rows':>4} {'ms/step':>8} {'GB/s':>6} {'x best fp32':>12}")
+        for k in int8["kernels"]:
+            print(f"{k['way']:<30} {k['rows']:>4} {k['best_ms']:>8.2f} {k['weight_gbs']:>6.1f} "
+                  f"{k['over_best_fp32']:>12.2f}")
     else:
         print(f"int8 on {int8['preset']}, batch 1: TPOT {int8['best_tpot_ms']['int8']:.2f} ms vs "
               f"fp32 {int8['best_tpot_ms']['fp32']:.2f} ms = "
@@ -230,6 +324,7 @@ def main() -> int:
     parser.add_argument("--ks", default="1,2,3,4")
     parser.add_argument("--skip-prefix", action="store_true")
     parser.add_argument("--skip-spec", action="store_true")
+    parser.add_argument("--skip-int8", action="store_true")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     ks = [int(k) for k in args.ks.split(",")]
@@ -241,7 +336,7 @@ def main() -> int:
           f"{load_before[0]:.2f}", file=sys.stderr)
     prefix = None if args.skip_prefix else bench_prefix(args.repeats)
     spec = None if args.skip_spec else bench_speculative(args.repeats, batches, ks)
-    int8 = bench_int8(args.repeats)
+    int8 = None if args.skip_int8 else bench_int8(args.repeats)
     load_after = os.getloadavg()
 
     targets = []
@@ -250,7 +345,14 @@ def main() -> int:
                         "value": round(prefix["ttft_speedup"], 3),
                         "limit": TARGET_PREFIX_SPEEDUP,
                         "met": prefix["ttft_speedup"] >= TARGET_PREFIX_SPEEDUP})
-    if "skipped" not in int8:
+    if int8 is None:
+        pass
+    elif "kernels" in int8:
+        ratio = int8["best_int8_over_fp32_at_1_row"]
+        targets.append({"target": f"int8 / fp32 step products (kernels only), {INT8_PRESET}, "
+                                  "1 row", "value": round(ratio, 3), "limit": TARGET_INT8_TPOT,
+                        "met": ratio <= TARGET_INT8_TPOT})
+    else:
         ratio = int8["int8_over_fp32_tpot"]
         targets.append({"target": f"int8 / fp32 TPOT, {INT8_PRESET}, batch 1",
                         "value": round(ratio, 3), "limit": TARGET_INT8_TPOT,
