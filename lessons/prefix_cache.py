@@ -246,11 +246,11 @@ def blocks_html(run: PrefixCacheResult) -> str:
                     f'{r.cached_tokens} of {r.prompt_tokens}</td><td class="blocks">{cells}'
                     "</td></tr>")
     return (
-        "<style>.blk{display:inline-block;width:6px;height:12px;margin:0 1px 1px 0}"
-        ".blk.hit{background:#2b8a3e}.blk.miss{background:#adb5bd}</style>"
+        "<style>.blk,.key{display:inline-block;width:6px;height:12px;margin:0 1px 1px 0}"
+        ".hit{background:#2b8a3e}.miss{background:#adb5bd}</style>"
         '<table class="plain prefix-blocks"><caption>With the cache on: each prompt\'s '
-        f'{bs}-token KV blocks, <span style="color:#2b8a3e">&#9632;</span> taken from the cache, '
-        '<span style="color:#868e96">&#9632;</span> computed</caption><thead><tr>'
+        f'{bs}-token KV blocks, <span class="key hit"></span> green: taken from the cache, '
+        '<span class="key miss"></span> grey: computed</caption><thead><tr>'
         '<th scope="col">request</th><th scope="col">tokens from the cache</th>'
         f'<th scope="col">blocks</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
