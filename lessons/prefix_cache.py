@@ -328,7 +328,20 @@ class PrefixCacheLesson(LessonPage):
         def on_event(event):
             if event.type == "result":
                 self.show_run(name, event.result)
+                self.announce_run(name, bool(event.cached))
         return on_event
+
+    def announce_run(self, name: str, cached: bool) -> None:
+        """The status region speaks the run that came, as other lessons speak their points."""
+        s = summarize(self.runs[name])
+        text = (f"{name} {'from the cache' if cached else 'measured'}: first request's TTFT "
+                f"{sig(s.first_ms)} ms, the later ones' {sig(s.later_ms)} ms")
+        if OFF in self.runs and ON in self.runs:
+            off, on = summarize(self.runs[OFF]), summarize(self.runs[ON])
+            if off.later_ms and on.later_ms:
+                text += (f"; with the cache the later requests' first token came "
+                         f"{off.later_ms / on.later_ms:.1f}x sooner")
+        self.say(text[0].upper() + text[1:] + ".")
 
     @param.depends("shared_prefix", "requests", watch=True)
     def _settings_changed(self) -> None:

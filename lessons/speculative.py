@@ -315,7 +315,21 @@ class SpeculativeLesson(LessonPage):
                     self.prediction_box.reveal(*outcome)
             if batch == self.batch_size:
                 self._show_main()
+                self.announce_run(method, bool(event.cached))
         return on_event
+
+    def announce_run(self, method: str, cached: bool) -> None:
+        """The status region speaks each run at the reader's batch size, once plain decoding's
+        is there to compare with."""
+        r = self.rows(self.batch_size).get(method)
+        if r is None:
+            return
+        text = (f"{r.name} at batch {self.batch_size} "
+                f"{'from the cache' if cached else 'measured'}: TPOT {sig(r.tpot_ms)} ms")
+        if method != "off":
+            text += (f", {sig(r.tokens_per_step)} tokens per target step, "
+                     f"{r.over_plain:.2f}x plain decoding's TPOT")
+        self.say(text[0].upper() + text[1:] + ".")
 
     @param.depends("k", "batch_size", watch=True)
     def _settings_changed(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import panel as pn
 from in_process_service import attach
+from lesson_stubs import said
 
 from lessons.prefix_cache import (
     OFF,
@@ -58,6 +59,11 @@ def test_the_page_shows_what_the_cache_gave_each_request():
     assert f"**{ratio:.1f}x sooner**" in verdict and "384 of their" in verdict
     choice, detail = cache_outcome(summarize(off), summarize(on))
     assert f"Measured: {choice} ({detail})" in page.prediction_box.verdict
+    # the status region speaks each run in words (now, or after the live region's gap)
+    page.announce_run(OFF, cached=False)
+    assert (f"Cache off measured: first request's TTFT {sig(off.first_ttft_ms)} ms, the later "
+            f"ones' {sig(off.later_ttft_ms)} ms; with the cache the later requests' first token "
+            f"came {ratio:.1f}x sooner.") in said(page)
     asked = page.checkpoint.questions[-1].question
     assert asked.answer.text == "192 tokens"
     assert {c.text for c in asked.choices} >= {"192 tokens", "200 tokens", "0 tokens"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import panel as pn
 from in_process_service import attach
+from lesson_stubs import said
 
 from engine.speculative import expected_tokens_per_step
 from lessons.speculative import BATCHES, SpeculativeLesson, speed_outcome
@@ -53,3 +54,14 @@ def test_the_table_puts_tokens_per_step_beside_the_formula_and_the_text_is_plain
     a, b = rows["ngram"].tokens_per_step, rows["draft"].tokens_per_step
     assert asked.answer.text == ("Prompt lookup" if a > 1.05 * b else "The draft model"
                                  if b > 1.05 * a else "About the same (within 5%)")
+    # the status region speaks each run at the reader's batch in words (now, or after the
+    # live region's gap if it spoke less than two seconds ago)
+    page.announce_run("off", cached=False)
+    plain = f"Plain decoding at batch 1 measured: TPOT {sig(rows['off'].tpot_ms)} ms."
+    assert plain in said(page)
+    page.announce_run("ngram", cached=True)
+    r = rows["ngram"]
+    words = (f"Prompt lookup at batch 1 from the cache: TPOT {sig(r.tpot_ms)} ms, "
+             f"{sig(r.tokens_per_step)} tokens per target step, "
+             f"{r.over_plain:.2f}x plain decoding's TPOT.")
+    assert words in said(page)

@@ -23,7 +23,8 @@ def test_prefix_cache_gives_the_later_requests_their_first_token_sooner(page, co
     verdict = re.compile(r"(As you predicted|Not what you predicted)\. You predicted: Several "
                          r"times shorter \(3x or more\)\. Measured: .* with the cache off")
     expect(page.get_by_text(verdict)).to_be_visible(timeout=LONG)
-    sooner = page.get_by_text(re.compile(r"[\d.]+x sooner"))
+    # in the verdict's own pane (the status widget's live region says it too)
+    sooner = page.locator(".prefix-verdict").get_by_text(re.compile(r"[\d.]+x sooner"))
     expect(sooner.first).to_be_visible()
     ratio = float(re.search(r"([\d.]+)x sooner", sooner.first.inner_text()).group(1))
     assert ratio > 1.5, ratio  # 512 of ~560 prompt tokens skipped: far more than noise
@@ -38,7 +39,8 @@ def test_speculative_decoding_checks_guesses_and_keeps_plain_decodings_text(page
                                                                             app_url):
     page.goto(f"{app_url}/app?lesson=speculative&k=3&batch_size=1")
     skip_prediction(page)
-    expect(page.get_by_text(re.compile("the text is the same, token for token")).first) \
+    verdict = page.locator(".spec-verdict")  # the live region says some of it too
+    expect(verdict.get_by_text(re.compile("the text is the same, token for token")).first) \
         .to_be_visible(timeout=LONG)
     expect(page.get_by_text(re.compile(r"Measured: .* tokens per target step")).first) \
         .to_be_visible(timeout=LONG)
