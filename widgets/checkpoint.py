@@ -129,7 +129,7 @@ class CheckpointQuestion(pn.viewable.Viewer):
         verdict = "Right." if choice.correct else "Not quite."
         self._feedback.param.update(
             object=f"{verdict} {choice.why}", visible=True,
-            alert_type="success" if choice.correct else "warning",
+            alert_type="success" if choice.correct else "danger",  # warning's text is 3.9:1
         )
 
     def __panel__(self):
