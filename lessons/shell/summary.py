@@ -16,47 +16,47 @@ from ..registry import LESSONS, lesson_class, lesson_info
 
 @dataclass(frozen=True)
 class Step:
-    """One item of the tuning checklist, and the lesson that measures it (by slug; a lesson not
-    in the course yet is named without a link)."""
+    """One item of the tuning checklist, and the lesson that measures it: by slug, so the link
+    and its number come from the course map; `number` names a lesson not in the course yet."""
 
     what: str
     why: str
     lesson: str
-    lesson_name: str
+    number: int
 
 
 CHECKLIST: tuple[Step, ...] = (
     Step("Measure a baseline in percentiles",
          "P50, P90 and P99 of TTFT, TPOT and E2E under realistic open-loop load, never the mean "
-         "of an empty server.", "average-lies", "lesson 2"),
+         "of an empty server.", "average-lies", 2),
     Step("Use continuous batching",
          "Refill a freed slot at the next step; static batches make short answers wait for "
-         "long ones.", "three-schedules", "lesson 3"),
+         "long ones.", "three-schedules", 3),
     Step("Pick the batch size for your SLO",
          "The largest batch whose time per token still meets the target buys the most "
-         "throughput it allows.", "knob", "lesson 4"),
+         "throughput it allows.", "knob", 4),
     Step("Chunk long prefills",
          "A per-step token budget with decodes first keeps one long prompt from stalling every "
-         "stream.", "chunked-prefill", "lesson 7"),
+         "stream.", "chunked-prefill", 7),
     Step("Shrink the KV cache: its number format and GQA",
          "The cache, not the weights, caps concurrency: an fp8 cache halves its bytes per "
          "token, grouped-query attention divides them by the group size.", "kv-cache",
-         "lesson 6"),
+         6),
     Step("Cache shared prefixes",
          "A system prompt that every request repeats need be prefilled only once.",
-         "prefix-caching", "lesson 9"),
+         "prefix-cache", 9),
     Step("Quantize the weights",
          "Fewer bytes per weight lower the decode floor; measure the quality it costs.",
-         "quantization", "lesson 10"),
+         "quantization", 11),
     Step("Try speculative decoding",
          "Several tokens per large-model step at small batches; the gain fades as the batch "
-         "grows.", "speculative-decoding", "lesson 11"),
+         "grows.", "speculative", 10),
     Step("Right-size the parallelism",
          "Split a model over GPUs only when it does not fit or is too slow on one; otherwise add "
-         "replicas.", "capacity-planning", "lesson 12"),
+         "replicas.", "capacity", 12),
     Step("Separate interactive and batch traffic",
          "Chat wants small batches held to latency SLOs; overnight work wants large batches and "
-         "the lowest cost per token.", "slo-goodput", "lesson 8"),
+         "the lowest cost per token.", "slo-goodput", 8),
 )
 
 INTRO = """
@@ -84,8 +84,8 @@ def checklist_html() -> str:
     items = []
     for step in CHECKLIST:
         info = lesson_info(step.lesson)
-        where = (f'<a href="{info.url}">{html.escape(step.lesson_name)}</a>' if info
-                 else f"{html.escape(step.lesson_name)}, coming")
+        where = (f'<a href="{info.url}">lesson {info.number}</a>' if info
+                 else f"lesson {step.number}, coming")
         items.append(f"<li><strong>{html.escape(step.what)}.</strong> {html.escape(step.why)} "
                      f"<span class=\"where\">({where})</span></li>")
     return (f'<section class="checklist"><h2>The tuning checklist</h2>'

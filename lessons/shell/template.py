@@ -24,8 +24,11 @@ OTHER_PAGES = (("about", "About this machine"), ("vocabulary", "Vocabulary"),
                ("summary", "The course on one page"), ("instructor", "Instructor notes"))
 
 # The template's own parts (header, sidebar, a viewport-high scrolling frame) are outside every
-# pane's shadow DOM: on paper only the content is printed, at full width and full length.
+# pane's shadow DOM: on paper only the content is printed, at full width and full length. The
+# sheet's margins are set here (an @page rule works only in the document's own stylesheet), so
+# every printer and the browser tests lay the page out on the same area.
 PRINT_CSS = """
+@page { margin: 10mm 12mm; }
 @media print {
   #header, #sidebar, #sidebar-toggle, .pn-busy-container { display: none !important; }
   #container, #content, #main { height: auto !important; max-height: none !important;

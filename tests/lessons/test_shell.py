@@ -158,7 +158,13 @@ def test_the_summary_page_has_every_takeaway_and_the_checklist():
         for line in lesson_class(info).takeaway:
             assert line.replace("'", "&#x27;") in html or line in html
     assert html.count("<li><strong>") == len(CHECKLIST) >= 9
-    assert 'href="app?lesson=chunked-prefill"' in html and "lesson 9, coming" in html
+    # a step links the lesson that teaches it, numbered as the course map numbers it; a lesson
+    # not written yet is named, without a link
+    for step in CHECKLIST:
+        info = lesson_info(step.lesson)
+        assert (f'<a href="{info.url}">lesson {info.number}</a>' if info
+                else f"lesson {step.number}, coming") in html
+    assert 'href="app?lesson=chunked-prefill"' in html and "lesson 12, coming" in html
 
 
 def test_instructor_notes_read_this_machines_numbers_from_the_cache():
