@@ -22,6 +22,7 @@ TRAINING_RECORD = ASSETS / "tiny" / "training.json"
 # The names a run's settings take: batching policies (engine.scheduler) and workload kinds
 # (engine.serve.workload), here so that torch-free code (the job registry, pages) can offer them.
 POLICIES = ("static", "dynamic", "continuous")
+WEIGHT_FORMATS = ("fp32", "int8")  # EngineConfig.weight_format
 WORKLOADS = ("poisson", "gamma", "fixed", "interference")
 
 
@@ -142,6 +143,9 @@ class EngineConfig:
     cuda_graphs: bool = True  # capture decode steps in CUDA graphs on CUDA
     random_weights: bool = False  # tiny with random weights (for tests that need no real text)
     prefix_caching: bool = False  # keep full KV blocks under their prefix's hash (block_manager)
+    # "fp32": the preset's own dtype; "int8": every linear layer's weight as int8 with per-row
+    # scales, multiplied by a C++ kernel (CPU only: engine/model/int8.py)
+    weight_format: str = "fp32"
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

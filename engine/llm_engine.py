@@ -12,7 +12,7 @@ import logging
 import torch
 
 from .block_manager import BlockManager, blocks_for
-from .config import EngineConfig, checkpoint_path, get_preset
+from .config import WEIGHT_FORMATS, EngineConfig, checkpoint_path, get_preset
 from .device import configure_threads, resolve_device, synchronize, torch_dtype
 from .errors import ConfigError
 from .model.kv_cache import PagedKVCache, default_budget
@@ -43,9 +43,26 @@ def default_backend(device: str, dtype: torch.dtype) -> str:
     return "cpp"
 
 
-def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = False):
+def int8_kernel_for(device: str, dtype: torch.dtype):
+    """The C++ int8 linear kernel for an engine with int8 weights, or a ConfigError saying in one
+    line why there is none: it runs on CPUs, in float32, once built (never built here)."""
+    if not device.startswith("cpu") or dtype != torch.float32:
+        raise ConfigError(f"int8 weights run on the CPU only in this engine (their kernel is a "
+                          f"C++ CPU kernel), not on {device}: use --weights fp32")
+    from .model.cpu_kernel import int8_linear_kernel
+
+    kernel = int8_linear_kernel()
+    if kernel is None:
+        raise ConfigError("int8 weights need the C++ int8 linear kernel, which is not built on "
+                          "this machine: run python -m engine build-kernel (about a minute), or "
+                          "use --weights fp32")
+    return kernel
+
+
+def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = False,
+                int8_kernel=None):
     """The preset's model on the device in its dtype: trained weights for tiny (and the draft
-    models), random otherwise."""
+    models), random otherwise; with `int8_kernel`, its linear layers' weights held as int8."""
     cfg = get_preset(preset)
     model = LlamaModel(cfg)
     if cfg.weights == "trained" and not random_weights:
@@ -57,6 +74,8 @@ def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = 
     else:
         model.init_random(seed)
     model.to(device=device, dtype=torch_dtype(cfg.dtype_name(device)))
+    if int8_kernel is not None:
+        model.quantize_int8(int8_kernel)
     model.prepare_for_inference()
     return model
 
@@ -74,8 +93,14 @@ class LLMEngine:
         self.dtype = torch_dtype(self.model_config.dtype_name(self.device))
         self.backend = (default_backend(self.device, self.dtype) if config.backend == "auto"
                         else config.backend)
+        if config.weight_format not in WEIGHT_FORMATS:
+            raise ConfigError(f"unknown weight format {config.weight_format!r}: choose one of "
+                              f"{', '.join(WEIGHT_FORMATS)}")
+        int8_kernel = (int8_kernel_for(self.device, self.dtype)
+                       if config.weight_format == "int8" else None)
         self.tokenizer = Tokenizer()
-        self.model = build_model(config.preset, self.device, config.seed, config.random_weights)
+        self.model = build_model(config.preset, self.device, config.seed, config.random_weights,
+                                 int8_kernel)
         self._build_kv_cache(config.kv_budget_bytes or default_budget(self.device))
         self._ids = itertools.count()
 

@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from ..config import PRESETS, EngineConfig, get_preset
+from ..config import PRESETS, WEIGHT_FORMATS, EngineConfig, get_preset
 from ..errors import ConfigError
 from ..lab.params import Float, Int, Param
 from ..lab.registry import BACKENDS, DEVICES
@@ -74,6 +74,10 @@ def add_engine_options(parser: argparse.ArgumentParser, default_preset: str = "t
     parser.add_argument("--backend", default="auto", choices=BACKENDS,
                         help="decode attention: triton on CUDA; on CPU cpp (a C++ kernel) where "
                              "python -m engine build-kernel has built it, else torch")
+    parser.add_argument("--weights", default="fp32", choices=WEIGHT_FORMATS,
+                        help="fp32: the preset's own dtype; int8: every linear layer's weight as "
+                             "int8 with a scale per row (CPU, after python -m engine "
+                             "build-kernel)")
     parser.add_argument("--kv-budget-mib", type=positive_int("KV budget (MiB)"), default=None,
                         help="KV cache memory budget in MiB (default: a share of free memory)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -84,7 +88,15 @@ def make_engine(args) -> LLMEngine:
     return LLMEngine(EngineConfig(
         preset=args.preset, device=args.device, backend=args.backend, kv_budget_bytes=budget,
         prefix_caching=getattr(args, "prefix_cache", "off") == "on",
+        weight_format=args.weights,
     ))
+
+
+def weight_format(engine: LLMEngine) -> dict:
+    """{"weight_format": "int8"} for an engine with int8 weights, else nothing: the JSON of a
+    float run stays as it was."""
+    fmt = engine.config.weight_format
+    return {} if fmt == "fp32" else {"weight_format": fmt}
 
 
 def emit_json(obj: dict) -> None:

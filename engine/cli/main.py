@@ -34,6 +34,7 @@ from .common import (
     make_engine,
     non_negative_float,
     positive_int,
+    weight_format,
 )
 from .run import add_run_parser
 from .serve import add_serve_parser
@@ -68,20 +69,24 @@ def cmd_info(args) -> int:
 
 # ---- build-kernel ----------------------------------------------------------------------------
 def cmd_build_kernel(args) -> int:
-    """Compile the CPU decode-attention kernel once (engines never compile it themselves)."""
-    from ..model.cpu_kernel import KernelBuildError, build_kernel, paged_decode_kernel
+    """Compile the CPU kernels once (engines never compile them themselves): decode attention,
+    then the int8 linear."""
+    from ..model.cpu_kernel import KERNELS, PAGED_DECODE, KernelBuildError, build_one, load_kernel
 
-    if paged_decode_kernel() is None:
-        print("compiling the C++ decode-attention kernel (15 s to a minute on two cores)...",
-              file=sys.stderr)
-    start = time.monotonic()
-    try:
-        path = build_kernel(lambda seconds: print(f"  still compiling, {seconds:.0f} s",
-                                                  file=sys.stderr))
-    except KernelBuildError as e:
-        print(f"error: {e}; the engine uses plain torch attention on this CPU", file=sys.stderr)
-        return 1
-    print(f"C++ decode-attention kernel ready ({time.monotonic() - start:.1f} s): {path}")
+    for kernel in KERNELS:
+        if load_kernel(kernel) is None:
+            print(f"compiling the {kernel.what} (15 s to a minute on two cores)...",
+                  file=sys.stderr)
+        start = time.monotonic()
+        try:
+            path = build_one(kernel, lambda seconds: print(f"  still compiling, {seconds:.0f} s",
+                                                           file=sys.stderr))
+        except KernelBuildError as e:
+            loss = ("the engine uses plain torch attention" if kernel is PAGED_DECODE
+                    else "--weights int8 is refused")
+            print(f"error: {e}; {loss} on this CPU", file=sys.stderr)
+            return 1
+        print(f"{kernel.what} ready ({time.monotonic() - start:.1f} s): {path}")
     return 0
 
 
@@ -129,6 +134,7 @@ def cmd_generate(args) -> int:
             "tokens": [{"text": piece, "t_s": t} for piece, t in zip(gen.pieces, gen.token_times)],
             "ttft_ms": gen.ttft_ms,
             "tpot_ms": gen.tpot_ms,
+            **weight_format(engine),
             **({"speculative": spec} if spec else {}),
         })
         return 0
@@ -137,7 +143,8 @@ def cmd_generate(args) -> int:
     else:
         print(gen.text)
     tpot = f"{gen.tpot_ms:.1f} ms" if gen.tpot_ms is not None else "n/a (one token)"
-    print(f"[{args.preset} on {engine.device}: TTFT {gen.ttft_ms:.1f} ms, TPOT {tpot}, "
+    int8 = ", int8 weights" if weight_format(engine) else ""
+    print(f"[{args.preset} on {engine.device}{int8}: TTFT {gen.ttft_ms:.1f} ms, TPOT {tpot}, "
           f"{len(gen.token_times)} tokens]", file=sys.stderr)
     if spec:
         rate = "n/a" if spec["acceptance_rate"] is None else f"{100 * spec['acceptance_rate']:.0f}%"
@@ -174,6 +181,7 @@ def cmd_sweep(args) -> int:
             "weights": engine.model_config.weights,
             "backend": engine.backend,
             "weight_bytes": engine.model.weight_bytes(),
+            **weight_format(engine),
             "points": [p.to_dict() for p in points],
         })
     return 0

@@ -15,7 +15,7 @@ from ..scheduler import DEFAULT_CHUNK_SIZE, DEFAULT_TOKEN_BUDGET, POLICIES, Sche
 from ..serve.loop import run
 from ..serve.metrics import Metrics
 from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload
-from .common import arg_type, emit_json, make_engine
+from .common import arg_type, emit_json, make_engine, weight_format
 
 
 # ---- argument types: the checks job parameters get (engine.lab.params), on a flag's text ------
@@ -132,6 +132,7 @@ def cmd_run(args) -> int:
     result = run(engine, requests, config, slo_ttft_ms=args.slo_ttft_ms,
                  slo_tpot_ms=args.slo_tpot_ms)
     result.extra["workload"] = spec.to_json()
+    result.extra.update(weight_format(engine))
     if args.json:
         emit_json(result.to_json())
         return 0
@@ -157,6 +158,8 @@ def describe(args, spec: WorkloadSpec, engine) -> str:
             "interference": f"+ {spec.long_prompt_len}-token prompt at {spec.long_at_s:g} s"}
     shared = f", {spec.shared_prefix_len}-token shared prefix" if spec.shared_prefix_len else ""
     cache = ", prefix cache on" if engine.blocks.prefix_caching else ""
+    if weight_format(engine):
+        weights += ", int8 weights"
     return (f"{args.policy} batching (max batch {args.max_batch}{cache}) - {spec.kind} "
             f"workload, {spec.requests} requests, {what[spec.kind]}{shared} - "
             f"{engine.model_config.name} ({weights}) on {engine.device}")

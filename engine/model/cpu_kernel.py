@@ -1,13 +1,15 @@
-"""The C++ paged decode-attention kernel for CPUs (csrc/paged_decode.cpp): built once, on request.
+"""The engine's C++ kernels for CPUs, built once, on request: the paged decode-attention kernel
+(csrc/paged_decode.cpp) and the weight-only int8 linear (csrc/int8_linear.cpp).
 
-`build_kernel()` compiles the file with the machine's C++ compiler and ninja (torch's C++
-extension machinery), which takes about a minute on two cores; `python -m engine build-kernel`
-and `python -m lessons.warm` call it, with progress. The library is kept in the engine's cache
-directory under a name keyed by CPU, torch version and the source's own hash.
+`build_kernel()` compiles them with the machine's C++ compiler and ninja (torch's C++
+extension machinery), which takes about a minute each on two cores; `python -m engine
+build-kernel` and `python -m lessons.warm` call it, with progress. Each library is kept in the
+engine's cache directory under a name keyed by CPU, torch version and its source's own hash.
 
-`paged_decode_kernel()` only loads a library already built (a fraction of a second) and never
-compiles: an engine made inside a page's request must not sit in a minute-long build with no
-progress to show. Where none is built, the engine's "auto" backend is plain torch.
+`paged_decode_kernel()` and `int8_linear_kernel()` only load a library already built (a fraction
+of a second) and never compile: an engine made inside a page's request must not sit in a
+minute-long build with no progress to show. Where the attention kernel is not built, the
+engine's "auto" backend is plain torch; int8 weights without their kernel are refused.
 
 Each build runs in a fresh directory and its library is renamed into place: a build that is
 killed leaves nothing behind that makes the next one wait (torch's own build-directory lock would).
@@ -25,6 +27,7 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,8 +37,25 @@ from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).resolve().parent / "csrc" / "paged_decode.cpp"
-NAME = "engine_cpu_paged_decode"
+CSRC = Path(__file__).resolve().parent / "csrc"
+
+
+@dataclass(frozen=True)
+class CppKernel:
+    """One C++ source built into its own library, and the op it registers with torch."""
+
+    source: Path
+    name: str  # the library's name
+    namespace: str  # torch.ops.<namespace>.<op>
+    op: str
+    what: str  # for messages: "the C++ ... kernel"
+
+
+PAGED_DECODE = CppKernel(CSRC / "paged_decode.cpp", "engine_cpu_paged_decode", "engine_cpu",
+                         "paged_decode", "C++ decode-attention kernel")
+INT8_LINEAR = CppKernel(CSRC / "int8_linear.cpp", "engine_cpu_int8_linear", "engine_int8",
+                        "int8_linear", "C++ int8 linear kernel")
+KERNELS = (PAGED_DECODE, INT8_LINEAR)
 # -march=native: the library is built on, and kept for, this machine only (the key names its CPU).
 # -ffast-math lets the compiler vectorize the softmax's exp (glibc's libmvec) and reorder the dot
 # products' sums; the kernel handles no infinities or NaNs (scores are finite).
@@ -49,46 +69,67 @@ class KernelBuildError(RuntimeError):
     """The kernel could not be built here; the message says why in one line."""
 
 
-def library_path() -> Path:
-    """Where this machine's build of the current source lives."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(CFLAGS).encode()).hexdigest()[:12]
+def library_path(kernel: CppKernel = PAGED_DECODE) -> Path:
+    """Where this machine's build of the kernel's current source lives."""
+    source = kernel.source.read_bytes()
+    digest = hashlib.sha256(source + " ".join(CFLAGS).encode()).hexdigest()[:12]
     key = f"{describe_device('cpu')}-torch{torch.__version__}-{digest}"
+    if kernel is not PAGED_DECODE:  # the attention kernel keeps the name it was built under
+        key = f"{kernel.op}-{key}"
     safe = "".join(c if c.isalnum() else "_" for c in key)[:150]
     return cache_dir() / "kernels" / f"{safe}.so"
 
 
-def _registered() -> bool:
-    return hasattr(torch.ops.engine_cpu, "paged_decode")
+def _registered(kernel: CppKernel) -> bool:
+    return hasattr(getattr(torch.ops, kernel.namespace), kernel.op)
 
 
-def paged_decode_kernel() -> Callable | None:
-    """The kernel, `(q, k_cache, v_cache, block_tables, seq_lens) -> out`, or None where it is
-    not built on this machine. Loads a built library once per process; never compiles."""
+def load_kernel(kernel: CppKernel) -> Callable | None:
+    """The kernel's op, or None where it is not built on this machine. Loads a built library
+    once per process; never compiles."""
     with _lock:
-        if not _registered():
-            path = library_path()
+        if not _registered(kernel):
+            path = library_path(kernel)
             if not path.exists():
                 return None
             try:
                 torch.ops.load_library(str(path))
-            except (OSError, RuntimeError) as error:  # a stale or foreign file: torch instead
-                log.warning("C++ decode-attention kernel at %s does not load (%s); using torch",
-                            path, one_line(error))
+            except (OSError, RuntimeError) as error:  # a stale or foreign file: not used
+                log.warning("%s at %s does not load (%s)", kernel.what, path, one_line(error))
                 return None
-        return torch.ops.engine_cpu.paged_decode
+        return getattr(getattr(torch.ops, kernel.namespace), kernel.op)
+
+
+def paged_decode_kernel() -> Callable | None:
+    """The kernel, `(q, k_cache, v_cache, block_tables, seq_lens) -> out`, or None where it is
+    not built on this machine (the engine then uses torch attention)."""
+    return load_kernel(PAGED_DECODE)
+
+
+def int8_linear_kernel() -> Callable | None:
+    """`(x float32 (R, K), w int8 (N, K), scale float32 (N,)) -> x @ (w * scale[:, None]).T`, or
+    None where it is not built on this machine."""
+    return load_kernel(INT8_LINEAR)
 
 
 def build_kernel(tick: Callable[[float], None] | None = None) -> Path:
-    """Compile the kernel (if this machine has no build of the current source yet) and load it;
-    returns the library's path. `tick(seconds so far)` is called every TICK_SECONDS while the
-    compiler runs. Raises KernelBuildError, with the reason in one line, where it cannot be
-    built (no C++ compiler, no ninja, a failed compile)."""
-    path = library_path()
-    if paged_decode_kernel() is not None:
+    """Compile every kernel this machine has no build of yet (the decode-attention kernel
+    first), and load them; returns the attention kernel's library path. `tick(seconds so far)`
+    is called every TICK_SECONDS while a compiler runs. Raises KernelBuildError, with the reason
+    in one line, where one cannot be built (no C++ compiler, no ninja, a failed compile)."""
+    for kernel in KERNELS:
+        build_one(kernel, tick)
+    return library_path(PAGED_DECODE)
+
+
+def build_one(kernel: CppKernel, tick: Callable[[float], None] | None = None) -> Path:
+    """Compile one kernel, unless this machine has a build of its current source, and load it."""
+    path = library_path(kernel)
+    if load_kernel(kernel) is not None:
         return path
     missing = missing_tools()
     if missing:
-        raise KernelBuildError(f"the C++ decode-attention kernel cannot be built here: no "
+        raise KernelBuildError(f"the {kernel.what} cannot be built here: no "
                                f"{missing} found (Debian: apt install g++ ninja-build)")
     from torch.utils.cpp_extension import load
 
@@ -107,11 +148,11 @@ def build_kernel(tick: Callable[[float], None] | None = None) -> Path:
                 warnings.catch_warnings(), _quiet(logging.getLogger("torch.utils.cpp_extension")):
             warnings.simplefilter("ignore")  # torch's notes on compiler versions: not the reader's
             with _lock:
-                load(name=NAME, sources=[str(SOURCE)], extra_cflags=CFLAGS,
+                load(name=kernel.name, sources=[str(kernel.source)], extra_cflags=CFLAGS,
                      build_directory=build_dir, is_python_module=False, verbose=False)
-            os.replace(Path(build_dir) / f"{NAME}.so", path)
+            os.replace(Path(build_dir) / f"{kernel.name}.so", path)
     except Exception as error:  # no compiler, no ninja, a failed compile: say which, in a line
-        raise KernelBuildError(f"the C++ decode-attention kernel could not be built here: "
+        raise KernelBuildError(f"the {kernel.what} could not be built here: "
                                f"{one_line(error)}") from None
     finally:
         done.set()

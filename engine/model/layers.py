@@ -1,5 +1,5 @@
 """Building blocks of the decoder: RMSNorm, rotary embedding, and a linear layer that picks how
-to multiply by batch size.
+to multiply by batch size (and may hold its weight as int8: engine/model/int8.py).
 
 Why it matters: a decode step multiplies a few rows of activations by every weight matrix, so
 its speed is how fast the weights stream from memory, and on CPUs that depends on how the
@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import int8
 from .matmul_plan import multiply, split_transposed
 
 
@@ -31,7 +32,8 @@ class RMSNorm(nn.Module):
 
 
 class Linear(nn.Module):
-    """y = x @ W.T without bias; on CPU, with a measured plan for how to multiply few rows."""
+    """y = x @ W.T without bias; on CPU, with a measured plan for how to multiply few rows, or
+    with W held as int8 rows and scales, multiplied by the C++ int8 kernel."""
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
@@ -40,19 +42,42 @@ class Linear(nn.Module):
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
         self.weight_t: torch.Tensor | None = None  # split_transposed copy, for "x_wt"
         self.plan: list[str] | None = None  # variant for 1..MAX_TUNED_ROWS rows (rows_plan)
+        self.qweight: torch.Tensor | None = None  # int8 (out, in), with self.scale: quantize_int8
+        self.scale: torch.Tensor | None = None
+        self.int8_kernel = None
 
     def prepare_for_cpu_decode(self, plan: list[str], weight_t: torch.Tensor | None = None):
         """Keep a transposed copy cut in pieces and the measured plan (engine/model/matmul_plan.py)."""
         self.weight_t = split_transposed(self.weight.detach()) if weight_t is None else weight_t
         self.plan = plan
 
+    def quantize_int8(self, kernel) -> None:
+        """Hold the weight as int8 rows and scales (int8.quantize_rows) and multiply with
+        `kernel` (cpu_kernel.int8_linear_kernel()); the float weight is let go (a tied one stays
+        with the embedding, which looks rows up in it)."""
+        self.qweight, self.scale = int8.quantize_rows(self.weight)
+        self.int8_kernel = kernel
+        self.weight = None
+        self.weight_t = self.plan = None
+
+    def weight_bytes(self) -> int:
+        """Bytes one product reads for the weight, as held."""
+        if self.qweight is not None:
+            return int8.int8_bytes(self.qweight, self.scale)
+        return self.weight.numel() * self.weight.element_size()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.plan is None:
+        if self.plan is None and self.qweight is None:
             return F.linear(x, self.weight)
         flat = x.dim() == 2  # the engine's flattened steps: no reshapes (each is an op call)
         rows = x if flat else x.reshape(-1, self.in_features)
         count = rows.shape[0]
-        if count <= len(self.plan):
+        if self.qweight is not None:
+            if count <= int8.KERNEL_ROWS:
+                out = self.int8_kernel(rows, self.qweight, self.scale)
+            else:  # a prefill: widen once, then the library's matmul (compute-bound anyway)
+                out = F.linear(rows, int8.dequantize(self.qweight, self.scale))
+        elif count <= len(self.plan):
             out = multiply(rows, self.weight, self.weight_t, self.plan[count - 1])
         else:  # many rows (prefill): compute-bound, the library's own choice
             out = F.linear(rows, self.weight)

@@ -108,20 +108,33 @@ class LlamaModel(nn.Module):
             else:
                 p.data.normal_(0.0, 0.02, generator=gen)
 
+    def quantize_int8(self, kernel) -> None:
+        """Every linear layer's weight held as int8 (engine/model/int8.py), the output projection
+        too; the embedding table stays float32 (a step looks up a few of its rows)."""
+        for m in self.modules():
+            if isinstance(m, Linear):
+                m.quantize_int8(kernel)
+
     def prepare_for_inference(self) -> None:
-        """Freeze, and on CPU give every linear layer its measured plan for few-row products."""
+        """Freeze, and on CPU give every float linear layer its measured plan for few-row
+        products."""
         self.eval()
         self.requires_grad_(False)
-        if self.embed.weight.device.type == "cpu":
-            linears = [m for m in self.modules() if isinstance(m, Linear)]  # in step order
+        linears = [m for m in self.modules() if isinstance(m, Linear) and m.qweight is None]
+        if self.embed.weight.device.type == "cpu" and linears:  # in step order
             pairs = [(m.weight.detach(), split_transposed(m.weight.detach())) for m in linears]
             plan = matmul_plan(pairs)
             for m, (_, weight_t) in zip(linears, pairs):
                 m.prepare_for_cpu_decode(plan, weight_t)
 
     def weight_bytes(self) -> int:
-        """Bytes one decode step must read: every parameter once (tied embedding counted once)."""
-        return sum(p.numel() * p.element_size() for p in self.parameters())
+        """Bytes one decode step must read: every linear layer's weight as held (the output
+        projection's is the tied embedding table, counted once) and the norms' weights. The
+        embedding lookup reads only a few rows: not counted."""
+        linears = sum(m.weight_bytes() for m in self.modules() if isinstance(m, Linear))
+        norms = sum(m.weight.numel() * m.weight.element_size()
+                    for m in self.modules() if isinstance(m, RMSNorm))
+        return linears + norms
 
 
 def causal_attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

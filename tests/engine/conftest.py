@@ -8,7 +8,14 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
-from engine.model.cpu_kernel import KernelBuildError, build_kernel, paged_decode_kernel
+from engine.model.cpu_kernel import (
+    INT8_LINEAR,
+    PAGED_DECODE,
+    KernelBuildError,
+    build_one,
+    int8_linear_kernel,
+    paged_decode_kernel,
+)
 
 KV_BUDGET = 64 * 2**20  # plenty for the tests, small enough to allocate in a blink
 
@@ -22,9 +29,10 @@ def shuffled(engine: LLMEngine, seed: int = 0) -> LLMEngine:
     return engine
 
 
-def new_tiny_engine(seed: int = 0, backend: str = "auto") -> LLMEngine:
+def new_tiny_engine(seed: int = 0, backend: str = "auto", weight_format: str = "fp32") -> LLMEngine:
     """The real tiny preset on CPU, with its blocks handed out in a shuffled order."""
-    config = EngineConfig(preset="tiny", device="cpu", kv_budget_bytes=KV_BUDGET, backend=backend)
+    config = EngineConfig(preset="tiny", device="cpu", kv_budget_bytes=KV_BUDGET, backend=backend,
+                          weight_format=weight_format)
     return shuffled(LLMEngine(config), seed)
 
 
@@ -52,7 +60,18 @@ def cpp_kernel():
     """The C++ decode-attention kernel, built once into the tests' own cache ($LLM_SPEED_CACHE);
     the tests that need it are skipped where it cannot be built."""
     try:
-        build_kernel()
+        build_one(PAGED_DECODE)
     except KernelBuildError as e:
         pytest.skip(str(e))
     return paged_decode_kernel()
+
+
+@pytest.fixture(scope="session")
+def int8_kernel():
+    """The C++ int8 linear kernel, built like cpp_kernel; its tests are skipped where it cannot
+    be built."""
+    try:
+        build_one(INT8_LINEAR)
+    except KernelBuildError as e:
+        pytest.skip(str(e))
+    return int8_linear_kernel()
