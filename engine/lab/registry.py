@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import POLICIES, PRESETS, WORKLOADS
+from ..config import POLICIES, PRESETS, WEIGHT_FORMATS, WORKLOADS
 from . import results
 from .job_queue import SIZES
 from .params import Bool, Choice, Float, Int, Lengths, Many, Optional, Param, Rate, Text, check_all
@@ -128,7 +128,8 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      # one run each at the defaults with a landing's suite beside it (load 4.3): prefix cache on
      # 5.9-6.7 s, off 9.6 s; prompt lookup 3.2 s (6.9 s building the engine); the lead's
      # bench/capacity_search.py: 51-62 s a search
-     "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 90.0}
+     "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 90.0,
+     "int8_point": 9.0, "int8_quality": 9.0}
 
 JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- what the machine is -----------------------------------------------------------------
@@ -244,6 +245,22 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "proposing k tokens a step: TPOT, target steps, acceptance against the formula.",
         size="run", bounds=(Bound(B["speculative"], {},
                                   "a generation of 64 tokens with prompt lookup (tiny)"),)),
+    _spec("int8_point", "engine.lab.jobs.quantization:int8_point_job", {
+        **ENGINE, "weight_format": Choice("int8", choices=WEIGHT_FORMATS),
+        "batch_size": Int(1, lo=1, hi=256), "prompt_len": Int(128, lo=1),
+        "new_tokens": Int(32, lo=1), **SEED},
+        results.Int8PointResult,
+        "sweep_point on an engine with fp32 or int8 weights (CPU; int8 needs python -m engine "
+        "build-kernel): TPOT, weight bytes, bytes per step.",
+        bounds=(Bound(B["int8_point"], {"batch_size": 16, "prompt_len": 128, "new_tokens": 32},
+                      "a point of the int8 sweep at batch 16 (tiny)"),)),
+    _spec("int8_quality", "engine.lab.jobs.quantization:int8_quality_job", {
+        "preset": Choice("tiny", choices=("tiny",)), "windows": Int(16, lo=1, hi=58),
+        "seq_len": Int(256, lo=16, hi=256)},
+        results.Int8QualityResult,
+        "The trained tiny model with fp32 and int8 weights on the corpus's held-out windows: "
+        "loss of each, and the share of positions where both pick the same next token.",
+        bounds=(Bound(B["int8_quality"], {}, "both models on 16 held-out windows (tiny)"),)),
     _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
         **ENGINE, "rates": Many([1.0, 2.0, 4.0, 8.0], each=Float(lo=1e-3, hi=1000.0),
                                 each_name="rate", max_items=12, what="request rates"),

@@ -630,10 +630,36 @@ class CapacitySearchResult(Record):
     loads: list[CapacityLoad]
 
 
+@dataclass(frozen=True)
+class Int8PointResult(SweepPointResult):
+    """One batch size of the sweep on an engine with the weights given (fp32 or int8): the
+    quantization lesson's sweep_point, kept apart so sweep_point's cached results stay valid."""
+
+    job_kind: ClassVar[str] = "int8_point"
+    weight_format: str = dataclasses.field(kw_only=True)  # after sweep_point's optional step_ms
+
+
+@dataclass(frozen=True)
+class Int8QualityResult(Record):
+    """The trained preset with float32 and int8 weights on the corpus's held-out windows
+    (engine.quantization.Int8Quality)."""
+
+    job_kind: ClassVar[str] = "int8_quality"
+    device: str
+    preset: str
+    windows: int
+    seq_len: int
+    positions: int
+    loss_fp32: float
+    loss_int8: float
+    agreement: float
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
-    PrefixCacheResult, SpeculativeResult, CapacitySearchResult)}
+    PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
+    CapacitySearchResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

@@ -31,18 +31,19 @@ _fitted: weakref.WeakSet[LLMEngine] = weakref.WeakSet()  # engines whose pool fo
 
 def engine_for(preset: str, device: str = "auto", backend: str = "auto",
                kv_budget_mib: int | None = None, random_weights: bool = False,
-               prefix_caching: bool = False) -> LLMEngine:
+               weight_format: str = "fp32", prefix_caching: bool = False) -> LLMEngine:
     """The worker's engine for these settings, built on first use and kept (the MAX_ENGINES most
     recently used), warmed up so no first-call cost lands in a measurement. Prefix caching is
-    off except for the prefix cache lesson's job, which asks for an engine of its own."""
-    key = (preset, device, backend, kv_budget_mib, random_weights, prefix_caching)
+    off, and the weights float, except for the jobs of the lessons that teach them, which ask
+    for an engine of their own."""
+    key = (preset, device, backend, kv_budget_mib, random_weights, weight_format, prefix_caching)
     engine = _engines.pop(key, None)
     if engine is None:
         while len(_engines) >= MAX_ENGINES:
             _engines.pop(next(iter(_engines)))  # the least recently used
         engine = LLMEngine(EngineConfig(
             preset=preset, device=device, backend=backend, random_weights=random_weights,
-            prefix_caching=prefix_caching,
+            prefix_caching=prefix_caching, weight_format=weight_format,
             kv_budget_bytes=kv_budget_mib * 2**20 if kv_budget_mib else
             smallest_pool_bytes(preset, device),
         ))

@@ -27,7 +27,12 @@ from .engines import engine_from_params, fit_kv
 
 def sweep_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     """One batch size of the sweep: TTFT, median decode step (TPOT), tokens/s, KV bytes."""
-    engine = engine_from_params(params)
+    return measure_sweep_point(engine_from_params(params), params, emit, cancelled)
+
+
+def measure_sweep_point(engine, params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+    """A sweep point's result on the engine given (the quantization lesson's int8_point job
+    measures one on an engine with int8 weights)."""
     fit_kv(engine, [params["prompt_len"] + params["new_tokens"]] * params["batch_size"])
 
     def on_step(done: int, total: int) -> None:

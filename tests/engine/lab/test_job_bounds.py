@@ -23,7 +23,9 @@ def run_at(kind: str, params: dict):
 
 
 @pytest.mark.parametrize("kind, bound", TINY_BOUNDS, ids=[b.what for _, b in TINY_BOUNDS])
-def test_a_bound_is_stated_for_the_work_its_params_ask_for(kind, bound):
+def test_a_bound_is_stated_for_the_work_its_params_ask_for(kind, bound, request):
+    if kind.startswith("int8_"):
+        request.getfixturevalue("int8_kernel")  # int8 weights need their kernel built
     params = JOBS[kind].check(bound.at)
     result = run_at(kind, bound.at)
     if kind == "sweep_point":
@@ -50,6 +52,13 @@ def test_a_bound_is_stated_for_the_work_its_params_ask_for(kind, bound):
     elif kind == "speculative":
         assert result.batch_size == params["batch_size"] and result.method == params["method"]
         assert all(1 <= len(ids) <= params["new_tokens"] for ids in result.output_ids)
+    elif kind == "int8_point":
+        assert result.batch_size == params["batch_size"]
+        assert result.weight_format == params["weight_format"]
+        assert result.decode_steps_timed == params["new_tokens"] - 1 - WARMUP_STEPS
+    elif kind == "int8_quality":
+        assert result.windows == params["windows"]
+        assert result.positions == params["windows"] * params["seq_len"]
     elif kind == "kv_allocation":
         assert {row.preset for row in result.caches} == {"tiny", "small", "large"}
     elif kind == "info":
