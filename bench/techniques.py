@@ -12,14 +12,13 @@ mood), each against the same engine without it:
      (measured, and the formula (1 - a^(k+1)) / (1 - a) at the measured a), TPOT (mean over
      the batch's sequences) and its ratio to plain decoding's. The outputs must equal plain
      decoding's (checked, every run).
-  3. int8 weights (issue 15 item 2): TPOT at batch 1 on `small`, int8 against fp32, when the
-     engine has the option (an EngineConfig field `weights` taking "int8", the planned
-     `--weights fp32|int8`). Until then, what the option would stand on: the int8 kernel torch
-     offers for weight-only int8 with per-channel scales (torch._weight_int8pack_mm, the one
-     gpt-fast and torchao use) against fp32 F.linear, on every weight matrix of `small`'s decode
-     step (12 layers and the output head, each read from memory as a step reads them), at 1, 4
-     and 16 rows, with fp32 and bf16 activations, against the faster of two fp32 layouts
-     (F.linear and (W @ x.T).T): ms per step and weight GB/s.
+  3. int8 weights: the engine on `small` (random weights) with fp32 and with int8 weights
+     (--weights int8: per-row scales, the engine's C++ kernel), TPOT at each batch size of
+     --batches. Target: int8 at most 0.7x fp32's TPOT at batch 1. Then one decode step's
+     products alone (every weight matrix of small's step), at 1, 4 and 16 rows: the faster of
+     two fp32 layouts (F.linear and (W @ x.T).T), the engine's int8 kernel, and the int8 kernel
+     torch offers (torch._weight_int8pack_mm, the one gpt-fast and torchao use; up to 4 rows):
+     ms per step and weight GB/s.
 
 Each configuration runs --repeats times, interleaved, after one untimed pass; the least disturbed
 run of each is compared (the lowest TTFT or TPOT: other work on a shared machine only ever slows
@@ -32,7 +31,6 @@ object (also saved to bench/results/techniques.json).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics
@@ -42,13 +40,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.config import EngineConfig, get_preset  # noqa: E402
+from engine.config import WEIGHT_FORMATS, EngineConfig, get_preset  # noqa: E402
 from engine.device import describe_device  # noqa: E402
 from engine.generate import generate  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
+from engine.model import int8  # noqa: E402
+from engine.model.cpu_kernel import KernelBuildError, build_kernel, int8_linear_kernel  # noqa: E402
 from engine.scheduler import SchedulerConfig  # noqa: E402
 from engine.serve.loop import run  # noqa: E402
 from engine.serve.workload import PromptSource, WorkloadSpec, make_workload  # noqa: E402
@@ -62,11 +63,6 @@ PREFIX_POLICY = SchedulerConfig("continuous", max_batch=1, chunk_size=0)
 TARGET_PREFIX_SPEEDUP = 3.0
 SPEC_PROMPT_LEN, SPEC_NEW_TOKENS = 48, 64
 INT8_PRESET, INT8_PROMPT_LEN, INT8_NEW_TOKENS, TARGET_INT8_TPOT = "small", 128, 32, 0.7
-
-
-def int8_available() -> bool:
-    """Whether the engine offers int8 weights yet (issue 15 item 2)."""
-    return any(f.name == "weights" for f in dataclasses.fields(EngineConfig))
 
 
 # ---- 1. prefix caching -------------------------------------------------------------------------
@@ -176,106 +172,93 @@ def bench_speculative(repeats: int, batches: list[int], ks: list[int]) -> dict:
 
 # ---- 3. int8 weights ---------------------------------------------------------------------------
 KERNEL_ROWS = (1, 4, 16)
+TORCH_INT8_MAX_ROWS = 4  # torch's int8 kernel takes seconds per pass beyond this: not worth a run
 
 
 def step_matrices(preset: str) -> list[tuple[int, int]]:
     """(out, in) of every weight matrix a decode step of the preset multiplies by."""
     cfg = get_preset(preset)
     q, kv = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
-    layer = [(q, cfg.hidden), (kv, cfg.hidden), (kv, cfg.hidden), (cfg.hidden, q),
-             (cfg.intermediate, cfg.hidden), (cfg.intermediate, cfg.hidden),
+    layer = [(q + 2 * kv, cfg.hidden), (cfg.hidden, q), (2 * cfg.intermediate, cfg.hidden),
              (cfg.hidden, cfg.intermediate)]
     return layer * cfg.layers + [(cfg.vocab, cfg.hidden)]
 
 
-def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-output-channel symmetric int8: (int8 weight, fp32 scale per row)."""
-    scale = weight.abs().amax(dim=1).clamp(min=1e-8) / 127
-    return torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
-
-
 def bench_int8_kernels(repeats: int) -> dict:
-    """Time one step's worth of products each way; the best of `repeats` per way and rows."""
+    """One decode step's products of `small` (its 49 matrices, random weights), each way: the
+    faster of two fp32 layouts, the engine's C++ int8 kernel, and torch's weight-only int8 kernel
+    (torch._weight_int8pack_mm, per-channel scales, the one gpt-fast and torchao use)."""
     cfg = get_preset(INT8_PRESET)
+    kernel = int8_linear_kernel()
     gen = torch.Generator().manual_seed(0)
-    fp32, int8 = [], []
-    for out_f, in_f in step_matrices(INT8_PRESET):
-        w = torch.randn(out_f, in_f, generator=gen) / in_f ** 0.5
-        fp32.append(w)
-        int8.append(quantize_rows(w))
+    fp32 = [torch.randn(o, i, generator=gen) / i ** 0.5 for o, i in step_matrices(INT8_PRESET)]
+    quantized = [int8.quantize_rows(w) for w in fp32]
     weight_bytes = {"fp32": sum(w.numel() * 4 for w in fp32),
-                    "int8": sum(q.numel() + 4 * s.numel() for q, s in int8)}
-    bf16_scales = [(q, s.bfloat16()) for q, s in int8]
-
-    def fp32_step(rows: dict[int, torch.Tensor]) -> None:
-        for w in fp32:  # each matrix takes the rows of its input width
-            torch.nn.functional.linear(rows[w.shape[1]], w)
-
-    def fp32_w_xt_step(rows: dict[int, torch.Tensor]) -> None:
-        for w in fp32:  # the layout BLAS often streams faster for few rows (matmul_plan)
-            (w @ rows[w.shape[1]].t()).t()
-
-    def int8_step(scaled: list[tuple[torch.Tensor, torch.Tensor]]):
-        def run_step(rows: dict[int, torch.Tensor]) -> None:
-            for q, scale in scaled:
-                torch._weight_int8pack_mm(rows[q.shape[1]], q, scale)
-        return run_step
-
-    ways = {  # name: (one step's products, whose weight bytes, the rows' dtype)
-        "fp32 F.linear": (fp32_step, "fp32", torch.float32),
-        "fp32 (W @ x.T).T": (fp32_w_xt_step, "fp32", torch.float32),
-        "int8 weight-only, fp32 rows": (int8_step(int8), "int8", torch.float32),
-        "int8 weight-only, bf16 rows": (int8_step(bf16_scales), "int8", torch.bfloat16),
+                    "int8": sum(int8.int8_bytes(q, s) for q, s in quantized)}
+    ways = {  # name: (one step's products, whose weight bytes, most rows worth timing)
+        "fp32 F.linear": (lambda rows: [F.linear(rows[w.shape[1]], w) for w in fp32], "fp32", 99),
+        "fp32 (W @ x.T).T": (lambda rows: [(w @ rows[w.shape[1]].t()).t() for w in fp32],
+                             "fp32", 99),
+        "int8 engine C++ kernel": (lambda rows: [kernel(rows[q.shape[1]], q, s)
+                                                 for q, s in quantized], "int8", 99),
+        "int8 torch._weight_int8pack_mm": (
+            lambda rows: [torch._weight_int8pack_mm(rows[q.shape[1]], q, s)
+                          for q, s in quantized], "int8", TORCH_INT8_MAX_ROWS),
     }
     times: dict[str, dict[int, list[float]]] = {w: {r: [] for r in KERNEL_ROWS} for w in ways}
     for rep in range(repeats + 1):  # the first pass is untimed
         for count in KERNEL_ROWS:
-            for name, (run_step, _, dtype) in ways.items():
-                rows = {width: torch.randn(count, width, generator=gen).to(dtype)
-                        for width in (cfg.hidden, cfg.heads * cfg.head_dim, cfg.intermediate)}
+            rows = {width: torch.randn(count, width, generator=gen)
+                    for width in (cfg.hidden, cfg.heads * cfg.head_dim, cfg.intermediate)}
+            for name, (run_step, _, most) in ways.items():
+                if count > most:
+                    continue
                 began = time.perf_counter()
                 run_step(rows)
                 ms = 1000 * (time.perf_counter() - began)
                 if rep:
                     times[name][count].append(ms)
-                    print(f"  round {rep} {name:<28} {count:>2} rows {ms:8.2f} ms per step",
+                    print(f"  round {rep} {name:<31} {count:>2} rows {ms:8.2f} ms per step",
                           file=sys.stderr)
     fp32_best = {count: min(min(t[count]) for name, t in times.items() if name.startswith("fp32"))
                  for count in KERNEL_ROWS}  # the faster fp32 way at each row count
-    kernels = []
-    for name, (_, kind, _) in ways.items():
-        for count in KERNEL_ROWS:
-            ms = min(times[name][count])
-            kernels.append({"way": name, "rows": count, "best_ms": ms,
-                            "runs_ms": times[name][count],
-                            "weight_gbs": weight_bytes[kind] / ms / 1e6,
-                            "over_best_fp32": ms / fp32_best[count]})
-    at_1 = {k["way"]: k["over_best_fp32"] for k in kernels if k["rows"] == 1}
-    return {"engine": "no int8 weights option yet (issue 15 item 2): the kernels alone",
-            "preset": INT8_PRESET, "kernel": "torch._weight_int8pack_mm (per-channel scales)",
-            "matrices": len(fp32), "weight_bytes": weight_bytes, "kernels": kernels,
-            "best_int8_over_fp32_at_1_row": min(v for w, v in at_1.items() if w.startswith("int8"))}
+    kernels = [{"way": name, "rows": count, "best_ms": min(times[name][count]),
+                "runs_ms": times[name][count],
+                "weight_gbs": weight_bytes[kind] / min(times[name][count]) / 1e6,
+                "over_best_fp32": min(times[name][count]) / fp32_best[count]}
+               for name, (_, kind, _) in ways.items() for count in KERNEL_ROWS
+               if times[name][count]]
+    return {"matrices": len(fp32), "weight_bytes": weight_bytes, "kernels": kernels}
 
 
-def bench_int8(repeats: int) -> dict:
-    if not int8_available():
-        return bench_int8_kernels(repeats)
-    engines = {w: LLMEngine(EngineConfig(preset=INT8_PRESET, kv_budget_bytes=KV_BUDGET,
-                                         **{"weights": w}))
-               for w in ("fp32", "int8")}
-    runs: dict[str, list[float]] = {w: [] for w in engines}
+def bench_int8(repeats: int, batches: list[int]) -> dict:
+    """The engine on `small` with fp32 and int8 weights: TPOT at each batch size (sweep: a
+    128-token prompt per sequence, then 32 tokens), best of `repeats`, interleaved; then the
+    step's products alone, each way (bench_int8_kernels)."""
+    try:
+        build_kernel(lambda s: print(f"  compiling the C++ kernels, {s:.0f} s", file=sys.stderr))
+    except KernelBuildError as e:
+        return {"error": str(e)}
+    engines = {w: LLMEngine(EngineConfig(preset=INT8_PRESET, device="cpu",
+                                         kv_budget_bytes=KV_BUDGET, weight_format=w))
+               for w in WEIGHT_FORMATS}
+    runs = {w: {b: [] for b in batches} for w in engines}
     for engine in engines.values():
         engine.warm_up()
     for rep in range(repeats):
-        for w, engine in engines.items():
-            [point] = sweep(engine, [1], INT8_PROMPT_LEN, INT8_NEW_TOKENS)
-            runs[w].append(point.tpot_ms)
-            print(f"  round {rep + 1} {INT8_PRESET} {w} batch 1 TPOT {point.tpot_ms:6.2f} ms",
-                  file=sys.stderr)
-    best = {w: min(v) for w, v in runs.items()}
+        for b in batches:
+            for w, engine in engines.items():
+                [point] = sweep(engine, [b], INT8_PROMPT_LEN, INT8_NEW_TOKENS)
+                runs[w][b].append(point.tpot_ms)
+                print(f"  round {rep + 1} {INT8_PRESET} {w} batch {b:>2} TPOT "
+                      f"{point.tpot_ms:7.2f} ms", file=sys.stderr)
+    best = {w: {b: min(v) for b, v in r.items()} for w, r in runs.items()}
+    weight_bytes = {w: e.model.weight_bytes() for w, e in engines.items()}
+    del engines
     return {"preset": INT8_PRESET, "prompt_len": INT8_PROMPT_LEN, "new_tokens": INT8_NEW_TOKENS,
-            "runs_tpot_ms": runs, "best_tpot_ms": best,
-            "int8_over_fp32_tpot": best["int8"] / best["fp32"]}
+            "weight_bytes": weight_bytes, "runs_tpot_ms": runs, "best_tpot_ms": best,
+            "int8_over_fp32_tpot": {b: best["int8"][b] / best["fp32"][b] for b in batches},
+            "products": bench_int8_kernels(repeats)}
 
 
 # ---- report ------------------------------------------------------------------------------------
@@ -304,17 +287,23 @@ def print_tables(prefix: dict | None, spec: dict | None, int8: dict | None) -> N
         print()
     if int8 is None:
         return
-    if "kernels" in int8:
-        print(f"int8 weight-only kernel on {int8['preset']}'s decode-step matrices "
-              f"({int8['matrices']}), {int8['engine']}")
-        print(f"{'way':<30} {'rows':>4} {'ms/step':>8} {'GB/s':>6} {'x best fp32':>12}")
-        for k in int8["kernels"]:
-            print(f"{k['way']:<30} {k['rows']:>4} {k['best_ms']:>8.2f} {k['weight_gbs']:>6.1f} "
-                  f"{k['over_best_fp32']:>12.2f}")
-    else:
-        print(f"int8 on {int8['preset']}, batch 1: TPOT {int8['best_tpot_ms']['int8']:.2f} ms vs "
-              f"fp32 {int8['best_tpot_ms']['fp32']:.2f} ms = "
-              f"{int8['int8_over_fp32_tpot']:.2f}x")
+    if "error" in int8:
+        print(f"int8: not measured ({int8['error']})")
+        return
+    print(f"int8 weights on {int8['preset']}: TPOT, {int8['prompt_len']}-token prompts, "
+          f"{int8['new_tokens']} new tokens; weights read per step "
+          f"{int8['weight_bytes']['fp32'] / 1e6:.0f} MB fp32, "
+          f"{int8['weight_bytes']['int8'] / 1e6:.0f} MB int8")
+    print(f"{'batch':>5} {'fp32 ms':>8} {'int8 ms':>8} {'int8/fp32':>10}")
+    for b, ratio in int8["int8_over_fp32_tpot"].items():
+        print(f"{b:>5} {int8['best_tpot_ms']['fp32'][b]:>8.2f} "
+              f"{int8['best_tpot_ms']['int8'][b]:>8.2f} {ratio:>10.2f}")
+    products = int8["products"]
+    print(f"one decode step's {products['matrices']} products alone, best of each")
+    print(f"{'way':<31} {'rows':>4} {'ms/step':>8} {'GB/s':>6} {'x best fp32':>12}")
+    for k in products["kernels"]:
+        print(f"{k['way']:<31} {k['rows']:>4} {k['best_ms']:>8.2f} {k['weight_gbs']:>6.1f} "
+              f"{k['over_best_fp32']:>12.2f}")
 
 
 def main() -> int:
@@ -336,7 +325,7 @@ def main() -> int:
           f"{load_before[0]:.2f}", file=sys.stderr)
     prefix = None if args.skip_prefix else bench_prefix(args.repeats)
     spec = None if args.skip_spec else bench_speculative(args.repeats, batches, ks)
-    int8 = None if args.skip_int8 else bench_int8(args.repeats)
+    int8 = None if args.skip_int8 else bench_int8(args.repeats, batches)
     load_after = os.getloadavg()
 
     targets = []
@@ -345,15 +334,8 @@ def main() -> int:
                         "value": round(prefix["ttft_speedup"], 3),
                         "limit": TARGET_PREFIX_SPEEDUP,
                         "met": prefix["ttft_speedup"] >= TARGET_PREFIX_SPEEDUP})
-    if int8 is None:
-        pass
-    elif "kernels" in int8:
-        ratio = int8["best_int8_over_fp32_at_1_row"]
-        targets.append({"target": f"int8 / fp32 step products (kernels only), {INT8_PRESET}, "
-                                  "1 row", "value": round(ratio, 3), "limit": TARGET_INT8_TPOT,
-                        "met": ratio <= TARGET_INT8_TPOT})
-    else:
-        ratio = int8["int8_over_fp32_tpot"]
+    if int8 and "error" not in int8 and 1 in int8["int8_over_fp32_tpot"]:
+        ratio = int8["int8_over_fp32_tpot"][1]
         targets.append({"target": f"int8 / fp32 TPOT, {INT8_PRESET}, batch 1",
                         "value": round(ratio, 3), "limit": TARGET_INT8_TPOT,
                         "met": ratio <= TARGET_INT8_TPOT})
