@@ -7,11 +7,14 @@ Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty ca
 - N lightweight students, each a Bokeh client session (bokeh.client.pull_session) that sends the
   browser's "document ready" event, so the lesson starts its measurements as in a browser. They
   arrive evenly over --arrive-s seconds, each on a lesson of MIX with settings of its own (its
-  URL), and while the class lasts each moves one of its lesson's sliders every 10-25 s (setting
-  the slider's value and sending the released value, as a mouse release does).
+  URL). Every lesson measures nothing fresh before its reader predicts or skips (lessons.base):
+  each student skips at once ("Skip the prediction and measure"), so the figures below leave out a
+  reader's own thinking time. While the class lasts each moves one of its lesson's sliders every
+  10-25 s (setting the slider's value and sending the released value, as a mouse release does).
 - one real reader, Chromium driven by Playwright (/usr/bin/chromium, headless): every
-  --probe-every seconds a new page (a newly arriving reader) on the next lesson of PROBE_LESSONS;
-  on the knob it also releases the slider at a batch nobody asked for.
+  --probe-every seconds a new page (a newly arriving reader) on the next lesson of PROBE_LESSONS,
+  skipping its prediction once the button is there; on the knob it also releases the slider at a
+  batch nobody asked for.
 It prints and saves (bench/results/classroom-<N>.json):
 - time to first number for a newly arriving reader: from opening the page to the first measured
   number on it (the status line's "measured live" / "cached: measured" / "nearby"), p50 and p95,
@@ -50,6 +53,7 @@ from served_app import CHROMIUM, CHROMIUM_ARGS, ROOT, child_pids, rss_mib, start
 
 RESULTS = ROOT / "bench" / "results"
 TARGETS = {"first_number_p95_s": 10.0, "release_to_drawn_p95_s": 5.0, "rss_after_within": 0.20}
+SKIP_PREDICTION = "Skip the prediction and measure"  # the button's label (widgets/prediction.py)
 SHOWN = re.compile(r"measured live|cached: measured|nearby")  # a number on the page, and whence
 WAIT_S = 120.0  # the most any one reader waits for anything
 GRACE_S = 120.0  # after the class: for the last results, the sessions to close, memory to settle
@@ -107,6 +111,7 @@ class Student:
     releases: list[dict] = field(default_factory=list)  # {"value", "at", "drawn_s"}
     error: str = ""
     _session: object = None
+    _skipped: bool = False
     _pending: dict | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -124,14 +129,30 @@ class Student:
         self._session = session
         session.document.on_change(self._changed)
         session.document.callbacks.send_event(DocumentReady())  # the browser's "loaded"
+        self._skip_prediction()
         try:
             session._loop_until_closed()  # process the server's updates until closed
         except Exception as e:
             self.error = f"{type(e).__name__}: {e}"
 
+    def _skip_prediction(self) -> None:
+        """Click the lesson's skip button once it is on the page (on this session's thread)."""
+        from bokeh.events import ButtonClick
+        from bokeh.models import Button
+
+        if self._skipped:
+            return
+        for model in list(self._session.document.models):
+            if isinstance(model, Button) and model.label == SKIP_PREDICTION:
+                self._skipped = True
+                self._session.document.callbacks.send_event(ButtonClick(model))
+                return
+
     def _changed(self, event) -> None:
         """Every change the server sends, on this session's thread."""
         now = time.monotonic()
+        if not self._skipped:
+            self._skip_prediction()
         new = getattr(event, "new", None)
         if isinstance(new, str) and SHOWN.search(new):
             if self.first_number_s is None:
@@ -203,6 +224,10 @@ def probe_arrival(browser, url: str, slug: str, knob_batch: int) -> dict:
         start = time.monotonic()
         extra = f"&batch_size={knob_batch - 1}" if slug == "knob" else ""
         page.goto(f"{url}/app?lesson={slug}{extra}", wait_until="commit")
+        try:
+            page.get_by_role("button", name=SKIP_PREDICTION).click(timeout=WAIT_S * 1000)
+        except PlaywrightTimeout:
+            out["error"] = "no prediction to skip within the wait"
         try:
             page.get_by_text(SHOWN).first.wait_for(timeout=WAIT_S * 1000)
             out["first_number_s"] = round(time.monotonic() - start, 2)
