@@ -49,11 +49,19 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 
-from served_app import CHROMIUM, CHROMIUM_ARGS, ROOT, child_pids, rss_mib, start_server, stop_server
+from served_app import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    SKIP_PREDICTION,
+    child_pids,
+    rss_mib,
+    start_server,
+    stop_server,
+)
 
 RESULTS = ROOT / "bench" / "results"
 TARGETS = {"first_number_p95_s": 10.0, "release_to_drawn_p95_s": 5.0, "rss_after_within": 0.20}
-SKIP_PREDICTION = "Skip the prediction and measure"  # the button's label (widgets/prediction.py)
 SHOWN = re.compile(r"measured live|cached: measured|nearby")  # a number on the page, and whence
 WAIT_S = 120.0  # the most any one reader waits for anything
 GRACE_S = 120.0  # after the class: for the last results, the sessions to close, memory to settle
