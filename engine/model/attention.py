@@ -191,16 +191,23 @@ def prefill_attention(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
 
 
 class PagedAttention:
-    """The `attend` function the model calls in every layer during an engine step."""
+    """The `attend` function the model calls in every layer during an engine step.
+
+    With the cpp backend, a step that only decodes takes a shorter road: `fused_qkv` (not None
+    then) does a layer's rotary, cache writes and attention in one C++ call from the projected
+    q, k and v (the model asks for it, model.DecoderLayer), where plain torch makes a dozen op
+    calls, each costing about what the arithmetic does at batch 1."""
 
     def __init__(self, cache: PagedKVCache, backend: str):
         if backend not in BACKENDS:
             raise ValueError(f"unknown attention backend {backend!r}: {', '.join(BACKENDS)}")
         self.cache = cache
         self.backend = backend
-        self.batch: AttentionBatch | None = None
+        self._batch: AttentionBatch | None = None
+        self._decode_step = None  # the C++ one-call decode step (cpp backend)
+        self.fused_qkv = None  # set with each step's batch: see the class docstring
         if backend == "cpp":
-            from .cpu_kernel import paged_decode_kernel
+            from .cpu_kernel import decode_step_kernel, paged_decode_kernel
 
             if cache.dtype != torch.float32:
                 raise ConfigError(f"the cpp attention backend needs a float32 KV cache, not "
@@ -210,10 +217,32 @@ class PagedAttention:
                 raise ConfigError("the cpp attention backend's kernel is not built on this "
                                   "machine: run python -m engine build-kernel (about a minute), "
                                   "or use --backend torch")
+            self._decode_step = decode_step_kernel()
         elif backend == "triton":
             from .triton_attention import paged_decode_triton
 
             self._kernel = paged_decode_triton
+
+    @property
+    def batch(self) -> AttentionBatch | None:
+        return self._batch
+
+    @batch.setter
+    def batch(self, batch: AttentionBatch | None) -> None:
+        """The step's attention inputs, set by the runner before the model runs."""
+        self._batch = batch
+        decode_only = batch is not None and batch.num_decode and not batch.prefills
+        self.fused_qkv = self._fused_decode if self._decode_step and decode_only else None
+
+    def _fused_decode(self, layer: int, qkv: torch.Tensor, angles) -> torch.Tensor:
+        """A decode-only step's attention for one layer from the fused projection qkv (T, (H +
+        2 KVH) * D): rotary on q and k, k and v written at their slots, attention; (T, H * D)."""
+        batch, cache = self._batch, self.cache
+        kv_heads, head_dim = cache.k.shape[-2:]
+        cos, sin = angles
+        return self._decode_step(qkv, cos, sin, batch.slot_mapping, cache.k_layers[layer],
+                                 cache.v_layers[layer], batch.decode_block_tables,
+                                 batch.decode_seq_lens, qkv.shape[1] // head_dim - 2 * kv_heads)
 
     def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                batch: AttentionBatch) -> torch.Tensor:

@@ -1,10 +1,11 @@
-"""The engine's C++ kernels for CPUs, built once, on request: the paged decode-attention kernel
-(csrc/paged_decode.cpp) and the weight-only int8 linear (csrc/int8_linear.cpp).
+"""The engine's C++ kernels for CPUs, built once, on request: paged decode attention, the one-call
+decode step and the few-row product (csrc/paged_decode.cpp, csrc/rows_matmul.cpp: one library),
+and the weight-only int8 linear (csrc/int8_linear.cpp).
 
 `build_kernel()` compiles them with the machine's C++ compiler and ninja (torch's C++
 extension machinery), which takes about a minute each on two cores; `python -m engine
 build-kernel` and `python -m lessons.warm` call it, with progress. Each library is kept in the
-engine's cache directory under a name keyed by CPU, torch version and its source's own hash.
+engine's cache directory under a name keyed by CPU, torch version and its sources' own hash.
 
 `paged_decode_kernel()` and `int8_linear_kernel()` only load a library already built (a fraction
 of a second) and never compile: an engine made inside a page's request must not sit in a
@@ -42,24 +43,29 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 
 @dataclass(frozen=True)
 class CppKernel:
-    """One C++ source built into its own library, and the op it registers with torch."""
+    """C++ sources built into one library, and the op it registers with torch."""
 
-    source: Path
+    sources: tuple[Path, ...]
     name: str  # the library's name
     namespace: str  # torch.ops.<namespace>.<op>
     op: str
     what: str  # for messages: "the C++ ... kernel"
 
 
-PAGED_DECODE = CppKernel(CSRC / "paged_decode.cpp", "engine_cpu_paged_decode", "engine_cpu",
-                         "paged_decode", "C++ decode-attention kernel")
-INT8_LINEAR = CppKernel(CSRC / "int8_linear.cpp", "engine_cpu_int8_linear", "engine_int8",
+# The decode attention (and one-call decode step) and the few-row product, one library.
+PAGED_DECODE = CppKernel((CSRC / "paged_decode.cpp", CSRC / "rows_matmul.cpp"),
+                         "engine_cpu_paged_decode", "engine_cpu", "paged_decode",
+                         "C++ decode-attention kernel")
+INT8_LINEAR = CppKernel((CSRC / "int8_linear.cpp",), "engine_cpu_int8_linear", "engine_int8",
                         "int8_linear", "C++ int8 linear kernel")
 KERNELS = (PAGED_DECODE, INT8_LINEAR)
 # -march=native: the library is built on, and kept for, this machine only (the key names its CPU).
 # -ffast-math lets the compiler vectorize the softmax's exp (glibc's libmvec) and reorder the dot
 # products' sums; the kernel handles no infinities or NaNs (scores are finite).
-CFLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp-simd"]
+# -fopenmp: at::parallel_for is a header template that runs its loop on one thread unless the
+# library itself is compiled with OpenMP (without it, the kernels used one core); the library
+# then needs libgomp.so.1, which resolves to the copy torch has already loaded (same soname).
+CFLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp"]
 TICK_SECONDS = 5.0  # how often a build reports that it is still compiling
 
 _lock = threading.Lock()
@@ -70,9 +76,9 @@ class KernelBuildError(RuntimeError):
 
 
 def library_path(kernel: CppKernel = PAGED_DECODE) -> Path:
-    """Where this machine's build of the kernel's current source lives."""
-    source = kernel.source.read_bytes()
-    digest = hashlib.sha256(source + " ".join(CFLAGS).encode()).hexdigest()[:12]
+    """Where this machine's build of the kernel's current sources lives."""
+    text = b"".join(source.read_bytes() for source in kernel.sources) + " ".join(CFLAGS).encode()
+    digest = hashlib.sha256(text).hexdigest()[:12]
     key = f"{describe_device('cpu')}-torch{torch.__version__}-{digest}"
     if kernel is not PAGED_DECODE:  # the attention kernel keeps the name it was built under
         key = f"{kernel.op}-{key}"
@@ -104,6 +110,23 @@ def paged_decode_kernel() -> Callable | None:
     """The kernel, `(q, k_cache, v_cache, block_tables, seq_lens) -> out`, or None where it is
     not built on this machine (the engine then uses torch attention)."""
     return load_kernel(PAGED_DECODE)
+
+
+def decode_step_kernel() -> Callable | None:
+    """The one-call decode step, `(qkv, cos, sin, slots, k_cache, v_cache, block_tables,
+    seq_lens, heads) -> out`: rotary, cache writes and attention of a step whose every row
+    decodes (attention.PagedAttention); None where the library is not built."""
+    if paged_decode_kernel() is None:
+        return None
+    return torch.ops.engine_cpu.decode_step
+
+
+def rows_matmul_kernel() -> Callable | None:
+    """The few-row product, `(x (M, in), weight (out, in)) -> x @ weight.T` (csrc/rows_matmul.cpp,
+    matmul_plan's "cpp" variant); None where the library is not built."""
+    if paged_decode_kernel() is None:
+        return None
+    return torch.ops.engine_cpu.rows_matmul
 
 
 def int8_linear_kernel() -> Callable | None:
@@ -148,8 +171,9 @@ def build_one(kernel: CppKernel, tick: Callable[[float], None] | None = None) ->
                 warnings.catch_warnings(), _quiet(logging.getLogger("torch.utils.cpp_extension")):
             warnings.simplefilter("ignore")  # torch's notes on compiler versions: not the reader's
             with _lock:
-                load(name=kernel.name, sources=[str(kernel.source)], extra_cflags=CFLAGS,
-                     build_directory=build_dir, is_python_module=False, verbose=False)
+                load(name=kernel.name, sources=[str(source) for source in kernel.sources],
+                     extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"], build_directory=build_dir,
+                     is_python_module=False, verbose=False)
             os.replace(Path(build_dir) / f"{kernel.name}.so", path)
     except Exception as error:  # no compiler, no ninja, a failed compile: say which, in a line
         raise KernelBuildError(f"the {kernel.what} could not be built here: "

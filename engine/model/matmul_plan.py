@@ -18,14 +18,18 @@ TUNED_ROWS (every count up to 16, then 24, 32, 48 and 64), and keeps the fastest
 - "w_xt_split": the same with W viewed as P (out/P x in) pieces, multiplied as a batch (no copy);
 - "w_xt_pad": W @ x.T with x padded with zero rows to PAD_ROWS (the extra rows are dropped),
   for libraries that are faster at that size;
-- "linear": F.linear, what a plain loop does (so the plan is never slower than that loop's).
+- "linear": F.linear, what a plain loop does (so the plan is never slower than that loop's);
+- "cpp": where the engine's C++ library is built (`python -m engine build-kernel`), one call that
+  reads each weight row once for all the rows (csrc/rows_matmul.cpp): at batch 1 the others'
+  three to five op calls cost about as much as the arithmetic of tiny's matrices.
 
 It is timed on the model's own weights, layer after layer as a step reads them: each matrix is
 then read from memory, not from cache, as in a real step, and mixing layouts from one layer to
 the next turned out slower than any single choice, so one variant serves every layer for a given
 row count. A row count between two tuned ones takes the larger one's choice (`rows_plan`). Plans
-are cached per machine (CPU, torch version, threads) and model shape. Above MAX_TUNED_ROWS rows
-(prefill, very large batches) the product is compute-bound and F.linear is used.
+are cached per machine (CPU, torch version, threads), model shape and whether "cpp" was timed.
+Above MAX_TUNED_ROWS rows (prefill, very large batches) the product is compute-bound and F.linear
+is used.
 
 A new weight format (for example int8 weights with scales) adds its variants to `multiply` and
 VARIANTS, and its own entry in the plan's key (the dtype and shapes of the weights).
@@ -42,11 +46,11 @@ import torch.nn.functional as F
 from ..device import describe_device
 from ..paths import cache_dir, write_json_atomic
 
-VARIANTS = ("x_wt", "w_xt", "w_xt_split", "w_xt_pad", "linear")
+VARIANTS = ("x_wt", "w_xt", "w_xt_split", "w_xt_pad", "linear", "cpp")
 TUNED_ROWS = (*range(1, 17), 24, 32, 48, 64)
 MAX_TUNED_ROWS = TUNED_ROWS[-1]
 PAD_ROWS = 16
-PLAN_VERSION = 5
+PLAN_VERSION = 6
 
 
 def pieces(out_features: int) -> int:
@@ -68,6 +72,8 @@ def multiply(rows: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor,
     (one row's product is a plain view of the pieces', with no transposes): each call costs a
     few microseconds, about what streaming a small matrix does."""
     count = rows.shape[0]
+    if variant == "cpp":
+        return torch.ops.engine_cpu.rows_matmul(rows, weight)
     if variant == "x_wt":
         out = torch.bmm(rows.expand(weight_t.shape[0], -1, -1), weight_t)  # (P, M, out/P)
         return out.view(1, -1) if count == 1 else out.permute(1, 0, 2).reshape(count, -1)
@@ -85,11 +91,20 @@ def multiply(rows: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor,
     return F.linear(rows, weight)
 
 
+def available_variants() -> tuple[str, ...]:
+    """VARIANTS this process can run: "cpp" only where the C++ library is built (and loaded)."""
+    from .cpu_kernel import rows_matmul_kernel
+
+    return VARIANTS if rows_matmul_kernel() is not None else VARIANTS[:-1]
+
+
 def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float = 3.0,
-              max_repeats: int = 5) -> list[str]:
-    """The fastest variant for each row count of TUNED_ROWS, over passes through all
-    (W, split_transposed(W)) pairs in order. Variants are timed interleaved and the best pass
-    kept, so a passing hiccup on a shared machine rarely decides."""
+              max_repeats: int = 5, variants: tuple[str, ...] | None = None) -> list[str]:
+    """The fastest of `variants` (default: available_variants()) for each row count of
+    TUNED_ROWS, over passes through all (W, split_transposed(W)) pairs in order. Variants are
+    timed interleaved and the best pass kept, so a passing hiccup on a shared machine rarely
+    decides."""
+    variants = variants or available_variants()
     inputs = {w.shape[1]: torch.randn(MAX_TUNED_ROWS, w.shape[1], dtype=w.dtype)
               for w, _ in weights}
 
@@ -100,15 +115,15 @@ def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float 
         return time.perf_counter() - start
 
     first = one_pass(1, "x_wt")
-    calls = len(TUNED_ROWS) * len(VARIANTS)
+    calls = len(TUNED_ROWS) * len(variants)
     repeats = int(min(max_repeats, max(2, budget_s / (calls * first))))
     plan = []
     for count in TUNED_ROWS:
-        times = dict.fromkeys(VARIANTS, float("inf"))
+        times = dict.fromkeys(variants, float("inf"))
         for _ in range(repeats):
-            for variant in VARIANTS:
+            for variant in variants:
                 times[variant] = min(times[variant], one_pass(count, variant))
-        plan.append(min(VARIANTS, key=times.get))
+        plan.append(min(variants, key=times.get))
     return plan
 
 
@@ -130,7 +145,10 @@ def matmul_plan(weights: list[tuple[torch.Tensor, torch.Tensor]]) -> list[str]:
     step reads these (W, split_transposed(W)) pairs in this order: from the machine's cache file,
     or measured (a few seconds) and saved."""
     dtype = str(weights[0][0].dtype).removeprefix("torch.")
+    variants = available_variants() if dtype == "float32" else VARIANTS[:-1]
     key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w, _ in weights)
+    if "cpp" in variants:  # a plan made before the library was built did not time it
+        key += "|cpp"
     path = _plan_file()
     plans = {}
     if path.exists():
@@ -139,6 +157,6 @@ def matmul_plan(weights: list[tuple[torch.Tensor, torch.Tensor]]) -> list[str]:
         except ValueError:
             pass
     if key not in plans:
-        plans[key] = tune_rows(weights)
+        plans[key] = tune_rows(weights, variants=variants)
         write_json_atomic(path, plans)
     return rows_plan(plans[key])

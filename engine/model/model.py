@@ -2,7 +2,9 @@
 SwiGLU MLP, tied input and output embeddings.
 
 The model does not know how attention over past tokens is done: each layer projects q, k and v
-and hands them to an `attend(layer, q, k, v)` function chosen by the caller. Training and the
+and hands them to an `attend(layer, q, k, v)` function chosen by the caller (or, where that
+function offers `fused_qkv(layer, qkv, angles)`, hands it the projection before rotary: the
+engine's C++ decode step does rotary, cache writes and attention in one call). Training and the
 full-recompute reference pass causal attention over whole sequences; the engine passes paged
 attention over its KV cache; the reference loop passes a contiguous cache. One set of weights,
 one definition of the network, several ways of remembering the past.
@@ -70,8 +72,14 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(cfg)
 
     def forward(self, x: torch.Tensor, angles, attend: Attend) -> torch.Tensor:
-        q, k, v = self.attn.project(self.input_norm(x), angles)
-        x = x + self.attn.o_proj(attend(self.index, q, k, v))
+        h = self.input_norm(x)
+        fused = getattr(attend, "fused_qkv", None)  # one C++ call in the engine's decode steps
+        if fused is not None:
+            out = fused(self.index, self.attn.qkv_proj(h), angles)
+        else:
+            q, k, v = self.attn.project(h, angles)
+            out = attend(self.index, q, k, v)
+        x = x + self.attn.o_proj(out)
         return x + self.mlp(self.post_attn_norm(x))
 
 

@@ -60,6 +60,18 @@ def test_cached_decode_equals_full_recompute(engine, text):
 
 def test_paged_equals_contiguous_cache(engine):
     """Three prompts of the same length, batched, on shuffled blocks vs one contiguous tensor."""
+    check_against_contiguous_cache(engine)
+
+
+def test_cpp_one_call_decode_step_equals_contiguous_cache(tiny_engine_factory, cpp_kernel):
+    """The cpp backend's decode steps take the one-call path (rotary, cache writes and attention
+    in C++) and still match the plain contiguous-cache loop."""
+    engine = tiny_engine_factory(seed=2, backend="cpp")
+    check_against_contiguous_cache(engine)
+    assert engine.runner.attention.fused_qkv is not None  # the last (decode) step took it
+
+
+def check_against_contiguous_cache(engine):
     ids = [encode(engine, t) for t in PROMPTS]
     length = min(len(i) for i in ids)
     prompts = [i[:length] for i in ids]

@@ -15,6 +15,7 @@
 // sequence lengths (batch,) int32 or int64; head_dim 32, 64 or 128.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
@@ -105,13 +106,14 @@ std::vector<int64_t> lengths_of(const at::Tensor& seq_lens) {
   return std::vector<int64_t>(p, p + lens.numel());
 }
 
-at::Tensor paged_decode(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
-                        const at::Tensor& block_tables, const at::Tensor& seq_lens) {
-  TORCH_CHECK(q.dtype() == at::kFloat && k_cache.dtype() == at::kFloat &&
-                  v_cache.dtype() == at::kFloat, "paged_decode: float32 only");
+// Attention of every sequence's query heads (q: batch x heads x head_dim, contiguous) over its
+// context; writes out (same shape).
+void attend_batch(const at::Tensor& qc, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                  const at::Tensor& block_tables, const at::Tensor& seq_lens, at::Tensor& out) {
+  TORCH_CHECK(k_cache.dtype() == at::kFloat && v_cache.dtype() == at::kFloat,
+              "paged_decode: float32 only");
   TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
   TORCH_CHECK(block_tables.dtype() == at::kLong, "block tables must be int64");
-  const at::Tensor qc = q.contiguous();
   const at::Tensor tables = block_tables.contiguous();
   const int64_t batch = qc.size(0);
   const int64_t head_dim = qc.size(2);
@@ -120,12 +122,15 @@ at::Tensor paged_decode(const at::Tensor& q, const at::Tensor& k_cache, const at
              tables.size(1)};
   TORCH_CHECK(g.heads % g.kv_heads == 0, "query heads must group over KV heads");
   const std::vector<int64_t> lens = lengths_of(seq_lens);
-  at::Tensor out = at::empty_like(qc);
+  TORCH_CHECK(static_cast<int64_t>(lens.size()) == batch, "one sequence length per query row");
 
   const int64_t items = batch * g.kv_heads;
   std::vector<int64_t> start(items + 1, 0);  // prefix sums of each item's cost
   for (int64_t i = 0; i < items; ++i) start[i + 1] = start[i] + lens[i / g.kv_heads] + 16;
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), items));
+  // Below about 512 context positions in all, the work takes a few microseconds, about what
+  // waking the other threads costs: one thread does it.
+  const int64_t parts = start[items] < 512 ? 1 : std::max<int64_t>(
+      1, std::min<int64_t>(at::get_num_threads(), items));
   const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
   const float* qp = qc.data_ptr<float>();
   const float* kp = k_cache.data_ptr<float>();
@@ -148,7 +153,70 @@ at::Tensor paged_decode(const at::Tensor& q, const at::Tensor& k_cache, const at
       }
     }
   });
+}
+
+at::Tensor paged_decode(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                        const at::Tensor& block_tables, const at::Tensor& seq_lens) {
+  TORCH_CHECK(q.dtype() == at::kFloat, "paged_decode: float32 only");
+  const at::Tensor qc = q.contiguous();
+  at::Tensor out = at::empty_like(qc);
+  attend_batch(qc, k_cache, v_cache, block_tables, seq_lens, out);
   return out;
+}
+
+// Rotate-half rotary position embedding of one head x (D) into dst: x * cos + roll(x, D/2) * sin,
+// with sin stored as [-sin, sin] (engine/model/layers.py Rotary). dst may be where x will be kept.
+inline void rotate(const float* x, const float* cos, const float* sin, int64_t D, float* dst) {
+  const int64_t half = D / 2;
+  for (int64_t d = 0; d < half; ++d) dst[d] = x[d] * cos[d] + x[d + half] * sin[d];
+  for (int64_t d = half; d < D; ++d) dst[d] = x[d] * cos[d] + x[d - half] * sin[d];
+}
+
+// A whole decode step's attention for one layer, in one call: every row of qkv (T x (heads +
+// 2 kv_heads) x head_dim, as the fused projection gives it) is one decoding sequence's new token.
+// Rotates its q and k heads by its position's angles (cos, sin: T x head_dim), writes its k and v
+// into the caches at its slot, then attends each query over its sequence's context (its blocks,
+// up to its length, the new token included). Returns T x (heads x head_dim). In plain torch this
+// is a dozen op calls per layer (split, rotary, cache writes, attention, reshapes), each costing
+// about as much as the arithmetic at batch 1.
+at::Tensor decode_step(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                       const at::Tensor& slots, at::Tensor k_cache, at::Tensor v_cache,
+                       const at::Tensor& block_tables, const at::Tensor& seq_lens,
+                       int64_t heads) {
+  TORCH_CHECK(qkv.dtype() == at::kFloat && cos.dtype() == at::kFloat && sin.dtype() == at::kFloat,
+              "decode_step: float32 only");
+  TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
+  TORCH_CHECK(slots.dtype() == at::kLong, "slots must be int64");
+  const int64_t rows = qkv.size(0);
+  const int64_t kv_heads = k_cache.size(2), D = k_cache.size(3);
+  TORCH_CHECK(qkv.size(1) == (heads + 2 * kv_heads) * D, "qkv width must be (heads + 2 kv_heads) "
+              "x head_dim");
+  TORCH_CHECK(cos.numel() == rows * D && sin.numel() == rows * D, "one angle row per token");
+  const int64_t slot_count = k_cache.size(0) * k_cache.size(1);
+  const at::Tensor x = qkv.contiguous(), c = cos.contiguous(), s = sin.contiguous();
+  const at::Tensor slot_ids = slots.contiguous();
+  at::Tensor q = at::empty({rows, heads, D}, qkv.options());
+  const float* xp = x.data_ptr<float>();
+  const float* cp = c.data_ptr<float>();
+  const float* sp = s.data_ptr<float>();
+  const int64_t* slot = slot_ids.data_ptr<int64_t>();
+  float* qp = q.data_ptr<float>();
+  float* kp = k_cache.data_ptr<float>();
+  float* vp = v_cache.data_ptr<float>();
+  const int64_t width = (heads + 2 * kv_heads) * D, kv_row = kv_heads * D;
+  for (int64_t t = 0; t < rows; ++t) {
+    TORCH_CHECK(slot[t] >= 0 && slot[t] < slot_count, "slot out of the cache");
+    const float* row = xp + t * width;
+    const float* ct = cp + t * D;
+    const float* st = sp + t * D;
+    for (int64_t h = 0; h < heads; ++h) rotate(row + h * D, ct, st, D, qp + (t * heads + h) * D);
+    for (int64_t h = 0; h < kv_heads; ++h)
+      rotate(row + (heads + h) * D, ct, st, D, kp + slot[t] * kv_row + h * D);
+    std::copy(row + (heads + kv_heads) * D, row + width, vp + slot[t] * kv_row);
+  }
+  at::Tensor out = at::empty_like(q);
+  attend_batch(q, k_cache, v_cache, block_tables, seq_lens, out);
+  return out.view({rows, heads * D});
 }
 
 }  // namespace
@@ -156,5 +224,8 @@ at::Tensor paged_decode(const at::Tensor& q, const at::Tensor& k_cache, const at
 TORCH_LIBRARY(engine_cpu, m) {
   m.def("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
         "Tensor seq_lens) -> Tensor");
+  m.def("decode_step(Tensor qkv, Tensor cos, Tensor sin, Tensor slots, Tensor(a!) k_cache, "
+        "Tensor(b!) v_cache, Tensor block_tables, Tensor seq_lens, int heads) -> Tensor");
   m.impl("paged_decode", c10::DispatchKey::CPU, &paged_decode);
+  m.impl("decode_step", c10::DispatchKey::CPU, &decode_step);
 }

@@ -15,6 +15,7 @@ from engine.model.attention import (
     paged_decode_grouped,
     paged_decode_torch,
 )
+from engine.model.layers import Rotary
 from tests.engine.model.paged_cases import CASES, make_case, poisoned
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -57,6 +58,39 @@ def test_cpp_kernel_takes_strided_queries(kernel):
     q_strided = torch.cat([q, torch.zeros_like(q)], dim=1)[:, :4]
     assert not q_strided.is_contiguous()
     torch.testing.assert_close(kernel(q_strided, *rest), paged_decode_torch(q, *rest), **TOL)
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(8, 2, 32), (12, 4, 64)])
+def test_cpp_decode_step_rotates_writes_and_attends(cpp_kernel, heads, kv_heads, head_dim):
+    """The one-call decode step (rotary on q and k, k and v written at each row's slot, then
+    attention) equals the same done by torch ops: Rotary.apply, index_copy_, the padded
+    reference. Each row is a sequence's new last token, at the end of a shuffled block table."""
+    from engine.model.cpu_kernel import decode_step_kernel
+
+    lens = [37, 1, 16, 17, 300]
+    _, k_cache, v_cache, tables, seq_lens, max_len = make_case(lens, heads, kv_heads, head_dim,
+                                                               torch.float32, seed=3)
+    tables = tables.long()
+    block_size = k_cache.shape[1]
+    positions = torch.tensor([n - 1 for n in lens])
+    slots = torch.stack([tables[row, pos // block_size] * block_size + pos % block_size
+                         for row, pos in enumerate(positions.tolist())])
+    qkv = torch.randn(len(lens), (heads + 2 * kv_heads) * head_dim,
+                      generator=torch.Generator().manual_seed(9))
+    angles = Rotary(head_dim, 4096, 10000.0).angles(positions, torch.float32)
+
+    q, k, v = qkv.view(len(lens), heads + 2 * kv_heads, head_dim).split(
+        [heads, kv_heads, kv_heads], dim=1)
+    k_ref, v_ref = k_cache.clone(), v_cache.clone()
+    k_ref.view(-1, kv_heads, head_dim).index_copy_(0, slots, Rotary.apply(k, angles))
+    v_ref.view(-1, kv_heads, head_dim).index_copy_(0, slots, v)
+    expected = paged_decode_torch(Rotary.apply(q, angles), k_ref, v_ref, tables, seq_lens,
+                                  max_len)
+
+    out = decode_step_kernel()(qkv, *angles, slots, k_cache, v_cache, tables, seq_lens, heads)
+    torch.testing.assert_close(k_cache, k_ref, **TOL)
+    assert torch.equal(v_cache, v_ref)
+    torch.testing.assert_close(out, expected.reshape(len(lens), -1), **TOL)
 
 
 def padded_positions(lens: list[int], groups: list[list[int]]) -> int:

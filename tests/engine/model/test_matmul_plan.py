@@ -11,6 +11,7 @@ from engine.model.matmul_plan import (
     MAX_TUNED_ROWS,
     TUNED_ROWS,
     VARIANTS,
+    available_variants,
     multiply,
     rows_plan,
     split_transposed,
@@ -18,9 +19,16 @@ from engine.model.matmul_plan import (
 )
 
 
-@pytest.mark.parametrize("out_features", [48, 47])  # 47: a prime, so one piece
+@pytest.fixture(params=VARIANTS)
+def variant(request):
+    """Each variant; "cpp" with the C++ library built (or skipped where it cannot be)."""
+    if request.param == "cpp":
+        request.getfixturevalue("cpp_kernel")
+    return request.param
+
+
+@pytest.mark.parametrize("out_features", [48, 47, 300])  # 47: a prime, so one piece
 @pytest.mark.parametrize("rows", [1, 2, 3, 7, 16, 40])
-@pytest.mark.parametrize("variant", VARIANTS)
 def test_every_variant_computes_x_times_w_transposed(rows, variant, out_features):
     gen = torch.Generator().manual_seed(rows)
     weight = torch.randn(out_features, 24, generator=gen)
@@ -46,7 +54,7 @@ def test_split_transposed_cuts_w_transposed_into_one_piece_per_thread():
 def test_tuned_plan_covers_every_row_count():
     weights = [torch.randn(64, 32), torch.randn(32, 64)]
     plan = tune_rows([(w, split_transposed(w)) for w in weights], budget_s=0.01)
-    assert len(plan) == len(TUNED_ROWS) and set(plan) <= set(VARIANTS)
+    assert len(plan) == len(TUNED_ROWS) and set(plan) <= set(available_variants())
     every = rows_plan(plan)
     assert len(every) == MAX_TUNED_ROWS
 
@@ -64,7 +72,15 @@ def test_linear_follows_its_plan_and_matches_f_linear():
     torch.nn.init.normal_(layer.weight)
     x = torch.randn(5, 3, 32)  # 15 rows, any leading shape
     expected = torch.nn.functional.linear(x, layer.weight)
-    for variant in VARIANTS:
+    for variant in available_variants():
         layer.prepare_for_cpu_decode([variant] * MAX_TUNED_ROWS)
         torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
     assert layer(torch.randn(100, 32)).shape == (100, 64)  # past the tuned rows: F.linear
+
+
+def test_cpp_variant_is_offered_and_timed_where_the_library_is_built(cpp_kernel):
+    assert "cpp" in available_variants()
+    weights = [torch.randn(64, 32)]
+    plan = tune_rows([(w, split_transposed(w)) for w in weights], budget_s=0.01,
+                     variants=("cpp",))
+    assert set(plan) == {"cpp"}
