@@ -24,7 +24,7 @@ from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-ENGINE_VERSION = "0.2.0"  # 0.2: CPU decode attention by context length, matmul plan v5
+ENGINE_VERSION = "0.3.0"  # 0.3: fewer op calls a step, one-call C++ decode step, plan v6
 
 
 def default_backend(device: str, dtype: torch.dtype) -> str:
