@@ -110,16 +110,29 @@ def test_chunked_prefill_shortens_the_worst_gap(page, console, app_url):
     shown = page.locator(".chunk-verdict").get_by_text(verdict)  # the live region says it too
     expect(shown.first).to_be_visible(timeout=LONG)
     whole, chunked = worst_gaps(page)
-    if not chunked < whole:  # a shared machine can stall any step once: measure both again
+    # A busy machine stalls random steps, and one stall in the chunked run can outlast the whole
+    # prompt's prefill: measure both again, up to three pairs in all, and compare each run's
+    # least worst gap (a stall only ever adds to a gap). Chunks that do not help still fail.
+    for _ in range(2):
+        if chunked < whole:
+            break
         page.get_by_role("button", name="Run both again (not from the cache)").click()
         expect(shown.first).to_be_hidden(timeout=60_000)
         expect(shown.first).to_be_visible(timeout=LONG)
-        whole, chunked = worst_gaps(page)
+        whole, chunked = (min(a, b) for a, b in zip((whole, chunked), worst_gaps(page),
+                                                     strict=True))
     assert chunked < whole, (whole, chunked)
+    # What the page says follows from the pair it shows: the long prompt in 1 step or 12, and
+    # the comparison from the two runs' worst gaps.
     runs = {name: source(page, f"itl {name}") for name in ("prompt prefilled whole",
                                                            "prompt in chunks")}
     assert all(len(r["gap_ms"]) == 4 * 63 for r in runs.values())  # the long one's left out
-    assert max(runs["prompt in chunks"]["gap_ms"]) == pytest.approx(chunked, rel=0.01)
+    worst = {name: max(r["gap_ms"]) for name, r in runs.items()}
+    assert worst["prompt in chunks"] == pytest.approx(worst_gaps(page)[1], rel=0.01)
+    said = page.locator(".chunk-verdict").first.inner_text()
+    assert re.findall(r"took (\d+) steps? to prefill", said) == ["1", str(1536 // 128)], said
+    ratio = worst["prompt prefilled whole"] / worst["prompt in chunks"]
+    assert (f"{ratio:.1f}x shorter" if ratio > 1 else "did not shorten") in said, said
     expect(page.get_by_text(re.compile("its first token at")).first).to_be_visible()
     assert_clean(page, console)
 
