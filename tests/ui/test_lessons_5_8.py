@@ -10,7 +10,7 @@ import re
 
 import pytest
 from playwright.sync_api import expect
-from ui_helpers import page_text, skip_prediction
+from ui_helpers import element_text, page_text, skip_prediction
 
 LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
 
@@ -129,7 +129,7 @@ def test_chunked_prefill_shortens_the_worst_gap(page, console, app_url):
     assert all(len(r["gap_ms"]) == 4 * 63 for r in runs.values())  # the long one's left out
     worst = {name: max(r["gap_ms"]) for name, r in runs.items()}
     assert worst["prompt in chunks"] == pytest.approx(worst_gaps(page)[1], rel=0.01)
-    said = page.locator(".chunk-verdict").first.inner_text()
+    said = element_text(page.locator(".chunk-verdict").first)
     assert re.findall(r"took (\d+) steps? to prefill", said) == ["1", str(1536 // 128)], said
     ratio = worst["prompt prefilled whole"] / worst["prompt in chunks"]
     assert (f"{ratio:.1f}x shorter" if ratio > 1 else "did not shorten") in said, said

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-# The text of every page, shadow DOMs included (Panel renders each component in its own).
-PAGE_TEXT_JS = """() => {
+# The text under an element (the page's body by default), shadow DOMs included (Panel renders
+# each component in its own, so an element's innerText misses what its shadow root holds).
+TEXT_JS = """(root) => {
   const parts = [];
   const walk = (node) => {
     if (node.shadowRoot) walk(node.shadowRoot);
@@ -13,7 +14,7 @@ PAGE_TEXT_JS = """() => {
                && child.tagName !== 'STYLE') walk(child);
     }
   };
-  walk(document.body);
+  walk(root || document.body);
   return parts.join(' ');
 }"""
 
@@ -31,7 +32,12 @@ class ConsoleLog:
 
 
 def page_text(page_or_frame) -> str:
-    return page_or_frame.evaluate(PAGE_TEXT_JS)
+    return page_or_frame.evaluate(TEXT_JS, None)
+
+
+def element_text(locator) -> str:
+    """The text of the element a locator finds, its shadow DOM included."""
+    return locator.evaluate(TEXT_JS)
 
 
 # Everything polite live regions (role=status) say, in order, kept in window.__said: Panel and
