@@ -20,16 +20,18 @@ import time
 
 os.environ.setdefault("LLM_SPEED_CACHE", tempfile.mkdtemp(prefix="job-bounds-cache-"))
 
-from engine.lab.jobs.engines import engine_from_params  # noqa: E402 (after the cache is set)
+from engine.lab.jobs.engines import engine_for  # noqa: E402 (after the cache is set)
 from engine.lab.registry import BOUNDS_MACHINE, JOBS  # noqa: E402
 from engine.lab.worker import body, run  # noqa: E402
 
 
 def time_bound(kind: str, bound, rounds: int) -> dict:
     params = JOBS[kind].check(bound.at)
-    if "preset" in params:
+    if "device" in params:  # the engine parameters: the worker's engine, built once
         start = time.perf_counter()
-        engine_from_params(params)  # built and warmed once per worker, not per job
+        engine_for(params["preset"], params["device"], params["backend"],
+                   params["kv_budget_mib"], params["random_weights"],
+                   weight_format=params.get("weight_format", "fp32"))  # warmed once per worker
         print(f"{kind:<14} engine built in {time.perf_counter() - start:.1f} s (once)")
     times = []
     for r in range(rounds):

@@ -129,7 +129,9 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      # 5.9-6.7 s, off 9.6 s; prompt lookup 3.2 s (6.9 s building the engine); the lead's
      # bench/capacity_search.py: 51-62 s a search
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 90.0,
-     "int8_point": 9.0, "int8_quality": 9.0}
+     # int8 point at batch 16 (tiny): 0.42-0.49 s alone, 3.2-3.6 s beside a landing's suite
+     # (load 3.6-4.7); int8 quality (loads tiny twice, scores 16 windows) 7.5-10.8 s beside it
+     "int8_point": 1.0, "int8_quality": 12.0}
 
 JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- what the machine is -----------------------------------------------------------------
