@@ -51,4 +51,5 @@ def describe_device(device: str) -> str:
                     break
     except OSError:
         pass
-    return f"cpu: {model} ({len(os.sched_getaffinity(0))} cores)"
+    cores = len(os.sched_getaffinity(0))
+    return f"cpu: {model} ({cores} core{'' if cores == 1 else 's'})"

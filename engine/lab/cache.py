@@ -2,10 +2,13 @@
 
 The key is (device, engine version, job kind, params with the kind's defaults filled in): a
 classroom moving the same slider measures each point once, and a result measured by another
-engine version or on another device is never served. An entry read from disk is checked against
-its kind's typed record (engine.lab.results) before anyone sees it: a file that is not JSON, holds
-another key, or a result of the wrong shape (a format changed without a version bump, a hand
-edit, a truncated write) is deleted and the point measured again, never shown.
+engine version or on another device is never served. Only trustworthy results are kept: one
+whose disturbance check (engine.lab.quality) says disturbed is refused, and so is one without a
+check (measured before results carried one). A stored result keeps its spread and check, so a
+page drawing it from the cache shows both. An entry read from disk is checked against its kind's
+typed record (engine.lab.results) before anyone sees it: a file that is not JSON, holds another
+key, or a result of the wrong shape (a format changed without a version bump, a hand edit, a
+truncated write) is deleted and the point measured again, never shown.
 
 `nearest(key)` finds the cached result closest to a key that has none (same device, engine
 version and kind; every setting that is not a number the same; numbers near, see `distance`), so
@@ -50,6 +53,18 @@ def distance(a: dict, b: dict) -> float:
     return total
 
 
+def disturbed(result: dict) -> bool:
+    """Whether a result's disturbance check says other work disturbed it."""
+    check = result.get("check") if isinstance(result, dict) else None
+    return isinstance(check, dict) and bool(check.get("disturbed"))
+
+
+def trustworthy(result: dict) -> bool:
+    """A result the cache may keep and serve: it has a check (None for a kind that times
+    nothing), and the check does not say disturbed."""
+    return isinstance(result, dict) and "check" in result and not disturbed(result)
+
+
 class CacheStore:
     """Measured results by full key, in memory (the `memory_entries` most recently used) and as
     one JSON file each on disk."""
@@ -92,6 +107,8 @@ class CacheStore:
             except OSError:  # a read-only cache: the fresh result is kept in memory instead
                 pass
             return None
+        if not trustworthy(record["result"]):
+            return None  # measured before checks, or disturbed (planted by hand): measure again
         self._remember(str(path), record)
         return record
 
@@ -151,7 +168,13 @@ class CacheStore:
         parse_result(key["kind"], record["result"])  # ResultError naming the field
         return record
 
-    def put(self, key: dict, result: dict, measured_at: str) -> None:
+    def put(self, key: dict, result: dict, measured_at: str) -> bool:
+        """Keep a result (in memory and on disk); False, keeping nothing, if it is not
+        trustworthy (disturbed, or without a check)."""
+        if not trustworthy(result):
+            log.info("not caching a %s result: %s", key["kind"],
+                     "disturbed" if disturbed(result) else "it has no disturbance check")
+            return False
         record = {"key": key, "result": result, "device": key["device"],
                   "measured_at": measured_at}
         path = self._path(key)
@@ -163,6 +186,7 @@ class CacheStore:
             write_json_atomic(path, record)
         except OSError as e:  # a full or read-only disk costs the cache, not the result
             log.warning("could not write %s: %s", path, e)
+        return True
 
     def _remember(self, name: str, record: dict) -> None:
         with self._lock:

@@ -19,6 +19,15 @@ event from then on, and the result says how many readers it answered. Results ar
 in, and the engine version; a job whose result is cached is answered at once, without waiting in
 the queue, and its result event says `cached=True` with the device and time it was measured.
 Torch-free.
+
+Measurement quality (engine.lab.cores, engine.lab.quality): the worker pins itself to the
+engine's cores (ENGINE_CORES, or `core_setting=`) and, once it has said which, this process
+pins itself to the others when `pin_self` is set (the app's service, get_service), or else
+just the dispatcher thread. Every timed
+result carries its spread and a disturbance check; a disturbed result is never cached, and a
+cacheable job's disturbed result is delivered with `remeasuring=True` (not final) and the job
+queued again, to run once the engine's cores are quiet (at most `remeasures` times; after that the last
+result is final, labelled disturbed).
 """
 
 from __future__ import annotations
@@ -41,8 +50,8 @@ from typing import Any
 
 from ..errors import ResultError
 from ..paths import cache_dir
-from . import registry
-from .cache import CacheStore
+from . import cores, registry
+from .cache import CacheStore, disturbed
 from .events import FINAL_EVENTS, FINAL_STATES, Job, JobEvent, one_line
 from .job_queue import JobQueue, question
 from .memory import process_memory
@@ -51,13 +60,15 @@ from .results import parse_result
 log = logging.getLogger(__name__)
 
 PREEMPT_AFTER_S = 2.0  # a point waiting this long behind a restartable run stops it (once)
+REMEASURES = 2  # a disturbed result is measured again at most this many times
+QUIET_WAIT_S = 5.0  # before measuring again, the worker waits at most this long for quiet
 
 
-def _worker_process(job_conn, event_conn, cancel_id) -> None:
+def _worker_process(job_conn, event_conn, cancel_id, core_setting, available) -> None:
     """The spawned child's entry: the worker's code is imported there, never in the web process."""
     from .worker import main
 
-    main(job_conn, event_conn, cancel_id)
+    main(job_conn, event_conn, cancel_id, core_setting, available)
 
 
 @dataclass
@@ -69,7 +80,7 @@ class _Worker:
     jobs: Any  # our end of the job pipe (we send)
     events: Any  # our end of the event pipe (we receive)
     cancel_id: Any  # shared int: the id of the running job to cancel
-    identity: dict | None = None  # the hello: device, engine_version, pid
+    identity: dict | None = None  # the hello: device, engine_version, pid, cores, threads
     started_at: float = field(default_factory=time.time)
 
 
@@ -92,8 +103,17 @@ class _Run:
 class EngineService:
     """The thin client of the engine worker; see the module docstring. Thread-safe."""
 
-    def __init__(self, cache_path: Path | None = None, start: bool = True):
+    def __init__(self, cache_path: Path | None = None, start: bool = True,
+                 core_setting: str | None = None, pin_self: bool = False,
+                 remeasures: int = REMEASURES):
+        """core_setting: the engine's cores (engine.lab.cores; default $ENGINE_CORES or auto);
+        pin_self: pin this process to the other cores (a server's; not a test's or a
+        script's); remeasures: how often a disturbed result is measured again."""
         self._ctx = mp.get_context("spawn")
+        self.core_setting = core_setting or os.environ.get(cores.ENV, "auto")
+        self._available = list(cores.available_cores())  # before this process pins itself
+        self.pin_self = pin_self
+        self.remeasures = remeasures
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._queue = JobQueue()
@@ -116,6 +136,8 @@ class EngineService:
         self.worker_idle_mib: float | None = None  # the worker's RSS when it last fell idle
         self._runs_ended = 0
         self._idle_checked = -1  # runs ended when it was read
+        self.disturbed = 0  # results that came back disturbed
+        self.remeasured = 0  # of those, measured again
         self._thread: threading.Thread | None = None
         if start:
             self.start()
@@ -254,6 +276,10 @@ class EngineService:
                 "cache_entries": len(self._cache),
                 "restarts": self.restarts,
                 "start_error": self._start_error,
+                "cores": identity.get("cores"),
+                "threads": identity.get("threads"),
+                "disturbed": self.disturbed,
+                "remeasured": self.remeasured,
                 "memory": self.memory(identity.get("pid")),
             }
 
@@ -311,8 +337,9 @@ class EngineService:
         job_r, job_w = self._ctx.Pipe(duplex=False)
         event_r, event_w = self._ctx.Pipe(duplex=False)
         cancel_id = self._ctx.RawValue("q", 0)  # no lock: a killed worker cannot leave it held
-        process = self._ctx.Process(target=_worker_process, args=(job_r, event_w, cancel_id),
-                                    name="engine-worker", daemon=True)
+        process = self._ctx.Process(
+            target=_worker_process, name="engine-worker", daemon=True,
+            args=(job_r, event_w, cancel_id, self.core_setting, self._available))
         # spawn re-runs the parent's main script in the child (`panel serve`'s, pytest's, a
         # user's script without a __main__ guard); the worker needs none of it, so it is hidden
         # for the instant the child's start-up data is written.
@@ -394,6 +421,7 @@ class EngineService:
             with self._lock:
                 w.identity = message[1]
                 self._start_error = None
+            self._keep_off_engine_cores(message[1].get("cores"))
             return
         if tag == "fatal":
             self._start_error = message[1]
@@ -422,7 +450,13 @@ class EngineService:
                     self._finish(job, "error", {"message": f"the engine's result was malformed: "
                                                            f"{one_line(e)}"}, deliver_later=True)
                 return
-            if any(job.use_cache for job in jobs):
+            if disturbed(result):
+                self.disturbed += 1
+                if (registry.get_spec(run.lead.kind).cacheable
+                        and run.lead.remeasures < self.remeasures):
+                    self._remeasure(jobs, result, device=device, measured_at=measured_at)
+                    return
+            elif any(job.use_cache for job in jobs):
                 self._cache.put(self._key(run.lead, w), result, measured_at)
                 self._cache_generation += 1
             for job in jobs:
@@ -440,6 +474,40 @@ class EngineService:
                 self._finish(job, type_, data, deliver_later=True)
             else:
                 self._emit(job, type_, data)
+
+    def _remeasure(self, jobs: list[Job], result: dict, **meta) -> None:
+        """A disturbed result of a run: deliver it to each job the run answered (labelled, not
+        final) and queue them again (their arrival time kept); the worker waits for a quiet
+        machine before it runs them."""
+        with self._lock:
+            self.remeasured += 1
+            for job in jobs:
+                job.remeasures += 1
+                job.result, job.state, job.started_at = result, "queued", None
+                job.device, job.measured_at = meta["device"], meta["measured_at"]
+                self._queue.add(job)
+            for job in jobs:
+                ahead = self._queue.position(job, time.time()) or 0
+                self._ready_results.append((job, JobEvent(
+                    job.id, job.kind, "result", result, remeasuring=True, readers=len(jobs),
+                    **meta)))
+                self._ready_results.append((job, JobEvent(
+                    job.id, job.kind, "queued", {"ahead": ahead, "remeasure": job.remeasures})))
+        self._wake()
+
+    def _keep_off_engine_cores(self, split: dict | None) -> None:
+        """Once the worker has said which cores are the engine's: pin this process to the
+        others (pin_self, a server's), or at least this dispatcher thread (we are on it), which
+        receives every event while a job measures."""
+        if not (split and split.get("isolated")):
+            return
+        try:
+            if self.pin_self:
+                cores.pin(0, split["web"])
+            else:
+                os.sched_setaffinity(0, split["web"])  # this thread only
+        except OSError as e:
+            log.warning("could not pin the web side to cores %s: %s", split["web"], e)
 
     def _key(self, job: Job, w: _Worker) -> dict:
         return CacheStore.key(w.identity["device"], w.identity["engine_version"], job.kind,
@@ -483,8 +551,9 @@ class EngineService:
                         self._ready_results.append((job, JobEvent(job.id, job.kind, "started",
                                                                   {})))
                     w.cancel_id.value = 0
+                    options = {"quiet_first": QUIET_WAIT_S} if run.lead.remeasures else {}
                     try:
-                        w.jobs.send(("run", run.id, run.lead.kind, run.lead.params))
+                        w.jobs.send(("run", run.id, run.lead.kind, run.lead.params, options))
                     except (OSError, ValueError):
                         pass  # it died: the sentinel tells us next
         self._deliver_ready()
@@ -596,11 +665,12 @@ _service_lock = threading.Lock()
 
 
 def get_service() -> EngineService:
-    """The process's engine service, started on first use and stopped at exit."""
+    """The process's engine service, started on first use and stopped at exit. It pins this
+    process (the web server) to the cores the engine leaves it."""
     global _service
     with _service_lock:
         if _service is None or _service._stopping:
-            _service = EngineService()
+            _service = EngineService(pin_self=True)
             atexit.register(_service.shutdown)
         return _service
 

@@ -48,7 +48,9 @@ class JobEvent:
     error {"message": one line}, cancelled {}.
     Result events also carry cached (from the cache, not measured now), device, measured_at and
     readers: how many readers' jobs the one run answered (several asked the same question at
-    once: engine.lab.job_queue), this one included."""
+    once: engine.lab.job_queue), this one included. A disturbed result that the service measures
+    again comes with remeasuring=True and is not final (a queued event, then the new
+    measurement's events follow)."""
 
     job_id: int
     kind: str
@@ -57,12 +59,13 @@ class JobEvent:
     cached: bool = False
     device: str = ""
     measured_at: str = ""
+    remeasuring: bool = False
     readers: int = 1
     near: dict | None = None  # a nearby event's: the params its result was measured with
 
     @property
     def final(self) -> bool:
-        return self.type in FINAL_EVENTS
+        return self.type in FINAL_EVENTS and not self.remeasuring
 
     @cached_property
     def result(self) -> Record:
@@ -98,6 +101,7 @@ class Job:
     measured_at: str = ""
     readers: int = 1  # how many readers' jobs the run that answered this one answered
     progress: dict | None = None
+    remeasures: int = 0  # times a disturbed result of it was measured again
     submitted_at: float = field(default_factory=time.time)
     started_at: float | None = None
     _done: threading.Event = field(default_factory=threading.Event, repr=False)

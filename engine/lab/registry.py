@@ -48,7 +48,9 @@ class Bound:
 @dataclass(frozen=True)
 class JobSpec:
     """A job kind: its parameters, its body's import path, whether its results may be cached,
-    its result record and a line saying what it does."""
+    its result record, a line saying what it does, and whether it times anything (a timed job
+    gets a disturbance check, engine.lab.quality; a disturbed result of a cacheable kind is
+    measured again)."""
 
     kind: str
     body: str  # "module:function", imported by the worker only
@@ -59,6 +61,7 @@ class JobSpec:
     size: str = "point"  # "point" | "run" | "load": the queue runs smaller sizes first
     bounds: tuple[Bound, ...] = ()  # how long it takes at most, at the lessons' settings
     restartable: bool = False  # pages draw only its result: the queue may stop it, run it again
+    timed: bool = True  # it times something: its result carries a spread and a disturbance check
 
     def __post_init__(self):
         if self.size not in SIZES:
@@ -113,8 +116,8 @@ def _context_less_one(params: dict) -> int:
 
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
           cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = (),
-          restartable: bool = False) -> JobSpec:
-    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, restartable)
+          restartable: bool = False, timed: bool = True) -> JobSpec:
+    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, restartable, timed)
 
 
 # Seconds each lesson's largest default job takes at most here: bench/job_bounds.py measured
@@ -139,7 +142,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
           results.InfoResult,
           "The machine: device, threads, presets, measured memory bandwidth and matmul peak.",
           bounds=(Bound(B["info"], {}, "the about page's description (limits measured once per "
-                                       "machine, then read from disk)"),)),
+                                       "machine, then read from disk)"),),
+          timed=False),
     # ---- measurements of single steps ---------------------------------------------------------
     _spec("sweep_point", "engine.lab.jobs.measure:sweep_point_job", {
         **ENGINE, "batch_size": Int(1, lo=1, hi=4096), "prompt_len": Int(128, lo=1),
@@ -164,7 +168,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         results.KVAllocationResult,
         "Build each preset's paged KV cache (no model) in the engine's dtype, fp16 and fp8, "
         "and report the bytes its tensors really occupy.",
-        bounds=(Bound(B["kv_allocation"], {}, "the KV cache lesson's allocations"),)),
+        bounds=(Bound(B["kv_allocation"], {}, "the KV cache lesson's allocations"),),
+        timed=False),
     # ---- a reader's own text, streamed (not cached: the point is watching it arrive) -----------
     _spec("generate", "engine.lab.jobs.generation:generate_job", {
         **ENGINE, "prompt": Text("", what="the prompt"), "max_new_tokens": Int(64, lo=1),

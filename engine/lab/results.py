@@ -260,9 +260,56 @@ class PresetShape(Record):
     weight_bytes: int
 
 
+@dataclass(frozen=True)
+class Spread(Record):
+    """p10, p50 and p90 (ms) of the times a job measured: its decode steps, prefill passes,
+    engine steps or token gaps (`what` says which); None for none (engine.lab.quality.spread)."""
+
+    what: str
+    count: int
+    p10: float | None
+    p50: float | None
+    p90: float | None
+
+
+@dataclass(frozen=True)
+class DisturbanceCheck(Record):
+    """Whether other work disturbed a job while it measured (engine.lab.quality.check): the time
+    its threads waited for a core and the hypervisor took from its cores, other processes' CPU
+    time on those cores, and a calibration probe before and after against this machine's
+    profile. `reasons` says, in words, why it counts as disturbed (empty if not)."""
+
+    disturbed: bool
+    reasons: list[str]
+    cores: list[int]
+    wall_s: float
+    cpu_s: float
+    wait_s: float
+    steal_s: float
+    others_cpu_s: float
+    probe_before_ms: float | None
+    probe_after_ms: float | None
+    probe_profile_ms: float | None
+    wait_limit: float
+    probe_limit: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measured(Record):
+    """What every job kind's result carries besides its own fields: the spread of what it timed
+    and its disturbance check (both None for a job that times nothing). Set by the worker."""
+
+    spread: Spread | None
+    check: DisturbanceCheck | None
+
+    @property
+    def disturbed(self) -> bool:
+        return self.check is not None and self.check.disturbed
+
+
 # ---- one record per job kind ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class InfoResult(Record):
+class InfoResult(Measured):
     job_kind: ClassVar[str] = "info"
     device: str
     device_name: str
@@ -277,7 +324,7 @@ class InfoResult(Record):
 
 
 @dataclass(frozen=True)
-class SweepPointResult(Record):
+class SweepPointResult(Measured):
     """One batch size of the sweep (engine.sweep.SweepPoint) and the engine that ran it."""
 
     job_kind: ClassVar[str] = "sweep_point"
@@ -305,7 +352,7 @@ class SweepPointResult(Record):
 
 
 @dataclass(frozen=True)
-class PrefillPointResult(Record):
+class PrefillPointResult(Measured):
     job_kind: ClassVar[str] = "prefill_point"
     device: str
     preset: str
@@ -344,7 +391,7 @@ class KVCacheRow(Record):
 
 
 @dataclass(frozen=True)
-class KVAllocationResult(Record):
+class KVAllocationResult(Measured):
     job_kind: ClassVar[str] = "kv_allocation"
     device: str
     blocks: int
@@ -353,7 +400,7 @@ class KVAllocationResult(Record):
 
 
 @dataclass(frozen=True)
-class GenerateResult(Record):
+class GenerateResult(Measured):
     job_kind: ClassVar[str] = "generate"
     device: str
     preset: str
@@ -381,7 +428,7 @@ class ReaderMetrics(Record):
 
 
 @dataclass(frozen=True)
-class TwoClocksResult(Record):
+class TwoClocksResult(Measured):
     job_kind: ClassVar[str] = "two_clocks"
     device: str
     preset: str
@@ -403,7 +450,7 @@ class TwoClocksResult(Record):
 
 
 @dataclass(frozen=True)
-class ServedRun(Record):
+class ServedRun(Measured):
     """A run of the serving loop (engine.serve.loop.RunResult.to_json): the `python -m engine
     run --json` object, less its workload, which each job describes its own way."""
 
@@ -468,7 +515,7 @@ class SnapshotRequest(Record):
 
 
 @dataclass(frozen=True)
-class BlockSnapshotsResult(Record):
+class BlockSnapshotsResult(Measured):
     job_kind: ClassVar[str] = "block_snapshots"
     device: str
     preset: str
@@ -505,7 +552,7 @@ class RatePoint(Record):
 
 
 @dataclass(frozen=True)
-class RateSweepResult(Record):
+class RateSweepResult(Measured):
     job_kind: ClassVar[str] = "rate_sweep"
     device: str
     preset: str

@@ -3,7 +3,9 @@ runs one job in this process (the worker's loop calls it; so do tests).
 
 A job's body is found by the import path its kind declares (engine.lab.registry) and receives
 its parameters checked; the bodies live in engine.lab.jobs and import torch, so only this process
-imports them.
+imports them. The worker first pins itself to the engine's cores (engine.lab.cores) with one
+torch thread per core, and `run` wraps every timed job in a disturbance check (engine.lab.quality:
+the scheduler's accounting around it, a calibration probe before and after).
 """
 
 from __future__ import annotations
@@ -16,8 +18,14 @@ import signal
 import traceback
 from collections.abc import Callable
 
+import torch
+
+from ..device import configure_threads
+from . import cores, quality
 from .events import now_iso, one_line
+from .jobs.engines import engine_from_params
 from .jobs.machine import worker_identity
+from .jobs.probe import get_probe
 from .registry import JOBS, Cancelled, Emit, JobSpec, get_spec
 
 log = logging.getLogger(__name__)
@@ -30,25 +38,60 @@ def body(spec: JobSpec) -> Callable:
 
 
 def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
-    """Run one job in this process; returns its result, or None when it was cancelled. Bad
-    parameters raise ConfigError (an unknown kind or parameter: ValueError)."""
+    """Run one job in this process; returns its result with its spread and disturbance check
+    (engine.lab.results.Measured), or None when it was cancelled. Bad parameters raise
+    ConfigError (an unknown kind or parameter: ValueError)."""
     spec = get_spec(kind)
-    return body(spec)(spec.check(params), emit, cancelled)
+    checked = spec.check(params)
+    if not spec.timed:
+        result = body(spec)(checked, emit, cancelled)
+        return None if result is None else {"spread": None, **result, "check": None}
+    if "preset" in checked:  # its engine built and warmed now, not inside the check's window
+        engine_from_params(checked)
+    probe = get_probe()
+    before_ms = probe.measure()
+    start = quality.Usage.now(cores.available_cores())
+    result = body(spec)(checked, emit, cancelled)
+    end = quality.Usage.now(start.cores)
+    if result is None:
+        return None
+    after_ms = probe.measure()
+    check = quality.check(start, end, quality.Probe(before_ms, after_ms, probe.profile_ms))
+    return {"spread": None, **result, "check": check}
 
 
-def main(job_conn, event_conn, cancel_id) -> None:
-    """The worker: says hello (device, engine version), then runs jobs as they come, sending
-    their events back; exits when the web process goes away or says stop."""
+def isolate(setting: str | None, available: list[int] | None) -> cores.CoreSplit:
+    """Pin this process to the engine's cores of the split (of `available`, the cores the web
+    process may use) and use one torch thread per core."""
+    split = cores.plan(available or cores.available_cores(), setting,
+                       gpu=torch.cuda.is_available())
+    try:
+        cores.pin(0, split.engine)
+    except OSError as e:  # a container that forbids it: the note says so
+        split = cores.CoreSplit(split.engine, split.web, split.setting,
+                                f"{split.note}; pinning failed: {e}")
+    configure_threads()
+    return split
+
+
+def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
+         available: list[int] | None = None) -> None:
+    """The worker: pins itself to the engine's cores, says hello (device, engine version, the
+    core split), then runs jobs as they come, sending their events back; exits when the web
+    process goes away or says stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which stops us
     logging.basicConfig(level=logging.INFO, format="engine worker: %(message)s")
     try:
+        split = isolate(core_setting, available)
         for spec in JOBS.values():  # every body imported now, not inside a job's time
             body(spec)
+        get_probe()  # the machine's probe profile too (a few probes the first time)
         hello = worker_identity()
     except BaseException as e:
         event_conn.send(("fatal", one_line(e)))
         return
-    event_conn.send(("hello", {**hello, "pid": os.getpid()}))
+    event_conn.send(("hello", {**hello, "pid": os.getpid(), "cores": split.to_dict(),
+                               "threads": torch.get_num_threads()}))
     while True:
         try:
             message = job_conn.recv()
@@ -56,7 +99,7 @@ def main(job_conn, event_conn, cancel_id) -> None:
             return
         if message[0] == "stop":
             return
-        _, job_id, kind, params = message
+        _, job_id, kind, params, options = message
 
         def emit(type_: str, data: dict, job_id: int = job_id) -> None:
             event_conn.send(("event", job_id, type_, plain(data)))
@@ -65,6 +108,8 @@ def main(job_conn, event_conn, cancel_id) -> None:
             return cancel_id.value == job_id
 
         try:
+            if options.get("quiet_first"):
+                wait_for_quiet(options["quiet_first"], emit, cancelled)
             result = run(kind, params, emit, cancelled)
         except Exception as e:
             if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
@@ -80,6 +125,17 @@ def main(job_conn, event_conn, cancel_id) -> None:
             emit("error", {"message": f"job {kind} returned a result that is not JSON: {e}"})
             continue
         event_conn.send(("result", job_id, result, now_iso()))
+
+
+def wait_for_quiet(timeout_s: float, emit: Emit, cancelled: Cancelled) -> None:
+    """Before measuring again: wait (at most timeout_s) until other processes leave the engine's
+    cores alone (engine.lab.quality.wait_until_quiet)."""
+    def on_wait(waited_s: float, share: float) -> None:
+        emit("progress", {"done": 0, "total": 1, "message": (
+            f"re-measuring: waiting for the engine's cores to be quiet (other processes use "
+            f"{share:.0%} of them; waited {waited_s:.0f} of {timeout_s:.0f} s)")})
+
+    quality.wait_until_quiet(cores.available_cores(), timeout_s, on_wait, cancelled)
 
 
 def plain(data: dict) -> dict:

@@ -23,6 +23,7 @@ from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
 from ...serve.trace import RequestEvent, RequestTrace, TokenEvent
 from ...serve.workload import PromptSource, Request
 from ...tokenizer import IncrementalDecoder
+from ..quality import spread
 from ..registry import Cancelled, Emit
 from .engines import engine_from_params, fit_kv, resident_lengths
 
@@ -54,7 +55,13 @@ def generate_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
         "tokens": [{"text": piece, "t_s": t} for piece, t in zip(gen.pieces, gen.token_times, strict=True)],
         "ttft_ms": gen.ttft_ms,
         "tpot_ms": gen.tpot_ms,
+        "spread": spread(gaps_ms(gen.token_times), "token gap"),
     }
+
+
+def gaps_ms(times_s: list[float]) -> list[float]:
+    """The gaps between consecutive token times (ms): what TPOT averages."""
+    return [1000 * (b - a) for a, b in zip(times_s, times_s[1:])]
 
 
 # ---- the reader's prompt among requests already decoding ----------------------------------------
@@ -144,6 +151,7 @@ def two_clocks_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
         "finish_ms": 1000 * (reader.finish_s - reader.arrival_s),
         "metrics": reader_metrics(reader),
         "sequences_per_step": (sum(shared) / len(shared)) if shared else 1.0,
+        "spread": spread(gaps_ms(reader.token_s), "your token gap"),
     }
 
 

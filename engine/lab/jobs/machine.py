@@ -36,7 +36,7 @@ def machine_info(device: str = "auto", refresh: bool = False) -> dict:
 def info_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict:
     """The machine: device, threads, presets, measured memory bandwidth and matmul peak."""
     emit("progress", {"done": 0, "total": 1, "message": "measuring memory bandwidth and matmul"})
-    return machine_info(params["device"])
+    return {**machine_info(params["device"]), "spread": None}  # nothing timed now
 
 
 def worker_identity() -> dict:

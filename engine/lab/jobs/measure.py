@@ -21,6 +21,7 @@ from ...config import PRESETS
 from ...device import resolve_device, torch_dtype
 from ...model.kv_cache import PagedKVCache
 from ...sweep import measure_point, sweep_prompts
+from ..quality import spread
 from ..registry import Cancelled, Emit
 from .engines import engine_from_params, fit_kv
 
@@ -43,9 +44,11 @@ def measure_sweep_point(engine, params: dict, emit: Emit, cancelled: Cancelled) 
                           cancelled=cancelled)
     if point is None:
         return None
+    steps = {"what": "decode step", "count": point.decode_steps_timed, "p10": point.step_ms_p10,
+             "p50": point.tpot_ms, "p90": point.step_ms_p90}  # the sweep's own deciles
     return {"device": engine.device, "preset": params["preset"],
             "weights": engine.model_config.weights, "backend": engine.backend,
-            "weight_bytes": engine.model.weight_bytes(), **point.to_dict()}
+            "weight_bytes": engine.model.weight_bytes(), **point.to_dict(), "spread": steps}
 
 
 # ---- prefill on the roofline --------------------------------------------------------------------
@@ -95,6 +98,7 @@ def prefill_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | 
         "achieved_gflops": cost.achieved_gflops(seconds),
         "tokens_per_s": batch * prompt_len / seconds,
         "weight_bytes": shape["weight_bytes"], "kv_bytes_per_token": shape["kv_bytes_per_token"],
+        "spread": spread([1000 * t for t in times], "prefill pass"),
     }
 
 
@@ -127,4 +131,5 @@ def kv_allocation_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict:
                 "tensor_shape": list(cache.k.shape),
             })
             del cache
-    return {"device": device, "blocks": blocks, "block_size": block_size, "caches": rows}
+    return {"device": device, "blocks": blocks, "block_size": block_size, "caches": rows,
+            "spread": None}  # nothing timed

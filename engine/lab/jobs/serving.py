@@ -23,6 +23,7 @@ from ...serve.loop import RunResult, run
 from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
 from ...serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
 from ...serve.workload import PromptSource, Request, WorkloadSpec, make_workload, poisson_arrivals
+from ..quality import spread
 from ..registry import Cancelled, Emit
 from .engines import engine_from_params, fit_kv, resident_lengths
 
@@ -72,6 +73,16 @@ POISSON = {"kind": "poisson", "burstiness": 1.0, "concurrency": 1, "long_prompt_
 CONTINUOUS = {"policy": "continuous", "timeout_ms": 0.0, "max_tokens_per_step": None}
 
 
+def step_spread(steps) -> dict:
+    """The spread of the engine steps of one or more runs (StepTrace or their JSON)."""
+    def ms(step) -> float:
+        if isinstance(step, dict):
+            return 1000 * (step["end_s"] - step["start_s"])
+        return 1000 * (step.end_s - step.start_s)
+
+    return spread((ms(s) for s in steps), "engine step")
+
+
 def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
                  slo_ttft_ms=None, slo_tpot_ms=None, stream_tokens: bool = True,
                  extra: dict | None = None) -> dict | None:
@@ -90,7 +101,7 @@ def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
     if result.cancelled:
         return None
     result.extra.update(extra or {})
-    return result.to_json()
+    return {**result.to_json(), "spread": step_spread(result.steps)}
 
 
 def serve_run_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
@@ -159,6 +170,7 @@ def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
                        "long_share": long_share, "short_prompt": list(short[0]),
                        "short_output": list(short[1]), "long_prompt": list(long[0]),
                        "long_output": list(long[1]), "seed": seed}
+    out["spread"] = step_spread(result.steps)
     return out
 
 
@@ -220,6 +232,7 @@ def block_snapshots_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
                       "prompt_len": r.prompt_len, "output_len": r.output_len,
                       "preemptions": r.preemptions} for r in result.requests],
         "snapshots": snapshots,
+        "spread": step_spread(result.steps),
     }
 
 
@@ -260,15 +273,16 @@ def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
             emit("progress", {"done": min(done[0], total), "total": total,
                               "message": f"rate {rate:g} requests/s"})
 
-    points = []
+    points, steps = [], []
     for rate, requests in zip(rates, workloads, strict=True):
         result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
         if result.cancelled:
             return None
+        steps += result.steps
         point = rate_point(result, rate)
         points.append(point)
         emit("step", {"kind": "rate_point", **point})
     return {"device": engine.device, "preset": params["preset"],
             "weights": "random" if engine.config.random_weights else engine.model_config.weights,
             "max_batch": config.max_batch, "chunk_size": config.chunk_size,
-            "workload": specs[0].to_json(), "points": points}
+            "workload": specs[0].to_json(), "points": points, "spread": step_spread(steps)}

@@ -101,7 +101,12 @@ def test_jobs_run_one_at_a_time_in_order_of_arrival(service):
     assert [j.result["batch_size"] for j in jobs] == [1, 2, 3]
     with rec._lock:
         order = [(e.job_id, e.type) for e in rec.events if e.type in ("started", "result")]
-    assert order == [(j.id, t) for j in jobs for t in ("started", "result")]
+    # one at a time: each start is followed by that job's result before anything else starts
+    assert order[0::2] == [(job_id, "started") for job_id, _ in order[1::2]]
+    assert [t for _, t in order[1::2]] == ["result"] * (len(order) // 2)
+    # in order of arrival (a disturbed result is measured again behind what waits then)
+    starts = [job_id for job_id, t in order if t == "started"]
+    assert sorted(set(starts), key=starts.index) == [j.id for j in jobs]
     progress = [e for e in rec.of(jobs[0]) if e.type == "progress"]
     assert progress and progress[-1].data["done"] == progress[-1].data["total"] == 7
     assert not any(j.cached for j in jobs)

@@ -1,0 +1,87 @@
+"""The calibration probe: a short, fixed piece of work timed just before and just after every
+timed job, and this machine's profile to compare it with (engine.lab.quality decides).
+
+The probe does what a decode step does, in small: a few rows multiplied by a weight matrix
+(compute and cache) and a sweep over an array larger than the last-level cache (memory
+bandwidth), each rep about 5 ms on one core of the development machine; its figure is the
+median of REPS reps. The profile is the fastest probe figure ever seen for this device, torch
+version and thread count, kept beside the hardware limits (engine.paths.cache_dir); a quiet
+machine comes back to it, a busy one cannot.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import torch
+
+from ...device import describe_device
+from ...paths import cache_dir, write_json_atomic
+
+REPS = 5
+ROWS, WIDTH = 64, 1024  # a (ROWS x WIDTH) @ (WIDTH x WIDTH) fp32 product: 4 MiB of weights
+SWEEP_BYTES = 64 * 2**20  # twice a 32 MiB last-level cache: the sweep reads from memory
+FIRST_PROBES = 3  # a new profile is the fastest of these
+
+
+class Probe:
+    """The probe's tensors (built once per worker) and the machine's profile."""
+
+    def __init__(self):
+        gen = torch.Generator().manual_seed(0)
+        self.x = torch.randn(ROWS, WIDTH, generator=gen)
+        self.w = torch.randn(WIDTH, WIDTH, generator=gen)
+        self.sweep = torch.ones(SWEEP_BYTES // 4)
+        self.path = cache_dir() / f"probe-{_machine_key()}.json"
+        self.profile_ms = self._load()
+        if self.profile_ms is None:
+            self.profile_ms = min(self.measure(update=False) for _ in range(FIRST_PROBES))
+            self._save()
+
+    def _once(self) -> float:
+        start = time.perf_counter()
+        torch.mm(self.x, self.w)
+        self.sweep.sum()
+        return 1000 * (time.perf_counter() - start)
+
+    def measure(self, update: bool = True) -> float:
+        """The probe's figure now: the median of REPS reps (ms), after one unrecorded rep. A
+        figure faster than the profile becomes the profile."""
+        self._once()
+        ms = statistics.median(self._once() for _ in range(REPS))
+        if update and ms < self.profile_ms:
+            self.profile_ms = ms
+            self._save()
+        return ms
+
+    def _load(self) -> float | None:
+        try:
+            value = json.loads(self.path.read_text())["profile_ms"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    def _save(self) -> None:
+        try:
+            write_json_atomic(self.path, {"profile_ms": self.profile_ms,
+                                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        except OSError:
+            pass  # the profile is then this worker's alone
+
+
+def _machine_key() -> str:
+    key = f"{describe_device('cpu')}|torch {torch.__version__}|threads {torch.get_num_threads()}"
+    return "".join(c if c.isalnum() else "_" for c in key)[:150]
+
+
+_probe: Probe | None = None
+
+
+def get_probe() -> Probe:
+    """This process's probe (built on first use: a few probes the first time on a machine)."""
+    global _probe
+    if _probe is None or _probe.path.parent != cache_dir():
+        _probe = Probe()
+    return _probe
