@@ -16,12 +16,16 @@ Every timed job's result carries both (engine.lab.results: Spread, DisturbanceCh
   * the CPU time other processes used on the engine's cores (/proc/stat per core, less the
     worker's own), reported beside it;
   * a calibration probe run just before and just after the job (engine.lab.jobs.probe: a fixed
-    matrix multiply and memory sweep), compared with this machine's profile (the fastest probe
-    seen here). DISTURBED when either is slower than the profile by more than PROBE_LIMIT:
-    this catches what no scheduler counter sees (another process on the other core taking
-    memory bandwidth or the shared cache). The limit is 1.2 (20%): quiet probes on the 2-core
-    development machine come within about 5-10% of the profile (bench/core_split.py prints
-    them), and a co-running memory-bound load slows them by more than a third.
+    matrix multiply and memory sweep, the median of 5 reps), compared with this machine's
+    profile (the 10th percentile of its last 100 probe figures). DISTURBED when either is
+    slower than the profile by more than PROBE_LIMIT, 1.5x. Measured on the 2-core development
+    VM, engine core alone, 20 probes a condition, twice (/work/notes/trust.md): quiet 6.7-10.1
+    ms (median 8.1-8.4), a CPU hog on the other core 8.6, a memory-bound hog on the other core
+    9.4-9.7, a busy loop on the engine's own core 15.0-17.6. So the quiet VM itself varies by
+    up to about 1.45x its 10th percentile (its neighbours share the host's memory), and only
+    the last case is beyond 1.5x: the probe is a second line behind the wait above, for
+    slowdowns that no counter in this VM sees (a host that throttles it), not a detector of a
+    memory hog on the other core (within the quiet noise here; the job's own spread shows it).
 A disturbed result is labelled so, never cached (engine.lab.cache), and the service measures it
 again once the engine's cores are quiet (engine.lab.client, wait_until_quiet). Torch-free:
 reads /proc only.
@@ -37,7 +41,7 @@ from dataclasses import dataclass, field
 
 WAIT_LIMIT = 0.05  # waited for a core more than 5% of the job's own CPU time: disturbed
 MIN_WAIT_S = 0.002  # ... and more than 2 ms in all
-PROBE_LIMIT = 1.2  # a probe 20% slower than the machine's profile: disturbed
+PROBE_LIMIT = 1.5  # a probe 1.5x slower than the machine's profile: disturbed
 QUIET_SHARE = 0.05  # the engine's cores are quiet when others use under 5% of them
 QUIET_WINDOW_S = 0.5  # ... over half a second
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")  # /proc/stat's unit
@@ -124,8 +128,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class Probe:
-    """The calibration probe: ms before and after the job, and this machine's profile (the
-    fastest probe seen here)."""
+    """The calibration probe: ms before and after the job, and this machine's profile (its
+    figure when quiet)."""
 
     before_ms: float
     after_ms: float

@@ -4,9 +4,11 @@ timed job, and this machine's profile to compare it with (engine.lab.quality dec
 The probe does what a decode step does, in small: a few rows multiplied by a weight matrix
 (compute and cache) and a sweep over an array larger than the last-level cache (memory
 bandwidth), each rep about 5 ms on one core of the development machine; its figure is the
-median of REPS reps. The profile is the fastest probe figure ever seen for this device, torch
-version and thread count, kept beside the hardware limits (engine.paths.cache_dir); a quiet
-machine comes back to it, a busy one cannot.
+median of REPS reps. The profile is the 10th percentile of the last HISTORY probe figures seen
+for this device, torch version and thread count, kept beside the hardware limits
+(engine.paths.cache_dir): a quiet machine comes back to it, a busy one cannot. (Not the fastest
+ever: the minimum of thousands of noisy figures keeps falling, and would call a quiet machine
+busy.)
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from ...paths import cache_dir, write_json_atomic
 REPS = 5
 ROWS, WIDTH = 64, 1024  # a (ROWS x WIDTH) @ (WIDTH x WIDTH) fp32 product: 4 MiB of weights
 SWEEP_BYTES = 64 * 2**20  # twice a 32 MiB last-level cache: the sweep reads from memory
-FIRST_PROBES = 3  # a new profile is the fastest of these
+FIRST_PROBES = 5  # a new machine's profile starts from these
+HISTORY = 100  # the profile is a low percentile of this many recent figures
 
 
 class Probe:
@@ -35,10 +38,17 @@ class Probe:
         self.w = torch.randn(WIDTH, WIDTH, generator=gen)
         self.sweep = torch.ones(SWEEP_BYTES // 4)
         self.path = cache_dir() / f"probe-{_machine_key()}.json"
-        self.profile_ms = self._load()
-        if self.profile_ms is None:
-            self.profile_ms = min(self.measure(update=False) for _ in range(FIRST_PROBES))
+        self.figures = self._load()
+        if not self.figures:
+            self.figures = [self.measure(keep=False) for _ in range(FIRST_PROBES)]
             self._save()
+
+    @property
+    def profile_ms(self) -> float:
+        """This machine's probe figure when quiet: the 10th percentile of recent figures."""
+        if len(self.figures) < 10:
+            return min(self.figures)
+        return statistics.quantiles(self.figures, n=10)[0]
 
     def _once(self) -> float:
         start = time.perf_counter()
@@ -46,26 +56,28 @@ class Probe:
         self.sweep.sum()
         return 1000 * (time.perf_counter() - start)
 
-    def measure(self, update: bool = True) -> float:
-        """The probe's figure now: the median of REPS reps (ms), after one unrecorded rep. A
-        figure faster than the profile becomes the profile."""
+    def measure(self, keep: bool = True) -> float:
+        """The probe's figure now: the median of REPS reps (ms), after one unrecorded rep;
+        kept in the history the profile is taken from."""
         self._once()
         ms = statistics.median(self._once() for _ in range(REPS))
-        if update and ms < self.profile_ms:
-            self.profile_ms = ms
+        if keep:
+            self.figures = [*self.figures, ms][-HISTORY:]
             self._save()
         return ms
 
-    def _load(self) -> float | None:
+    def _load(self) -> list[float]:
         try:
-            value = json.loads(self.path.read_text())["profile_ms"]
+            figures = json.loads(self.path.read_text())["figures"]
         except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+            return []
+        if not isinstance(figures, list):
+            return []
+        return [float(f) for f in figures if isinstance(f, (int, float)) and f > 0][-HISTORY:]
 
     def _save(self) -> None:
         try:
-            write_json_atomic(self.path, {"profile_ms": self.profile_ms,
+            write_json_atomic(self.path, {"figures": self.figures,
                                           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         except OSError:
             pass  # the profile is then this worker's alone

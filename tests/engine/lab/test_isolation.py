@@ -15,13 +15,14 @@ from contextlib import contextmanager
 
 import pytest
 
-from engine.lab import cores
+from engine.lab import cores, quality
 from engine.lab.client import EngineService
 from tests.engine.lab.test_service import TIMEOUT, Recorder, finished, wait_ready
 
 JOB = {"preset": "tiny", "kv_budget_mib": 64, "prompt_len": 16, "new_tokens": 64,
        "batch_size": 4}
-QUIET_TRIES = 3  # the machine is shared: "alone" needs one quiet window in this many runs
+QUIET_TRIES = 5  # the machine is shared: "alone" needs one quiet window in this many runs
+QUIET_WAIT_S = 10.0  # before each, wait at most this long for the engine's cores to be quiet
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +121,12 @@ def test_a_job_beside_a_busy_loop_on_its_core_is_disturbed_and_never_cached(serv
 
 
 def test_the_same_job_alone_is_not_disturbed(service):
+    """Nothing of ours (the probe, this process, the web side's thread, the kernel's own
+    threads) counts as a disturbance. Other people's work on this shared machine does, so the
+    job is run when the engine's cores look quiet, up to QUIET_TRIES times."""
     checks = []
     for _ in range(QUIET_TRIES):
+        quality.wait_until_quiet(engine_cores(service), QUIET_WAIT_S)
         job = finished(service.submit("sweep_point", JOB, use_cache=False))
         checks.append(job.record.check)
         if not job.record.disturbed:

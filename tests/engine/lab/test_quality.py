@@ -76,9 +76,9 @@ def test_other_processes_cpu_on_the_cores_is_reported():
 
 @pytest.mark.parametrize("before_ms, after_ms, disturbed", [
     (10.0, 10.5, False),
-    (10.0, 11.9, False),
-    (12.5, 10.0, True),  # slower than the profile by more than the limit, before the job
-    (10.0, 13.0, True),  # ... after it
+    (10.0, 14.9, False),
+    (15.5, 10.0, True),  # slower than the profile by more than the limit, before the job
+    (10.0, 16.0, True),  # ... after it
 ])
 def test_a_slow_calibration_probe_marks_the_job_disturbed(before_ms, after_ms, disturbed):
     probe = quality.Probe(before_ms, after_ms, profile_ms=10.0)
