@@ -9,6 +9,8 @@ simulated web load (a thread of this process doing Python work, JSON encoding an
 web's cores where the split has them). Each point's median decode step, its p90/p50, the
 disturbance check's verdict, the share of its CPU time the engine waited for a core, and the
 calibration probe before and after it against the machine's profile are printed per round.
+Before each group of points it waits (at most 20 s) for the machine to be quiet, and says
+whether it was.
 
 The verdict compares, per batch size, the medians over rounds: a split is trustworthy when its
 points under web load stay within the knob's tolerance (1.25x) of the same split's quiet points
@@ -33,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.lab import cores  # noqa: E402
+from engine.lab import cores, quality  # noqa: E402
 from engine.lab.client import EngineService  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "core_split.json"
@@ -41,6 +43,7 @@ SPLITS = ("auto", "off")
 FRAME_S = 0.05
 TOLERANCE = 1.25
 TIMEOUT_S = 300
+QUIET_WAIT_S = 20.0  # before each group of points, wait at most this long for a quiet machine
 
 
 class WebLoad:
@@ -117,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
                     wait_ready(svc)
                     threads = svc.status()["threads"]
                     for duty in (0.0, args.web_load):
+                        quiet, share = quality.wait_until_quiet(available, QUIET_WAIT_S)
+                        print(f"machine {'quiet' if quiet else 'BUSY'} before the points "
+                              f"(others use {share:.0%} of its cores)", flush=True)
                         with WebLoad(duty, split.web):
                             for batch in batches:
                                 row = {"round": rnd, "split": setting, "engine_cores":
