@@ -2,15 +2,20 @@
 loop.
 
 The engine service calls back on its dispatcher thread; Bokeh models may only be changed on the
-session's loop, holding its document lock. So events are buffered here and flushed in one next-tick
-callback (pn.state.execute with the session's document), many at a time under pn.io.hold, which
-sends a burst of token or progress events to the browser as one message.
+session's loop, holding its document lock. So events are buffered here and flushed in frames: at
+most one every FRAME_S (20 a second) per session, each carrying every event since the last, all
+handled under one pn.io.hold, so a burst of token or step events reaches the browser as one
+update. The first event after a pause is flushed at once (on the next tick); later ones wait for
+the next frame. The web server's work thus grows with frames, not with tokens, and never
+competes with a timed step for long; the engine's own timestamps stay per token (they travel in
+the events), and the browser's clock (widgets.browser_clock) stamps each row when it is drawn.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from functools import partial
@@ -26,6 +31,7 @@ from engine.lab.events import Job, JobEvent
 log = logging.getLogger(__name__)
 
 Handler = Callable[[JobEvent], None]
+FRAME_S = 0.05  # at most 20 frames a second per session
 
 
 class SessionJobs:
@@ -42,6 +48,8 @@ class SessionJobs:
         self._lock = threading.Lock()
         self._batch: list[tuple[Handler, JobEvent]] = []
         self._scheduled = False
+        self._last_frame = -float("inf")  # time.monotonic() of the last flush
+        self.frames = 0  # flushes so far (each one frame of updates to the browser)
         self.closed = False
         self.jobs: list[Job] = []
         if context is not None:
@@ -95,15 +103,24 @@ class SessionJobs:
         with self._lock:
             self._batch.append((handler, event))
             if self._scheduled:
-                return
+                return  # the next frame takes it
             self._scheduled = True
+            wait_s = self._last_frame + FRAME_S - time.monotonic()
         with set_curdoc(self.doc):
-            pn.state.execute(self._flush, schedule=True)
+            if wait_s <= 0:
+                pn.state.execute(self._flush, schedule=True)
+            else:  # a timeout is set from the loop itself (Bokeh's next tick is the thread-safe way in)
+                pn.state.execute(partial(self._flush_in, wait_s), schedule=True)
+
+    def _flush_in(self, wait_s: float) -> None:
+        self.doc.add_timeout_callback(self._flush, max(1, round(1000 * wait_s)))
 
     def _flush(self) -> None:
         with self._lock:
             batch, self._batch = self._batch, []
             self._scheduled = False
+            self._last_frame = time.monotonic()
+            self.frames += 1
         if self.closed or not batch:
             return
         with set_curdoc(self.doc), pn.io.hold(self.doc):
