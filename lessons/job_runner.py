@@ -11,14 +11,17 @@ events dropped, so a chart never mixes two settings; the engine's queue is told 
 first job replaces the runner's queued ones in one step, engine.lab.job_queue), so a reader's
 newest setting is the one that waits. A runner made with nearby=True asks for a cached result of
 nearby settings while a job waits; its handlers get it as a "nearby" event, and the status says
-what it is. A handler that raises leaves a message in the status, never a stuck spinner. Predict
-first: after `hold_fresh(waiting)`, while `waiting()` is true a job the engine's cache cannot
-answer is parked instead of run (a cached one is answered at once, as ever), and `release()` sends
-the parked ones: a lesson holds its first fresh measurement until the reader has made a
-prediction. Each job's events reach its handler on the
-session's own loop (lessons.session_jobs), after the status has taken them. While the group's
-first job waits in the engine's queue behind other readers' jobs, the status says how many are
-ahead, refreshed twice a second: in a classroom of thirty, a reader sees "queued behind 4 jobs"
+what it is. A handler that raises leaves a message in the status, never a stuck spinner. A
+disturbed result that the engine measures again (engine.lab.client: remeasuring) is shown by the
+status ("re-measuring", disturbed) and not passed to the handler; nor are the new measurement's
+live events (steps, tokens), only its result: a page draws one result per job, never two runs'
+streams over each other. Predict first: after `hold_fresh(waiting)`, while `waiting()` is true a
+job the engine's cache cannot answer is parked instead of run (a cached one is answered at once,
+as ever), and `release()` sends the parked ones: a lesson holds its first fresh measurement until
+the reader has made a prediction. Each job's events reach its handler on the session's own loop
+(lessons.session_jobs), after the status has taken them. While the group's first job waits in the
+engine's queue behind other readers' jobs, the status says how many are ahead, refreshed twice a
+second: in a classroom of thirty, a reader sees "queued behind 4 jobs"
 rather than a frozen page.
 """
 
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[JobEvent], None]
 R = TypeVar("R", bound=Record)
 QUEUE_POLL_MS = 500
+STREAMED = ("token", "step")  # a run's live events, drawn as they come
 HELD = "held"  # the state of a parked job's placeholder: not sent to the engine yet
 
 
@@ -56,6 +60,7 @@ class _Entry:
         self.job: Job | None = None  # set when submit returns (events may come before)
         self.final = False
         self.dropped = False
+        self.remeasuring = False  # a disturbed result came; the engine measures it again
         self.parked: tuple[str, dict, bool] | None = None  # (kind, params, use_cache) if held
 
     @property
@@ -188,6 +193,11 @@ class JobRunner:
         if event.type == "nearby" and entry.job is not None:
             self.status.nearby(event, entry.job.params)
         self.status.handle(event)
+        if event.remeasuring:  # disturbed: the status says so; the page waits for the new one
+            entry.remeasuring = True
+            return
+        if entry.remeasuring and event.type in STREAMED:
+            return  # the new measurement's stream, not drawn over the first one's
         try:
             entry.handler(event)
         except Exception as e:  # the page's own bug: say so on the page, keep the session

@@ -1,6 +1,9 @@
 """What a page shows about its engine jobs besides their numbers: how far they have got (after a
 second), where they wait in the engine's queue, where the numbers came from (a cached measurement
-or a fresh one, on which device, when), and a one-line message when the engine refused or failed.
+or a fresh one, on which device, when), how steady and how trustworthy they are (the spread of
+what was timed; "disturbed" when other work took the engine's core while it measured, with the
+"re-measuring" state while the engine measures it again on a quiet machine), and a one-line
+message when the engine refused or failed.
 
 One widget for a group of jobs, a single job being a group of one (lessons.runner.JobRunner feeds
 it): `start(total)` begins a group, `add()` grows it, `forget()` drops a job the page cancelled,
@@ -22,10 +25,14 @@ from __future__ import annotations
 
 import html
 import time
+from dataclasses import dataclass
 from datetime import datetime
 
 import panel as pn
 import param
+
+from engine.errors import ResultError
+from engine.lab.results import DisturbanceCheck, Spread
 
 from .a11y import LiveRegion
 
@@ -49,6 +56,57 @@ def describe_measurement(cached: bool, device: str, measured_at: str) -> str:
     where = f"on {device}" if device else "on this machine"
     when = f" at {format_time(measured_at)}" if measured_at else ""
     return f"cached: measured {where}{when}" if cached else f"measured live {where}{when}"
+
+
+def spread_text(spread: Spread | None) -> str:
+    """'decode steps p10-p90 2.10-2.40 ms (29 timed)': how steady the timed steps were."""
+    if spread is None or not spread.count or spread.p10 is None:
+        return ""
+    plural = "s" if not spread.what.endswith("s") else ""
+    return (f"{spread.what}{plural} p10\u2013p90 {_ms(spread.p10)}\u2013{_ms(spread.p90)} ms "
+            f"({spread.count} timed)")
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+
+
+def disturbed_text(check: DisturbanceCheck | None, remeasuring: bool = False) -> str:
+    """Why a result is not to be trusted, or '' when it is."""
+    if check is None or not check.disturbed:
+        return ""
+    why = check.reasons[0] if check.reasons else "other work ran beside it"
+    then = ("re-measuring once the engine's core is quiet" if remeasuring else
+            "not cached; measure again when the machine is quiet")
+    return f"DISTURBED: {why}; {then}"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What the label says about one job's result: where it came from and how good it is."""
+
+    cached: bool
+    device: str
+    measured_at: str
+    spread: Spread | None = None
+    check: DisturbanceCheck | None = None
+    remeasuring: bool = False
+
+    @classmethod
+    def of(cls, event) -> Measurement:
+        """From a result event; a result without a readable spread or check has none."""
+        data = event.data if isinstance(event.data, dict) else {}
+        try:
+            spread = Spread.from_dict(data["spread"]) if data.get("spread") else None
+            check = DisturbanceCheck.from_dict(data["check"]) if data.get("check") else None
+        except ResultError:
+            spread = check = None
+        return cls(event.cached, event.device, event.measured_at, spread, check,
+                   getattr(event, "remeasuring", False))
+
+    @property
+    def disturbed(self) -> bool:
+        return self.check is not None and self.check.disturbed
 
 
 def describe_nearby(asked: dict, near: dict) -> str:
@@ -127,7 +185,7 @@ class JobStatus(pn.viewable.Viewer):
     def __init__(self, what: str = "measurements", **params):
         super().__init__(**params)
         self.what = what  # what the jobs are, in the plural: "measurements", "runs"
-        self.results: list[tuple[bool, str, str]] = []  # (cached, device, measured_at)
+        self.results: dict[int, Measurement] = {}  # by job id: the latest result of each
         self._since: float | None = None
         self._callback = None
         self._bar = pn.indicators.Progress(value=-1, max=BAR_MAX, bar_color="info", height=14,
@@ -149,7 +207,7 @@ class JobStatus(pn.viewable.Viewer):
     # ---- the group -------------------------------------------------------------------------------
     def start(self, total: int = 1, message: str = "starting") -> None:
         """A new group of `total` jobs (forgets the previous group's provenance and error)."""
-        self.results = []
+        self.results = {}
         self.error.message = ""
         self._page_error.visible = False
         self.param.update(total=total, finished=0, running=total > 0, message=message, done=0,
@@ -183,8 +241,13 @@ class JobStatus(pn.viewable.Viewer):
             self.job_progress(event.data.get("done", 0), event.data.get("total", 0),
                               event.data.get("message"))
         elif kind == "result":
-            self.results.append((event.cached, event.device, event.measured_at))
-            self._finish_one()
+            self.results[event.job_id] = measurement = Measurement.of(event)
+            if measurement.remeasuring:  # disturbed: the engine measures it again
+                self.job_progress(0, 0, "re-measuring: other work ran on the engine's core "
+                                        "while it measured; waiting for a quiet machine")
+                self._refresh_label()
+            else:
+                self._finish_one()
         elif kind == "error":
             self.error.message = event.data.get("message", "unknown error")
             self._finish_one()
@@ -289,34 +352,65 @@ class JobStatus(pn.viewable.Viewer):
 
     @property
     def label_line(self) -> str:
-        """The provenance line as plain text ("" before any result)."""
-        return "; ".join(self._label_parts())
+        """The provenance line as plain text ("" before any result), with the disturbance verdict
+        when a result was disturbed (so the live region reads it too)."""
+        disturbed = self._disturbed_line()
+        return "; ".join(self._label_parts() + ([disturbed] if disturbed else []))
 
     def _label_parts(self) -> list[str]:
-        cached = [r for r in self.results if r[0]]
-        live = [r for r in self.results if not r[0]]
-        several = len(self.results) > 1
+        results = list(self.results.values())
+        cached = [r for r in results if r.cached]
+        live = [r for r in results if not r.cached]
+        several = len(results) > 1
         parts = []
         if live:
-            line = describe_measurement(False, live[-1][1], live[-1][2])
+            line = describe_measurement(False, live[-1].device, live[-1].measured_at)
             parts.append(f"{len(live)} {line}" if several else line)
         if cached:
-            first, last = min(r[2] for r in cached), max(r[2] for r in cached)
-            device = cached[-1][1]
+            first = min(r.measured_at for r in cached)
+            last = max(r.measured_at for r in cached)
+            device = cached[-1].device
             line = describe_measurement(True, device, first) if first == last else (
                 f"cached: measured on {device or 'this machine'} at {format_time(first)} to "
                 f"{format_time(last)}")
             parts.append(f"{len(cached)} {line}" if several else line)
+        steady = spread_text(results[-1].spread) if results and not several else ""
+        if steady:
+            parts.append(steady)
         return parts
+
+    def _disturbed_line(self) -> str:
+        """'2 of 5 DISTURBED: why; what happens next', or '' when no result shown was disturbed."""
+        results = list(self.results.values())
+        disturbed = [r for r in results if r.disturbed]
+        if not disturbed:
+            return ""
+        worst = disturbed[-1]
+        count = f"{len(disturbed)} of {len(results)} " if len(results) > 1 else ""
+        return count + disturbed_text(worst.check, worst.remeasuring)
 
     def _refresh_label(self) -> None:
         if not self.results:
             return
-        cached = any(r[0] for r in self.results)
-        live = not all(r[0] for r in self.results)
+        results = list(self.results.values())
+        cached = any(r.cached for r in results)
+        live = not all(r.cached for r in results)
         css = "measurement-label cached" if cached and not live else "measurement-label live"
-        self._label.param.update(object=f'<span class="{css}">{self.label_line}</span>',
-                                 visible=True)
+        text = html.escape("; ".join(self._label_parts()), quote=False)
+        disturbed = self._disturbed_line()
+        if disturbed:
+            text += f'<br><span class="disturbed">{html.escape(disturbed, quote=False)}</span>'
+            css += " disturbed"
+        self._label.param.update(object=f'<span class="{css}">{text}</span>', visible=True)
+
+    @property
+    def disturbed(self) -> bool:
+        """Some result shown now was disturbed (and not yet measured again)."""
+        return any(r.disturbed for r in self.results.values())
+
+    @property
+    def remeasuring(self) -> bool:
+        return any(r.remeasuring for r in self.results.values())
 
     def _start_timer(self) -> None:
         if self._callback is None and pn.state.curdoc is not None \

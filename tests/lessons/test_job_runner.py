@@ -129,6 +129,24 @@ def test_a_page_starts_once_when_first_drawn_outside_a_server():
     assert page.started and page.starts == 1
 
 
+def test_a_re_measured_job_passes_on_its_first_stream_and_only_the_new_result():
+    runner, service = runner_on_a_page()
+    seen = []
+    job = runner.submit("serve_run", {}, seen.append)
+    service.send(job, "started")
+    service.send(job, "step", {"index": 0})
+    service.send(job, "result", {"run": 1}, device=DEVICE, remeasuring=True)
+    assert runner.jobs == [job] and runner.status.running  # not over
+    service.send(job, "queued", {"ahead": 0, "remeasure": 1})
+    service.send(job, "started")
+    service.send(job, "step", {"index": 0})  # the new run's stream: not drawn over the first
+    service.send(job, "token", {"index": 0})
+    service.finish(job, {"run": 2})
+    assert [e.type for e in seen] == ["started", "step", "queued", "started", "result"]
+    assert [e.data for e in seen if e.type == "result"] == [{"run": 2}]
+    assert not runner.busy and not runner.status.running
+
+
 def test_held_fresh_jobs_wait_for_release_and_cached_ones_do_not():
     """Predict first: while the page waits for the reader, a job the cache cannot answer is
     parked (not sent); a cached one is sent at once (the service answers it from the cache);

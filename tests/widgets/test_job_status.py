@@ -18,8 +18,8 @@ def root(viewer):
     return pn.panel(viewer).get_root()
 
 
-def event(type_, data=None, **meta) -> JobEvent:
-    return JobEvent(1, "sweep_point", type_, data or {}, **meta)
+def event(type_, data=None, job_id=1, **meta) -> JobEvent:
+    return JobEvent(job_id, "sweep_point", type_, data or {}, **meta)
 
 
 def test_describe_measurement_says_cached_device_and_time():
@@ -94,10 +94,10 @@ def test_progress_of_a_group_counts_finished_jobs_and_shows_after_a_second():
     status.tick(now=status._since + 2)
     assert status.shown and "0 of 3 measurements done (now: batch 4)" in status.progress_text
     assert status._bar.value == 166
-    status.handle(event("result", {}, cached=True, device=DEVICE, measured_at=WHEN))
-    status.handle(event("result", {}, cached=False, device=DEVICE, measured_at=WHEN))
+    status.handle(event("result", {}, 1, cached=True, device=DEVICE, measured_at=WHEN))
+    status.handle(event("result", {}, 2, cached=False, device=DEVICE, measured_at=WHEN))
     assert status.running and status.finished == 2
-    status.handle(event("result", {}, cached=True, device=DEVICE, measured_at=WHEN))
+    status.handle(event("result", {}, 3, cached=True, device=DEVICE, measured_at=WHEN))
     assert not status.running and not status.shown
     label = status.label_text
     assert f"1 measured live on {DEVICE}" in label and "2 cached: measured on" in label
@@ -121,3 +121,52 @@ def test_a_group_grows_and_forgets_cancelled_jobs():
     status.handle(event("result", {}, device=DEVICE, measured_at=WHEN))
     status.forget(2)  # the page cancelled the other two
     assert not status.running and status.total == 1
+
+
+def quality(waited_ms: float = 0.0) -> dict:
+    """A result's spread and disturbance check, as the worker writes them (engine.lab.quality):
+    a job that computed 1 s and waited `waited_ms` for its core."""
+    from engine.lab import quality as q
+
+    before = q.Usage(cores=(1,), wall=0.0, cpu_s=0.0, threads={7: (0, 0)}, ticks={1: (0, 0)})
+    after = q.Usage(cores=(1,), wall=1.0, cpu_s=1.0,
+                    threads={7: (10**9, int(waited_ms * 10**6))}, ticks={1: (100, 0)})
+    return {"spread": q.spread([2.0, 2.1, 2.2, 2.3, 2.4], "decode step"),
+            "check": q.check(before, after)}
+
+
+def test_the_label_shows_how_steady_the_timed_steps_were():
+    status = JobStatus()
+    root(status)
+    status.start(1)
+    status.handle(event("result", quality(), device=DEVICE, measured_at=WHEN))
+    # deciles by the exclusive method (engine.lab.quality.spread)
+    assert "decode steps p10\u2013p90 1.96\u20132.44 ms (5 timed)" in status.label_text
+    assert "DISTURBED" not in status.label_text and not status.disturbed
+
+
+def test_a_disturbed_result_is_labelled_then_re_measured():
+    status = JobStatus()
+    root(status)
+    status.start(1)
+    status.handle(event("result", quality(waited_ms=300), device=DEVICE, measured_at=WHEN,
+                        remeasuring=True))
+    assert status.running and status.finished == 0  # not over: it is measured again
+    assert status.message.startswith("re-measuring") and status.remeasuring
+    assert "DISTURBED: other work kept the engine off its core for 300 ms" in status.label_text
+    assert "re-measuring once the engine's core is quiet" in status.label_text
+    assert "disturbed" in status._label.object  # styled apart
+    status.handle(event("queued", {"ahead": 0, "remeasure": 1}))
+    status.handle(event("started"))
+    status.handle(event("result", quality(), device=DEVICE, measured_at=WHEN))
+    assert not status.running and status.finished == 1
+    assert "DISTURBED" not in status.label_text and not status.disturbed
+
+
+def test_a_result_still_disturbed_after_its_re_measures_says_so():
+    status = JobStatus()
+    root(status)
+    status.start(1)
+    status.handle(event("result", quality(waited_ms=300), device=DEVICE, measured_at=WHEN))
+    assert not status.running and status.disturbed and not status.remeasuring
+    assert "not cached; measure again when the machine is quiet" in status.label_text
