@@ -263,8 +263,9 @@ def ratio_text(new: float, old: float) -> str:
 @dataclass(frozen=True)
 class Point:
     """One measured batch size: total tokens/s, each user's ms per token, where it came from
-    ("measured live (<time>)" or "cached (<time>)"), and the median step's estimate: its 95%
-    interval and the number of decode steps timed (None for a result cached without them)."""
+    ("measured live (<time>)" or "cached (<time>)"), the median step's estimate: its 95%
+    interval and the number of decode steps timed (None for a result cached without them),
+    the p10 and p90 of those steps (how steady they were), and the disturbance check."""
 
     tokens_per_s: float
     tpot_ms: float
@@ -273,10 +274,28 @@ class Point:
     step: Estimate | None = None
     measured: str = ""  # "cached, measured <time>" or "fresh, measured <time>"
     check: str = ""  # its disturbance check in words
+    p10_ms: float | None = None
+    p90_ms: float | None = None
 
     @property
     def n(self) -> int:
         return self.step.n if self.step else 0
+
+    @property
+    def spread(self) -> str:
+        """'5.10-5.60' (ms), or a dash when the steps' spread is unknown."""
+        if self.p10_ms is None or self.p90_ms is None:
+            return "\u2013"
+        return f"{self.p10_ms:.2f}\u2013{self.p90_ms:.2f}"
+
+    @property
+    def verdict(self) -> str:
+        """The disturbance check for the table: 'quiet', 'DISTURBED: why', or 'not checked'."""
+        if self.check.startswith("quiet"):
+            return "quiet"
+        if self.check.startswith("disturbed"):
+            return "DISTURBED" + self.check[len("disturbed"):]
+        return "not checked"
 
     def interval(self) -> tuple[float, float, float, float] | None:
         """(tokens/s low, high, ms low, high): tokens/s is batch / step, so its ends come from
@@ -299,9 +318,11 @@ class Point:
 def point_of(result: SweepPointResult, origin: str = "measured live",
              cached: bool = False) -> Point:
     """A lesson point from a sweep_point result: the median decode step bounded by a bootstrap
-    over the timed steps (engine.calc.stats)."""
+    over the timed steps (engine.calc.stats), their p10 and p90, and the disturbance check."""
     step = estimate(result.step_ms, 50) if result.step_ms else None
-    return Point(result.tokens_per_s, result.tpot_ms, origin, cached, step)
+    return Point(result.tokens_per_s, result.tpot_ms, origin, cached, step,
+                 check=check_text(result), p10_ms=result.step_ms_p10,
+                 p90_ms=result.step_ms_p90)
 
 
 def pareto_point(batch: int, p: Point) -> dict:
@@ -460,8 +481,7 @@ class KnobLesson(LessonPage):
         origin = "cached" if cached else "measured live"
         if event is not None and event.measured_at:
             origin += f" ({event.measured_at[:16].replace('T', ' ')})"
-        here = dataclasses.replace(point_of(point, origin, cached),
-                                   measured=origin_text(event), check=check_text(point))
+        here = dataclasses.replace(point_of(point, origin, cached), measured=origin_text(event))
         self.points.setdefault(settings, {})[point.batch_size] = here
         if event is not None and event.device:
             self.device = event.device
@@ -478,8 +498,9 @@ class KnobLesson(LessonPage):
             f"{point.new_tokens - 1} steps: the first {warmup_steps(point)} are a warm-up "
             f"and not counted, the other {point.decode_steps_timed} are timed (their median "
             f"is the time per token). Whiskers are 95% confidence intervals of that median "
-            f"(a bootstrap over the timed steps). Big dots were measured live, small ones "
-            f"came from the cache."
+            f"(a bootstrap over the timed steps); the table gives the steps' own spread (p10 "
+            f"to p90) and whether other work disturbed the point. Big dots were measured "
+            f"live, small ones came from the cache."
             f"{' The small preset has ' + RANDOM_WEIGHTS + '.' if point.weights == 'random' else ''}"
             "</p>")
         self._moved()
@@ -547,13 +568,15 @@ class KnobLesson(LessonPage):
 
     def _table(self) -> str:
         rows = [(b, f"{p.tokens_per_s:,.0f}", p.ci_text("tokens") or "-", f"{p.tpot_ms:.2f}",
-                 p.ci_text("ms") or "-", f"{1000 / p.tpot_ms:,.0f}", p.n or "-", p.origin)
+                 p.ci_text("ms") or "-", p.spread, f"{1000 / p.tpot_ms:,.0f}", p.n or "-",
+                 p.verdict, p.origin)
                 for b, p in sorted(self.measured.items())]
         if not rows:
             return ""
         return table_html(("batch size", "total tokens/s (all users)", "95% CI (tokens/s)",
-                           "ms per token (each user)", "95% CI (ms)", "tokens/s each user",
-                           "decode steps timed", "source"), rows,
+                           "ms per token (each user)", "95% CI (ms)",
+                           "decode steps p10\u2013p90 (ms)", "tokens/s each user",
+                           "decode steps timed", "disturbance check", "source"), rows,
                           caption=f"Points measured so far, {self.preset} preset"
                                   f"{' (' + RANDOM_WEIGHTS + ')' if self.preset != 'tiny' else ''}"
                                   f"{' on ' + self.device if self.device else ''}")

@@ -48,6 +48,7 @@ def test_loading_asks_for_here_half_and_one(lesson):
 
 def test_points_build_the_curve_and_the_readouts(lesson):
     page, service = lesson
+    page.runner.status.live.MIN_GAP_S = 600  # the points below come within the gap, however slow
     first, half, one = service.submitted
     service.run_for_real(first)
     assert page.curve.batches() == [4] and page.readouts.values["tput"]
@@ -60,6 +61,12 @@ def test_points_build_the_curve_and_the_readouts(lesson):
     assert "Against batch 1" in page.gain.object
     table = page.table.object
     assert table.count("cached (") == 1 and table.count("measured live (") == 2
+    for batch in (1, 2, 4):  # each point in the table with the spread of its timed steps
+        point = page.measured[batch]
+        assert point.p10_ms <= point.tpot_ms <= point.p90_ms
+        assert point.spread in table
+        # and its disturbance check (quiet or disturbed: this machine may be busy)
+        assert point.verdict != "not checked" and point.verdict.split(":")[0] in table
     assert "tiny preset (trained weights)" in page.measured_on.object
     # for screen readers: the table sits under the curve as its description, and the first
     # point was said in words (the later ones wait for the live region's gap)
