@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 
+from engine.lab.cores import describe
+
 HIDDEN_PARAMS = {"prompt"}  # a reader's own text is not shown to other readers
 
 
@@ -24,6 +26,7 @@ def describe_status(status: dict) -> str:
         lines.append(f"Engine worker: process {status['worker_pid']} on "
                      f"{html.escape(status['device'])}, engine version "
                      f"{html.escape(status['engine_version'])}.")
+        lines.append(describe_cores(status.get("cores"), status.get("threads")))
     running = status.get("running")
     if running:
         progress = running.get("progress") or {}
@@ -43,11 +46,28 @@ def describe_status(status: dict) -> str:
                  f"{status.get('shared_runs', 0)} measured once for several readers at once.")
     lines.append(f"Cancelled: {status.get('jobs_cancelled', 0)} (their reader left or asked "
                  "for something else first).")
+    lines.append(f"Disturbed: {status.get('disturbed', 0)} results (other work took the "
+                 f"engine's core while it measured; never cached), {status.get('remeasured', 0)} "
+                 "of them measured again.")
     lines.append(f"Worker restarts: {status.get('restarts', 0)}.")
     memory = describe_memory(status.get("memory") or {})
     if memory:
         lines.append(memory)
     return "<ul>" + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
+
+
+def describe_cores(split: dict | None, threads: int | None) -> str:
+    """Where the engine measures: its cores and torch threads, and the web server's cores (the
+    split of engine.lab.cores, set by ENGINE_CORES)."""
+    if not split:
+        return "Cores: not reported by the worker."
+    threads_text = f" with {threads} torch thread{'s' if threads != 1 else ''}" if threads else ""
+    if not split.get("isolated"):
+        return (f"Cores: the engine and the web server share {describe(split['engine'])}"
+                f"{threads_text} ({html.escape(split.get('note', ''))}).")
+    return (f"Cores: the engine runs on {describe(split['engine'])}{threads_text}, the web "
+            f"server on {describe(split['web'])}, so serving pages does not slow a measurement "
+            f"({html.escape(split.get('note', ''))}).")
 
 
 def describe_memory(memory: dict) -> str:

@@ -122,8 +122,15 @@ def test_service_status_in_plain_words_hides_readers_text():
                                                          "max_new_tokens": 8},
                           "progress": {"done": 3, "total": 8}, "running_s": 1.25},
               "queued": 2, "jobs_done": 5, "jobs_cancelled": 1, "cache_hits": 4,
-              "cache_entries": 3, "restarts": 0}
+              "cache_entries": 3, "restarts": 0, "threads": 1, "disturbed": 2, "remeasured": 1,
+              "cores": {"engine": [1], "web": [0], "setting": "auto", "isolated": True,
+                        "note": "CPU host: the engine gets all but ceil(cores / 8) for the web"}}
     text = describe_status(status)
+    assert "the engine runs on core 1 with 1 torch thread, the web server on core 0" in text
+    assert "Disturbed: 2 results" in text and "1 of them measured again" in text
+    shared = describe_status({**status, "cores": {**status["cores"], "engine": [0, 1],
+                                                  "web": [0, 1], "isolated": False}})
+    assert "the engine and the web server share cores 0-1" in shared
     assert "process 42 on cpu: Test" in text and "running <b>generate</b>" in text
     assert "3 of 8 steps" in text and "Queued: 2 jobs" in text and "Cancelled: 1 " in text
     assert "my secret" not in text
