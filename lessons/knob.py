@@ -277,6 +277,13 @@ class Point:
     p10_ms: float | None = None
     p90_ms: float | None = None
 
+    def tokens_per_s_range(self) -> tuple[float, float] | None:
+        """Total tokens/s at the p90 and the p10 step (tokens/s goes as 1 / step time)."""
+        if not (self.p10_ms and self.p90_ms):
+            return None
+        return (self.tokens_per_s * self.tpot_ms / self.p90_ms,
+                self.tokens_per_s * self.tpot_ms / self.p10_ms)
+
     @property
     def n(self) -> int:
         return self.step.n if self.step else 0
@@ -352,9 +359,14 @@ def doubling(points: dict[int, Point], batch: int) -> str:
     if batch not in points or half not in points:
         return f"Measuring batch {half} and {batch} to compare them..."
     a, b = points[half], points[batch]
-    return (f"Last doubling, batch {half} to {batch}: total tokens/s "
-            f"{ratio_text(b.tokens_per_s, a.tokens_per_s)}, each user's time per token "
-            f"{ratio_text(b.tpot_ms, a.tpot_ms)}.")
+    words = (f"Last doubling, batch {half} to {batch}: total tokens/s "
+             f"{ratio_text(b.tokens_per_s, a.tokens_per_s)}, each user's time per token "
+             f"{ratio_text(b.tpot_ms, a.tpot_ms)}.")
+    ra, rb = a.tokens_per_s_range(), b.tokens_per_s_range()
+    if b.tokens_per_s < a.tokens_per_s and ra and rb and rb[1] >= ra[0]:
+        words += (" The fall is within the two points' own spread (their decode steps' p10 to "
+                  "p90): the throughput has levelled off, not dropped.")
+    return words
 
 
 def against_one(points: dict[int, Point], batch: int) -> str:

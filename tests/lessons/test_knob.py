@@ -128,6 +128,11 @@ def test_doubling_words():
     assert doubling(points, 8) == ("Last doubling, batch 4 to 8: total tokens/s x1.50 (+50%), "
                                    "each user's time per token x1.33 (+33%).")
     assert doubling(points, 1).startswith("Batch 1 is where the curve starts")
+    level = {32: Point(1000.0, 32.0, p10_ms=30.0, p90_ms=35.0),  # 914-1067 tokens/s
+             64: Point(980.0, 65.3, p10_ms=60.0, p90_ms=70.0)}  # 914-1067 tokens/s
+    assert "within the two points' own spread" in doubling(level, 64)
+    level[64] = Point(800.0, 80.0, p10_ms=78.0, p90_ms=82.0)  # 780-821: a real fall
+    assert "spread" not in doubling(level, 64)
     assert against_one(points, 8) == ""
     points[1] = Point(tokens_per_s=100.0, tpot_ms=10.0)
     assert against_one(points, 8) == ("Against batch 1: 6.0 times the throughput for 1.3 times "
