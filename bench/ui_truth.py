@@ -16,10 +16,14 @@ round; target 1.25x (issue 11).
 Then one hog run (unless --no-hog): a fresh server, lesson 4 at batch 64, and a busy loop on every
 core started as the page begins measuring and stopped after --hog-s seconds: the page must say
 DISTURBED (or re-measuring), and the cache must hold no disturbed result.
+The browser stands for a reader's own machine: Chromium, Playwright and this script are pinned to
+the web server's cores (the server itself starts on every core and splits them as it does in
+class), so on a 2-core host they do not take the engine's core; --browser-anywhere leaves them
+free, to see what a browser on the same cores does to the numbers.
 Prints every round and one JSON object (also saved to bench/results/ui_truth.json) with the
 machine's load average before and after. Run it under /work/tools/heavy on a quiet machine.
 
-    python bench/ui_truth.py [--rounds 3] [--no-hog] [--hog-s 25]
+    python bench/ui_truth.py [--rounds 3] [--no-hog] [--hog-s 25] [--browser-anywhere]
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ui_latency import CHROMIUM, CHROMIUM_ARGS, start_server, stop_server  # noqa: E402
+import ui_latency  # noqa: E402
+from ui_latency import CHROMIUM, CHROMIUM_ARGS, stop_server  # noqa: E402
 
 from engine.lab import cores  # noqa: E402
 from lessons.knob import DEFAULT_NEW_TOKENS, DEFAULT_PROMPT_LEN  # noqa: E402
@@ -94,7 +99,10 @@ def wait_text(page, pattern: str, timeout_s: float = TIMEOUT_MS / 1000) -> re.Ma
             return found
         if time.monotonic() > deadline:
             raise TimeoutError(f"the page never showed /{pattern}/")
-        page.wait_for_timeout(250)
+        page.wait_for_timeout(500)
+
+
+ALL_CORES = cores.available_cores()
 
 
 def engine_split() -> cores.CoreSplit:
@@ -102,14 +110,34 @@ def engine_split() -> cores.CoreSplit:
     return cores.plan(cores.available_cores(), os.environ.get(cores.ENV, "auto"))
 
 
+def start_server(cache: str):
+    """`panel serve` on every core this script may use (it splits them itself), even while this
+    process is pinned to the web's cores."""
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, ALL_CORES)
+    try:
+        return ui_latency.start_server(cache)
+    finally:
+        os.sched_setaffinity(0, mine)
+
+
+def pinned_chromium(web: tuple[int, ...]) -> str:
+    """A wrapper that starts Chromium on the web's cores (Playwright takes an executable)."""
+    path = Path(tempfile.mkdtemp(prefix="ui-truth-")) / "chromium"
+    path.write_text(f'#!/bin/sh\nexec taskset -c {",".join(map(str, web))} {CHROMIUM} "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
 def cli(args: list[str], pinned: bool) -> dict:
     """`python -m engine ... --json`, pinned to the engine's cores like the worker, or free."""
     env = {**os.environ}
     command = [sys.executable, "-m", "engine", *args, "--json"]
+    on = ALL_CORES
     if pinned:
-        split = engine_split()
-        env["ENGINE_THREADS"] = str(len(split.engine))
-        command = ["taskset", "-c", ",".join(map(str, split.engine)), *command]
+        on = engine_split().engine
+        env["ENGINE_THREADS"] = str(len(on))
+    command = ["taskset", "-c", ",".join(map(str, on)), *command]
     out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
@@ -219,8 +247,8 @@ def hog_run(browser, hog_s: float) -> dict:
     try:
         page = context.new_page()
         page.goto(f"{url}/app?lesson=knob&batch_size=64")
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in cores.available_cores()]
+        hogs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
+                                  "while True: pass"]) for c in ALL_CORES]
         label = wait_text(page, r"DISTURBED[^;]*;[^.;]*|re-measuring[^.;]*",
                           timeout_s=hog_s + 120).group(0)
         time.sleep(hog_s)
@@ -252,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-hog", action="store_true", help="skip the hog run")
     parser.add_argument("--hog-s", type=float, default=25.0, help="how long the hog runs (s)")
+    parser.add_argument("--browser-anywhere", action="store_true",
+                        help="do not pin Chromium and this script to the web server's cores")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -259,9 +289,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"engine cores {list(split.engine)}, web cores {list(split.web)} ({split.note}); "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     out: dict = {"load_before": os.getloadavg(), "engine_cores": list(split.engine),
-                 "target": TARGET, "rounds": []}
+                 "browser_pinned": not args.browser_anywhere, "target": TARGET, "rounds": []}
+    chromium = CHROMIUM
+    if split.isolated and not args.browser_anywhere:
+        os.sched_setaffinity(0, split.web)  # this script and Playwright's driver
+        chromium = pinned_chromium(split.web)
+        print(f"Chromium and this script pinned to cores {list(split.web)}", flush=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
         try:
             for rnd in range(1, args.rounds + 1):
                 out["rounds"].append(one_round(browser, rnd))
