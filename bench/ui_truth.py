@@ -160,26 +160,28 @@ def lesson1(browser, url: str) -> dict:
 
 
 def knob(browser, url: str, batch: int) -> tuple[dict[int, float], bool]:
-    """Open lesson 4 at `batch`; the chart's points once it has batch and its half."""
+    """Open lesson 4 at `batch`; the chart's points once it has all it asks for (batch, its
+    half and 1)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = context.new_page()
         page.goto(f"{url}/app?lesson=knob&batch_size={batch}")
         wait_text(page, f"Last doubling, batch {batch // 2} to {batch}: total" if batch > 1
                   else "Batch 1 is where the curve starts")
-        return chart_points(page, batch), "DISTURBED" in page_text(page)
+        return chart_points(page, batch, batch // 2 or 1, 1), "DISTURBED" in page_text(page)
     finally:
         context.close()
 
 
-def chart_points(page, batch: int) -> dict[int, float]:
-    """The knob chart's points once they include `batch` (a re-measured point comes once)."""
+def chart_points(page, *batches: int) -> dict[int, float]:
+    """The knob chart's points once they include every one of `batches` (a re-measured point
+    comes once, when measured again)."""
     deadline = time.monotonic() + TIMEOUT_MS / 1000
     while True:
         points = {int(b): ms for b, ms in page.evaluate(KNOB_POINTS_JS).items()}
-        if batch in points or time.monotonic() > deadline:
+        if set(batches) <= set(points) or time.monotonic() > deadline:
             return points
-        page.wait_for_timeout(250)
+        page.wait_for_timeout(500)
 
 
 def lesson7(browser, url: str) -> dict:
