@@ -105,6 +105,12 @@ def wait_text(page, pattern: str, timeout_s: float = TIMEOUT_MS / 1000) -> re.Ma
 ALL_CORES = cores.available_cores()
 
 
+def disturbed_label(text: str) -> str:
+    """The page's DISTURBED label with its reason, or '' when it shows none."""
+    found = re.search(r"DISTURBED: [^;]*", text)
+    return found.group(0) if found else ""
+
+
 def engine_split() -> cores.CoreSplit:
     """The cores the app's engine worker takes on this machine (ENGINE_CORES or auto)."""
     return cores.plan(cores.available_cores(), os.environ.get(cores.ENV, "auto"))
@@ -154,7 +160,7 @@ def lesson1(browser, url: str) -> dict:
         m = wait_text(page, r"TTFT \+ \(N - 1\) x TPOT = ([\d.,]+) \+ (\d+) x ([\d.]+) =")
         text = page_text(page)
         return {"tpot_ms": float(m.group(3)), "tokens": int(m.group(2)) + 1,
-                "disturbed": "DISTURBED" in text}
+                "disturbed": disturbed_label(text)}
     finally:
         context.close()
 
@@ -193,7 +199,7 @@ def lesson7(browser, url: str) -> dict:
         chunked = wait_text(page, r"chunks of \d+ tokens:\s*worst gap\s*([\d.,]+)\s*ms")
         w, c = (float(x.group(1).replace(",", "")) for x in (whole, chunked))
         return {"worst_whole_ms": w, "worst_chunked_ms": c, "ratio": w / c,
-                "disturbed": "DISTURBED" in page_text(page)}
+                "disturbed": disturbed_label(page_text(page))}
     finally:
         context.close()
 
@@ -225,14 +231,14 @@ def one_round(browser, rnd: int) -> dict:
                      for how in ("pinned", "free")}
     print(f"round {rnd}: lesson 1 TPOT page {l1['tpot_ms']:.2f} ms, generate pinned "
           f"{row['pinned']['generate_tpot_ms']:.2f} / free {row['free']['generate_tpot_ms']:.2f}"
-          f"{'  [page said DISTURBED]' if l1['disturbed'] else ''}", flush=True)
+          f"{'  [page: ' + l1['disturbed'] + ']' if l1['disturbed'] else ''}", flush=True)
     for b in BATCHES:
         print(f"round {rnd}: lesson 4 batch {b:>2}: page {page_points[b]:.2f} ms/token, sweep "
               f"pinned {row['pinned']['sweep_tpot_ms'][b]:.2f} / free "
               f"{row['free']['sweep_tpot_ms'][b]:.2f}", flush=True)
     print(f"round {rnd}: lesson 7 worst gap whole {l7['worst_whole_ms']:.0f} ms / chunked "
           f"{l7['worst_chunked_ms']:.0f} ms = {l7['ratio']:.2f}x"
-          f"{'  [page said DISTURBED]' if l7['disturbed'] else ''}", flush=True)
+          f"{'  [page: ' + l7['disturbed'] + ']' if l7['disturbed'] else ''}", flush=True)
     print(f"round {rnd}: page / CLI ratios: " + "; ".join(
         f"{how}: " + ", ".join(f"{k} {v:.2f}" for k, v in row["ratios"][how].items())
         for how in ("pinned", "free")), flush=True)
