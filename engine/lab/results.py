@@ -589,7 +589,7 @@ class PrefixCacheCounts(Record):
 
 
 @dataclass(frozen=True)
-class PrefixCacheResult(Record):
+class PrefixCacheResult(Measured):
     """Requests sharing a system prompt, one at a time from a cold start; stats None when the
     cache was off."""
 
@@ -608,7 +608,7 @@ class PrefixCacheResult(Record):
 
 
 @dataclass(frozen=True)
-class SpeculativeResult(Record):
+class SpeculativeResult(Measured):
     """Greedy generation for a batch, plain (method "off", k 0) or speculative: the acceptance
     figures are None when plain, and tokens_per_step is 1."""
 
