@@ -168,7 +168,9 @@ def test_the_download_is_the_curve_with_its_measurement_record(lesson):
     assert head["params"] == {"preset": "tiny", "prompt_len": 16, "new_tokens": 8}
     assert "batch 1: cached, measured" in head["measured"]
     assert "batch 4: fresh, measured" in head["measured"]
-    assert head["disturbance_check"] and head["engine_version"]
+    assert head["engine_version"]
+    # filled from the worker's disturbance check (quiet, or disturbed on a busy machine)
+    assert head["disturbance_check"].startswith(("quiet", "disturbed")), head["disturbance_check"]
     csv_head, csv_rows = read_csv(csv_file)
     assert csv_head["preset"] == "tiny" and json.loads(csv_head["params"]) == head["params"]
     assert [float(r["tokens_per_s"]) for r in csv_rows] == \
