@@ -663,7 +663,7 @@ class CapacityLoad(Record):
 
 
 @dataclass(frozen=True)
-class CapacitySearchResult(Record):
+class CapacitySearchResult(Measured):
     job_kind: ClassVar[str] = "capacity_search"
     device: str
     preset: str

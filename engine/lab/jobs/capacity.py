@@ -19,7 +19,7 @@ from ...serve.metrics import tpot_ms, ttft_ms
 from ...serve.workload import make_workload
 from ..registry import Cancelled, Emit
 from .engines import engine_from_params
-from .serving import CONTINUOUS, scheduler_config, workload_spec
+from .serving import CONTINUOUS, scheduler_config, step_spread, workload_spec
 
 CLOSED = {"kind": "fixed", "rate": float("inf"), "burstiness": 1.0, "long_prompt_len": 1,
           "long_at_s": 0.0}
@@ -57,6 +57,7 @@ def capacity_search_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
     engine = engine_from_params(params)
     targets = Targets(params["ttft_p95_ms"], params["per_user_tok_s"])
     tries = [0]
+    steps = []  # every trial's engine steps: the search's spread
     most = params["repeats"] * (2 * math.ceil(math.log2(params["max_users"])) + 1)  # at most
 
     def measure(users: int) -> Trial:
@@ -69,6 +70,7 @@ def capacity_search_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
         result = run(engine, make_workload(spec, engine.tokenizer), config, cancelled=cancelled)
         if result.cancelled:
             raise Stop
+        steps.extend(result.steps)
         emit("progress", {"done": tries[0], "total": max(tries[0], most),
                           "message": f"{users} users, trial {(tries[0] - 1) % params['repeats'] + 1}"
                                      f" of {params['repeats']}"})
@@ -88,4 +90,5 @@ def capacity_search_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
             "first_failing_users": found.first_failing.users if found.first_failing else None,
             "cause": found.cause, "verdict": found.verdict(params["max_users"]),
             "trials_run": tries[0],
-            "loads": [load_dict(load, targets) for load in found.loads]}
+            "loads": [load_dict(load, targets) for load in found.loads],
+            "spread": step_spread(steps)}

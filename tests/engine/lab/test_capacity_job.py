@@ -20,6 +20,9 @@ def test_the_search_finds_the_last_load_that_met_the_targets():
     assert "at least 8 users" in result["verdict"]
     steps = [d for t, d in events if t == "step"]
     assert [d["users"] for d in steps] == [1, 2, 4, 8]
+    spread = result["spread"]  # every trial's engine steps, and the search's disturbance check
+    assert spread["what"] == "engine step" and spread["count"] >= 8 * 4  # >= 4 tokens a trial
+    assert spread["p10"] <= spread["p90"] and result["check"] is not None
 
 
 def test_an_unmeetable_target_stops_at_one_user_with_a_cause():
