@@ -12,7 +12,7 @@ import pytest
 from cache_entries import KINDS_OF_DAMAGE, malformed
 
 from engine.lab import registry
-from engine.lab.cache import CacheStore
+from engine.lab.cache import CacheStore, disturbed
 from engine.lab.client import EngineService
 from engine.lab.events import JobEvent
 
@@ -112,6 +112,13 @@ def test_jobs_run_one_at_a_time_in_order_of_arrival(service):
     assert not any(j.cached for j in jobs)
 
 
+def busy(job) -> bool:
+    """The job's final result was disturbed (this machine was busy even after the re-measures):
+    the cache refused it, so a test of cache hits has nothing to hit (tests/engine/lab/
+    test_isolation.py checks that refusal itself)."""
+    return disturbed(job.result)
+
+
 def test_a_repeated_job_comes_from_the_cache(service, cache_path):
     rec = Recorder()
     params = {**QUICK, "batch_size": 2, "seed": 11}
@@ -119,6 +126,9 @@ def test_a_repeated_job_comes_from_the_cache(service, cache_path):
     hits = service.status()["cache_hits"]
     again = finished(service.submit("sweep_point", dict(reversed(params.items())), rec))
     assert first.state == again.state == "done"
+    if busy(first):  # refused by the cache: measured again
+        assert not again.cached and "started" in rec.types(again)
+        return
     assert not first.cached and again.cached
     assert again.result == first.result
     assert again.device == first.device and again.device.startswith("cpu")
@@ -145,6 +155,8 @@ def test_defaults_share_a_cache_entry_with_explicit_values(service):
     explicit = finished(service.submit("sweep_point", {**QUICK, "batch_size": 1, "seed": 0,
                                                        "device": "auto"}))
     implicit = finished(service.submit("sweep_point", {**QUICK}))
+    if busy(explicit):
+        return
     assert implicit.cached and implicit.result == explicit.result
 
 
@@ -156,6 +168,8 @@ def test_the_disk_cache_outlives_the_service(service, cache_path):
         again = finished(fresh.submit("sweep_point", params))
     finally:
         fresh.shutdown()
+    if busy(first):
+        return
     assert not first.cached and again.cached
     assert again.result == first.result and again.measured_at == first.measured_at
 
@@ -252,8 +266,9 @@ def test_many_threads_submitting_at_once_all_get_their_results(service):
         finished(job)
         assert job.state == "done" and job.result["batch_size"] == 1 + i % 4
         assert rec.types(job)[-1] == "result"
-    # each batch size measured once: the others came from the cache or rode on its run
-    assert sum(j.cached or j.readers > 1 for _, j in jobs) >= 4
+    if not any(busy(j) for _, j in jobs):
+        # each batch size measured once: the others came from the cache or rode on its run
+        assert sum(j.cached or j.readers > 1 for _, j in jobs) >= 4
 
 
 def test_generate_streams_a_token_event_per_token(service):
