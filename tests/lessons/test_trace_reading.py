@@ -54,7 +54,8 @@ def served_run(requests, max_batch, steps=()) -> ServedRun:
                                chunk_size=0, max_tokens_per_step=None, token_budget=None)
     return ServedRun(device="cpu", preset="tiny", weights="trained", policy="continuous",
                      config=config, cancelled=False, kv_blocks_total=64, block_size=16,
-                     requests=list(requests), steps=list(steps), metrics=metrics())
+                     requests=list(requests), steps=list(steps), metrics=metrics(),
+                     spread=None, check=None)  # hand-built: nothing timed, nothing checked
 
 
 def test_a_request_that_queued_is_explained_by_its_wait():
