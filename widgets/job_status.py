@@ -36,6 +36,7 @@ from engine.lab.results import DisturbanceCheck, Spread
 
 from .a11y import LiveRegion
 
+WRAP_CSS = "pre { white-space: pre-wrap; overflow-wrap: anywhere; overflow: visible; }"
 SHOW_PROGRESS_AFTER_S = 1.0  # quick jobs finish without a bar flashing up
 BAR_MAX = 1000
 RANDOM_WEIGHTS = "random weights: timing only"
@@ -190,7 +191,10 @@ class JobStatus(pn.viewable.Viewer):
         self._callback = None
         self._bar = pn.indicators.Progress(value=-1, max=BAR_MAX, bar_color="info", height=14,
                                            sizing_mode="stretch_width")
-        self._text = pn.pane.Str("", sizing_mode="stretch_width", css_classes=["job-progress"])
+        # wrapped, never scrolled: a long message ("re-measuring: waiting for the engine's
+        # cores...") would otherwise make a scrollable <pre> that a keyboard cannot reach (axe)
+        self._text = pn.pane.Str("", sizing_mode="stretch_width", css_classes=["job-progress"],
+                                 stylesheets=[WRAP_CSS])
         self._progress = pn.Column(self._text, self._bar, visible=False,
                                    sizing_mode="stretch_width")
         self.error = EngineError()
