@@ -45,6 +45,9 @@ def test_a_lesson_waits_for_the_prediction_and_a_reload_shows_the_cached_result(
     verdict = re.compile(r"(As you predicted|Not what you predicted)\. You predicted: 3 to 6 "
                          r"times as many\. Measured: .* tokens/s at batch 1")
     expect(page.get_by_text(verdict)).to_be_visible(timeout=LONG)
+    # the verdict needs batch 1 and 8 only: on a busy machine a disturbed batch 4 is measured
+    # again and drawn later
+    page.wait_for_function(f"() => (({POINTS_JS})() || []).length == 3", timeout=LONG)
     assert sorted(page.evaluate(POINTS_JS)) == [1, 4, 8]
     # a reload: the cached points come at once, labelled, the prediction is asked again, and
     # the checkpoint keeps this reader's order (the seed is in a cookie)
