@@ -8,6 +8,7 @@ import json
 import statistics
 
 import pytest
+from cache_entries import sweep_result
 
 from engine.lab import cores, quality
 from engine.lab.cache import CacheStore
@@ -147,8 +148,12 @@ def test_one_core_is_shared():
 
 # ---- the cache keeps only trustworthy results ------------------------------------------------------
 def result(disturbed: bool | None) -> dict:
-    check = None if disturbed is None else {"disturbed": disturbed, "reasons": []}
-    return {"tpot_ms": 2.0, "spread": None, "check": check}
+    """A well-formed sweep_point result (the cache reads entries as typed records) with a check."""
+    check = None if disturbed is None else {
+        "disturbed": disturbed, "reasons": [], "cores": [1], "wall_s": 1.0, "cpu_s": 1.0,
+        "wait_s": 0.0, "steal_s": 0.0, "others_cpu_s": 0.0, "probe_before_ms": 8.0,
+        "probe_after_ms": 8.0, "probe_profile_ms": 8.0, "wait_limit": 0.05, "probe_limit": 1.5}
+    return {**sweep_result(), "check": check}
 
 
 KEY = CacheStore.key("cpu: test", "0", "sweep_point", {"batch_size": 1})

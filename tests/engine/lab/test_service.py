@@ -145,6 +145,9 @@ def test_the_cache_can_be_asked_without_running_anything(service):
     assert service.cached("sweep_point", params) is None
     first = finished(service.submit("sweep_point", params))
     record = service.cached("sweep_point", dict(reversed(params.items())))
+    if busy(first):  # refused by the cache
+        assert record is None
+        return
     assert record is not None and record["result"] == first.result
     assert record["measured_at"] == first.measured_at
     assert service.cached("sweep_point", {"batch_size": -1}) is None  # bad parameters
@@ -319,7 +322,9 @@ def test_readers_asking_the_same_question_share_one_run(service):
     assert [j.state for j in jobs] == ["done"] * 3
     assert [j.readers for j in jobs] == [3, 3, 3] and not any(j.cached for j in jobs)
     assert jobs[0].result == jobs[1].result == jobs[2].result
-    assert service.status()["jobs_done"] == done + 1
+    # measured once (and again for each disturbed result: a busy machine)
+    assert [j.remeasures for j in jobs] == [jobs[0].remeasures] * 3
+    assert service.status()["jobs_done"] == done + 1 + jobs[0].remeasures
     assert all(rec.types(j)[-1] == "result" and "progress" in rec.types(j) for j in jobs)
 
 
@@ -335,8 +340,10 @@ def test_a_job_asked_while_the_same_one_runs_joins_it(service):
     assert service.cancel(first)  # the first reader leaves: the run goes on for the second
     assert finished(second).state == "done" and not second.cached
     assert finished(first).state == "cancelled"
-    assert service.status()["jobs_done"] == done + 1  # measured once
-    assert rec.types(second).count("started") == 1 and "progress" in rec.types(second)
+    # measured once (and again for each disturbed result: a busy machine)
+    assert service.status()["jobs_done"] == done + 1 + second.remeasures
+    assert rec.types(second).count("started") == 1 + second.remeasures
+    assert "progress" in rec.types(second)
 
 
 def test_a_readers_newest_request_of_a_demo_replaces_their_queued_ones(service):
@@ -372,6 +379,8 @@ def test_a_malformed_cache_entry_is_measured_again(service, cache_path, what):
     assert "started" in rec.types(job)  # measured, not read
     assert job.record.batch_size == 2 and job.record.prompt_len == QUICK["prompt_len"]
     again = finished(service.submit("sweep_point", params))
+    if busy(job):  # refused by the cache: no fresh file
+        return
     assert again.cached and again.result == job.result  # the fresh file is a good one
 
 
@@ -379,6 +388,8 @@ def test_a_waiting_job_is_shown_a_nearby_cached_result_first(service):
     rec = Recorder()
     settings = {**QUICK, "new_tokens": 9, "seed": 24}  # no other test measures these
     near = finished(service.submit("sweep_point", {**settings, "batch_size": 4}))
+    if busy(near):
+        pytest.skip("the machine was too busy to cache a result (disturbed after re-measures)")
     blocker = service.submit("sweep_point", LONG, rec, use_cache=False)
     rec.wait_for(blocker, "started")
     job = service.submit("sweep_point", {**settings, "batch_size": 6}, rec, nearby=True)
@@ -404,5 +415,6 @@ def test_a_load_test_is_stopped_once_to_let_a_point_through_then_runs_again(serv
     assert len(again) == 1 and load.preempted == 1
     assert finished(load).state == "done" and len(load.result["requests"]) == 30
     types = rec.types(load)
-    assert types.count("started") == 2 and types[-1] == "result" and "cancelled" not in types
+    assert types.count("started") == 2 + load.remeasures  # each disturbed result: once more
+    assert types[-1] == "result" and "cancelled" not in types
     assert service.status()["preemptions"] >= 1
