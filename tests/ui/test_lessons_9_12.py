@@ -45,7 +45,11 @@ def test_speculative_decoding_checks_guesses_and_keeps_plain_decodings_text(page
     expect(page.get_by_text(re.compile(r"Measured: .* tokens per target step")).first) \
         .to_be_visible(timeout=LONG)
     for name in ("prompt lookup", "draft model"):
-        cells = page.locator("table.spec-table tr", has_text=name).first.inner_text()
+        row = page.locator("table.spec-table tr", has_text=name).first
+        # the verdict comes with the first draft's run: on a busy machine the other's is a
+        # disturbed run measured again, later
+        expect(row).to_be_visible(timeout=LONG)
+        cells = row.inner_text()
         per_step = float(cells.split("\t")[1])
         assert 1.0 <= per_step <= 4.0, cells  # between 1 and k + 1 tokens per target step
     table = page.locator("table.spec-batches")
