@@ -18,7 +18,7 @@ from bokeh.client import pull_session
 from bokeh.document import Document
 from bokeh.events import DocumentReady
 
-from engine.lab import client
+from engine.lab import client, cores
 from lessons.base import LessonPage
 from lessons.registry import LESSONS
 from lessons.session_jobs import SessionJobs
@@ -39,6 +39,7 @@ def served_app(tmp_path, monkeypatch):
     from lessons.shell.router import build_page
 
     port = free_port()
+    allowed = cores.available_cores()  # the app's service pins this process to the web's cores
     server = pn.serve({"/app": build_page}, port=port, address="127.0.0.1", threaded=True,
                       show=False, websocket_origin=[f"127.0.0.1:{port}"],
                       unused_session_lifetime_milliseconds=300,
@@ -51,6 +52,7 @@ def served_app(tmp_path, monkeypatch):
         if client._service is not None:
             client._service.shutdown()
             client._service = None
+        cores.pin(0, allowed)  # given back: later tests (and the servers they start) get them all
 
 
 def listening(port: int) -> bool:
