@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..errors import ResultError
 from ..paths import write_json_atomic
-from .results import parse_result
+from .results import RESULTS, Measured, parse_result
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,14 @@ def disturbed(result: dict) -> bool:
     return isinstance(check, dict) and bool(check.get("disturbed"))
 
 
-def trustworthy(result: dict) -> bool:
+def trustworthy(result: dict, kind: str | None = None) -> bool:
     """A result the cache may keep and serve: it has a check (None for a kind that times
-    nothing), and the check does not say disturbed."""
-    return isinstance(result, dict) and "check" in result and not disturbed(result)
+    nothing; none at all for a kind whose record carries no check), and the check does not say
+    disturbed."""
+    if not isinstance(result, dict) or disturbed(result):
+        return False
+    record = RESULTS.get(kind)
+    return "check" in result or (record is not None and not issubclass(record, Measured))
 
 
 class CacheStore:
@@ -107,7 +111,7 @@ class CacheStore:
             except OSError:  # a read-only cache: the fresh result is kept in memory instead
                 pass
             return None
-        if not trustworthy(record["result"]):
+        if not trustworthy(record["result"], key["kind"]):
             return None  # measured before checks, or disturbed (planted by hand): measure again
         self._remember(str(path), record)
         return record
@@ -171,7 +175,7 @@ class CacheStore:
     def put(self, key: dict, result: dict, measured_at: str) -> bool:
         """Keep a result (in memory and on disk); False, keeping nothing, if it is not
         trustworthy (disturbed, or without a check)."""
-        if not trustworthy(result):
+        if not trustworthy(result, key["kind"]):
             log.info("not caching a %s result: %s", key["kind"],
                      "disturbed" if disturbed(result) else "it has no disturbance check")
             return False

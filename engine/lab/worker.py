@@ -27,6 +27,7 @@ from .jobs.engines import engine_from_params
 from .jobs.machine import worker_identity
 from .jobs.probe import get_probe
 from .registry import JOBS, Cancelled, Emit, JobSpec, get_spec
+from .results import Measured
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     ConfigError (an unknown kind or parameter: ValueError)."""
     spec = get_spec(kind)
     checked = spec.check(params)
+    if not issubclass(spec.result, Measured):  # a kind whose record carries no spread or check
+        return body(spec)(checked, emit, cancelled)
     if not spec.timed:
         result = body(spec)(checked, emit, cancelled)
         return None if result is None else {"spread": None, **result, "check": None}

@@ -10,9 +10,9 @@ import statistics
 import pytest
 from cache_entries import sweep_result
 
-from engine.lab import cores, quality
+from engine.lab import cache, cores, quality
 from engine.lab.cache import CacheStore
-from engine.lab.results import DisturbanceCheck, Spread
+from engine.lab.results import DisturbanceCheck, Record, Spread
 
 MS = 1_000_000  # ns
 
@@ -184,3 +184,12 @@ def test_the_cache_never_serves_a_disturbed_entry_found_on_disk(tmp_path):
     record["result"]["check"]["disturbed"] = True  # planted by hand, or an older writer
     path.write_text(json.dumps(record))
     assert CacheStore(tmp_path).get(KEY) is None
+
+
+def test_a_kind_whose_record_carries_no_check_is_kept_without_one(monkeypatch):
+    """A job kind added with a plain Record (no spread, no check: the worker adds none) is
+    cached as before; a Measured kind's result without a check is not (measured before checks)."""
+    monkeypatch.setitem(cache.RESULTS, "plain_kind", Record)
+    assert cache.trustworthy({"x": 1}, "plain_kind")
+    assert not cache.trustworthy({"x": 1, "check": {"disturbed": True}}, "plain_kind")
+    assert not cache.trustworthy({"tpot_ms": 2.0}, "sweep_point")
