@@ -62,12 +62,13 @@ def test_roofline_places_measured_points_under_the_roofs(page, console, app_url)
     decode = source(page, "roofline decode step")
     prefill = source(page, "roofline prefill pass")
     assert len(roof["x"]) == 3 and roof["y"][1] == roof["y"][2]  # slanted, then flat
-    assert decode["label"] == ["decode, batch 1", "decode, batch 2"]
-    assert prefill["label"] == ["prefill, 16 tokens", "prefill, 64 tokens"]
+    # in any order: a disturbed point, measured again, is drawn after the others
+    assert sorted(decode["label"]) == ["decode, batch 1", "decode, batch 2"]
+    assert sorted(prefill["label"]) == ["prefill, 16 tokens", "prefill, 64 tokens"]
     assert all(g > 0 for g in decode["gflops"] + prefill["gflops"])
     assert max(decode["intensity"]) < roof["x"][1] < max(prefill["intensity"])  # either side
     floor = source(page, "floor points")
-    assert floor["x"] == [1, 2] and all(f > 0 for f in floor["floor"])
+    assert sorted(floor["x"]) == [1, 2] and all(f > 0 for f in floor["floor"])
     assert "GB/s" in page_text(page)
     assert_clean(page, console)
 
