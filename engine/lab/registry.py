@@ -131,6 +131,11 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 90.0,
      "int8_point": 9.0, "int8_quality": 9.0}
 
+# A job sent to the teacher's OpenAI-compatible server takes what that server takes: its bound is
+# the client's own limit (the endpoint jobs' timeout_s, 600 s by default), not a time measured here.
+ENDPOINT_BOUND = Bound(600.0, {}, "a job on the teacher's endpoint: at most its timeout, 600 s by "
+                                  "default (the endpoint sets the pace)")
+
 JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- what the machine is -----------------------------------------------------------------
     _spec("info", "engine.lab.jobs.machine:info_job", {"device": Choice("auto", choices=DEVICES)},
@@ -218,6 +223,18 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "Poisson arrivals of short and long requests under continuous batching: the tail.",
         size="load", bounds=(Bound(B["load_test"], {}, "lesson 2's load test at its defaults"),),
         restartable=True),
+    # ---- an OpenAI-compatible server the teacher configured (engine.lab.endpoint) ------------
+    _spec("endpoint_load_test", "engine.lab.jobs.endpoint:endpoint_load_test_job", {
+        "url": Text("", what="the endpoint URL"), "model": Text("", what="the endpoint's model"),
+        "rate": Float(4.0, lo=0.05, hi=1000.0), "requests": Int(80, lo=1, hi=2000),
+        "long_share": Float(0.2, lo=0.0, hi=1.0),
+        "short_prompt": Lengths([16, 64], hi=1536), "short_output": Lengths([8, 32], hi=512),
+        "long_prompt": Lengths([256, 512], hi=1536), "long_output": Lengths([64, 160], hi=512),
+        "timeout_s": Float(600.0, lo=1.0, hi=3600.0), **SEED},
+        results.EndpointLoadTestResult,
+        "The load test's mix sent over HTTP to an OpenAI-compatible server, timed at the client "
+        "(not cached: the server can change between runs).",
+        cacheable=False, size="load", bounds=(ENDPOINT_BOUND,)),
     _spec("block_snapshots", "engine.lab.jobs.serving:block_snapshots_job", {
         **ENGINE, "kv_budget_mib": Int(2, lo=1, hi=64), "requests": Int(10, lo=1, hi=10_000),
         "rate": Rate(6.0), "prompt_len": Lengths([16, 80], single=True),

@@ -437,6 +437,24 @@ class LoadTestResult(ServedRun):
 
 
 @dataclass(frozen=True)
+class EndpointLoadTestResult(Record):
+    """The load test's mix sent over HTTP to an OpenAI-compatible server and timed at the
+    client (engine.serve.bench_client): no engine steps and no admission times, which only the
+    server knows; failed requests are counted and left out of the metrics, as vLLM does."""
+
+    job_kind: ClassVar[str] = "endpoint_load_test"
+    base_url: str
+    model: str
+    cancelled: bool
+    duration_s: float
+    requests: list[RequestRecord]
+    metrics: RunMetrics
+    failed: int
+    first_error: str | None
+    workload: LoadTestWorkload
+
+
+@dataclass(frozen=True)
 class SnapshotSeq(Record):
     """A live sequence in a step: its block table and the tokens it holds."""
 
@@ -659,7 +677,7 @@ RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
-    CapacitySearchResult)}
+    CapacitySearchResult, EndpointLoadTestResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

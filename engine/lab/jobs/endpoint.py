@@ -1,0 +1,52 @@
+"""Jobs that measure an OpenAI-compatible server over HTTP (engine.lab.endpoint) rather than
+the built-in engine: the worker runs the client (engine.serve.bench_client), so a page's
+session never talks to the server itself, and one measurement runs at a time as usual."""
+
+from __future__ import annotations
+
+from ...errors import ConfigError
+from ...serve.bench_client import EndpointError, run_bench
+from ...tokenizer import Tokenizer
+from ..registry import Cancelled, Emit
+from .serving import mixed_workload
+
+
+def endpoint_load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+    """The load test's mix (serving.load_test_job's, same seed, same prompts as text) sent at
+    its arrival times as streamed completions; the client's trace and metrics."""
+    rate, count, long_share = params["rate"], params["requests"], params["long_share"]
+    short = (params["short_prompt"], params["short_output"])
+    long = (params["long_prompt"], params["long_output"])
+    tokenizer = Tokenizer()
+    requests, sizes = mixed_workload(tokenizer, rate, count, long_share, short, long,
+                                     params["seed"])
+    prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
+
+    def progress(done: int) -> None:
+        emit("progress", {"done": done, "total": count, "message": "requests answered"})
+
+    progress(0)
+    try:
+        bench = run_bench(params["url"], params["model"], requests, prompts,
+                          timeout_s=params["timeout_s"], on_done=progress, stop=cancelled)
+    except EndpointError as e:  # unreachable or not OpenAI-compatible: the teacher's setting
+        raise ConfigError(str(e)) from None
+    if cancelled():
+        return None
+    out = bench.to_json()
+    errors = [r["error"] for r in out["requests"] if r["error"]]
+    keep = ("id", "arrival_s", "admitted_s", "first_token_s", "finish_s", "prompt_len",
+            "output_len", "token_s", "preemptions")
+    metrics = {k: v for k, v in out["metrics"].items() if k != "failed"}
+    return {
+        "base_url": out["base_url"], "model": out["model"], "cancelled": out["cancelled"],
+        "duration_s": out["duration_s"],
+        "requests": [{**{k: r[k] for k in keep}, "size": size}
+                     for r, size in zip(out["requests"], sizes)],
+        "metrics": metrics, "failed": bench.failed,
+        "first_error": errors[0] if errors else None,
+        "workload": {"kind": "poisson mix", "rate": rate, "requests": count,
+                     "long_share": long_share, "short_prompt": list(short[0]),
+                     "short_output": list(short[1]), "long_prompt": list(long[0]),
+                     "long_output": list(long[1]), "seed": params["seed"]},
+    }

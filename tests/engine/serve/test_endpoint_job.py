@@ -1,0 +1,50 @@
+"""The lab's endpoint_load_test job against a real server (our own `engine serve`): the load
+test's mix sent over HTTP, every request answered with its length, progress per request, a
+cancel that stops it, and an unreachable server refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import ConfigError
+from engine.lab import worker
+from engine.lab.results import EndpointLoadTestResult
+
+SMALL = {"requests": 8, "rate": 40.0, "long_share": 0.25, "short_prompt": [8, 16],
+         "short_output": [2, 6], "long_prompt": [32, 48], "long_output": [8, 12]}
+
+
+def test_load_test_over_http(server):
+    events = []
+    result = worker.run("endpoint_load_test",
+                        {**SMALL, "url": server["url"], "model": server["model"]},
+                        lambda t, d: events.append((t, d)), lambda: False)
+    run = EndpointLoadTestResult.from_dict(result)
+    assert run.model == "tiny" and run.base_url == server["url"].rstrip("/")
+    assert run.failed == 0 and run.first_error is None and not run.cancelled
+    assert run.metrics.completed == 8
+    assert {r.size for r in run.requests} <= {"short", "long"}
+    for r in run.requests:  # the server answered each with exactly the length asked for
+        assert len(r.token_s) == r.output_len and r.admitted_s is None
+        assert r.arrival_s <= r.first_token_s <= r.finish_s
+    progress = [d["done"] for t, d in events if t == "progress"]
+    assert progress[0] == 0 and progress[-1] == 8 and progress == sorted(progress)
+
+
+def test_cancel_stops_the_load_test(server):
+    calls = []
+
+    def cancelled() -> bool:
+        calls.append(1)
+        return len(calls) > 3
+
+    slow = {**SMALL, "requests": 50, "rate": 1.0}  # 50 s of arrivals unless stopped
+    assert worker.run("endpoint_load_test", {**slow, "url": server["url"],
+                                             "model": server["model"]},
+                      lambda t, d: None, cancelled) is None
+
+
+def test_unreachable_server_is_a_one_line_refusal():
+    with pytest.raises(ConfigError, match="cannot reach http://127.0.0.1:9/v1"):
+        worker.run("endpoint_load_test", {**SMALL, "url": "http://127.0.0.1:9", "model": "m"},
+                   lambda t, d: None, lambda: False)
