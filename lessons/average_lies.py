@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from urllib.parse import urlsplit
 
 import panel as pn
 import param
 
-from engine.lab.endpoint import configured
 from engine.lab.results import EndpointLoadTestResult, LoadTestResult, Percentiles
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
@@ -34,6 +32,7 @@ from widgets.readouts import table_html
 
 from .base import LessonPage
 from .data_record import Run, result_header
+from .endpoint_source import EndpointSource, endpoint_label
 from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
 from .trace_reading import (
     STAT_COLUMNS,
@@ -233,22 +232,21 @@ def client_slowest(run: EndpointLoadTestResult, count: int = 5) -> list[Latency]
     return [dataclasses.replace(r, why=why) for r in rows]
 
 
-def endpoint_label(run: EndpointLoadTestResult) -> str:
+def endpoint_provenance(run: EndpointLoadTestResult) -> str:
     """What measured these numbers: the endpoint's model and host, timed by this app's server."""
     m = run.metrics
-    host = urlsplit(run.base_url).netloc
     failed = ""
     if run.failed:
         failed = (f" {run.failed} request(s) failed and are left out"
                   f"{': ' + html.escape(run.first_error) if run.first_error else ''}.")
-    return (f"<p>Measured over HTTP: <strong>{html.escape(run.model)} at "
-            f"{html.escape(host)}</strong>, timed at this app's server (the client, so the "
+    return (f"<p>Measured over HTTP: <strong>"
+            f"{html.escape(endpoint_label(run.base_url, run.model))}</strong>, timed at this app's server (the client, so the "
             f"network is included). {m.completed} requests in {m.duration_s or 0:.1f} s; the "
             f"server produced {m.throughput_tok_s or 0:,.0f} output tokens/s in total (all "
             f"users).{failed}</p>")
 
 
-class AverageLiesLesson(LessonPage):
+class AverageLiesLesson(EndpointSource, LessonPage):
     """Lesson 2: a load test's latency spread, percentiles, and its slowest requests."""
 
     slug = "average-lies"
@@ -262,14 +260,9 @@ class AverageLiesLesson(LessonPage):
     long_share = param.Number(default=0.2, bounds=(0.0, 0.6), step=0.05,
                               label="Share of long requests")
     max_batch = param.Integer(default=8, bounds=(1, 32), label="Batch slots (max batch)")
-    source = param.Selector(default="engine", objects=["engine", "endpoint"],
-                            label="Server to measure")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.endpoint = configured()
-        if self.endpoint is None:
-            self.source = "engine"  # nothing else to measure: a URL's source=endpoint is moot
         self.result: LoadTestResult | EndpointLoadTestResult | None = None
         self.shown: Run | None = None  # the load test the histograms draw, for the download
         self.latencies: list = []  # each finished request's figures, as the histograms got them
@@ -296,10 +289,7 @@ class AverageLiesLesson(LessonPage):
                     pn.widgets.IntSlider.from_param(self.param.requests, step=10),
                     pn.widgets.FloatSlider.from_param(self.param.long_share),
                     self._batch_slider]
-        if self.endpoint is not None:
-            controls.insert(0, pn.widgets.RadioButtonGroup.from_param(
-                self.param.source, options={"Built-in engine": "engine",
-                                            self.endpoint.label: "endpoint"}))
+        controls = [*self.source_widgets(), *controls]
         for w in controls:
             w.sizing_mode = "stretch_width"
         return [
@@ -326,18 +316,14 @@ class AverageLiesLesson(LessonPage):
 
     @param.depends("source", watch=True)
     def _source_changed(self) -> None:
-        """The batch slots are our engine's setting; an endpoint's batch size is its own.
-        Without a configured endpoint (a URL's source=endpoint), the engine it stays."""
-        if self.endpoint is None and self.source != "engine":
-            self.source = "engine"
-            return
+        """The batch slots are our engine's setting; an endpoint's batch size is its own."""
         if getattr(self, "_batch_slider", None) is not None:
             self._batch_slider.visible = self.source == "engine"
 
     def job(self) -> tuple[str, dict]:
         """The job to run: the built-in engine's load test, or the same mix sent to the
         teacher's endpoint (whose batch size is the server's own, not ours to set)."""
-        if self.source == "endpoint" and self.endpoint is not None:
+        if self.measures_endpoint:
             params = {k: v for k, v in self.job_params().items() if k != "max_batch"}
             return "endpoint_load_test", {**params, "url": self.endpoint.url,
                                           "model": self.endpoint.model}
@@ -401,11 +387,11 @@ class AverageLiesLesson(LessonPage):
               "\u2013" if figure(m) is None else ("yes" if figure(m) <= limit else "no"))
              for label, figure, limit, what in EXAMPLES],
             caption="This run against the quoted examples (" + (
-                f"{run.model} at {urlsplit(run.base_url).netloc}"
+                endpoint_label(run.base_url, run.model)
                 if isinstance(run, EndpointLoadTestResult)
                 else "a tiny model on this machine, not a production chat server") + ")"))
         if isinstance(run, EndpointLoadTestResult):
-            self.measured_on.object = site_html(endpoint_label(run))
+            self.measured_on.object = site_html(endpoint_provenance(run))
             return
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(run, event))}. {m.completed} requests in "

@@ -520,6 +520,7 @@ class RatePoint(Record):
     itl_max_ms: float | None
     preemptions: int
     slot_use: float | None
+    failed: int | None = dataclasses.field(default=None, metadata={"omit_none": True})  # HTTP
 
 
 @dataclass(frozen=True)
@@ -649,35 +650,14 @@ class CapacitySearchResult(Record):
 
 
 @dataclass(frozen=True)
-class Int8PointResult(SweepPointResult):
-    """One batch size of the sweep on an engine with the weights given (fp32 or int8): the
-    quantization lesson's sweep_point, kept apart so sweep_point's cached results stay valid."""
-
-    job_kind: ClassVar[str] = "int8_point"
-    weight_format: str = dataclasses.field(kw_only=True)  # after sweep_point's optional step_ms
-
-
-@dataclass(frozen=True)
-class Int8QualityResult(Record):
-    """The trained preset with float32 and int8 weights on the corpus's held-out windows
-    (engine.quantization.Int8Quality)."""
-
-    job_kind: ClassVar[str] = "int8_quality"
-    device: str
-    preset: str
-    windows: int
-    seq_len: int
-    positions: int
-    loss_fp32: float
-    loss_int8: float
-    agreement: float
+    Int8PointResult, SweepPointResult, Int8QualityResult, EndpointRateSweepResult)}
 
 
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
-    CapacitySearchResult, EndpointLoadTestResult)}
+    CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

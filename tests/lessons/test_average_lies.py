@@ -129,15 +129,6 @@ def test_a_nearby_load_test_is_shown_until_the_readers_own_arrives(shown):
     assert "requests 10 (you asked for 12)" in page.runner.status.label_text
     assert page.runner.status.running  # the reader's own test still to come
 
-@pytest.fixture
-def endpoint_set(server, monkeypatch):
-    """The teacher's endpoint: our own server, as `--args --endpoint URL --model M` sets it."""
-    from engine.lab import endpoint
-    monkeypatch.delenv(endpoint.ENV_URL, raising=False)
-    monkeypatch.delenv(endpoint.ENV_MODEL, raising=False)
-    yield endpoint.configure(["--endpoint", server["url"], "--model", server["model"]])
-    endpoint.configure([])
-
 
 def test_without_an_endpoint_the_url_cannot_pick_one():
     page = AverageLiesLesson.from_url({"source": [b"endpoint"]})

@@ -6,9 +6,20 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ...serve.bench_client import EndpointError, run_bench
+from ...serve.workload import make_workload
 from ...tokenizer import Tokenizer
 from ..registry import Cancelled, Emit
-from .serving import mixed_workload
+from .serving import POISSON, mixed_workload, rate_point, workload_spec
+
+
+def bench_or_refusal(params: dict, requests, prompts, on_done, cancelled: Cancelled):
+    """bench_client.run_bench on the job's endpoint; a server that cannot be used (unreachable,
+    not OpenAI-compatible) is the teacher's setting to fix, said in one line (ConfigError)."""
+    try:
+        return run_bench(params["url"], params["model"], requests, prompts,
+                         timeout_s=params["timeout_s"], on_done=on_done, stop=cancelled)
+    except EndpointError as e:
+        raise ConfigError(str(e)) from None
 
 
 def endpoint_load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
@@ -26,11 +37,7 @@ def endpoint_load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> di
         emit("progress", {"done": done, "total": count, "message": "requests answered"})
 
     progress(0)
-    try:
-        bench = run_bench(params["url"], params["model"], requests, prompts,
-                          timeout_s=params["timeout_s"], on_done=progress, stop=cancelled)
-    except EndpointError as e:  # unreachable or not OpenAI-compatible: the teacher's setting
-        raise ConfigError(str(e)) from None
+    bench = bench_or_refusal(params, requests, prompts, progress, cancelled)
     if cancelled():
         return None
     out = bench.to_json()
@@ -50,3 +57,29 @@ def endpoint_load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> di
                      "short_output": list(short[1]), "long_prompt": list(long[0]),
                      "long_output": list(long[1]), "seed": params["seed"]},
     }
+
+
+def endpoint_rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+    """serving.rate_sweep_job's workload (one seed, the same prompts as text) sent over HTTP at
+    each rate in turn, timed at the client; a "step" event with each rate's point."""
+    rates, count = params["rates"], params["requests"]
+    tokenizer = Tokenizer()
+    specs = [workload_spec(params, **POISSON, rate=rate) for rate in rates]
+    points = []
+    for i, (rate, spec) in enumerate(zip(rates, specs)):
+        requests = make_workload(spec, tokenizer)
+        prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
+
+        def progress(done: int, i: int = i, rate: float = rate) -> None:
+            emit("progress", {"done": i * count + done, "total": len(rates) * count,
+                              "message": f"requests answered (rate {rate:g} requests/s)"})
+
+        progress(0)
+        bench = bench_or_refusal(params, requests, prompts, progress, cancelled)
+        if cancelled():
+            return None
+        point = {**rate_point(bench.traces, bench.metrics, rate), "failed": bench.failed}
+        points.append(point)
+        emit("step", {"kind": "rate_point", **point})
+    return {"base_url": bench.endpoint.base, "model": bench.endpoint.model,
+            "workload": specs[0].to_json(), "points": points}

@@ -8,7 +8,7 @@ import pytest
 
 from engine.errors import ConfigError
 from engine.lab import worker
-from engine.lab.results import EndpointLoadTestResult
+from engine.lab.results import EndpointLoadTestResult, EndpointRateSweepResult
 
 SMALL = {"requests": 8, "rate": 40.0, "long_share": 0.25, "short_prompt": [8, 16],
          "short_output": [2, 6], "long_prompt": [32, 48], "long_output": [8, 12]}
@@ -48,3 +48,18 @@ def test_unreachable_server_is_a_one_line_refusal():
     with pytest.raises(ConfigError, match="cannot reach http://127.0.0.1:9/v1"):
         worker.run("endpoint_load_test", {**SMALL, "url": "http://127.0.0.1:9", "model": "m"},
                    lambda t, d: None, lambda: False)
+
+
+def test_rate_sweep_over_http(server):
+    events = []
+    params = {"rates": [20.0, 40.0], "requests": 4, "prompt_len": [8, 16],
+              "output_len": [2, 6], "url": server["url"], "model": server["model"]}
+    result = worker.run("endpoint_rate_sweep", params, lambda t, d: events.append((t, d)),
+                        lambda: False)
+    sweep = EndpointRateSweepResult.from_dict(result)
+    assert [p.rate for p in sweep.points] == [20.0, 40.0]
+    assert all(p.completed == 4 and p.failed == 0 and len(p.ttft_ms) == 4 for p in sweep.points)
+    steps = [d["rate"] for t, d in events if t == "step"]
+    assert steps == [20.0, 40.0]
+    progress = [d["done"] for t, d in events if t == "progress"]
+    assert progress[-1] == 8 and progress == sorted(progress)
