@@ -249,6 +249,13 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "The rate sweep's workload sent over HTTP to an OpenAI-compatible server at each rate, "
         "timed at the client (not cached).",
         cacheable=False, size="load", bounds=(ENDPOINT_BOUND,)),
+    _spec("endpoint_concurrency", "engine.lab.jobs.endpoint:endpoint_concurrency_job", {
+        **ENDPOINT, "concurrency": Int(8, lo=1, hi=256), "prompt_len": Int(64, lo=1, hi=4096),
+        "new_tokens": Int(32, lo=2, hi=1024), **SEED},
+        results.EndpointConcurrencyResult,
+        "N clients streaming at once from an OpenAI-compatible server (lesson 4's knob there), "
+        "timed at the client (not cached).",
+        cacheable=False, size="point", bounds=(ENDPOINT_BOUND,)),
     _spec("block_snapshots", "engine.lab.jobs.serving:block_snapshots_job", {
         **ENGINE, "kv_budget_mib": Int(2, lo=1, hi=64), "requests": Int(10, lo=1, hi=10_000),
         "rate": Rate(6.0), "prompt_len": Lengths([16, 80], single=True),

@@ -653,11 +653,31 @@ class CapacitySearchResult(Record):
     Int8PointResult, SweepPointResult, Int8QualityResult, EndpointRateSweepResult)}
 
 
+@dataclass(frozen=True)
+class EndpointConcurrencyResult(Record):
+    """N clients streaming at once from an OpenAI-compatible server, timed at the client:
+    medians of TTFT and time per token, total output tokens/s (None when nothing finished)."""
+
+    job_kind: ClassVar[str] = "endpoint_concurrency"
+    base_url: str
+    model: str
+    concurrency: int
+    prompt_len: int
+    new_tokens: int
+    completed: int
+    failed: int
+    first_error: str | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    tokens_per_s: float | None
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
-    CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult)}
+    CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
+    EndpointConcurrencyResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ...serve.bench_client import EndpointError, run_bench
-from ...serve.workload import make_workload
+from ...serve.metrics import summarize, tpot_ms, ttft_ms
+from ...serve.workload import WorkloadSpec, make_workload
 from ...tokenizer import Tokenizer
 from ..registry import Cancelled, Emit
 from .serving import POISSON, mixed_workload, rate_point, workload_spec
@@ -83,3 +84,35 @@ def endpoint_rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> d
         emit("step", {"kind": "rate_point", **point})
     return {"base_url": bench.endpoint.base, "model": bench.endpoint.model,
             "workload": specs[0].to_json(), "points": points}
+
+
+def endpoint_concurrency_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+    """N clients streaming at once (lesson 4's knob for a server whose batch size is its own):
+    N requests of prompt_len tokens sent together, each asking for new_tokens. Total tokens/s
+    over the time until the last answer ended; each user's time per token is the median TPOT."""
+    n, prompt_len, new_tokens = params["concurrency"], params["prompt_len"], params["new_tokens"]
+    tokenizer = Tokenizer()
+    spec = WorkloadSpec(kind="fixed", requests=n, concurrency=n, prompt_len=(prompt_len,) * 2,
+                        output_len=(new_tokens,) * 2, seed=params["seed"])
+    requests = make_workload(spec, tokenizer)
+    prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
+
+    def progress(done: int) -> None:
+        emit("progress", {"done": done, "total": n, "message": "clients answered"})
+
+    progress(0)
+    bench = bench_or_refusal(params, requests, prompts, progress, cancelled)
+    if cancelled():
+        return None
+    done = [t for t in bench.traces if t.finish_s is not None and t.token_s]
+    errors = [s.error for s in bench.sent if s.error]
+    tokens = sum(len(t.token_s) for t in done)
+    last = max((t.token_s[-1] for t in done), default=None)
+    return {
+        "base_url": bench.endpoint.base, "model": bench.endpoint.model, "concurrency": n,
+        "prompt_len": prompt_len, "new_tokens": new_tokens, "completed": len(done),
+        "failed": bench.failed, "first_error": errors[0] if errors else None,
+        "ttft_ms": summarize(ttft_ms(t) for t in done).p50,
+        "tpot_ms": summarize(v for t in done if (v := tpot_ms(t)) is not None).p50,
+        "tokens_per_s": tokens / last if last else None,
+    }

@@ -8,7 +8,11 @@ import pytest
 
 from engine.errors import ConfigError
 from engine.lab import worker
-from engine.lab.results import EndpointLoadTestResult, EndpointRateSweepResult
+from engine.lab.results import (
+    EndpointConcurrencyResult,
+    EndpointLoadTestResult,
+    EndpointRateSweepResult,
+)
 
 SMALL = {"requests": 8, "rate": 40.0, "long_share": 0.25, "short_prompt": [8, 16],
          "short_output": [2, 6], "long_prompt": [32, 48], "long_output": [8, 12]}
@@ -63,3 +67,12 @@ def test_rate_sweep_over_http(server):
     assert steps == [20.0, 40.0]
     progress = [d["done"] for t, d in events if t == "progress"]
     assert progress[-1] == 8 and progress == sorted(progress)
+
+
+def test_concurrent_clients_over_http(server):
+    params = {"concurrency": 3, "prompt_len": 12, "new_tokens": 6, "url": server["url"],
+              "model": server["model"]}
+    result = worker.run("endpoint_concurrency", params, lambda t, d: None, lambda: False)
+    point = EndpointConcurrencyResult.from_dict(result)
+    assert point.completed == 3 and point.failed == 0 and point.new_tokens == 6
+    assert point.tokens_per_s > 0 and point.tpot_ms > 0 and point.ttft_ms > 0
