@@ -236,11 +236,11 @@ def test_with_the_teachers_endpoint_the_knob_is_concurrent_clients(endpoint_set)
         result = service.run_for_real(job)
         assert result["completed"] == result["concurrency"] and result["failed"] == 0
     assert page.curve.batches() == [1, 2, 4]
-    assert page.curve.figure.xaxis.axis_label.startswith("concurrent clients")
+    assert page.curve.figure.xaxis[0].axis_label.startswith("concurrent clients")
     assert page.slider.name.startswith("Concurrent clients") and not page.preset_choice.visible
     assert "Last doubling, clients 2 to 4" in page.gain.object
     assert f"tiny at {endpoint_set.host}" in page.measured_on.object
     assert f"over HTTP, tiny at {endpoint_set.host}" in page.table.object
     page.source = "engine"  # back to the built-in engine: batch sizes again
     assert service.submitted[-1].kind == "sweep_point" and page.preset_choice.visible
-    assert page.curve.figure.xaxis.axis_label.startswith("batch size")
+    assert page.curve.figure.xaxis[0].axis_label.startswith("batch size")
