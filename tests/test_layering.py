@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # What the web side may import from the engine (whole packages end with a dot).
 WEB_MAY_IMPORT = ("engine.config", "engine.errors", "engine.paths", "engine.calc.",
                   "engine.lab.client", "engine.lab.events", "engine.lab.registry",
-                  "engine.lab.params", "engine.lab.results", "engine.lab.cache")
+                  "engine.lab.params", "engine.lab.results", "engine.lab.cache",
+                  "engine.lab.endpoint")
 
 
 def allowed(module: str) -> bool:
