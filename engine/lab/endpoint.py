@@ -51,6 +51,16 @@ class Endpoint:
         return f"{self.model} at {self.host}"
 
 
+def measured_on(params: dict) -> str | None:
+    """Where a job with these parameters measured: '<model> at <host>, over HTTP' for a job
+    sent to an endpoint (its params name url and model), None for the built-in engine's jobs
+    (measured on the worker's own device). The status line's provenance says this."""
+    url, model = params.get("url"), params.get("model")
+    if not url or not model:
+        return None
+    return f"{Endpoint(url, model).label}, over HTTP"
+
+
 def endpoint(url: str, model: str) -> Endpoint:
     """A checked Endpoint (ConfigError naming what is wrong)."""
     if not model.strip():

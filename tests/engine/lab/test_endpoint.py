@@ -45,3 +45,9 @@ def test_from_the_environment(monkeypatch):
 def test_refused_in_words(argv, words):
     with pytest.raises(ConfigError, match=words):
         endpoint.configure(argv)
+
+
+def test_where_a_job_measured():
+    assert endpoint.measured_on({"url": "http://gpu-box:8000/v1", "model": "llama-8b"}) == \
+        "llama-8b at gpu-box:8000, over HTTP"
+    assert endpoint.measured_on({"preset": "tiny", "batch_size": 4}) is None
