@@ -256,6 +256,15 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "N clients streaming at once from an OpenAI-compatible server (lesson 4's knob there), "
         "timed at the client (not cached).",
         cacheable=False, size="point", bounds=(ENDPOINT_BOUND,)),
+    _spec("endpoint_stream", "engine.lab.jobs.endpoint:endpoint_stream_job", {
+        **ENDPOINT, "prompt": Text("", what="the prompt", max_chars=4000),
+        "max_new_tokens": Int(48, lo=2, hi=512), "background": Int(0, lo=0, hi=32),
+        "background_prompt_len": Int(32, lo=1, hi=512),
+        "arrive_after_ms": Float(300.0, lo=0.0, hi=5000.0), **SEED},
+        results.EndpointStreamResult,
+        "The reader's prompt streamed from an OpenAI-compatible server beside N background "
+        "requests, timed at the client (lesson 1 there; not cached).",
+        cacheable=False, size="point", bounds=(ENDPOINT_BOUND,)),
     _spec("block_snapshots", "engine.lab.jobs.serving:block_snapshots_job", {
         **ENGINE, "kv_budget_mib": Int(2, lo=1, hi=64), "requests": Int(10, lo=1, hi=10_000),
         "rate": Rate(6.0), "prompt_len": Lengths([16, 80], single=True),

@@ -672,12 +672,36 @@ class EndpointConcurrencyResult(Record):
     tokens_per_s: float | None
 
 
+@dataclass(frozen=True)
+class EndpointStreamResult(Record):
+    """The reader's prompt streamed from an OpenAI-compatible server beside N background
+    requests, timed at the client (this app's server): the client sees when tokens arrive, not
+    how the server split the wait before the first one (queue, prefill), so there is no split."""
+
+    job_kind: ClassVar[str] = "endpoint_stream"
+    base_url: str
+    model: str
+    prompt_tokens: int  # as the server counted them (usage), for its own tokenizer
+    max_new_tokens: int
+    background: int
+    text: str
+    tokens: list[TokenAt]
+    ttft_ms: float
+    tpot_ms: float | None
+    itl_ms: Percentiles
+    e2e_ms: float
+    user_tokens_per_s: float | None
+    output_tokens: int
+    background_failed: int
+    first_error: str | None
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
-    EndpointConcurrencyResult)}
+    EndpointConcurrencyResult, EndpointStreamResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

@@ -217,8 +217,9 @@ async def probe(client: httpx.AsyncClient, base: str, model: str) -> Endpoint:
 
 
 async def send(client: httpx.AsyncClient, endpoint: Endpoint, sent: Sent, max_tokens: int,
-               clock) -> None:
-    """One streamed completion, timed at the client (see the module docstring)."""
+               clock, on_token: Callable[[float, str], None] | None = None) -> None:
+    """One streamed completion, timed at the client (see the module docstring); on_token(t_s,
+    text) as each token's chunk arrives, for a page that shows the answer as it streams."""
     trace = sent.trace
     payload = {"model": endpoint.model, "prompt": sent.prompt, "max_tokens": max_tokens,
                "temperature": 0, "ignore_eos": True, "stream": True,
@@ -246,6 +247,8 @@ async def send(client: httpx.AsyncClient, endpoint: Endpoint, sent: Sent, max_to
                     trace.token_s.append(t)
                     if trace.first_token_s is None:
                         trace.first_token_s = t
+                    if on_token is not None:
+                        on_token(t, chunk["choices"][0].get("text") or "")
                 elif chunk.get("usage"):
                     completion_tokens = chunk["usage"].get("completion_tokens")
                     trace.prompt_len = chunk["usage"].get("prompt_tokens", trace.prompt_len)
@@ -281,13 +284,14 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
                     slo_tpot_ms: float | None = None,
                     on_ready: Callable[[Endpoint], None] | None = None,
                     on_done: Callable[[int], None] | None = None,
-                    stop: Callable[[], bool] | None = None) -> BenchResult:
+                    stop: Callable[[], bool] | None = None,
+                    on_token: Callable[[int, float, str], None] | None = None) -> BenchResult:
     """Send requests (with these prompt texts) at their arrival times; closed-loop ones (no
     arrival time) each when an earlier one ends. Stops after timeout_s, or within 0.2 s of
     stop() turning True (a lab job cancelled), marking what had not finished as failed and the
     result as cancelled. on_ready is called once the server has been checked, just before the
     first request goes; on_done with the number of requests ended so far, as each one ends
-    (for a progress line)."""
+    (for a progress line); on_token(request id, t_s, text) as each token arrives."""
     base = api_base(base_url)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout = httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S)
@@ -316,7 +320,9 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
 
         async def one(req: Request) -> None:
             nonlocal ended
-            await send(client, endpoint, sent[req.id], req.output_len, clock)
+            tokens = None if on_token is None else (
+                lambda t, text, rid=req.id: on_token(rid, t, text))
+            await send(client, endpoint, sent[req.id], req.output_len, clock, tokens)
             ended += 1
             if on_done is not None:
                 on_done(ended)
@@ -367,7 +373,8 @@ def run_bench(base_url: str, model: str, requests: list[Request], prompts: list[
               slo_tpot_ms: float | None = None,
               on_ready: Callable[[Endpoint], None] | None = None,
               on_done: Callable[[int], None] | None = None,
-              stop: Callable[[], bool] | None = None) -> BenchResult:
+              stop: Callable[[], bool] | None = None,
+              on_token: Callable[[int, float, str], None] | None = None) -> BenchResult:
     """run_async on an event loop of its own (for the command line and the lab's worker)."""
     return asyncio.run(run_async(base_url, model, requests, prompts, timeout_s, slo_ttft_ms,
-                                 slo_tpot_ms, on_ready, on_done, stop))
+                                 slo_tpot_ms, on_ready, on_done, stop, on_token))

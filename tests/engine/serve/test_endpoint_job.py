@@ -12,7 +12,9 @@ from engine.lab.results import (
     EndpointConcurrencyResult,
     EndpointLoadTestResult,
     EndpointRateSweepResult,
+    EndpointStreamResult,
 )
+from engine.tokenizer import Tokenizer
 
 SMALL = {"requests": 8, "rate": 40.0, "long_share": 0.25, "short_prompt": [8, 16],
          "short_output": [2, 6], "long_prompt": [32, 48], "long_output": [8, 12]}
@@ -76,3 +78,20 @@ def test_concurrent_clients_over_http(server):
     point = EndpointConcurrencyResult.from_dict(result)
     assert point.completed == 3 and point.failed == 0 and point.new_tokens == 6
     assert point.tokens_per_s > 0 and point.tpot_ms > 0 and point.ttft_ms > 0
+
+
+def test_the_readers_prompt_streamed_beside_background_requests(server):
+    events = []
+    params = {"prompt": "The engine reads", "max_new_tokens": 6, "background": 2,
+              "arrive_after_ms": 100.0, "url": server["url"], "model": server["model"]}
+    result = worker.run("endpoint_stream", params, lambda t, d: events.append((t, d)),
+                        lambda: False)
+    run = EndpointStreamResult.from_dict(result)
+    tokens = [d for t, d in events if t == "token"]
+    assert [d["index"] for d in tokens] == list(range(6)) == list(range(run.output_tokens))
+    assert "".join(d["text"] for d in tokens) == run.text == "".join(t.text for t in run.tokens)
+    assert run.prompt_tokens == len(Tokenizer().encode(params["prompt"])) and run.background == 2 and run.background_failed == 0
+    times = [t.t_ms for t in run.tokens]
+    assert times == sorted(times) and times[0] == run.ttft_ms and times[-1] == run.e2e_ms
+    assert run.tpot_ms == pytest.approx((run.e2e_ms - run.ttft_ms) / 5)
+    assert run.itl_ms.count == 5 and run.user_tokens_per_s == pytest.approx(1000 / run.tpot_ms)
