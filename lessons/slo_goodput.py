@@ -825,8 +825,9 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
 
     def download_header(self) -> dict:
         slo = self.slo()
+        kind, params = self.sweep_job()
         return result_header(
-            self, "rate_sweep", self.sweep_params(), self.sweep, self.sweep_event, "sweep",
+            self, kind, params, self.sweep, self.sweep_event, "sweep",
             use=USES[self.use].label,
             slo_limits_ms={k: v for k, v in vars(slo).items() if v is not None} or "none",
             columns="rate: offered requests/s; completed_rps, goodput_rps: requests/s completed "

@@ -227,3 +227,8 @@ def test_the_teachers_endpoint_is_swept_over_http_and_labelled(endpoint_set):
     assert f"tiny at {endpoint_set.host}" in page.measured_at.object
     assert "Best goodput" in page.goodput_summary.object
     assert page.by_use == {}  # the endpoint's batch size is its own: not a setting of ours
+    import json
+
+    head = json.loads(page.download.texts()[1])["header"]
+    assert head["job"] == "endpoint_rate_sweep" and head["preset"] == "tiny"
+    assert head["params"]["url"] == endpoint_set.url
