@@ -228,7 +228,7 @@ def test_with_the_teachers_endpoint_the_knob_is_concurrent_clients(endpoint_set)
     page = KnobLesson.from_url({**SMALL, "batch_size": [b"4"], "source": [b"endpoint"]})
     service = attach(page)
     pn.panel(page).get_root()
-    jobs = service.submitted
+    jobs = [j for j in service.submitted if j.kind != "info"]  # info: the box on GPUs
     assert [j.kind for j in jobs] == ["endpoint_concurrency"] * 3
     assert [j.params["concurrency"] for j in jobs] == [4, 2, 1]
     assert jobs[0].params["url"] == endpoint_set.url and "preset" not in jobs[0].params
@@ -239,6 +239,8 @@ def test_with_the_teachers_endpoint_the_knob_is_concurrent_clients(endpoint_set)
     assert page.curve.figure.xaxis[0].axis_label.startswith("concurrent clients")
     assert page.slider.name.startswith("Concurrent clients") and not page.preset_choice.visible
     assert "Last doubling, clients 2 to 4" in page.gain.object
+    assert page.curve.text.sentence.startswith("3 client counts measured: from client count 1")
+    assert [p["label"] for p in page.pareto.points()] == ["clients 1", "clients 2", "clients 4"]
     assert f"tiny at {endpoint_set.host}" in page.measured_on.object
     assert f"over HTTP, tiny at {endpoint_set.host}" in page.table.object
     page.source = "engine"  # back to the built-in engine: batch sizes again
