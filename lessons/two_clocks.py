@@ -468,28 +468,11 @@ class TwoClocksLesson(EndpointSource, LessonPage):
                                             ("prefill", result.admitted_ms,
                                              result.first_token_ms)])
         m = result.metrics
-        n = m.output_tokens
-        itl = m.itl_ms
-        formula = m.ttft_ms + (n - 1) * (m.tpot_ms or 0.0)
-        self.engine_readouts.set(
-            ttft=_fmt_ms(m.ttft_ms),
-            itl=f"{itl.p50:.1f} / {itl.p99:.1f} ms" if itl.p50 is not None else "\u2013",
-            speed=f"{m.user_tokens_per_s:.0f} tokens/s" if m.user_tokens_per_s else "\u2013",
-            e2e=_fmt_ms(m.e2e_ms))
-        self.engine_readouts.notes = {
-            "ttft": f"TTFT: queued {_fmt_ms(m.queue_ms)} + prefill {_fmt_ms(m.prefill_ms)}",
-            "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m.ttft_ms:.0f} + {n - 1} x "
-                    f"{m.tpot_ms or 0:.1f} = {formula:,.0f} ms"),
-        }
-        self.say(f"Answer measured: first token after {_fmt_ms(m.ttft_ms)} (queued "
-                 f"{_fmt_ms(m.queue_ms)}, prefill {_fmt_ms(m.prefill_ms)}); {n} tokens, the "
-                 f"whole answer in {_fmt_ms(m.e2e_ms)}.")
-        outcome = clocks_outcome(m)
-        if outcome is not None:
-            self.prediction_box.reveal(*outcome)
-        question = e2e_question(result.metrics)
-        if question is not None:
-            self.checkpoint.provide("e2e", question)
+        self._show_clocks(
+            m, f"TTFT: queued {_fmt_ms(m.queue_ms)} + prefill {_fmt_ms(m.prefill_ms)}",
+            f"Answer measured: first token after {_fmt_ms(m.ttft_ms)} (queued "
+            f"{_fmt_ms(m.queue_ms)}, prefill {_fmt_ms(m.prefill_ms)}); {m.output_tokens} "
+            f"tokens, the whole answer in {_fmt_ms(m.e2e_ms)}.", "the engine")
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(result, event))}. Your prompt: "
             f"{result.prompt_tokens} tokens ({result.text_tokens} of your text, "
@@ -499,33 +482,41 @@ class TwoClocksLesson(EndpointSource, LessonPage):
             f"{'streamed' if result.stream else 'held until complete'}.</p>")
         self._show_browser()
 
+    def _show_clocks(self, m: ReaderMetrics | EndpointStreamResult, ttft_note: str,
+                     sentence: str, who: str) -> None:
+        """The first clock's readouts, the sentence said, the prediction's verdict and the
+        question on the reader's own E2E, from a run's TTFT, ITL, TPOT and E2E (`who` timed
+        them: the engine, or this app's server as a client of an endpoint)."""
+        n, itl = m.output_tokens, m.itl_ms
+        formula = m.ttft_ms + (n - 1) * (m.tpot_ms or 0.0)
+        self.engine_readouts.set(
+            ttft=_fmt_ms(m.ttft_ms),
+            itl=f"{itl.p50:.1f} / {itl.p99:.1f} ms" if itl.p50 is not None else "\u2013",
+            speed=f"{m.user_tokens_per_s:.0f} tokens/s" if m.user_tokens_per_s else "\u2013",
+            e2e=_fmt_ms(m.e2e_ms))
+        self.engine_readouts.notes = {
+            "ttft": ttft_note,
+            "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m.ttft_ms:.0f} + {n - 1} x "
+                    f"{m.tpot_ms or 0:.1f} = {formula:,.0f} ms"),
+        }
+        self.say(sentence)
+        outcome = clocks_outcome(m)
+        if outcome is not None:
+            self.prediction_box.reveal(*outcome)
+        question = e2e_question(m, who)
+        if question is not None:
+            self.checkpoint.provide("e2e", question)
+
     def show_endpoint_result(self, result: EndpointStreamResult) -> None:
         """A run streamed from the endpoint: every token came as it was streamed; the wait
         before the first one is one span (its parts are inside the server)."""
         self.timeline.set_wait(ENGINE_ROW, [("waiting", 0.0, result.ttft_ms)])
-        n, itl = result.output_tokens, result.itl_ms
-        formula = result.ttft_ms + (n - 1) * (result.tpot_ms or 0.0)
         label = endpoint_label(result.base_url, result.model)
-        self.engine_readouts.set(
-            ttft=_fmt_ms(result.ttft_ms),
-            itl=f"{itl.p50:.1f} / {itl.p99:.1f} ms" if itl.p50 is not None else "\u2013",
-            speed=(f"{result.user_tokens_per_s:.0f} tokens/s" if result.user_tokens_per_s
-                   else "\u2013"),
-            e2e=_fmt_ms(result.e2e_ms))
-        self.engine_readouts.notes = {
-            "ttft": "TTFT timed here, at the client: queue and prefill are inside the server",
-            "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {result.ttft_ms:.0f} + {n - 1} x "
-                    f"{result.tpot_ms or 0:.1f} = {formula:,.0f} ms"),
-        }
-        self.say(f"Answer measured over HTTP from {label}: first token after "
-                 f"{_fmt_ms(result.ttft_ms)}; {n} tokens, the whole answer in "
-                 f"{_fmt_ms(result.e2e_ms)}.")
-        outcome = clocks_outcome(result)
-        if outcome is not None:
-            self.prediction_box.reveal(*outcome)
-        question = e2e_question(result, "this app's server")
-        if question is not None:
-            self.checkpoint.provide("e2e", question)
+        self._show_clocks(
+            result, "TTFT timed here, at the client: queue and prefill are inside the server",
+            f"Answer measured over HTTP from {label}: first token after "
+            f"{_fmt_ms(result.ttft_ms)}; {result.output_tokens} tokens, the whole answer in "
+            f"{_fmt_ms(result.e2e_ms)}.", "this app's server")
         failed = (f" {result.background_failed} background request(s) failed: "
                   f"{html.escape(result.first_error or '')}." if result.background_failed else "")
         self.measured_on.object = site_html(
