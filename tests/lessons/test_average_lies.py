@@ -157,3 +157,6 @@ def test_the_teachers_endpoint_is_measured_over_http_and_labelled(endpoint_set):
     assert "median request took" in page.tail_text.object
     [choice] = view.select(pn.widgets.RadioButtonGroup)
     assert list(choice.options) == ["Built-in engine", f"tiny at {host}"]
+    head, rows = downloaded(page.download)  # the download names the endpoint's job
+    assert head["job"] == "endpoint_load_test" and head["params"]["url"] == endpoint_set.url
+    assert head["preset"] == "tiny" and len(rows) == 10

@@ -176,5 +176,8 @@ def test_with_the_teachers_endpoint_the_prompt_streams_from_it(endpoint_set):
     assert "server (ms since sent)" in page.token_table.object
     assert any(s and s.startswith(f"Answer measured over HTTP from tiny at {endpoint_set.host}")
                for s in said(page))
+    head, rows = downloaded(page.download)
+    assert head["job"] == "endpoint_stream" and head["preset"] == "tiny"
+    assert "the endpoint, timed at this app" in head["columns"]
     page.source = "engine"
     assert all(w.visible for w in page._engine_only)
