@@ -578,7 +578,7 @@ class KnobLesson(EndpointSource, LessonPage):
         self.preset_choice.visible = not endpoint
         self.curve.set_x_label(
             "concurrent clients (each streaming one answer)" if endpoint else None,
-            "client count" if endpoint else "batch size")
+            "client count" if endpoint else "batch size", "concurrency" if endpoint else "batch")
 
     def _reset(self, *_events) -> None:
         """New preset, settings or source: a different curve."""

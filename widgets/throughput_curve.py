@@ -104,7 +104,8 @@ class ThroughputCurve(pn.viewable.Viewer):
         legend.orientation = "horizontal"
         fig.add_layout(legend, "below")
         self.figure = fig
-        self.noun = "batch size"  # what a point's x counts, in the chart's summary
+        self.noun = "batch size"  # what the x axis counts, in the chart's summary
+        self.point_word = "batch"  # a point's x in the summary: "batch 16"
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         # the page fills text.table with its points table (it knows where each came from)
         self.text = ChartText("Chart of total tokens per second and each user's time per token "
@@ -114,11 +115,13 @@ class ThroughputCurve(pn.viewable.Viewer):
         self._describe()
 
     @changes_bokeh_models
-    def set_x_label(self, label: str | None = None, noun: str = "batch size") -> None:
-        """What the x axis counts (None: the batch size) and its noun in the chart's summary; a
-        lesson measuring a server whose batch is its own counts concurrent clients instead."""
+    def set_x_label(self, label: str | None = None, noun: str = "batch size",
+                    point_word: str = "batch") -> None:
+        """What the x axis counts (None: the batch size), its noun in the chart's summary and
+        the word before a point's x there; a lesson measuring a server whose batch is its own
+        counts concurrent clients instead."""
         self.figure.xaxis.axis_label = label or X_LABEL
-        self.noun = noun
+        self.noun, self.point_word = noun, point_word
         self._describe()
 
     # ---- data ---------------------------------------------------------------------------------
@@ -182,7 +185,7 @@ class ThroughputCurve(pn.viewable.Viewer):
             return
 
         def at(i: int) -> str:
-            return (f"{noun} {lines['batch'][i]}, {sig(lines['tokens_per_s'][i])} tokens/s in all "
+            return (f"{self.point_word} {lines['batch'][i]}, {sig(lines['tokens_per_s'][i])} tokens/s in all "
                     f"and {sig(lines['ms_per_token'][i])} ms per token for each user")
 
         n = len(lines["batch"])

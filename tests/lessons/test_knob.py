@@ -239,7 +239,7 @@ def test_with_the_teachers_endpoint_the_knob_is_concurrent_clients(endpoint_set)
     assert page.curve.figure.xaxis[0].axis_label.startswith("concurrent clients")
     assert page.slider.name.startswith("Concurrent clients") and not page.preset_choice.visible
     assert "Last doubling, clients 2 to 4" in page.gain.object
-    assert page.curve.text.sentence.startswith("3 client counts measured: from client count 1")
+    assert page.curve.text.sentence.startswith("3 client counts measured: from concurrency 1")
     assert [p["label"] for p in page.pareto.points()] == ["clients 1", "clients 2", "clients 4"]
     assert f"tiny at {endpoint_set.host}" in page.measured_on.object
     assert f"over HTTP, tiny at {endpoint_set.host}" in page.table.object
