@@ -144,10 +144,15 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 90.0,
      "int8_point": 9.0, "int8_quality": 9.0}
 
-# A job sent to the teacher's OpenAI-compatible server takes what that server takes: its bound is
-# the client's own limit (the endpoint jobs' timeout_s, 600 s by default), not a time measured here.
-ENDPOINT_BOUND = Bound(600.0, {}, "a job on the teacher's endpoint: at most its timeout, 600 s by "
-                                  "default (the endpoint sets the pace)")
+
+
+def endpoint_bound(**at: Any) -> Bound:
+    """A job sent to the teacher's OpenAI-compatible server takes what that server takes: its
+    bound is the client's own limit (600 s, the endpoint jobs' timeout), not a time measured
+    here; stated at our own `python -m engine serve` on its default port."""
+    return Bound(600.0, {"url": "http://127.0.0.1:8000/v1", "model": "tiny", **at},
+                 "a job on the teacher's endpoint: at most its timeout (the endpoint sets the pace)")
+
 
 JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- what the machine is -----------------------------------------------------------------
@@ -241,21 +246,21 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         results.EndpointLoadTestResult,
         "The load test's mix sent over HTTP to an OpenAI-compatible server, timed at the client "
         "(not cached: the server can change between runs).",
-        cacheable=False, size="load", bounds=(ENDPOINT_BOUND,)),
+        cacheable=False, size="load", bounds=(endpoint_bound(),)),
     _spec("endpoint_rate_sweep", "engine.lab.jobs.endpoint:endpoint_rate_sweep_job", {
         **ENDPOINT,
         **SWEEP, **SEED},
         results.EndpointRateSweepResult,
         "The rate sweep's workload sent over HTTP to an OpenAI-compatible server at each rate, "
         "timed at the client (not cached).",
-        cacheable=False, size="load", bounds=(ENDPOINT_BOUND,)),
+        cacheable=False, size="load", bounds=(endpoint_bound(),)),
     _spec("endpoint_concurrency", "engine.lab.jobs.endpoint:endpoint_concurrency_job", {
         **ENDPOINT, "concurrency": Int(8, lo=1, hi=256), "prompt_len": Int(64, lo=1, hi=4096),
         "new_tokens": Int(32, lo=2, hi=1024), **SEED},
         results.EndpointConcurrencyResult,
         "N clients streaming at once from an OpenAI-compatible server (lesson 4's knob there), "
         "timed at the client (not cached).",
-        cacheable=False, size="point", bounds=(ENDPOINT_BOUND,)),
+        cacheable=False, size="point", bounds=(endpoint_bound(),)),
     _spec("endpoint_stream", "engine.lab.jobs.endpoint:endpoint_stream_job", {
         **ENDPOINT, "prompt": Text("", what="the prompt", max_chars=4000),
         "max_new_tokens": Int(48, lo=2, hi=512), "background": Int(0, lo=0, hi=32),
@@ -264,7 +269,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         results.EndpointStreamResult,
         "The reader's prompt streamed from an OpenAI-compatible server beside N background "
         "requests, timed at the client (lesson 1 there; not cached).",
-        cacheable=False, size="point", bounds=(ENDPOINT_BOUND,)),
+        cacheable=False, size="point", bounds=(endpoint_bound(prompt="Why is the sky blue?"),)),
     _spec("block_snapshots", "engine.lab.jobs.serving:block_snapshots_job", {
         **ENGINE, "kv_budget_mib": Int(2, lo=1, hi=64), "requests": Int(10, lo=1, hi=10_000),
         "rate": Rate(6.0), "prompt_len": Lengths([16, 80], single=True),
