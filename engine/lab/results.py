@@ -650,7 +650,39 @@ class CapacitySearchResult(Record):
 
 
 @dataclass(frozen=True)
-    Int8PointResult, SweepPointResult, Int8QualityResult, EndpointRateSweepResult)}
+class Int8PointResult(SweepPointResult):
+    """One batch size of the sweep on an engine with the weights given (fp32 or int8): the
+    quantization lesson's sweep_point, kept apart so sweep_point's cached results stay valid."""
+
+    job_kind: ClassVar[str] = "int8_point"
+    weight_format: str = dataclasses.field(kw_only=True)  # after sweep_point's optional step_ms
+
+
+@dataclass(frozen=True)
+class Int8QualityResult(Record):
+    """The trained preset with float32 and int8 weights on the corpus's held-out windows
+    (engine.quantization.Int8Quality)."""
+
+    job_kind: ClassVar[str] = "int8_quality"
+    device: str
+    preset: str
+    windows: int
+    seq_len: int
+    positions: int
+    loss_fp32: float
+    loss_int8: float
+    agreement: float
+
+
+class EndpointRateSweepResult(Record):
+    """The rate sweep's workload sent over HTTP to an OpenAI-compatible server, timed at the
+    client; each point counts its failed requests (left out of its figures)."""
+
+    job_kind: ClassVar[str] = "endpoint_rate_sweep"
+    base_url: str
+    model: str
+    workload: WorkloadSettings
+    points: list[RatePoint]
 
 
 @dataclass(frozen=True)
