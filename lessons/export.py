@@ -83,8 +83,8 @@ class ExportJobs(SessionJobs):
         self.failures: list[str] = []
         self._on_final = on_final
 
-    def submit(self, kind, params=None, on_event=None, use_cache=True) -> Job:
-        job = super().submit(kind, params, on_event, use_cache)
+    def submit(self, kind, params=None, on_event=None, use_cache=True, **queue) -> Job:
+        job = super().submit(kind, params, on_event, use_cache, **queue)
         self.submitted.append(job)
         return job
 
