@@ -46,7 +46,7 @@ def test_exported_lesson_works_from_disk(site, page, console):
             and fetched.append(r.url))
     page.goto((out / "knob.html").as_uri())
     expect(page.get_by_text("Two lines, one knob").first).to_be_visible(timeout=60_000)
-    text = page_text(page)
+    text = " ".join(page_text(page).split())  # text nodes joined: one space between words
     assert "A static copy of lesson 4" in text
     assert re.search(r"measured by the course's engine on \S.* (at|between) \d{4}-\d\d-\d\d "
                      r"\d\d:\d\d", text), "the banner names the device and time"
