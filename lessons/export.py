@@ -122,6 +122,7 @@ def build_page(info: LessonInfo, service: EngineService,
     if page.prediction_box is not None:
         page.prediction_box.skip()  # no reader to wait for: the default view measures at once
     page.__panel__()  # drawn outside a server: start() runs now
+    page.export_run()
     jobs.wait_until_quiet()
     if jobs.failures:
         raise ExportError("; ".join(jobs.failures))

@@ -394,6 +394,10 @@ class TwoClocksLesson(EndpointSource, LessonPage):
     def start(self) -> None:
         self.gpu_box.fetch(self.jobs)  # the reader's own prompt is sent with the button
 
+    def export_run(self) -> None:
+        """A static copy shows the default prompt streamed, as if the reader had sent it."""
+        self.run()
+
     @param.depends("source", watch=True)
     def _show_source(self) -> None:
         for w in getattr(self, "_engine_only", []):
