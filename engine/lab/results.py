@@ -674,6 +674,7 @@ class Int8QualityResult(Record):
     agreement: float
 
 
+@dataclass(frozen=True)
 class EndpointRateSweepResult(Record):
     """The rate sweep's workload sent over HTTP to an OpenAI-compatible server, timed at the
     client; each point counts its failed requests (left out of its figures)."""
