@@ -3,6 +3,10 @@
     panel serve app.py [--plugins lessons.shell.routes]   # the option adds the friendly 404
     python app.py [--port 5006] [--address 0.0.0.0] [--allow-websocket-origin HOST:PORT] ...
 
+Measuring an OpenAI-compatible server (vLLM, SGLang, `python -m engine serve`) as well as the
+built-in engine: `panel serve app.py --args --endpoint URL --model M`, `python app.py --endpoint
+URL --model M`, or $LLM_SPEED_ENDPOINT and $LLM_SPEED_MODEL (see engine.lab.endpoint).
+
 One route, /app: /app is the course map, /app?lesson=<slug> a lesson (see lessons.registry),
 /app?page=about, /app?page=vocabulary, /app?page=engine-check; add &embed=true for a page
 without the site's header and navigation. /engine-status is what the engine service is doing,
@@ -13,9 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import panel as pn
 
+from engine.errors import ConfigError
+from engine.lab.endpoint import configure
 from lessons.shell.router import build_page
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
@@ -26,6 +33,10 @@ from widgets.a11y import A11Y_CSS
 pn.extension(sizing_mode="stretch_width", notifications=False, raw_css=[A11Y_CSS])
 
 if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs once per session
+    try:
+        configure(sys.argv[1:])  # `--args --endpoint URL --model M`, or the environment
+    except ConfigError as e:  # the site still serves, with the built-in engine only
+        print(f"app.py: no endpoint to measure: {e}", file=sys.stderr)
     build_page().servable(title=APP_TITLE)
 
 
@@ -40,7 +51,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="threads for the sessions' callbacks (default: the event loop)")
     parser.add_argument("--admin", action="store_true", help="serve the admin page at /admin")
     parser.add_argument("--show", action="store_true", help="open a browser tab")
+    parser.add_argument("--endpoint", metavar="URL",
+                        help="an OpenAI-compatible server the lessons may measure too")
+    parser.add_argument("--model", metavar="M", help="the model to ask the endpoint for")
     args = parser.parse_args(argv)
+    try:
+        configure(["--endpoint", args.endpoint] * bool(args.endpoint)
+                  + ["--model", args.model] * bool(args.model))
+    except ConfigError as e:
+        parser.error(str(e))
     if args.num_threads:
         pn.config.nthreads = args.num_threads
     pn.serve(

@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", action="append", choices=sorted(JOBS),
                         help="only this kind (repeat for more); default: every kind")
     args = parser.parse_args(argv)
-    kinds = args.kind or list(JOBS)
+    # the endpoint kinds' bound is their timeout on the teacher's server, not a time measured here
+    kinds = args.kind or [kind for kind in JOBS if not kind.startswith("endpoint_")]
     load_before = os.getloadavg()
     for spec in JOBS.values():
         body(spec)  # imported before any timing, as the worker does at start

@@ -6,17 +6,22 @@ about 20 s on a 2-core CPU with the defaults. Histograms of E2E and TTFT with P5
 P95 and P99 marked; the percentile table; the slowest requests with why they were slow, read
 from the trace (lessons.trace_reading).
 
-URL: rate, requests, long_share, max_batch (/app?lesson=average-lies&rate=8).
+URL: rate, requests, long_share, max_batch (/app?lesson=average-lies&rate=8), source.
+
+With an OpenAI-compatible server configured by the teacher (engine.lab.endpoint), a source
+choice sends the same mix over HTTP to it instead (the `endpoint_load_test` job, timed at the
+client): every figure is then labelled with the server's model and host.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 
 import panel as pn
 import param
 
-from engine.lab.results import LoadTestResult, Percentiles
+from engine.lab.results import EndpointLoadTestResult, LoadTestResult, Percentiles
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
@@ -27,8 +32,16 @@ from widgets.readouts import table_html
 
 from .base import LessonPage
 from .data_record import Run, result_header
+from .endpoint_source import EndpointSource, endpoint_label
 from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
-from .trace_reading import STAT_COLUMNS, fmt_ms, percentile_rows, request_latencies, slowest
+from .trace_reading import (
+    STAT_COLUMNS,
+    Latency,
+    fmt_ms,
+    percentile_rows,
+    request_latencies,
+    slowest,
+)
 
 INTRO = """
 <p>"The average response takes 300 ms" sounds like a promise. It is not one. Response times of a
@@ -211,7 +224,29 @@ def tail_sentence(e2e: Percentiles) -> str:
             f"slowest 1% took {fmt_ms(p99)} ms or more: {p99 / p50:.1f} times the median.")
 
 
-class AverageLiesLesson(LessonPage):
+def client_slowest(run: EndpointLoadTestResult, count: int = 5) -> list[Latency]:
+    """The slowest requests of a run timed at the client: their causes are inside a server
+    whose steps we cannot see, so the table says so instead of guessing."""
+    rows = sorted(request_latencies(run), key=lambda r: -r.e2e_ms)[:count]
+    why = ("not visible from the client: the server's steps are its own",)
+    return [dataclasses.replace(r, why=why) for r in rows]
+
+
+def endpoint_provenance(run: EndpointLoadTestResult) -> str:
+    """What measured these numbers: the endpoint's model and host, timed by this app's server."""
+    m = run.metrics
+    failed = ""
+    if run.failed:
+        failed = (f" {run.failed} request(s) failed and are left out"
+                  f"{': ' + html.escape(run.first_error) if run.first_error else ''}.")
+    return (f"<p>Measured over HTTP: <strong>"
+            f"{html.escape(endpoint_label(run.base_url, run.model))}</strong>, timed at this app's server (the client, so the "
+            f"network is included). {m.completed} requests in {m.duration_s or 0:.1f} s; the "
+            f"server produced {m.throughput_tok_s or 0:,.0f} output tokens/s in total (all "
+            f"users).{failed}</p>")
+
+
+class AverageLiesLesson(EndpointSource, LessonPage):
     """Lesson 2: a load test's latency spread, percentiles, and its slowest requests."""
 
     slug = "average-lies"
@@ -228,7 +263,7 @@ class AverageLiesLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.result: LoadTestResult | None = None
+        self.result: LoadTestResult | EndpointLoadTestResult | None = None
         self.shown: Run | None = None  # the load test the histograms draw, for the download
         self.latencies: list = []  # each finished request's figures, as the histograms got them
         self.e2e = LatencyHistogram(title="End-to-end latency (E2E)",
@@ -248,10 +283,13 @@ class AverageLiesLesson(LessonPage):
                                      self.download_header, "Each request's latencies")
 
     def body(self) -> list:
+        self._batch_slider = pn.widgets.IntSlider.from_param(
+            self.param.max_batch, visible=self.source == "engine")
         controls = [pn.widgets.FloatSlider.from_param(self.param.rate),
                     pn.widgets.IntSlider.from_param(self.param.requests, step=10),
                     pn.widgets.FloatSlider.from_param(self.param.long_share),
-                    pn.widgets.IntSlider.from_param(self.param.max_batch)]
+                    self._batch_slider]
+        controls = [*self.source_widgets(), *controls]
         for w in controls:
             w.sizing_mode = "stretch_width"
         return [
@@ -276,6 +314,21 @@ class AverageLiesLesson(LessonPage):
                 "long_share": round(float(self.long_share), 3),
                 "max_batch": int(self.max_batch)}
 
+    @param.depends("source", watch=True)
+    def _source_changed(self) -> None:
+        """The batch slots are our engine's setting; an endpoint's batch size is its own."""
+        if getattr(self, "_batch_slider", None) is not None:
+            self._batch_slider.visible = self.source == "engine"
+
+    def job(self) -> tuple[str, dict]:
+        """The job to run: the built-in engine's load test, or the same mix sent to the
+        teacher's endpoint (whose batch size is the server's own, not ours to set)."""
+        if self.measures_endpoint:
+            params = {k: v for k, v in self.job_params().items() if k != "max_batch"}
+            return "endpoint_load_test", {**params, "url": self.endpoint.url,
+                                          "model": self.endpoint.model}
+        return "load_test", self.job_params()
+
     def start(self) -> None:
         self.run()
 
@@ -283,8 +336,9 @@ class AverageLiesLesson(LessonPage):
         """Start a load test with the current settings. The button stays usable: pressed
         during a run, it replaces that run (the runner cancels it) with one at the new
         settings, so a reader never waits for a test they no longer want."""
-        self.shown = Run("load_test", self.job_params())
-        self.runner.submit("load_test", self.job_params(), self._on_event)
+        kind, params = self.job()
+        self.shown = Run(kind, params)
+        self.runner.submit(kind, params, self._on_event)
         self.tail_text.object = site_html(
             "<p>The load test starts once you have made your prediction above (or skipped "
             "it).</p>" if self.runner.held else self._serving_text())
@@ -303,9 +357,9 @@ class AverageLiesLesson(LessonPage):
         elif event.type == "error":
             self.tail_text.object = site_html("<p>No load test to show: see the message.</p>")
 
-    def show_result(self, run: LoadTestResult, event=None) -> None:
+    def show_result(self, run: LoadTestResult | EndpointLoadTestResult, event=None) -> None:
         self.result = run
-        self.shown = (self.shown or Run("load_test", self.job_params())).done(run, event)
+        self.shown = (self.shown or Run(*self.job())).done(run, event)
         m = run.metrics
         outcome = skew_outcome(m.e2e_ms)
         if outcome is not None:
@@ -320,7 +374,7 @@ class AverageLiesLesson(LessonPage):
         self.table.object = site_html(table_html(
             ("latency (ms)", *STAT_COLUMNS), percentile_rows(m),
             caption=f"Percentiles over {m.completed} requests (ms)"))
-        slow = slowest(run, 5)
+        slow = slowest(run, 5) if isinstance(run, LoadTestResult) else client_slowest(run, 5)
         self.slow.object = site_html(table_html(
             ("request", "size", "E2E (ms)", "TTFT (ms)", "queue (ms)", "prompt / answer tokens",
              "why it was slow"),
@@ -332,8 +386,13 @@ class AverageLiesLesson(LessonPage):
             [(label, fmt_ms(figure(m)), f"{limit:,.0f}", what,
               "\u2013" if figure(m) is None else ("yes" if figure(m) <= limit else "no"))
              for label, figure, limit, what in EXAMPLES],
-            caption="This run against the quoted examples (a tiny model on this machine, not a "
-                    "production chat server)"))
+            caption="This run against the quoted examples (" + (
+                endpoint_label(run.base_url, run.model)
+                if isinstance(run, EndpointLoadTestResult)
+                else "a tiny model on this machine, not a production chat server") + ")"))
+        if isinstance(run, EndpointLoadTestResult):
+            self.measured_on.object = site_html(endpoint_provenance(run))
+            return
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(run, event))}. {m.completed} requests in "
             f"{m.duration_s:.1f} s; the server produced {m.throughput_tok_s:,.0f} output "
@@ -348,7 +407,7 @@ class AverageLiesLesson(LessonPage):
                 for r in self.latencies]
 
     def download_header(self) -> dict:
-        shown = self.shown or Run("load_test", self.job_params())
+        shown = self.shown or Run(*self.job())
         return result_header(
             self, shown.kind, shown.params, shown.result, shown.event, "load test",
             markers_ms={"E2E": self.e2e.values, "TTFT": self.ttft.values},

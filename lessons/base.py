@@ -253,6 +253,11 @@ class LessonPage(UrlPage):
             '<a href="app">course map</a> and the <a href="app?page=vocabulary">vocabulary</a> '
             "are ready.</p>")]
 
+    def export_run(self) -> None:
+        """For a static copy (lessons.export), after start(): measure what the page would show
+        once the reader acts, where start() measures nothing by itself (lesson 1 streams the
+        reader's prompt only on the button). Nothing by default."""
+
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
         """The engine jobs (kind, params) this lesson shows by default, so that

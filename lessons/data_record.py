@@ -63,7 +63,9 @@ def result_header(page: LessonPage, kind: str, params: dict, result: Record | No
         (getattr(result, "device", "") if result is not None else "")
     return data_header(
         page, kind, params, device=device,
-        preset=result.preset if result is not None else params.get("preset", "tiny"),
+        # a result measured at the teacher's endpoint names its model, not a preset
+        preset=getattr(result, "preset", None) or getattr(result, "model", None)
+        or params.get("preset", "tiny"),
         measured=origin_text(event) if result is not None else f"the {what} is in progress",
         check=check_text(result) if result is not None else f"the {what} has not finished",
         **more)

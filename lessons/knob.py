@@ -7,7 +7,13 @@ the curve (widgets.throughput_curve): total tokens/s and each user's ms per toke
 are here" marker and the marginal gain of the last doubling. A preset picker (tiny, small) and
 the device are named next to the numbers.
 
-URL: batch_size, preset, prompt_len, new_tokens (/app?lesson=knob&batch_size=16&preset=small).
+URL: batch_size, preset, prompt_len, new_tokens (/app?lesson=knob&batch_size=16&preset=small),
+source.
+
+With an OpenAI-compatible server configured by the teacher (engine.lab.endpoint), the source
+choice turns the knob into concurrency: N clients streaming at once from that server (the
+`endpoint_concurrency` job, timed at the client), whose batch size is its own; the points are
+labelled with its model and host.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from engine.calc.gpu_scaling import (
 )
 from engine.calc.stats import Estimate, estimate
 from engine.lab import registry
-from engine.lab.results import SweepPointResult
+from engine.lab.results import EndpointConcurrencyResult, SweepPointResult
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
@@ -43,6 +49,7 @@ from widgets.throughput_curve import ThroughputCurve
 
 from .base import LessonPage
 from .data_record import check_text, data_header, origin_text
+from .endpoint_source import EndpointSource, endpoint_label
 from .on_a_gpu import GpuBox, machine_table
 from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway
 
@@ -332,11 +339,11 @@ def point_of(result: SweepPointResult, origin: str = "measured live",
                  p90_ms=result.step_ms_p90)
 
 
-def pareto_point(batch: int, p: Point) -> dict:
+def pareto_point(batch: int, p: Point, what: str = "batch") -> dict:
     """A batch size on the frontier chart: tokens/s each user is 1000 / ms per token, so its
     interval's ends come from the step's ends swapped."""
     iv = p.interval()
-    return {"setting": batch, "label": f"batch {batch}", "per_user": 1000 / p.tpot_ms,
+    return {"setting": batch, "label": f"{what} {batch}", "per_user": 1000 / p.tpot_ms,
             "total": p.tokens_per_s, "n": p.n,
             **({"per_user_lo": 1000 / iv[3], "per_user_hi": 1000 / iv[2], "total_lo": iv[0],
                 "total_hi": iv[1]} if iv else {})}
@@ -351,15 +358,15 @@ def warmup_steps(result: SweepPointResult) -> int:
     return max(0, result.new_tokens - 1 - result.decode_steps_timed)
 
 
-def doubling(points: dict[int, Point], batch: int) -> str:
+def doubling(points: dict[int, Point], batch: int, what: str = "batch") -> str:
     """The marginal gain of the last doubling, from batch // 2 to batch, in words."""
     if batch < 2:
         return "Batch 1 is where the curve starts: no doubling yet."
     half = batch // 2
     if batch not in points or half not in points:
-        return f"Measuring batch {half} and {batch} to compare them..."
+        return f"Measuring {what} {half} and {batch} to compare them..."
     a, b = points[half], points[batch]
-    words = (f"Last doubling, batch {half} to {batch}: total tokens/s "
+    words = (f"Last doubling, {what} {half} to {batch}: total tokens/s "
              f"{ratio_text(b.tokens_per_s, a.tokens_per_s)}, each user's time per token "
              f"{ratio_text(b.tpot_ms, a.tpot_ms)}.")
     ra, rb = a.tokens_per_s_range(), b.tokens_per_s_range()
@@ -369,15 +376,15 @@ def doubling(points: dict[int, Point], batch: int) -> str:
     return words
 
 
-def against_one(points: dict[int, Point], batch: int) -> str:
+def against_one(points: dict[int, Point], batch: int, what: str = "batch") -> str:
     if batch < 2 or 1 not in points or batch not in points:
         return ""
     a, b = points[1], points[batch]
-    return (f"Against batch 1: {b.tokens_per_s / a.tokens_per_s:.1f} times the throughput "
+    return (f"Against {what} 1: {b.tokens_per_s / a.tokens_per_s:.1f} times the throughput "
             f"for {b.tpot_ms / a.tpot_ms:.1f} times the time per token.")
 
 
-class KnobLesson(LessonPage):
+class KnobLesson(EndpointSource, LessonPage):
     """Lesson 4: throughput and per-user speed against batch size, measured point by point."""
 
     slug = "knob"
@@ -412,10 +419,27 @@ class KnobLesson(LessonPage):
             "The frontier chart's points")
         self.gpu_box = GpuBox(gpu_finding)
         self.param.watch(self._moved, ["batch_size"])
-        self.param.watch(self._reset, ["preset", "prompt_len", "new_tokens"])
+        self.param.watch(self._reset, ["preset", "prompt_len", "new_tokens", "source"])
 
     def settings(self) -> tuple:
-        return (self.preset, int(self.prompt_len), int(self.new_tokens))
+        server = "endpoint" if self.measures_endpoint else self.preset
+        return (server, int(self.prompt_len), int(self.new_tokens))
+
+    @property
+    def knob(self) -> str:
+        """What the slider sets: the engine's batch size, or an endpoint's concurrent clients."""
+        return "concurrency" if self.measures_endpoint else "batch_size"
+
+    @property
+    def knob_word(self) -> str:
+        return "clients" if self.measures_endpoint else "batch"
+
+    def job(self, batch: int) -> tuple[str, dict]:
+        if self.measures_endpoint:
+            return "endpoint_concurrency", {
+                "url": self.endpoint.url, "model": self.endpoint.model, "concurrency": batch,
+                "prompt_len": int(self.prompt_len), "new_tokens": int(self.new_tokens)}
+        return "sweep_point", self.job_params(batch)
 
     def job_params(self, batch: int | None = None) -> dict:
         return {"preset": self.preset, "batch_size": int(batch or self.batch_size),
@@ -429,9 +453,9 @@ class KnobLesson(LessonPage):
         self.slider = pn.widgets.IntSlider.from_param(self.param.batch_size,
                                                       sizing_mode="stretch_width")
         self.slider.param.watch(lambda _e: self.measure(), "value_throttled")
-        preset = pn.widgets.RadioButtonGroup.from_param(self.param.preset,
-                                                        color="primary",
-                                                        variant="outline")
+        self.preset_choice = pn.widgets.RadioButtonGroup.from_param(
+            self.param.preset, color="primary", variant="outline")
+        self._show_knob()
         advanced = pn.Card(pn.widgets.IntSlider.from_param(self.param.prompt_len, step=8),
                            pn.widgets.IntSlider.from_param(self.param.new_tokens, step=4),
                            title="Measurement settings", collapsed=True,
@@ -439,7 +463,8 @@ class KnobLesson(LessonPage):
         return [
             html_pane(INTRO), self.prediction_box,
             html_pane("<h2>Turn the knob</h2>"),
-            pn.Row(pn.Column(self.slider, preset, advanced, self.readouts,
+            pn.Row(pn.Column(*self.source_widgets(), self.slider, self.preset_choice, advanced,
+                             self.readouts,
                              width=330),
                    pn.Column(self.curve, self.runner.status, self.gain,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
@@ -462,18 +487,18 @@ class KnobLesson(LessonPage):
         """Measure (or fetch from the cache) the points the current position needs."""
         if not self.started:
             return  # points are measured once the page has loaded
-        wanted = self.wanted()
+        wanted, knob = self.wanted(), self.knob
         self.runner.cancel(keep=lambda job: job.state == "running"
-                           or (job.params.get("batch_size") in wanted
+                           or (job.params.get(knob) in wanted
                                and job.params.get("preset") == self.preset))
         self._moved()
-        pending = {job.params.get("batch_size") for job in self.runner.jobs}
+        pending = {job.params.get(knob) for job in self.runner.jobs}
         for batch in wanted:
             if batch in self.measured or batch in pending:
                 continue
             settings = self.settings()
-            self.runner.add("sweep_point", self.job_params(batch),
-                            lambda e, s=settings: self._on_event(e, s))
+            kind, params = self.job(batch)
+            self.runner.add(kind, params, lambda e, s=settings: self._on_event(e, s))
 
     def _on_event(self, event, settings: tuple) -> None:
         if event.type == "result" or (event.type == "nearby" and self._on_curve(event.near)):
@@ -486,8 +511,11 @@ class KnobLesson(LessonPage):
             return False
         return near == registry.normalize("sweep_point", self.job_params(near["batch_size"]))
 
-    def add_result(self, point: SweepPointResult, event=None,
+    def add_result(self, point: SweepPointResult | EndpointConcurrencyResult, event=None,
                    settings: tuple | None = None) -> None:
+        if isinstance(point, EndpointConcurrencyResult):
+            self.add_endpoint_result(point, settings)
+            return
         settings = settings or self.settings()
         cached = bool(event is not None and event.cached)
         origin = "cached" if cached else "measured live"
@@ -523,6 +551,31 @@ class KnobLesson(LessonPage):
         if question is not None:
             self.checkpoint.provide("doubling", question)
 
+    def add_endpoint_result(self, point: EndpointConcurrencyResult,
+                            settings: tuple | None = None) -> None:
+        """N clients' point from the endpoint, labelled with its model and host."""
+        settings = settings or self.settings()
+        label = endpoint_label(point.base_url, point.model)
+        failed = f"; {point.failed} of them failed ({point.first_error})" if point.failed else ""
+        self.measured_on.object = site_html(
+            f"<p>Measured over HTTP: <strong>{html.escape(label)}</strong>, timed at this "
+            f"app's server (the client, so the network is included). Each point sends N "
+            f"streamed requests of {point.prompt_len} prompt tokens at once, each asking for "
+            f"{point.new_tokens} tokens{html.escape(failed)}; the time per token is their "
+            "median, the total is every token over the time until the last answer ended.</p>")
+        if point.tokens_per_s is None or point.tpot_ms is None:
+            return  # nothing finished: no point to draw (the label says why)
+        origin = "measured live over HTTP"
+        self.points.setdefault(settings, {})[point.concurrency] = Point(
+            point.tokens_per_s, point.tpot_ms, origin)
+        if settings == self.settings():
+            self.curve.add_point(point.concurrency, point.tokens_per_s, point.tpot_ms,
+                                 origin=origin, cached=False)
+            self.runner.status.announce(
+                f"{point.concurrency} clients measured: {point.tokens_per_s:,.0f} tokens/s, "
+                f"{point.tpot_ms:.2f} ms per token")
+            self._moved()
+
     # ---- showing ----------------------------------------------------------------------------
     def _moved(self, *_events) -> None:
         b = int(self.batch_size)
@@ -538,17 +591,32 @@ class KnobLesson(LessonPage):
                 f"; 95% CI {here.ci_text(what)} {unit} from {here.n} decode steps"
                 if here.interval() else "")
             self.readouts.notes = {
-                "tput": f"total tokens/s at batch {b}, all users{ci('tokens', 'tokens/s')}",
-                "tpot": f"median decode step at batch {b}{ci('ms', 'ms')}"}
-        words = doubling(self.measured, b)
-        extra = against_one(self.measured, b)
+                "tput": f"total tokens/s at {self.knob_word} {b}, all users{ci('tokens', 'tokens/s')}",
+                "tpot": (f"median time per token of {b} clients" if self.measures_endpoint
+                         else f"median decode step at batch {b}{ci('ms', 'ms')}")}
+        words = doubling(self.measured, b, self.knob_word)
+        extra = against_one(self.measured, b, self.knob_word)
         self.gain.object = site_html(f"<p><strong>{html.escape(words)}</strong> "
                                      f"{html.escape(extra)}</p>")
         self.table.object = site_html(self._table())
-        self.pareto.set_points([pareto_point(b, p) for b, p in self.measured.items()])
+        self.pareto.set_points([pareto_point(b, p, self.knob_word)
+                                for b, p in self.measured.items()])
+
+    def _show_knob(self) -> None:
+        """The slider's words follow the source: a batch size, or concurrent clients (the
+        endpoint's model is the teacher's, so the preset choice goes)."""
+        endpoint = self.measures_endpoint
+        self.slider.name = "Concurrent clients (streaming at once)" if endpoint else \
+            self.param.batch_size.label
+        self.preset_choice.visible = not endpoint
+        self.curve.set_x_label(
+            "concurrent clients (each streaming one answer)" if endpoint else None,
+            "client count" if endpoint else "batch size", "concurrency" if endpoint else "batch")
 
     def _reset(self, *_events) -> None:
-        """New preset or settings: a different curve."""
+        """New preset, settings or source: a different curve."""
+        if getattr(self, "slider", None) is not None:
+            self._show_knob()
         self.runner.cancel(keep=lambda job: job.state == "running")
         self.curve.clear()
         for batch in sorted(self.measured):
@@ -565,6 +633,17 @@ class KnobLesson(LessonPage):
         return sorted(rows, key=lambda r: r["batch"])
 
     def download_header(self) -> dict:
+        if self.measures_endpoint:
+            return data_header(
+                self, "endpoint_concurrency",
+                {"url": self.endpoint.url, "model": self.endpoint.model,
+                 "prompt_len": int(self.prompt_len), "new_tokens": int(self.new_tokens)},
+                device=f"{self.endpoint.label}, timed over HTTP at this app's server",
+                preset=self.endpoint.model, measured="live over HTTP, not cached",
+                check="none: the endpoint's other load cannot be seen from the client",
+                columns="batch: concurrent clients, each streaming one answer; tokens_per_s: "
+                        "every token over the time until the last answer ended; "
+                        "ms_per_token: the clients' median time per token")
         points = [self.measured[r["batch"]] for r in self.download_rows()
                   if r["batch"] in self.measured]
         measured = "; ".join(f"batch {b}: {p.measured or p.origin}"
@@ -585,11 +664,14 @@ class KnobLesson(LessonPage):
                 for b, p in sorted(self.measured.items())]
         if not rows:
             return ""
-        return table_html(("batch size", "total tokens/s (all users)", "95% CI (tokens/s)",
+        first = "concurrent clients" if self.measures_endpoint else "batch size"
+        caption = (f"Points measured so far over HTTP, {self.endpoint.label}"
+                   if self.measures_endpoint else None)
+        return table_html((first, "total tokens/s (all users)", "95% CI (tokens/s)",
                            "ms per token (each user)", "95% CI (ms)",
                            "decode steps p10\u2013p90 (ms)", "tokens/s each user",
                            "decode steps timed", "disturbance check", "source"), rows,
-                          caption=f"Points measured so far, {self.preset} preset"
+                          caption=caption or f"Points measured so far, {self.preset} preset"
                                   f"{' (' + RANDOM_WEIGHTS + ')' if self.preset != 'tiny' else ''}"
                                   f"{' on ' + self.device if self.device else ''}")
 

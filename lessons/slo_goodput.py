@@ -9,8 +9,12 @@ tokens from the measured throughput and a price per hour the reader types. "Inte
 "batch" are two settings of the same knobs: latency limits on or off, a small or a large batch.
 
 URL: use, ttft_limit_ms, tpot_limit_ms, e2e_limit_s, price_per_hour, max_rate, points, requests,
-max_batch:
+max_batch, source:
 /app?lesson=slo-goodput&use=batch&price_per_hour=2.5&points=2&requests=8
+
+With an OpenAI-compatible server configured by the teacher (engine.lab.endpoint), the source
+choice sends the same sweep over HTTP to it (`endpoint_rate_sweep`, timed at the client), and the
+figures are labelled with its model and host; its batch size is its own, so the slider goes.
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ from engine.calc.slo_math import (
     judge,
 )
 from engine.calc.stats import Estimate, estimate, min_samples
-from engine.lab.results import CapacityLoad, CapacitySearchResult, RatePoint, RateSweepResult
+from engine.lab.results import (
+    CapacityLoad,
+    CapacitySearchResult,
+    EndpointRateSweepResult,
+    RatePoint,
+    RateSweepResult,
+)
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane
@@ -43,6 +53,7 @@ from widgets.tables import UNBOUNDED, html_table, sig, table_pane, with_interval
 
 from .base import LessonPage
 from .data_record import result_header
+from .endpoint_source import EndpointSource, endpoint_label
 from .job_runner import JobRunner, event_record
 from .number_input import number_problem
 from .on_a_gpu import GpuBox, machine_table
@@ -361,7 +372,7 @@ def sweep_rates(max_rate: float, points: int) -> list[float]:
     return [round(max_rate / 2 ** (points - 1 - i), 4) for i in range(points)]
 
 
-class SLOGoodputLesson(LessonPage):
+class SLOGoodputLesson(EndpointSource, LessonPage):
     """Lesson 8: the SLO first, then throughput, goodput, attainment and the cost of a token."""
 
     slug = "slo-goodput"
@@ -395,7 +406,7 @@ class SLOGoodputLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.sweep: RateSweepResult | None = None
+        self.sweep: RateSweepResult | EndpointRateSweepResult | None = None
         self.sweep_event = None  # the sweep's result event: cached or fresh, when, where
         self.points_seen: list[RatePoint] = []
         self.by_use: dict[str, UseFigures] = {}  # use -> its figures, as measured this session
@@ -426,6 +437,11 @@ class SLOGoodputLesson(LessonPage):
         self.pareto = ParetoChart(setting="request rate")
         self.pareto_download = DataDownload("rate-sweep-pareto", self.pareto.points,
                                             self.download_header, "The frontier chart's points")
+        self.measured_at = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                            css_classes=["measured-at"])
+        self._batch_slider = pn.widgets.IntSlider.from_param(
+            self.param.max_batch, throttled=True, sizing_mode="stretch_width",
+            visible=not self.measures_endpoint)
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
         self.gpu_box = GpuBox(lambda machines: gpu_finding(
@@ -477,6 +493,14 @@ class SLOGoodputLesson(LessonPage):
         return {"rates": sweep_rates(self.max_rate, self.points), "requests": self.requests,
                 "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN, "max_batch": self.max_batch}
 
+    def sweep_job(self) -> tuple[str, dict]:
+        """The built-in engine's sweep, or the same sweep sent to the teacher's endpoint."""
+        if self.measures_endpoint:
+            params = {k: v for k, v in self.sweep_params().items() if k != "max_batch"}
+            return "endpoint_rate_sweep", {**params, "url": self.endpoint.url,
+                                           "model": self.endpoint.model}
+        return "rate_sweep", self.sweep_params()
+
     @classmethod
     def expected_numbers(cls, lookup: Lookup) -> list[str]:
         lines = []
@@ -522,11 +546,13 @@ class SLOGoodputLesson(LessonPage):
             elif event.type == "result":
                 self.show_sweep(event.result, use, event)
 
-        self.runner.run([("rate_sweep", self.sweep_params(), on_event)], use_cache=not fresh)
+        kind, params = self.sweep_job()
+        self.runner.run([(kind, params, on_event)], use_cache=not fresh)
         self._refresh()
 
-    @param.depends("max_rate", "points", "requests", "max_batch", watch=True)
+    @param.depends("max_rate", "points", "requests", "max_batch", "source", watch=True)
     def _sweep_changed(self) -> None:
+        self._batch_slider.visible = not self.measures_endpoint
         if self.started:
             self.start()
 
@@ -551,13 +577,15 @@ class SLOGoodputLesson(LessonPage):
         self.gpu_box.refresh()
 
     # ---- results --------------------------------------------------------------------------------------
-    def show_sweep(self, sweep: RateSweepResult, use: str, event=None) -> None:
+    def show_sweep(self, sweep: RateSweepResult | EndpointRateSweepResult, use: str, event=None) -> None:
         self.sweep, self.sweep_event = sweep, event
         self.points_seen = list(sweep.points)
         self._refresh()
         if self.goodput_summary.object:
             self.say(self.goodput_summary.object)
         best = self.operating_points()
+        if isinstance(sweep, EndpointRateSweepResult):  # its batch size is the server's own
+            return
         if best is not None and use == self.use:
             self.by_use[use] = UseFigures(best, sweep.max_batch, sweep.device)
             self._refresh_uses()
@@ -609,6 +637,19 @@ class SLOGoodputLesson(LessonPage):
             question = attainment_question(*judged[-1])
             if question is not None:
                 self.checkpoint.provide("attainment", question)
+        self._refresh_measured_at()
+
+    def _refresh_measured_at(self) -> None:
+        """Which server the figures are from, when it is the teacher's endpoint."""
+        sweep = self.sweep
+        if not isinstance(sweep, EndpointRateSweepResult):
+            self.measured_at.object = ""
+            return
+        failed = sum(p.failed or 0 for p in sweep.points)
+        self.measured_at.object = (
+            f"Measured over HTTP: **{endpoint_label(sweep.base_url, sweep.model)}**, timed at "
+            "this app's server (the client, so the network is included)"
+            + (f"; {failed} request(s) failed and are left out." if failed else "."))
 
     def _refresh_checks(self, judged) -> None:
         slo = self.slo()
@@ -784,8 +825,9 @@ class SLOGoodputLesson(LessonPage):
 
     def download_header(self) -> dict:
         slo = self.slo()
+        kind, params = self.sweep_job()
         return result_header(
-            self, "rate_sweep", self.sweep_params(), self.sweep, self.sweep_event, "sweep",
+            self, kind, params, self.sweep, self.sweep_event, "sweep",
             use=USES[self.use].label,
             slo_limits_ms={k: v for k, v in vars(slo).items() if v is not None} or "none",
             columns="rate: offered requests/s; completed_rps, goodput_rps: requests/s completed "
@@ -820,14 +862,13 @@ class SLOGoodputLesson(LessonPage):
                                             sizing_mode="stretch_width"),
             pn.widgets.IntSlider.from_param(self.param.requests, throttled=True,
                                             sizing_mode="stretch_width"),
-            pn.widgets.IntSlider.from_param(self.param.max_batch, throttled=True,
-                                            sizing_mode="stretch_width"),
-            sizing_mode="stretch_width")
+            self._batch_slider, sizing_mode="stretch_width")
         price = pn.widgets.FloatInput.from_param(self.param.price_per_hour, step=0.1,
                                                  sizing_mode="stretch_width")
         return [html_pane(INTRO), html_pane(TARGETS_TEXT), html_pane(QUOTE),
                 self._target_widgets, self.prediction_box, html_pane(SWEEP_TEXT),
-                sweep_controls, self.again, self.runner.status, self.curve, self.goodput_summary,
+                *self.source_widgets(), sweep_controls, self.again, self.runner.status,
+                self.measured_at, self.curve, self.goodput_summary,
                 self.checks, self.download, html_pane(PARETO_TEXT), self.pareto,
                 self.pareto_download, html_pane(CAPACITY_TEXT),
                 pn.Row(pn.widgets.FloatInput.from_param(self.param.cap_ttft_ms, step=100,

@@ -14,7 +14,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.lab.results import Percentiles, RunMetrics, ServedRun, StepRecord
+from engine.lab.results import (
+    EndpointLoadTestResult,
+    Percentiles,
+    RunMetrics,
+    ServedRun,
+    StepRecord,
+)
 
 STAT_COLUMNS = ("P50", "mean", "P90", "P95", "P99", "max")
 
@@ -48,29 +54,31 @@ class Latency:
     prompt_len: int
     output_len: int
     arrival_ms: float
-    admitted_ms: float
+    admitted_ms: float | None  # None when timed at a client, which never sees admission
     first_token_ms: float
     finish_ms: float
-    queue_ms: float
+    queue_ms: float | None
     ttft_ms: float
     e2e_ms: float
     preemptions: int
     why: tuple[str, ...] = ()
 
 
-def request_latencies(run: ServedRun) -> list[Latency]:
+def request_latencies(run: ServedRun | EndpointLoadTestResult) -> list[Latency]:
     """Per finished request: id, size class, prompt and output tokens, and in ms its arrival,
-    queue time, TTFT, E2E, first token and finish (times from the run's start)."""
+    queue time, TTFT, E2E, first token and finish (times from the run's start). A run timed at
+    a client has no admission times: its queue times are None."""
     out = []
     for r in run.requests:
         if r.finish_s is None or not r.token_s:
             continue
-        a = r.arrival_s
+        a, admitted = r.arrival_s, r.admitted_s
         out.append(Latency(
             id=r.id, size=r.size or "", prompt_len=r.prompt_len, output_len=len(r.token_s),
-            arrival_ms=1000 * a, admitted_ms=1000 * r.admitted_s,
+            arrival_ms=1000 * a, admitted_ms=None if admitted is None else 1000 * admitted,
             first_token_ms=1000 * r.first_token_s, finish_ms=1000 * r.finish_s,
-            queue_ms=1000 * (r.admitted_s - a), ttft_ms=1000 * (r.first_token_s - a),
+            queue_ms=None if admitted is None else 1000 * (admitted - a),
+            ttft_ms=1000 * (r.first_token_s - a),
             e2e_ms=1000 * (r.token_s[-1] - a), preemptions=r.preemptions))
     return out
 

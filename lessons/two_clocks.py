@@ -7,8 +7,14 @@ first one split into queue and prefill) and the browser's own clock (widgets.bro
 same tokens stamped when they were drawn on the reader's screen). Readouts: TTFT, ITL P50/P99,
 per-user tokens/s, and E2E against TTFT + (N - 1) x TPOT.
 
-URL: prompt, context_tokens, background, streamed, max_new_tokens
+URL: prompt, context_tokens, background, streamed, max_new_tokens, source
 (/app?lesson=two-clocks&background=8&context_tokens=1024).
+
+With an OpenAI-compatible server configured by the teacher (engine.lab.endpoint), the source
+choice streams the prompt from it instead (`endpoint_stream`, timed at this app's server): the
+first row is then the server's clock as a client sees it, with no split of the wait before the
+first token (queue, prefill happen inside the server), and every figure is labelled with the
+server's model and host. The document slider and the unstreamed choice are the engine's only.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from engine.calc.gpu_scaling import (
     step_floor_ms,
 )
 from engine.lab.registry import get_spec
-from engine.lab.results import ReaderMetrics, TwoClocksResult
+from engine.lab.results import EndpointStreamResult, ReaderMetrics, TwoClocksResult
 from widgets.browser_clock import BrowserClock
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
@@ -42,6 +48,7 @@ from widgets.token_timeline import TokenTimeline
 
 from .base import LessonPage
 from .data_record import Run, result_header
+from .endpoint_source import EndpointSource, endpoint_label
 from .on_a_gpu import GpuBox, machine_table
 from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway, which_is_larger
 
@@ -243,7 +250,7 @@ def gpu_finding(machines: list[Machine]) -> str:
         "that gap is the fastest one reader can be served.</p>" + table)
 
 
-def clocks_outcome(m: ReaderMetrics) -> tuple[str, str] | None:
+def clocks_outcome(m: ReaderMetrics | EndpointStreamResult) -> tuple[str, str] | None:
     """Which prediction choice a run supports: its TTFT against its TPOT (25% either way)."""
     ttft, tpot = m.ttft_ms, m.tpot_ms
     if not tpot:
@@ -252,19 +259,19 @@ def clocks_outcome(m: ReaderMetrics) -> tuple[str, str] | None:
     return choice, f"TTFT {_fmt_ms(ttft)}, TPOT {_fmt_ms(tpot)}"
 
 
-def e2e_question(result: TwoClocksResult) -> Question | None:
-    """The reader's own run: which E2E did the engine measure, given its TTFT, N and TPOT?
-    The key is the measured E2E; the distractors are the usual slips with the same numbers."""
-    m = result.metrics
+def e2e_question(m: ReaderMetrics | EndpointStreamResult,
+                 who: str = "the engine") -> Question | None:
+    """The reader's own run: which E2E did `who` measure, given its TTFT, N and TPOT? The key
+    is the measured E2E; the distractors are the usual slips with the same numbers."""
     n, ttft, tpot, e2e = m.output_tokens, m.ttft_ms, m.tpot_ms, m.e2e_ms
     if n < 2 or not tpot:
         return None
     return numeric_question(
-        f"Your run: TTFT {ttft:,.0f} ms, {n} tokens, TPOT {tpot:.1f} ms. What E2E did the "
-        "engine measure for your answer?",
+        f"Your run: TTFT {ttft:,.0f} ms, {n} tokens, TPOT {tpot:.1f} ms. What E2E did "
+        f"{who} measure for your answer?",
         (f"{e2e:,.0f} ms",
          f"E2E = TTFT + (N - 1) x TPOT = {ttft:,.0f} + {n - 1} x {tpot:.1f} = {e2e:,.0f} ms, "
-         "what the engine measured from the last token's time."),
+         f"what {who} measured from the last token's time."),
         [(f"{ttft + n * tpot:,.0f} ms",
           f"That is TTFT + N x TPOT: one gap too many; {n} tokens have {n - 1} gaps after the "
           "first."),
@@ -303,7 +310,7 @@ def browser_summary(engine_ms: list[float], browser_ms: list[float]) -> dict:
     }
 
 
-class TwoClocksLesson(LessonPage):
+class TwoClocksLesson(EndpointSource, LessonPage):
     """Lesson 1: the reader's prompt streamed by the tiny model, on two clocks."""
 
     slug = "two-clocks"
@@ -320,7 +327,7 @@ class TwoClocksLesson(LessonPage):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.result: TwoClocksResult | None = None
+        self.result: TwoClocksResult | EndpointStreamResult | None = None
         self.shown: Run | None = None  # the run the timeline draws, for its download
         self._engine_ms: list[float] = []
         self._texts: list[str] = []
@@ -357,11 +364,14 @@ class TwoClocksLesson(LessonPage):
     def controls(self) -> pn.Column:
         prompt = pn.widgets.TextAreaInput.from_param(self.param.prompt, rows=3,
                                                      max_length=2000)
-        widgets = [prompt,
-                   pn.widgets.IntSlider.from_param(self.param.context_tokens, step=64),
+        self._engine_only = [  # an endpoint's prompt is the reader's text alone, always streamed
+            pn.widgets.IntSlider.from_param(self.param.context_tokens, step=64),
+            pn.widgets.Checkbox.from_param(self.param.streamed)]
+        widgets = [*self.source_widgets(), prompt, self._engine_only[0],
                    pn.widgets.IntSlider.from_param(self.param.background),
                    pn.widgets.IntSlider.from_param(self.param.max_new_tokens, step=8),
-                   pn.widgets.Checkbox.from_param(self.param.streamed)]
+                   self._engine_only[1]]
+        self._show_source()
         for w in widgets:
             w.sizing_mode = "stretch_width"
         return pn.Column(*widgets, self.send, sizing_mode="stretch_width",
@@ -384,7 +394,25 @@ class TwoClocksLesson(LessonPage):
     def start(self) -> None:
         self.gpu_box.fetch(self.jobs)  # the reader's own prompt is sent with the button
 
+    def export_run(self) -> None:
+        """A static copy shows the default prompt streamed, as if the reader had sent it."""
+        self.run()
+
+    @param.depends("source", watch=True)
+    def _show_source(self) -> None:
+        for w in getattr(self, "_engine_only", []):
+            w.visible = not self.measures_endpoint
+
     # ---- running -----------------------------------------------------------------------------
+    def job(self) -> tuple[str, dict]:
+        """The built-in engine's two_clocks run, or the prompt streamed from the endpoint."""
+        if self.measures_endpoint:
+            return "endpoint_stream", {
+                "url": self.endpoint.url, "model": self.endpoint.model, "prompt": self.prompt,
+                "background": self.background, "max_new_tokens": self.max_new_tokens,
+                "arrive_after_ms": ARRIVE_AFTER_MS}
+        return "two_clocks", self.job_params()
+
     def job_params(self) -> dict:
         return {"prompt": self.prompt, "context_tokens": self.context_tokens,
                 "background": self.background, "max_new_tokens": self.max_new_tokens,
@@ -400,10 +428,11 @@ class TwoClocksLesson(LessonPage):
         self.browser_readouts.clear()
         self.token_table.object = site_html("")
         self.measured_on.object = site_html("")
-        self.shown = Run("two_clocks", self.job_params())
+        kind, params = self.job()
+        self.shown = Run(kind, params)
         self.answer.object = site_html("<p class='answer'><em>Waiting for the first token: the "
                                        "silence you are timing.</em></p>")
-        self.runner.submit("two_clocks", self.job_params(), self._on_event)
+        self.runner.submit(kind, params, self._on_event)
 
     def _on_event(self, event) -> None:
         if event.type == "token":
@@ -428,10 +457,13 @@ class TwoClocksLesson(LessonPage):
             f"<p class='answer'>{html.escape(self.prompt)}<strong>"
             f"{html.escape(''.join(self._texts))}</strong></p>")
 
-    def show_result(self, result: TwoClocksResult, event=None) -> None:
+    def show_result(self, result: TwoClocksResult | EndpointStreamResult, event=None) -> None:
         """Draw a finished run: ticks not streamed yet, the wait's parts, the readouts."""
         self.result = result
-        self.shown = (self.shown or Run("two_clocks", self.job_params())).done(result, event)
+        self.shown = (self.shown or Run(*self.job())).done(result, event)
+        if isinstance(result, EndpointStreamResult):
+            self.show_endpoint_result(result)
+            return
         times = [t.t_ms for t in result.tokens]
         missing = len(times) - len(self._engine_ms)
         if missing > 0:  # not streamed: the whole answer arrives now, in one message
@@ -440,28 +472,11 @@ class TwoClocksLesson(LessonPage):
                                             ("prefill", result.admitted_ms,
                                              result.first_token_ms)])
         m = result.metrics
-        n = m.output_tokens
-        itl = m.itl_ms
-        formula = m.ttft_ms + (n - 1) * (m.tpot_ms or 0.0)
-        self.engine_readouts.set(
-            ttft=_fmt_ms(m.ttft_ms),
-            itl=f"{itl.p50:.1f} / {itl.p99:.1f} ms" if itl.p50 is not None else "\u2013",
-            speed=f"{m.user_tokens_per_s:.0f} tokens/s" if m.user_tokens_per_s else "\u2013",
-            e2e=_fmt_ms(m.e2e_ms))
-        self.engine_readouts.notes = {
-            "ttft": f"TTFT: queued {_fmt_ms(m.queue_ms)} + prefill {_fmt_ms(m.prefill_ms)}",
-            "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m.ttft_ms:.0f} + {n - 1} x "
-                    f"{m.tpot_ms or 0:.1f} = {formula:,.0f} ms"),
-        }
-        self.say(f"Answer measured: first token after {_fmt_ms(m.ttft_ms)} (queued "
-                 f"{_fmt_ms(m.queue_ms)}, prefill {_fmt_ms(m.prefill_ms)}); {n} tokens, the "
-                 f"whole answer in {_fmt_ms(m.e2e_ms)}.")
-        outcome = clocks_outcome(m)
-        if outcome is not None:
-            self.prediction_box.reveal(*outcome)
-        question = e2e_question(result)
-        if question is not None:
-            self.checkpoint.provide("e2e", question)
+        self._show_clocks(
+            m, f"TTFT: queued {_fmt_ms(m.queue_ms)} + prefill {_fmt_ms(m.prefill_ms)}",
+            f"Answer measured: first token after {_fmt_ms(m.ttft_ms)} (queued "
+            f"{_fmt_ms(m.queue_ms)}, prefill {_fmt_ms(m.prefill_ms)}); {m.output_tokens} "
+            f"tokens, the whole answer in {_fmt_ms(m.e2e_ms)}.", "the engine")
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(result, event))}. Your prompt: "
             f"{result.prompt_tokens} tokens ({result.text_tokens} of your text, "
@@ -469,6 +484,53 @@ class TwoClocksLesson(LessonPage):
             f"request{'s' if result.background != 1 else ''}, so each decode step carried "
             f"{result.sequences_per_step:.1f} sequences on average; answer "
             f"{'streamed' if result.stream else 'held until complete'}.</p>")
+        self._show_browser()
+
+    def _show_clocks(self, m: ReaderMetrics | EndpointStreamResult, ttft_note: str,
+                     sentence: str, who: str) -> None:
+        """The first clock's readouts, the sentence said, the prediction's verdict and the
+        question on the reader's own E2E, from a run's TTFT, ITL, TPOT and E2E (`who` timed
+        them: the engine, or this app's server as a client of an endpoint)."""
+        n, itl = m.output_tokens, m.itl_ms
+        formula = m.ttft_ms + (n - 1) * (m.tpot_ms or 0.0)
+        self.engine_readouts.set(
+            ttft=_fmt_ms(m.ttft_ms),
+            itl=f"{itl.p50:.1f} / {itl.p99:.1f} ms" if itl.p50 is not None else "\u2013",
+            speed=f"{m.user_tokens_per_s:.0f} tokens/s" if m.user_tokens_per_s else "\u2013",
+            e2e=_fmt_ms(m.e2e_ms))
+        self.engine_readouts.notes = {
+            "ttft": ttft_note,
+            "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m.ttft_ms:.0f} + {n - 1} x "
+                    f"{m.tpot_ms or 0:.1f} = {formula:,.0f} ms"),
+        }
+        self.say(sentence)
+        outcome = clocks_outcome(m)
+        if outcome is not None:
+            self.prediction_box.reveal(*outcome)
+        question = e2e_question(m, who)
+        if question is not None:
+            self.checkpoint.provide("e2e", question)
+
+    def show_endpoint_result(self, result: EndpointStreamResult) -> None:
+        """A run streamed from the endpoint: every token came as it was streamed; the wait
+        before the first one is one span (its parts are inside the server)."""
+        self.timeline.set_wait(ENGINE_ROW, [("waiting", 0.0, result.ttft_ms)])
+        label = endpoint_label(result.base_url, result.model)
+        self._show_clocks(
+            result, "TTFT timed here, at the client: queue and prefill are inside the server",
+            f"Answer measured over HTTP from {label}: first token after "
+            f"{_fmt_ms(result.ttft_ms)}; {result.output_tokens} tokens, the whole answer in "
+            f"{_fmt_ms(result.e2e_ms)}.", "this app's server")
+        failed = (f" {result.background_failed} background request(s) failed: "
+                  f"{html.escape(result.first_error or '')}." if result.background_failed else "")
+        self.measured_on.object = site_html(
+            f"<p>Measured over HTTP: <strong>{html.escape(label)}</strong>, timed at this app's "
+            f"server (the client, so the network is included; the first row is when each token "
+            f"reached it). Your prompt: {result.prompt_tokens} tokens as the server counted "
+            f"them; {result.background} background request"
+            f"{'s' if result.background != 1 else ''} sent "
+            f"{ARRIVE_AFTER_MS if result.background else 0:.0f} ms before it; answer "
+            f"streamed.{failed}</p>")
         self._show_browser()
 
     def _show_browser(self) -> None:
@@ -483,11 +545,13 @@ class TwoClocksLesson(LessonPage):
         self.token_table.object = site_html(self._token_table(browser))
 
     def download_header(self) -> dict:
-        shown = self.shown or Run("two_clocks", self.job_params())
+        shown = self.shown or Run(*self.job())
+        clock = ("(the endpoint, timed at this app: ms since it sent your request)"
+                 if shown.kind == "endpoint_stream" else "(ms since your request reached it)")
         return result_header(
             self, shown.kind, shown.params, shown.result, shown.event, "run",
             waits=self.timeline.waits(),
-            columns=f"clock: {ENGINE_ROW} (ms since your request reached it) or {BROWSER_ROW} "
+            columns=f"clock: {ENGINE_ROW} {clock} or {BROWSER_ROW} "
                     "(ms since your click, stamped when the token was drawn); token: its index "
                     "in the answer; text: the token (the browser row leaves it empty); ms: when "
                     "it arrived on that clock. waits: the shaded wait before the first token")
@@ -505,7 +569,9 @@ class TwoClocksLesson(LessonPage):
                          "\u2013" if b is None else f"{b:,.1f}",
                          "\u2013" if b is None else f"{b - e:,.1f}"))
         return table_html(
-            ("token", "text", "engine (ms since arrival)", "browser (ms since click)",
+            ("token", "text",
+             "server (ms since sent)" if self.measures_endpoint
+             else "engine (ms since arrival)", "browser (ms since click)",
              "browser - engine (ms)"), rows, numeric_from=2,
             caption=f"The same tokens on both clocks ({n} tokens"
                     f"{', first 10 and last 2' if n > 12 else ''})")

@@ -1,17 +1,26 @@
-"""Shared test settings, set here because they must hold before any engine module is imported.
+"""Shared test settings, set here because they must hold before any engine module is imported,
+and the shared `server` fixture.
 
 - The results cache: every test session gets a private one in a temp dir (removed at exit), so no
   test leaves numbers a reader will see, and tests never read a reader's results as their own.
   $LLM_SPEED_TEST_CACHE names a directory to use instead (developers keep one to reuse the built
   C++ kernel between runs); a reader's $LLM_SPEED_CACHE is never used.
 - Triton kernels run in the interpreter on CPU tensors when no GPU is present; the variable must be
-  set before triton is first imported."""
+  set before triton is first imported.
+- `server` is a real `python -m engine serve` on 127.0.0.1 (a free port), for the HTTP tests and
+  the lessons measuring an endpoint: started once when first asked for, stopped at the end, and
+  bounded in time whatever happens to the tests."""
 
 import atexit
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 
+import pytest
 import torch
 
 if os.environ.get("LLM_SPEED_TEST_CACHE"):
@@ -23,3 +32,34 @@ else:
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+LIFETIME_S = 1800  # killed after this however the test session ends (the suite is shorter)
+SERVER_MAX_BATCH = 8
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """The served tiny model: yields the JSON line `serve --json` prints (url, model, ...)."""
+    log = tmp_path_factory.mktemp("server") / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            ["timeout", str(LIFETIME_S), sys.executable, "-m", "engine", "serve", "--port", "0",
+             "--json", "--kv-budget-mib", "16", "--max-batch", str(SERVER_MAX_BATCH)],
+            stdout=subprocess.PIPE, stderr=err, text=True)
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(120)
+    try:
+        if not line or not line[0]:
+            raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")
+        info = json.loads(line[0])
+        yield info
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WEB_MAY_IMPORT = ("engine.config", "engine.errors", "engine.paths", "engine.calc.",
                   "engine.lab.client", "engine.lab.events", "engine.lab.registry",
                   "engine.lab.params", "engine.lab.results", "engine.lab.cache",
-                  "engine.lab.cores", "engine.lab.quality")
+                  "engine.lab.endpoint", "engine.lab.cores", "engine.lab.quality")
 
 
 def allowed(module: str) -> bool:

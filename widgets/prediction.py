@@ -112,6 +112,11 @@ class PredictionBox(pn.viewable.Viewer):
         self._show()
 
     @property
+    def detail(self) -> str:
+        """The numbers behind the measured choice ("" before there is one)."""
+        return self._detail
+
+    @property
     def verdict(self) -> str:
         """The text shown beside the measurement ("" before there is one)."""
         return self._verdict if self._result.visible else ""

@@ -34,6 +34,7 @@ from .doc_hold import changes_bokeh_models
 from .palette import BLUE, SERIES_DASH, SERIES_MARKER, VERMILLION
 from .tables import sig
 
+X_LABEL = "batch size (sequences decoding together)"
 THROUGHPUT_COLOR = BLUE
 LATENCY_COLOR = VERMILLION
 
@@ -64,7 +65,7 @@ class ThroughputCurve(pn.viewable.Viewer):
                                        name="you are here")
         fig = figure(title=self.title or None, height=self.height, sizing_mode="stretch_width",
                      x_axis_type="log", x_range=Range1d(0.8, self.max_batch * 1.25),
-                     x_axis_label="batch size (sequences decoding together)",
+                     x_axis_label=X_LABEL,
                      y_axis_label="total tokens/s (all users)", tools="save,reset",
                      toolbar_location="above")
         fig.xaxis.formatter = LogTickFormatter()
@@ -103,12 +104,24 @@ class ThroughputCurve(pn.viewable.Viewer):
         legend.orientation = "horizontal"
         fig.add_layout(legend, "below")
         self.figure = fig
+        self.noun = "batch size"  # what the x axis counts, in the chart's summary
+        self.point_word = "batch"  # a point's x in the summary: "batch 16"
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         # the page fills text.table with its points table (it knows where each came from)
         self.text = ChartText("Chart of total tokens per second and each user's time per token "
                               "against the batch size", fig, table_css="points-table")
         self._layout = pn.Column(self._pane, self.text.summary, self.text.table,
                                  sizing_mode="stretch_width")
+        self._describe()
+
+    @changes_bokeh_models
+    def set_x_label(self, label: str | None = None, noun: str = "batch size",
+                    point_word: str = "batch") -> None:
+        """What the x axis counts (None: the batch size), its noun in the chart's summary and
+        the word before a point's x there; a lesson measuring a server whose batch is its own
+        counts concurrent clients instead."""
+        self.figure.xaxis.axis_label = label or X_LABEL
+        self.noun, self.point_word = noun, point_word
         self._describe()
 
     # ---- data ---------------------------------------------------------------------------------
@@ -166,16 +179,17 @@ class ThroughputCurve(pn.viewable.Viewer):
 
     def _describe(self) -> None:
         lines = self.lines.data
+        noun = self.noun
         if not lines["batch"]:
-            self.text.say("No batch size measured yet.")
+            self.text.say(f"No {noun} measured yet.")
             return
 
         def at(i: int) -> str:
-            return (f"batch {lines['batch'][i]}, {sig(lines['tokens_per_s'][i])} tokens/s in all "
+            return (f"{self.point_word} {lines['batch'][i]}, {sig(lines['tokens_per_s'][i])} tokens/s in all "
                     f"and {sig(lines['ms_per_token'][i])} ms per token for each user")
 
         n = len(lines["batch"])
-        self.text.say(f"{n} batch size{'s' if n != 1 else ''} measured: " + (
+        self.text.say(f"{n} {noun}{'s' if n != 1 else ''} measured: " + (
             at(0) if n == 1 else f"from {at(0)}, to {at(n - 1)}") + ".")
 
     @changes_bokeh_models

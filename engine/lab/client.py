@@ -52,6 +52,7 @@ from ..errors import ResultError
 from ..paths import cache_dir
 from . import cores, registry
 from .cache import CacheStore, disturbed
+from .endpoint import measured_on
 from .events import FINAL_EVENTS, FINAL_STATES, Job, JobEvent, one_line
 from .job_queue import JobQueue, question
 from .memory import process_memory
@@ -441,7 +442,7 @@ class EngineService:
                 self.shared_runs += tag == "result" and len(jobs) > 1
         if tag == "result":
             result, measured_at = message[2], message[3]
-            device = w.identity["device"]
+            device = measured_on(run.lead.params) or w.identity["device"]
             try:
                 parse_result(run.lead.kind, result)  # pages read records: check it once, here
             except ResultError as e:

@@ -107,6 +107,19 @@ ENGINE = {  # which engine runs the job (engine.lab.jobs.engines keeps one per s
 }
 SEED = {"seed": Int(0, lo=0)}
 MAX_BATCH = Int(8, lo=1, hi=256)
+LOAD_MIX = {  # the load test's mix of short and long requests (lesson 2)
+    "rate": Float(4.0, lo=0.05, hi=1000.0), "requests": Int(80, lo=1, hi=2000),
+    "long_share": Float(0.2, lo=0.0, hi=1.0),
+    "short_prompt": Lengths([16, 64], hi=1536), "short_output": Lengths([8, 32], hi=512),
+    "long_prompt": Lengths([256, 512], hi=1536), "long_output": Lengths([64, 160], hi=512)}
+SWEEP = {  # a rate sweep's rates and its workload at each (lesson 8)
+    "rates": Many([1.0, 2.0, 4.0, 8.0], each=Float(lo=1e-3, hi=1000.0), each_name="rate",
+                  max_items=12, what="request rates"),
+    "requests": Int(24, lo=1, hi=10_000), "prompt_len": Lengths([32, 128], single=True),
+    "output_len": Lengths([16, 64], single=True)}
+ENDPOINT = {  # the teacher's server (engine.lab.endpoint), and how long a run there may take
+    "url": Text("", what="the endpoint URL"), "model": Text("", what="the endpoint's model"),
+    "timeout_s": Float(600.0, lo=1.0, hi=3600.0)}
 SERVE_MAX_BATCH = 256
 
 
@@ -135,6 +148,16 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      # int8 point at batch 16 (tiny): 0.42-0.49 s alone, 3.2-3.6 s beside a landing's suite
      # (load 3.6-4.7); int8 quality (loads tiny twice, scores 16 windows) 7.5-10.8 s beside it
      "int8_point": 1.0, "int8_quality": 12.0}
+
+
+
+def endpoint_bound(**at: Any) -> Bound:
+    """A job sent to the teacher's OpenAI-compatible server takes what that server takes: its
+    bound is the client's own limit (600 s, the endpoint jobs' timeout), not a time measured
+    here; stated at our own `python -m engine serve` on its default port."""
+    return Bound(600.0, {"url": "http://127.0.0.1:8000/v1", "model": "tiny", **at},
+                 "a job on the teacher's endpoint: at most its timeout (the endpoint sets the pace)")
+
 
 JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- what the machine is -----------------------------------------------------------------
@@ -216,15 +239,44 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
                 "chunk_size": 128, "stream_tokens": False},
                 "lesson 7's chunked run at its defaults"))),
     _spec("load_test", "engine.lab.jobs.serving:load_test_job", {
-        **ENGINE, "rate": Float(4.0, lo=0.05, hi=1000.0), "requests": Int(80, lo=1, hi=2000),
-        "long_share": Float(0.2, lo=0.0, hi=1.0),
-        "short_prompt": Lengths([16, 64], hi=1536), "short_output": Lengths([8, 32], hi=512),
-        "long_prompt": Lengths([256, 512], hi=1536), "long_output": Lengths([64, 160], hi=512),
+        **ENGINE, **LOAD_MIX,
         "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0, hi=2048), **SEED},
         results.LoadTestResult,
         "Poisson arrivals of short and long requests under continuous batching: the tail.",
         size="load", bounds=(Bound(B["load_test"], {}, "lesson 2's load test at its defaults"),),
         restartable=True),
+    # ---- an OpenAI-compatible server the teacher configured (engine.lab.endpoint) ------------
+    _spec("endpoint_load_test", "engine.lab.jobs.endpoint:endpoint_load_test_job", {
+        **ENDPOINT,
+        **LOAD_MIX,
+        **SEED},
+        results.EndpointLoadTestResult,
+        "The load test's mix sent over HTTP to an OpenAI-compatible server, timed at the client "
+        "(not cached: the server can change between runs).",
+        cacheable=False, size="load", bounds=(endpoint_bound(),)),
+    _spec("endpoint_rate_sweep", "engine.lab.jobs.endpoint:endpoint_rate_sweep_job", {
+        **ENDPOINT,
+        **SWEEP, **SEED},
+        results.EndpointRateSweepResult,
+        "The rate sweep's workload sent over HTTP to an OpenAI-compatible server at each rate, "
+        "timed at the client (not cached).",
+        cacheable=False, size="load", bounds=(endpoint_bound(),)),
+    _spec("endpoint_concurrency", "engine.lab.jobs.endpoint:endpoint_concurrency_job", {
+        **ENDPOINT, "concurrency": Int(8, lo=1, hi=256), "prompt_len": Int(64, lo=1, hi=4096),
+        "new_tokens": Int(32, lo=2, hi=1024), **SEED},
+        results.EndpointConcurrencyResult,
+        "N clients streaming at once from an OpenAI-compatible server (lesson 4's knob there), "
+        "timed at the client (not cached).",
+        cacheable=False, size="point", bounds=(endpoint_bound(),)),
+    _spec("endpoint_stream", "engine.lab.jobs.endpoint:endpoint_stream_job", {
+        **ENDPOINT, "prompt": Text("", what="the prompt", max_chars=4000),
+        "max_new_tokens": Int(48, lo=2, hi=512), "background": Int(0, lo=0, hi=32),
+        "background_prompt_len": Int(32, lo=1, hi=512),
+        "arrive_after_ms": Float(300.0, lo=0.0, hi=5000.0), **SEED},
+        results.EndpointStreamResult,
+        "The reader's prompt streamed from an OpenAI-compatible server beside N background "
+        "requests, timed at the client (lesson 1 there; not cached).",
+        cacheable=False, size="point", bounds=(endpoint_bound(prompt="Why is the sky blue?"),)),
     _spec("block_snapshots", "engine.lab.jobs.serving:block_snapshots_job", {
         **ENGINE, "kv_budget_mib": Int(2, lo=1, hi=64), "requests": Int(10, lo=1, hi=10_000),
         "rate": Rate(6.0), "prompt_len": Lengths([16, 80], single=True),
@@ -269,10 +321,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "loss of each, and the share of positions where both pick the same next token.",
         bounds=(Bound(B["int8_quality"], {}, "both models on 16 held-out windows (tiny)"),)),
     _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
-        **ENGINE, "rates": Many([1.0, 2.0, 4.0, 8.0], each=Float(lo=1e-3, hi=1000.0),
-                                each_name="rate", max_items=12, what="request rates"),
-        "requests": Int(24, lo=1, hi=10_000), "prompt_len": Lengths([32, 128], single=True),
-        "output_len": Lengths([16, 64], single=True), "max_batch": MAX_BATCH,
+        **ENGINE, **SWEEP, "max_batch": MAX_BATCH,
         "chunk_size": Int(128, lo=0), **SEED},
         results.RateSweepResult,
         "The same Poisson workload (one seed) served at each rate in turn; a \"step\" event with "

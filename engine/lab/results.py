@@ -484,6 +484,24 @@ class LoadTestResult(ServedRun):
 
 
 @dataclass(frozen=True)
+class EndpointLoadTestResult(Record):
+    """The load test's mix sent over HTTP to an OpenAI-compatible server and timed at the
+    client (engine.serve.bench_client): no engine steps and no admission times, which only the
+    server knows; failed requests are counted and left out of the metrics, as vLLM does."""
+
+    job_kind: ClassVar[str] = "endpoint_load_test"
+    base_url: str
+    model: str
+    cancelled: bool
+    duration_s: float
+    requests: list[RequestRecord]
+    metrics: RunMetrics
+    failed: int
+    first_error: str | None
+    workload: LoadTestWorkload
+
+
+@dataclass(frozen=True)
 class SnapshotSeq(Record):
     """A live sequence in a step: its block table and the tokens it holds."""
 
@@ -549,6 +567,7 @@ class RatePoint(Record):
     itl_max_ms: float | None
     preemptions: int
     slot_use: float | None
+    failed: int | None = dataclasses.field(default=None, metadata={"omit_none": True})  # HTTP
 
 
 @dataclass(frozen=True)
@@ -702,11 +721,67 @@ class Int8QualityResult(Record):
     agreement: float
 
 
+@dataclass(frozen=True)
+class EndpointRateSweepResult(Record):
+    """The rate sweep's workload sent over HTTP to an OpenAI-compatible server, timed at the
+    client; each point counts its failed requests (left out of its figures)."""
+
+    job_kind: ClassVar[str] = "endpoint_rate_sweep"
+    base_url: str
+    model: str
+    workload: WorkloadSettings
+    points: list[RatePoint]
+
+
+@dataclass(frozen=True)
+class EndpointConcurrencyResult(Record):
+    """N clients streaming at once from an OpenAI-compatible server, timed at the client:
+    medians of TTFT and time per token, total output tokens/s (None when nothing finished)."""
+
+    job_kind: ClassVar[str] = "endpoint_concurrency"
+    base_url: str
+    model: str
+    concurrency: int
+    prompt_len: int
+    new_tokens: int
+    completed: int
+    failed: int
+    first_error: str | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    tokens_per_s: float | None
+
+
+@dataclass(frozen=True)
+class EndpointStreamResult(Record):
+    """The reader's prompt streamed from an OpenAI-compatible server beside N background
+    requests, timed at the client (this app's server): the client sees when tokens arrive, not
+    how the server split the wait before the first one (queue, prefill), so there is no split."""
+
+    job_kind: ClassVar[str] = "endpoint_stream"
+    base_url: str
+    model: str
+    prompt_tokens: int  # as the server counted them (usage), for its own tokenizer
+    max_new_tokens: int
+    background: int
+    text: str
+    tokens: list[TokenAt]
+    ttft_ms: float
+    tpot_ms: float | None
+    itl_ms: Percentiles
+    e2e_ms: float
+    user_tokens_per_s: float | None
+    output_tokens: int
+    background_failed: int
+    first_error: str | None
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
-    CapacitySearchResult)}
+    CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
+    EndpointConcurrencyResult, EndpointStreamResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

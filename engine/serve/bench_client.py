@@ -33,11 +33,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from urllib.parse import urlsplit
 
 import httpx
 
 from ..errors import ConfigError
+from ..lab.endpoint import api_base
 from .metrics import Metrics, compute_metrics, e2e_ms, summarize, ttft_ms
 from .trace import RequestTrace, StepTrace
 from .workload import Request
@@ -47,16 +47,6 @@ CONNECT_TIMEOUT_S = 10.0
 
 class EndpointError(Exception):
     """The server cannot be used (unreachable, no such model, not OpenAI-compatible)."""
-
-
-def api_base(url: str) -> str:
-    """The /v1 base of a server URL: http://host:8000 and http://host:8000/v1 both give
-    http://host:8000/v1. ConfigError for anything that is not an http(s) URL with a host."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"base URL must look like http://host:port/v1 (got {url!r})")
-    base = url.strip().rstrip("/")
-    return base if base.endswith("/v1") else base + "/v1"
 
 
 @dataclass
@@ -227,8 +217,9 @@ async def probe(client: httpx.AsyncClient, base: str, model: str) -> Endpoint:
 
 
 async def send(client: httpx.AsyncClient, endpoint: Endpoint, sent: Sent, max_tokens: int,
-               clock) -> None:
-    """One streamed completion, timed at the client (see the module docstring)."""
+               clock, on_token: Callable[[float, str], None] | None = None) -> None:
+    """One streamed completion, timed at the client (see the module docstring); on_token(t_s,
+    text) as each token's chunk arrives, for a page that shows the answer as it streams."""
     trace = sent.trace
     payload = {"model": endpoint.model, "prompt": sent.prompt, "max_tokens": max_tokens,
                "temperature": 0, "ignore_eos": True, "stream": True,
@@ -256,6 +247,8 @@ async def send(client: httpx.AsyncClient, endpoint: Endpoint, sent: Sent, max_to
                     trace.token_s.append(t)
                     if trace.first_token_s is None:
                         trace.first_token_s = t
+                    if on_token is not None:
+                        on_token(t, chunk["choices"][0].get("text") or "")
                 elif chunk.get("usage"):
                     completion_tokens = chunk["usage"].get("completion_tokens")
                     trace.prompt_len = chunk["usage"].get("prompt_tokens", trace.prompt_len)
@@ -289,11 +282,16 @@ async def _server_trace(client: httpx.AsyncClient, base: str, since_s: float) ->
 async def run_async(base_url: str, model: str, requests: list[Request], prompts: list[str],
                     timeout_s: float, slo_ttft_ms: float | None = None,
                     slo_tpot_ms: float | None = None,
-                    on_ready: Callable[[Endpoint], None] | None = None) -> BenchResult:
+                    on_ready: Callable[[Endpoint], None] | None = None,
+                    on_done: Callable[[int], None] | None = None,
+                    stop: Callable[[], bool] | None = None,
+                    on_token: Callable[[int, float, str], None] | None = None) -> BenchResult:
     """Send requests (with these prompt texts) at their arrival times; closed-loop ones (no
-    arrival time) each when an earlier one ends. Stops after timeout_s, marking what had not
-    finished as failed and the result as cancelled. on_ready is called once the server has
-    been checked, just before the first request goes."""
+    arrival time) each when an earlier one ends. Stops after timeout_s, or within 0.2 s of
+    stop() turning True (a lab job cancelled), marking what had not finished as failed and the
+    result as cancelled. on_ready is called once the server has been checked, just before the
+    first request goes; on_done with the number of requests ended so far, as each one ends
+    (for a progress line); on_token(request id, t_s, text) as each token arrives."""
     base = api_base(base_url)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout = httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S)
@@ -318,8 +316,16 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
         def clock() -> float:
             return time.perf_counter() - start
 
+        ended = 0
+
         async def one(req: Request) -> None:
-            await send(client, endpoint, sent[req.id], req.output_len, clock)
+            nonlocal ended
+            tokens = None if on_token is None else (
+                lambda t, text, rid=req.id: on_token(rid, t, text))
+            await send(client, endpoint, sent[req.id], req.output_len, clock, tokens)
+            ended += 1
+            if on_done is not None:
+                on_done(ended)
             if closed:  # closed loop: an ended request lets the next one in
                 launch(closed.popleft())
 
@@ -328,18 +334,28 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-        async def everything() -> None:
+        def stopped() -> bool:
+            return stop is not None and stop()
+
+        async def everything() -> bool:
+            """True when every request ended, False when stopped."""
             for req in timed:
-                await asyncio.sleep(max(0.0, req.arrival_s - clock()))
+                while (wait := req.arrival_s - clock()) > 0:
+                    if stopped():
+                        return False
+                    await asyncio.sleep(min(wait, 0.2))
                 launch(req)
             while tasks:
-                await asyncio.wait(set(tasks))
+                if stopped():
+                    return False
+                await asyncio.wait(set(tasks), timeout=0.2)
+            return True
 
-        cancelled = False
         try:
-            await asyncio.wait_for(everything(), timeout_s)
+            cancelled = not await asyncio.wait_for(everything(), timeout_s)
         except asyncio.TimeoutError:
             cancelled = True
+        if cancelled:
             for task in list(tasks):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -355,7 +371,10 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
 def run_bench(base_url: str, model: str, requests: list[Request], prompts: list[str],
               timeout_s: float = 600.0, slo_ttft_ms: float | None = None,
               slo_tpot_ms: float | None = None,
-              on_ready: Callable[[Endpoint], None] | None = None) -> BenchResult:
+              on_ready: Callable[[Endpoint], None] | None = None,
+              on_done: Callable[[int], None] | None = None,
+              stop: Callable[[], bool] | None = None,
+              on_token: Callable[[int, float, str], None] | None = None) -> BenchResult:
     """run_async on an event loop of its own (for the command line and the lab's worker)."""
     return asyncio.run(run_async(base_url, model, requests, prompts, timeout_s, slo_ttft_ms,
-                                 slo_tpot_ms, on_ready))
+                                 slo_tpot_ms, on_ready, on_done, stop, on_token))

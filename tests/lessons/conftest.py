@@ -4,9 +4,20 @@ pn.state (Panel's own test-suite habit), so one test's documents and caches neve
 import panel as pn
 import pytest
 
+from engine.lab import endpoint
+
 
 @pytest.fixture(autouse=True)
 def reset_panel_state():
     yield
     pn.state.reset()
     pn.state.clear_caches()
+
+
+@pytest.fixture
+def endpoint_set(server, monkeypatch):
+    """The teacher's endpoint: our own server, as `--args --endpoint URL --model M` sets it."""
+    monkeypatch.delenv(endpoint.ENV_URL, raising=False)
+    monkeypatch.delenv(endpoint.ENV_MODEL, raising=False)
+    yield endpoint.configure(["--endpoint", server["url"], "--model", server["model"]])
+    endpoint.configure([])

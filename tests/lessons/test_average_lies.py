@@ -128,3 +128,35 @@ def test_a_nearby_load_test_is_shown_until_the_readers_own_arrives(shown):
     assert page.result is not None and page.table.object  # drawn at once
     assert "requests 10 (you asked for 12)" in page.runner.status.label_text
     assert page.runner.status.running  # the reader's own test still to come
+
+
+def test_without_an_endpoint_the_url_cannot_pick_one():
+    page = AverageLiesLesson.from_url({"source": [b"endpoint"]})
+    assert page.source == "engine" and page.job()[0] == "load_test"
+
+
+def test_the_teachers_endpoint_is_measured_over_http_and_labelled(endpoint_set):
+    page = AverageLiesLesson.from_url({"requests": [b"10"], "rate": [b"30"],
+                                       "source": [b"endpoint"]})
+    service = attach(page)
+    view = pn.panel(page)
+    view.get_root()  # drawn: the page starts its load test, as on load in a browser
+    [job] = service.submitted
+    assert job.kind == "endpoint_load_test"
+    assert job.params["url"] == endpoint_set.url and job.params["model"] == "tiny"
+    assert "max_batch" not in job.params and not page._batch_slider.visible
+    small = {**job.params, "short_prompt": [8, 16], "short_output": [2, 6],
+             "long_prompt": [48, 64], "long_output": [12, 16]}
+    service.send(job, "started")
+    result = worker.run(job.kind, small, lambda t, d: service.send(job, t, d), lambda: False)
+    service.finish(job, result)
+    assert page.e2e.count == 10
+    host = endpoint_set.host
+    assert f"tiny at {host}" in page.measured_on.object and "over HTTP" in page.measured_on.object
+    assert "not visible from the client" in page.slow.object
+    assert "median request took" in page.tail_text.object
+    [choice] = view.select(pn.widgets.RadioButtonGroup)
+    assert list(choice.options) == ["Built-in engine", f"tiny at {host}"]
+    head, rows = downloaded(page.download)  # the download names the endpoint's job
+    assert head["job"] == "endpoint_load_test" and head["params"]["url"] == endpoint_set.url
+    assert head["preset"] == "tiny" and len(rows) == 10

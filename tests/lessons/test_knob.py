@@ -236,3 +236,27 @@ def test_a_nearby_cached_point_of_the_same_curve_is_drawn_while_the_point_waits(
     assert "nearby: a result of batch_size 8 (you asked for 4)" in page.runner.status.label_text
     service.run_for_real(first)
     assert page.curve.batches() == [4, 8] and page.readouts.values["tput"]
+
+
+def test_with_the_teachers_endpoint_the_knob_is_concurrent_clients(endpoint_set):
+    page = KnobLesson.from_url({**SMALL, "batch_size": [b"4"], "source": [b"endpoint"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    jobs = [j for j in service.submitted if j.kind != "info"]  # info: the box on GPUs
+    assert [j.kind for j in jobs] == ["endpoint_concurrency"] * 3
+    assert [j.params["concurrency"] for j in jobs] == [4, 2, 1]
+    assert jobs[0].params["url"] == endpoint_set.url and "preset" not in jobs[0].params
+    for job in jobs:
+        result = service.run_for_real(job)
+        assert result["completed"] == result["concurrency"] and result["failed"] == 0
+    assert page.curve.batches() == [1, 2, 4]
+    assert page.curve.figure.xaxis[0].axis_label.startswith("concurrent clients")
+    assert page.slider.name.startswith("Concurrent clients") and not page.preset_choice.visible
+    assert "Last doubling, clients 2 to 4" in page.gain.object
+    assert page.curve.text.sentence.startswith("3 client counts measured: from concurrency 1")
+    assert [p["label"] for p in page.pareto.points()] == ["clients 1", "clients 2", "clients 4"]
+    assert f"tiny at {endpoint_set.host}" in page.measured_on.object
+    assert f"over HTTP, tiny at {endpoint_set.host}" in page.table.object
+    page.source = "engine"  # back to the built-in engine: batch sizes again
+    assert service.submitted[-1].kind == "sweep_point" and page.preset_choice.visible
+    assert page.curve.figure.xaxis[0].axis_label.startswith("batch size")

@@ -213,3 +213,22 @@ def test_the_prediction_the_question_on_your_sweep_and_the_box_on_gpus():
     assert "largest batch within TPOT 100 ms" in page.gpu_box.text
     page.tpot_limit_ms = 20
     assert "largest batch within TPOT 20 ms" in page.gpu_box.text
+
+
+def test_the_teachers_endpoint_is_swept_over_http_and_labelled(endpoint_set):
+    page, service = lesson({"points": [b"2"], "requests": [b"4"], "max_rate": [b"40"],
+                            "source": [b"endpoint"]})
+    [job] = service.submitted
+    assert job.kind == "endpoint_rate_sweep" and job.params["rates"] == [20, 40]
+    assert job.params["url"] == endpoint_set.url and "max_batch" not in job.params
+    assert not page._batch_slider.visible
+    assert [p["rate"] for p in page.curve.points()] == [20, 40]
+    assert all(p["completed"] == 4 and p["failed"] == 0 for p in job.result["points"])
+    assert f"tiny at {endpoint_set.host}" in page.measured_at.object
+    assert "Best goodput" in page.goodput_summary.object
+    assert page.by_use == {}  # the endpoint's batch size is its own: not a setting of ours
+    import json
+
+    head = json.loads(page.download.texts()[1])["header"]
+    assert head["job"] == "endpoint_rate_sweep" and head["preset"] == "tiny"
+    assert head["params"]["url"] == endpoint_set.url

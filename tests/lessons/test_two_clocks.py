@@ -153,3 +153,31 @@ def test_the_question_on_your_run_has_your_e2e_as_its_key(lesson):
     # the key is the definition: TTFT + (N - 1) x TPOT, the engine's own E2E
     n = m["output_tokens"]
     assert m["ttft_ms"] + (n - 1) * m["tpot_ms"] == pytest.approx(m["e2e_ms"])
+
+
+def test_with_the_teachers_endpoint_the_prompt_streams_from_it(endpoint_set):
+    page = TwoClocksLesson.from_url({"max_new_tokens": [b"8"], "background": [b"2"],
+                                     "source": [b"endpoint"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    assert not any(w.visible for w in page._engine_only)  # no document, always streamed
+    page.send.clicks += 1
+    [job] = [j for j in service.submitted if j.kind != "info"]
+    assert job.kind == "endpoint_stream" and job.params["url"] == endpoint_set.url
+    assert job.params["background"] == 2 and job.params["prompt"] == page.prompt
+    result = service.run_for_real(job)
+    ticks = page.timeline.ticks(ENGINE_ROW)
+    assert len(ticks) == 8 == result["output_tokens"]
+    assert page.timeline.spans.data["part"] == ["waiting"]
+    assert "queue and prefill are inside the server" in page.engine_readouts.text
+    assert html.escape(result["text"]) in page.answer.object
+    assert f"tiny at {endpoint_set.host}" in page.measured_on.object
+    assert "2 background requests" in page.measured_on.object
+    assert "server (ms since sent)" in page.token_table.object
+    assert any(s and s.startswith(f"Answer measured over HTTP from tiny at {endpoint_set.host}")
+               for s in said(page))
+    head, rows = downloaded(page.download)
+    assert head["job"] == "endpoint_stream" and head["preset"] == "tiny"
+    assert "the endpoint, timed at this app" in head["columns"]
+    page.source = "engine"
+    assert all(w.visible for w in page._engine_only)

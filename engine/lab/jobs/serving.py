@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 from ...scheduler import SchedulerConfig
-from ...serve.loop import RunResult, run
-from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
+from ...serve.loop import run
+from ...serve.metrics import Metrics, e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
 from ...serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
 from ...serve.workload import PromptSource, Request, WorkloadSpec, make_workload, poisson_arrivals
 from ..quality import spread
@@ -237,13 +237,13 @@ def block_snapshots_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
 
 
 # ---- throughput and per-request latencies against the request rate --------------------------------
-def rate_point(result: RunResult, rate: float) -> dict:
-    """One rate's figures from a run: per-request lists (for SLOs applied later) and totals."""
-    done = [r for r in result.requests if r.finish_s is not None and r.token_s]
-    m = result.metrics
+def rate_point(traces: list, m: Metrics, rate: float) -> dict:
+    """One rate's figures from a run's request traces and metrics (the engine's run, or a
+    client's over HTTP): per-request lists (for SLOs applied later) and totals."""
+    done = [r for r in traces if r.finish_s is not None and r.token_s]
     itl = summarize(gap for r in done for gap in itl_ms(r))
     return {
-        "rate": rate, "requests": len(result.requests), "completed": m.completed,
+        "rate": rate, "requests": len(traces), "completed": m.completed,
         "duration_s": m.duration_s, "output_tokens": m.output_tokens,
         "throughput_tok_s": m.throughput_tok_s, "requests_per_s": m.requests_per_s,
         "ttft_ms": [ttft_ms(r) for r in done], "tpot_ms": [tpot_ms(r) for r in done],
@@ -279,7 +279,7 @@ def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
         if result.cancelled:
             return None
         steps += result.steps
-        point = rate_point(result, rate)
+        point = rate_point(result.requests, result.metrics, rate)
         points.append(point)
         emit("step", {"kind": "rate_point", **point})
     return {"device": engine.device, "preset": params["preset"],

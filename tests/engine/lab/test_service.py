@@ -294,6 +294,18 @@ def test_info_job_describes_the_machine(service):
     assert [p["name"] for p in info["presets"]][:2] == ["tiny", "small"]
 
 
+def test_a_job_sent_to_an_endpoint_says_where_it_measured(service, server):
+    """Its result event names the endpoint's model and host, not the worker's own device, so
+    a page's provenance line does not credit this machine with a remote server's numbers."""
+    rec = Recorder()
+    job = service.submit("endpoint_concurrency", {
+        "concurrency": 2, "prompt_len": 8, "new_tokens": 4, "url": server["url"],
+        "model": server["model"]}, rec)
+    event = rec.wait_for(finished(job), "result")
+    assert event.device == f"tiny at {server['url'].split('/')[2]}, over HTTP"
+    assert not event.cached and job.result["completed"] == 2
+
+
 def test_status_says_what_the_worker_is_doing(service):
     rec = Recorder()
     job = service.submit("sweep_point", LONG, rec, use_cache=False)
