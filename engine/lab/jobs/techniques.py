@@ -25,8 +25,11 @@ from ...serve.loop import run
 from ...serve.trace import RequestEvent
 from ...serve.workload import PromptSource, WorkloadSpec, make_workload
 from ...speculative import Draft, SpeculativeDecoder, make_draft
+from ..quality import spread
 from ..registry import Cancelled, Emit
 from .engines import engine_for, engine_from_params
+from .generation import gaps_ms
+from .serving import step_spread
 
 ONE_AT_A_TIME = SchedulerConfig("continuous", max_batch=1, chunk_size=0)
 
@@ -79,6 +82,7 @@ def prefix_cache_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | N
         "first_ttft_ms": rows[0]["ttft_ms"],
         "later_ttft_ms": statistics.mean(later) if later else None,
         "stats": stats,
+        "spread": step_spread(result.steps),  # how steady its engine steps were
     }
 
 
@@ -142,4 +146,6 @@ def speculative_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | No
         "expected_tokens_per_step_at_k": stats.expected_tokens(k) if stats else None,
         "draft_ms": 1000 * stats.draft_s if stats else 0.0,
         "verify_ms": 1000 * stats.verify_s if stats else 0.0,
+        # how steady the token gaps were (a speculative step gives several tokens at once)
+        "spread": spread([gap for g in gens for gap in gaps_ms(g.token_times)], "token gap"),
     }

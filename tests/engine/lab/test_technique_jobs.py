@@ -41,6 +41,9 @@ def test_the_prefix_cache_serves_the_shared_prompt_from_the_cache_after_the_firs
     assert stats.token_hit_rate == pytest.approx(256 / sum(r.prompt_tokens for r in on.requests))
     assert on.later_ttft_ms == pytest.approx(sum(r.ttft_ms for r in later) / 2)
     assert events[-1] == ("progress", {"done": 3, "total": 3, "message": "requests answered"})
+    # one request at a time, 2 tokens each: a prefill step and a decode step per request
+    assert on.spread.what == "engine step" and on.spread.count == 6
+    assert on.spread.p10 <= on.spread.p50 <= on.spread.p90 and on.check is not None
 
     again, _ = run_job("prefix_cache", PREFIX)  # the same engine: cleared, so cold again
     assert again.requests[0].cached_tokens == 0 and again.stats.hits == 2
@@ -72,6 +75,8 @@ def test_speculative_generation_gives_plain_decodings_tokens_in_fewer_target_ste
     assert spec.target_steps < plain_run.target_steps  # tiny's text repeats itself enough
     assert 1.0 < spec.tokens_per_step <= 4.0
     assert events[-1][1]["done"] == events[-1][1]["total"] == 48
+    for run in (plain_run, spec):  # every gap between two tokens of a sequence, 23 each
+        assert run.spread.what == "token gap" and run.spread.count == 2 * 23
 
 
 def test_speculative_refuses_k_out_of_range_naming_it():
