@@ -34,7 +34,7 @@ from widgets.prediction import PredictionQuestion
 from widgets.tables import sig
 
 from .base import LessonPage
-from .data_record import Run, runs_header
+from .data_record import Run, check_cell, runs_header, spread_cell
 from .job_runner import event_record
 from .on_a_gpu import GpuBox, machine_table
 from .teaching import InstructorNotes, Lookup, check_takeaway
@@ -242,6 +242,16 @@ class RunSummary:
     long_ttft_ms: float | None
     prefill_steps: int
     device: str
+    check: str = "not checked"  # data_record.check_cell: quiet, DISTURBED: why, not checked
+    steps_spread: str = "\u2013"  # its engine steps' p10-p90 (ms)
+
+    @property
+    def disturbed(self) -> bool:
+        return self.check.startswith("DISTURBED")
+
+
+CHECK_WORDS = {"quiet": " Nothing else took the engine's core while it ran.",
+               "not checked": ""}  # a disturbed run's check is shown as it is
 
 
 def chunk_label(chunk_size: int) -> str:
@@ -394,7 +404,8 @@ class ChunkedPrefillLesson(LessonPage):
             median_ms=statistics.median(gaps) if gaps else None,
             long_ttft_ms=1000 * (long.first_token_s - long.arrival_s)
             if long.first_token_s is not None else None,
-            prefill_steps=prefill_steps, device=run.device)
+            prefill_steps=prefill_steps, device=run.device, check=check_cell(run),
+            steps_spread=spread_cell(run))
         self._summarize()
 
     def _summarize(self) -> None:
@@ -402,7 +413,7 @@ class ChunkedPrefillLesson(LessonPage):
         chunked = self.results.get(CHUNKED)
         if whole and chunked:
             outcome = chunk_outcome(whole, chunked)
-            if outcome is not None:
+            if outcome is not None and not (whole.disturbed or chunked.disturbed):
                 self.prediction_box.reveal(*outcome)
             question = ttft_question(whole, chunked, self.chunk_size)
             if question is not None:
@@ -415,8 +426,16 @@ class ChunkedPrefillLesson(LessonPage):
                 f"- **{name}:** worst gap **{sig(r.worst_ms)} ms**, median gap "
                 f"{sig(r.median_ms)} ms; the long prompt took {r.prefill_steps} "
                 f"step{'s' if r.prefill_steps != 1 else ''} to prefill and its TTFT was "
-                f"**{sig(r.long_ttft_ms)} ms**.")
-        if whole and chunked and whole.worst_ms and chunked.worst_ms:
+                f"**{sig(r.long_ttft_ms)} ms**; its engine steps took {r.steps_spread} ms "
+                f"(p10 to p90).{CHECK_WORDS.get(r.check, ' **' + r.check + '**')}")
+        disturbed = [f"the run with the {name}" for name, r in ((WHOLE, whole), (CHUNKED, chunked))
+                     if r is not None and r.disturbed]
+        if disturbed and whole and chunked:
+            lines.append(f"\nOther work took the engine's core during {' and '.join(disturbed)}, "
+                         "so the gaps above are partly its stalls, not the engine's: this "
+                         "comparison says nothing about chunks. Run both again when the machine "
+                         "is quiet.")
+        elif whole and chunked and whole.worst_ms and chunked.worst_ms:
             ratio = whole.worst_ms / chunked.worst_ms
             ttft_change = chunked.long_ttft_ms - whole.long_ttft_ms
             if ratio > 1:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from engine.lab.events import JobEvent
 from engine.lab.results import Record
 from widgets.data_download import now_utc
+from widgets.tables import sig
 
 from .base import LessonPage
 
@@ -36,6 +37,23 @@ def check_text(result: Record | None) -> str:
     if check.disturbed:
         return "disturbed: " + "; ".join(check.reasons)
     return "quiet: no other work took the engine's cores while it measured"
+
+
+def check_cell(result: Record | None) -> str:
+    """The disturbance check cut to a table cell: 'quiet', 'DISTURBED: why', or 'not checked'."""
+    check = getattr(result, "check", None)
+    if check is None:
+        return "not checked"
+    return "DISTURBED: " + "; ".join(check.reasons) if check.disturbed else "quiet"
+
+
+def spread_cell(result: Record | None) -> str:
+    """'5.10\u20135.60': the p10 to p90 (ms) of what a result timed (its decode steps, engine
+    steps...: result.spread), a dash when it timed nothing or has no spread."""
+    spread = getattr(result, "spread", None)
+    if spread is None or spread.p10 is None or spread.p90 is None:
+        return "\u2013"
+    return f"{sig(spread.p10)}\u2013{sig(spread.p90)}"
 
 
 def origin_text(event: JobEvent | None) -> str:

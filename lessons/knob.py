@@ -48,7 +48,7 @@ from widgets.tables import sig
 from widgets.throughput_curve import ThroughputCurve
 
 from .base import LessonPage
-from .data_record import check_text, data_header, origin_text
+from .data_record import check_cell, check_text, data_header, origin_text
 from .endpoint_source import EndpointSource, endpoint_label
 from .on_a_gpu import GpuBox, machine_table
 from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway
@@ -281,6 +281,7 @@ class Point:
     step: Estimate | None = None
     measured: str = ""  # "cached, measured <time>" or "fresh, measured <time>"
     check: str = ""  # its disturbance check in words
+    verdict: str = "not checked"  # the same for the table: quiet, DISTURBED: why, not checked
     p10_ms: float | None = None
     p90_ms: float | None = None
 
@@ -301,15 +302,6 @@ class Point:
         if self.p10_ms is None or self.p90_ms is None:
             return "\u2013"
         return f"{self.p10_ms:.2f}\u2013{self.p90_ms:.2f}"
-
-    @property
-    def verdict(self) -> str:
-        """The disturbance check for the table: 'quiet', 'DISTURBED: why', or 'not checked'."""
-        if self.check.startswith("quiet"):
-            return "quiet"
-        if self.check.startswith("disturbed"):
-            return "DISTURBED" + self.check[len("disturbed"):]
-        return "not checked"
 
     def interval(self) -> tuple[float, float, float, float] | None:
         """(tokens/s low, high, ms low, high): tokens/s is batch / step, so its ends come from
@@ -335,7 +327,7 @@ def point_of(result: SweepPointResult, origin: str = "measured live",
     over the timed steps (engine.calc.stats), their p10 and p90, and the disturbance check."""
     step = estimate(result.step_ms, 50) if result.step_ms else None
     return Point(result.tokens_per_s, result.tpot_ms, origin, cached, step,
-                 check=check_text(result), p10_ms=result.step_ms_p10,
+                 check=check_text(result), verdict=check_cell(result), p10_ms=result.step_ms_p10,
                  p90_ms=result.step_ms_p90)
 
 

@@ -40,7 +40,7 @@ from widgets.roofline_chart import RooflineChart
 from widgets.tables import sig
 
 from .base import LessonPage
-from .data_record import Run, runs_header
+from .data_record import Run, runs_header, spread_cell
 from .on_a_gpu import GpuBox, machine_table
 from .teaching import InstructorNotes, Lookup, check_takeaway
 
@@ -476,6 +476,12 @@ class RooflineLesson(LessonPage):
                 line += (f": {p.achieved_gflops / d.achieved_gflops:.0f}x the FLOP/s of a "
                          f"batch-{min(self.decode_results)} decode step on the same weights")
             lines.append(line + ".")
+        disturbed = self.disturbed_points()
+        if disturbed:
+            lines.append(f"- **Disturbed:** {', '.join(disturbed)}: other work took the engine's "
+                         "core while it measured (the status line says how long), so these dots "
+                         "may sit below where the engine alone would put them. Press Measure "
+                         "again when the machine is quiet.")
         self.roof_summary.object = "\n".join(lines)
         if self.decode_results:
             b = min(self.decode_results)
@@ -487,7 +493,8 @@ class RooflineLesson(LessonPage):
                 f"{kv / 1e6:.2f} MB of cached keys and values = {r.bytes / 1e6:.1f} MB. "
                 f"At {sig(bw)} GB/s that takes at least {r.bytes / 1e6:.1f} MB / {sig(bw)} GB/s "
                 f"= **{sig(r.floor_ms)} ms**; the engine took **{sig(r.tpot_ms)} ms** "
-                f"({r.tpot_ms / r.floor_ms:.1f}x the floor). The rest is time the "
+                f"(the median of its timed steps, p10 to p90 {spread_cell(r.point)} ms; "
+                f"{r.tpot_ms / r.floor_ms:.1f}x the floor). The rest is time the "
                 "engine spends on other things than streaming weights: attention, small "
                 "matrices that do not reach full speed, Python between the layers.")
 
@@ -505,6 +512,14 @@ class RooflineLesson(LessonPage):
                     "size), measured (ms per decode step), floor (bytes per step / the measured "
                     "bandwidth, ms), ratio (measured / floor). roofs: the machine's measured "
                     "limits")
+
+    def disturbed_points(self) -> list[str]:
+        """The points measured while other work took the engine's core, in words."""
+        decode = [f"decode batch {b}" for b, r in sorted(self.decode_results.items())
+                  if r.point.disturbed]
+        prefill = [f"prefill {n:,} tokens" for n, p in sorted(self.prefill_results.items())
+                   if p.disturbed]
+        return decode + prefill
 
     # ---- the page ------------------------------------------------------------------------------------
     def controls(self) -> pn.viewable.Viewable:

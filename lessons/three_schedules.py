@@ -28,7 +28,7 @@ from widgets.readouts import table_html
 from widgets.request_lanes import RequestLanes
 
 from .base import LessonPage
-from .data_record import Run, result_header
+from .data_record import Run, check_cell, result_header, spread_cell
 from .job_runner import event_record
 from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
 from .trace_reading import fmt_ms, request_latencies
@@ -83,6 +83,8 @@ class PolicySummary:
     throughput: float | None
     slot_use: float | None
     origin: str = "measured live"
+    steps_spread: str = "\u2013"  # its engine steps' p10-p90 (ms)
+    check: str = "not checked"  # data_record.check_cell: quiet, DISTURBED: why, not checked
 
 
 OBJECTIVES = (
@@ -205,7 +207,7 @@ def policy_summary(run: ServeRunResult, origin: str = "measured live") -> Policy
         wait_ms=statistics.mean(r.queue_ms for r in rows) if rows else None,
         run_ms=statistics.mean(r.finish_ms - r.admitted_ms for r in rows) if rows else None,
         e2e_ms=m.e2e_ms.mean, ttft_p95_ms=m.ttft_ms.p95, throughput=m.throughput_tok_s,
-        slot_use=m.slot_use, origin=origin)
+        slot_use=m.slot_use, origin=origin, steps_spread=spread_cell(run), check=check_cell(run))
 
 
 def lanes_rows(run: ServeRunResult) -> list[dict]:
@@ -382,14 +384,15 @@ class ThreeSchedulesLesson(LessonPage):
         for policy in POLICIES:
             s = self.runs.get((*self.settings(), policy))
             if s is None:
-                rows.append((policy, *["not run yet"] + ["\u2013"] * 6))
+                rows.append((policy, *["not run yet"] + ["\u2013"] * 8))
                 continue
             rows.append((policy, fmt_ms(s.wait_ms), fmt_ms(s.run_ms), fmt_ms(s.e2e_ms),
                          fmt_ms(s.ttft_p95_ms), f"{s.throughput:,.0f}",
-                         f"{100 * (s.slot_use or 0):.0f}%", s.origin))
+                         f"{100 * (s.slot_use or 0):.0f}%", s.steps_spread, s.check, s.origin))
         self.table.object = site_html(table_html(
             ("policy", "mean wait (ms)", "mean run (ms)", "mean wait + run (ms)",
-             "P95 TTFT (ms)", "throughput (tokens/s)", "batch slots in use", "source"),
+             "P95 TTFT (ms)", "throughput (tokens/s)", "batch slots in use",
+             "engine steps p10\u2013p90 (ms)", "disturbance check", "source"),
             rows, caption="The same trace under each policy, these settings (press Compare all "
                           "three to fill the table)"))
 

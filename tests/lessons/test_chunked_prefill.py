@@ -10,8 +10,9 @@ import panel as pn
 from in_process_service import DEVICE, InProcessService, attach, run_job
 from lesson_stubs import downloaded, said
 
-from engine.lab.results import StepRecord
+from engine.lab.results import StepRecord, parse_result
 from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson
+from lessons.data_record import spread_cell
 from widgets.tables import sig
 
 SMALL = {"requests": [b"3"], "output_len": [b"40"], "long_prompt": [b"512"]}
@@ -56,7 +57,12 @@ def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
     assert len(page.timeline.gaps(WHOLE)) == 3 * 39  # the long request's gaps are left out
     verdict = page.verdict.object
     assert f"worst gap **{sig(whole.worst_ms)} ms**" in verdict
+    assert f"engine steps took {spread_cell(parse_result('serve_run', whole_run))} ms" in verdict
     ratio = whole.worst_ms / chunked.worst_ms
+    if whole.disturbed or chunked.disturbed:  # this machine was busy: no comparison is made
+        assert "says nothing about chunks" in verdict
+        return
+    assert "Nothing else took the engine's core while it ran" in verdict
     if ratio > 1:
         assert f"worst stall is **{ratio:.1f}x shorter**" in verdict
     else:
@@ -96,6 +102,25 @@ def test_the_download_is_every_gap_of_both_runs():
     assert [head["params"][n]["chunk_size"] for n in (WHOLE, CHUNKED)] == [0, 128]
     assert head["job"] == "serve_run" and head["device"] == DEVICE
     assert head["measured"].count("fresh, measured") == 2
+
+
+def test_a_disturbed_run_is_shown_as_such_and_compared_with_nothing():
+    """A run the worker found disturbed (other work took the engine's core) says why, and the
+    verdict draws no conclusion about chunks from it (issue 11: lesson 7 once told a reader that
+    chunks did not help, from a run disturbed by a test suite)."""
+    page, service = lesson(SMALL)
+    whole_run = service.submitted[0].result
+    check = {**whole_run["check"], "disturbed": True,
+             "reasons": ["other work kept the engine off its core for 300 ms"]}
+    page.prediction_box.measured = None  # what the quiet runs said: forgotten, to see it is not
+    page.show_run(WHOLE, 0, parse_result("serve_run", {**whole_run, "check": check}))
+    assert page.prediction_box.measured is None  # nor answers the reader's prediction
+    verdict = page.verdict.object
+    assert page.results[WHOLE].disturbed
+    assert "**DISTURBED: other work kept the engine off its core for 300 ms**" in verdict
+    assert "during the run with the prompt prefilled whole" in verdict  # (and chunks: if busy)
+    assert "says nothing about chunks" in verdict
+    assert "x shorter" not in verdict and "did not shorten" not in verdict
 
 
 def test_live_gaps_from_steps_match_the_token_times():

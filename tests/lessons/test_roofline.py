@@ -10,6 +10,7 @@ from lesson_stubs import downloaded, said
 
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.config import PRESETS
+from engine.lab.results import parse_result
 from lessons.roofline import DECODE, PREFILL, RooflineLesson, powers
 from widgets.tables import sig
 
@@ -67,6 +68,12 @@ def test_points_land_under_the_roofs_with_the_preset_formulas():
     assert "Prefill, 256 tokens" in page.roof_summary.object
     first = [j.result for j in service.submitted if j.kind == "sweep_point"][0]
     assert f"the engine took **{sig(first['tpot_ms'])} ms**" in page.floor_summary.object
+    spread = first["spread"]  # and how steady its steps were
+    assert f"p10 to p90 {sig(spread['p10'])}\u2013{sig(spread['p90'])} ms" \
+        in page.floor_summary.object
+    disturbed = [j for j in service.submitted
+                 if j.kind != "info" and j.result["check"]["disturbed"]]
+    assert ("**Disturbed:**" in page.roof_summary.object) == bool(disturbed)
     assert not page.runner.status.running and "measured live" in page.runner.status.label_text
     # each point is said in words as it comes (throttled: the last of the burst is read)
     assert any(s and s.startswith("Prefill of 256 tokens measured: ") and "GFLOP/s" in s
@@ -91,6 +98,15 @@ def test_the_downloads_are_the_points_of_both_charts():
     assert head["roofs"]["memory_bandwidth_gbs"] == info["memory_bandwidth_gbs"]
     assert head["device"] == DEVICE and head["preset"] == "tiny"
     assert floor_head["params"] == head["params"]
+
+
+def test_a_disturbed_point_is_named_under_the_chart():
+    page, service = lesson({**TINY, "max_batch": [b"2"], "max_prompt": [b"16"]})
+    first = [j.result for j in service.submitted if j.kind == "sweep_point"][0]
+    check = {**first["check"], "disturbed": True, "reasons": ["other work took 300 ms"]}
+    page.show_decode(parse_result("sweep_point", {**first, "check": check}))
+    assert page.disturbed_points()[0] == "decode batch 1"
+    assert "**Disturbed:** decode batch 1" in page.roof_summary.object
 
 
 def test_points_that_come_before_the_machines_limits_wait_for_them():

@@ -9,6 +9,7 @@ from lesson_stubs import DEVICE, attach, downloaded, said
 
 from engine.lab.results import ServeRunResult
 from lessons.three_schedules import POLICIES, ThreeSchedulesLesson, lanes_rows, policy_summary
+from widgets.tables import sig
 
 SMALL = {"requests": [b"4"], "rate": [b"40"], "max_batch": [b"2"]}
 # Test-only: the page's own jobs with shorter prompts and answers, so runs take a moment.
@@ -112,6 +113,14 @@ def test_policy_summary_reads_the_run():
     assert s.policy == "static" and s.wait_ms >= 0 and s.run_ms > 0
     assert s.e2e_ms == pytest.approx(result["metrics"]["e2e_ms"]["mean"])
     assert 0 < s.slot_use <= 1
+    # how steady its engine steps were, and whether other work disturbed it
+    spread = result["spread"]
+    assert spread["what"] == "engine step" and spread["p10"] <= spread["p90"]
+    assert s.steps_spread == f"{sig(spread['p10'])}\u2013{sig(spread['p90'])}"
+    assert s.check == ("DISTURBED: " + "; ".join(result["check"]["reasons"])
+                       if result["check"]["disturbed"] else "quiet")
+    page._record(ServeRunResult.from_dict(result))
+    assert s.steps_spread in page.table.object and s.check.split(":")[0] in page.table.object
 
 
 def test_warm_jobs_cover_the_three_policies():
