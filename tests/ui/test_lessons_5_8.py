@@ -107,19 +107,26 @@ def worst_gaps(page) -> tuple[float, float]:
     return row_numbers(page, "prompt prefilled whole")[3], row_numbers(page, "prompt in chunks")[3]
 
 
+def disturbed(shown) -> bool:
+    """Whether lesson 7's verdict says its pair was disturbed (and so compares nothing)."""
+    return "says nothing about chunks" in shown.first.inner_text()
+
+
 def test_chunked_prefill_shortens_the_worst_gap(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=chunked-prefill&requests=4&output_len=64"
               "&long_prompt=1536&chunk_size=128")
     skip_prediction(page)
-    verdict = re.compile("worst stall|did not shorten")
+    # a comparison, or (a run still disturbed after its re-measures) no conclusion at all
+    verdict = re.compile("worst stall|did not shorten|says nothing about chunks")
     shown = page.locator(".chunk-verdict").get_by_text(verdict)  # the live region says it too
     expect(shown.first).to_be_visible(timeout=LONG)
     whole, chunked = worst_gaps(page)
     # A busy machine stalls random steps, and one stall in the chunked run can outlast the whole
     # prompt's prefill: measure both again, up to three pairs in all, and compare each run's
     # least worst gap (a stall only ever adds to a gap). Chunks that do not help still fail.
+    # A pair still disturbed after its re-measures gets no comparison on the page: measure again.
     for _ in range(2):
-        if chunked < whole:
+        if chunked < whole and not disturbed(shown):
             break
         page.get_by_role("button", name="Run both again (not from the cache)").click()
         expect(shown.first).to_be_hidden(timeout=60_000)
@@ -137,7 +144,10 @@ def test_chunked_prefill_shortens_the_worst_gap(page, console, app_url):
     said = element_text(page.locator(".chunk-verdict").first)
     assert re.findall(r"took (\d+) steps? to prefill", said) == ["1", str(1536 // 128)], said
     ratio = worst["prompt prefilled whole"] / worst["prompt in chunks"]
-    assert (f"{ratio:.1f}x shorter" if ratio > 1 else "did not shorten") in said, said
+    if disturbed(shown):  # still disturbed after three pairs: the page must conclude nothing
+        assert "says nothing about chunks" in said and "shorter" not in said, said
+    else:
+        assert (f"{ratio:.1f}x shorter" if ratio > 1 else "did not shorten") in said, said
     expect(page.get_by_text(re.compile("its first token at")).first).to_be_visible()
     assert_clean(page, console)
 
