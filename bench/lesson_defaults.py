@@ -1,0 +1,171 @@
+"""Do the demos make their point at their default settings? Issue 11, item 4.
+
+Each round measures, fresh (not from the cache), the jobs each of four lessons runs at its
+default settings (the lesson's own warm_jobs: what a reader's first visit runs), on the engine
+service as the app starts it (the worker on its own core), with no re-measuring: every result
+is shown as it came, with its disturbance check. Then it asks each lesson's question of them,
+with the lesson's own code where the page has it:
+  lesson 2: the load test's E2E P99 is above its P50;
+  lesson 3: continuous batching's throughput (output tokens/s) is above static batching's;
+  lesson 4: total tokens/s does not fall from one doubling to the next beyond the two points'
+            own spread (the page's doubling readout: a fall within it is levelling off);
+  lesson 7: prefilling the long prompt in chunks cuts the worst gap between the running
+            requests' tokens by at least 3x (the page's own worst gaps).
+A round whose results were disturbed says so; the summary counts, per lesson, the rounds that
+made the point among the undisturbed ones. Prints every round and one JSON object (also saved
+to bench/results/lesson_defaults.json), with the machine's load average before and after.
+
+    python bench/lesson_defaults.py [--rounds 3] [--lessons 2,3,4,7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.lab.client import EngineService  # noqa: E402
+from lessons.average_lies import AverageLiesLesson  # noqa: E402
+from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson  # noqa: E402
+from lessons.knob import KnobLesson, doubling, point_of  # noqa: E402
+from lessons.three_schedules import ThreeSchedulesLesson, policy_summary  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "lesson_defaults.json"
+TIMEOUT_S = 600
+CHUNK_TARGET = 3.0  # lesson 7: worst gap whole / chunked
+
+
+def wait_ready(svc: EngineService) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not svc.status()["ready"]:
+        if time.monotonic() > deadline or svc.status()["start_error"]:
+            raise RuntimeError(f"the engine did not start: {svc.status()['start_error']}")
+        time.sleep(0.05)
+
+
+def measure(svc: EngineService, kind: str, params: dict):
+    """The job's typed record, measured fresh; raises if it did not finish."""
+    job = svc.submit(kind, params, use_cache=False)
+    if not job.wait(TIMEOUT_S) or job.state != "done":
+        raise RuntimeError(f"{kind} {params}: {job.state} {job.error}")
+    return job.record
+
+
+def disturbed(records) -> list[str]:
+    return ["; ".join(r.check.reasons) for r in records
+            if r.check is not None and r.check.disturbed]
+
+
+def lesson_2(svc: EngineService) -> dict:
+    (kind, params), = AverageLiesLesson.warm_jobs()
+    r = measure(svc, kind, params)
+    e2e = r.metrics.e2e_ms
+    return {"p50_ms": e2e.p50, "p99_ms": e2e.p99, "made": e2e.p99 > e2e.p50,
+            "disturbed": disturbed([r]),
+            "text": f"E2E P50 {e2e.p50:.0f} ms, P99 {e2e.p99:.0f} ms"}
+
+
+def lesson_3(svc: EngineService) -> dict:
+    runs = {params["policy"]: measure(svc, kind, params)
+            for kind, params in ThreeSchedulesLesson.warm_jobs()}
+    tput = {policy: policy_summary(r).throughput for policy, r in runs.items()}
+    return {"tokens_per_s": tput, "made": tput["continuous"] > tput["static"],
+            "continuous_over_static": tput["continuous"] / tput["static"],
+            "disturbed": disturbed(runs.values()),
+            "text": ", ".join(f"{p} {t:,.0f}" for p, t in tput.items()) + " tokens/s "
+                    f"(continuous / static {tput['continuous'] / tput['static']:.2f})"}
+
+
+def lesson_4(svc: EngineService) -> dict:
+    records = [measure(svc, kind, params) for kind, params in KnobLesson.warm_jobs()]
+    points = {r.batch_size: point_of(r) for r in records}
+    batches = sorted(points)
+    falls = []  # doublings whose total tokens/s fell beyond both points' spread
+    for half, batch in zip(batches, batches[1:], strict=False):
+        a, b = points[half], points[batch]
+        if b.tokens_per_s < a.tokens_per_s and "levelled off" not in doubling(points, batch):
+            falls.append(f"{half} to {batch}: {a.tokens_per_s:,.0f} -> {b.tokens_per_s:,.0f}")
+    return {"tokens_per_s": {b: points[b].tokens_per_s for b in batches},
+            "spread": {b: points[b].tokens_per_s_range() for b in batches},
+            "falls": falls, "made": not falls, "disturbed": disturbed(records),
+            "text": " ".join(f"b{b} {points[b].tokens_per_s:,.0f}" for b in batches)
+                    + " tokens/s" + (f"; FELL {', '.join(falls)}" if falls else "")}
+
+
+def lesson_7(svc: EngineService) -> dict:
+    page = ChunkedPrefillLesson()  # its own worst gaps: the long request's tokens left out
+    records = []
+    for (kind, params), series in zip(ChunkedPrefillLesson.warm_jobs(), (WHOLE, CHUNKED),
+                                      strict=True):
+        records.append(measure(svc, kind, params))
+        page.show_run(series, params["chunk_size"], records[-1])
+    whole, chunked = page.results[WHOLE].worst_ms, page.results[CHUNKED].worst_ms
+    return {"worst_whole_ms": whole, "worst_chunked_ms": chunked, "ratio": whole / chunked,
+            "made": whole / chunked >= CHUNK_TARGET, "disturbed": disturbed(records),
+            "text": f"worst gap whole {whole:.0f} ms, chunked {chunked:.0f} ms = "
+                    f"{whole / chunked:.2f}x (target >= {CHUNK_TARGET:g}x)"}
+
+
+LESSONS = {2: lesson_2, 3: lesson_3, 4: lesson_4, 7: lesson_7}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--lessons", default="2,3,4,7")
+    args = parser.parse_args(argv)
+    chosen = [int(n) for n in args.lessons.split(",")]
+    unknown = [n for n in chosen if n not in LESSONS]
+    if unknown:
+        parser.error(f"no check for lesson(s) {unknown}: choose from {sorted(LESSONS)}")
+    load_before = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["LLM_SPEED_CACHE"] = cache  # the worker's probe profile, hardware limits
+        svc = EngineService(cache_path=Path(cache) / "results", remeasures=0)
+        try:
+            wait_ready(svc)
+            print(f"engine on cores {svc.status()['cores']}, "
+                  f"{svc.status()['threads']} threads", flush=True)
+            for rnd in range(1, args.rounds + 1):
+                for n in chosen:
+                    start = time.monotonic()
+                    row = {"round": rnd, "lesson": n, **LESSONS[n](svc),
+                           "seconds": time.monotonic() - start}
+                    rows.append(row)
+                    print(f"round {rnd} lesson {n}: {row['text']}: "
+                          f"{'made its point' if row['made'] else 'did NOT make its point'}; "
+                          + (f"DISTURBED ({' / '.join(row['disturbed'])})" if row["disturbed"]
+                             else "quiet") + f"; {row['seconds']:.0f} s", flush=True)
+        finally:
+            svc.shutdown()
+    load_after = os.getloadavg()
+    summary = {}
+    print("\nper lesson: rounds that made the point, of the undisturbed rounds (and of all)")
+    for n in chosen:
+        mine = [r for r in rows if r["lesson"] == n]
+        quiet = [r for r in mine if not r["disturbed"]]
+        summary[n] = {"made_quiet": sum(r["made"] for r in quiet), "quiet": len(quiet),
+                      "made_all": sum(r["made"] for r in mine), "all": len(mine)}
+        s = summary[n]
+        print(f"lesson {n}: {s['made_quiet']} of {s['quiet']} undisturbed rounds "
+              f"({s['made_all']} of {s['all']} in all)")
+    print(f"load average before {load_before}, after {load_after}")
+    out = {"rounds": args.rounds, "load_average_before": load_before,
+           "load_average_after": load_after, "rows": rows, "summary": summary}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(out, indent=1, default=str))
+    print(json.dumps({"summary": summary, "load_average_before": load_before,
+                      "load_average_after": load_after}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
