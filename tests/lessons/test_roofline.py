@@ -10,6 +10,7 @@ from lesson_stubs import downloaded, said
 
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.config import PRESETS
+from engine.hardware import measure_matmul
 from engine.lab.results import parse_result
 from lessons.roofline import DECODE, PREFILL, RooflineLesson, powers
 from widgets.tables import sig
@@ -55,8 +56,12 @@ def test_points_land_under_the_roofs_with_the_preset_formulas():
     cost = decode_cost(shape, 4, decode_context(128, 32))
     assert decode[2]["intensity"] == pytest.approx(cost.intensity)
     assert decode[2]["gflops"] == pytest.approx(cost.flops / (top["tpot_ms"] / 1000) / 1e9)
-    for point in decode + page.chart.points(PREFILL):  # none above the compute roof
-        assert 0 < point["gflops"] <= 1.5 * peak
+    # None above the compute roof. The roof drawn is the peak measured once and cached, maybe
+    # while the machine was busy (one cache held 58.5 GFLOP/s, others 83-183): the points are
+    # compared with the better of it and the peak measured now, under the load they had.
+    roof = max(peak, measure_matmul(info["device"])[0])
+    for point in decode + page.chart.points(PREFILL):
+        assert 0 < point["gflops"] <= 1.5 * roof, (point, peak, roof)
     assert [p["label"] for p in page.chart.points(PREFILL)][-1] == "prefill, 256 tokens"
     rows = page.floor.rows()
     assert [r["x"] for r in rows] == [1, 2, 4]
