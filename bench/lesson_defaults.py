@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from core_split import wait_ready  # noqa: E402  (bench/, this script's own folder)
+
 from engine.lab.client import EngineService  # noqa: E402
 from lessons.average_lies import AverageLiesLesson  # noqa: E402
 from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson  # noqa: E402
@@ -40,14 +42,6 @@ from lessons.three_schedules import ThreeSchedulesLesson, policy_summary  # noqa
 RESULTS = ROOT / "bench" / "results" / "lesson_defaults.json"
 TIMEOUT_S = 600
 CHUNK_TARGET = 3.0  # lesson 7: worst gap whole / chunked
-
-
-def wait_ready(svc: EngineService) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while not svc.status()["ready"]:
-        if time.monotonic() > deadline or svc.status()["start_error"]:
-            raise RuntimeError(f"the engine did not start: {svc.status()['start_error']}")
-        time.sleep(0.05)
 
 
 def measure(svc: EngineService, kind: str, params: dict):
