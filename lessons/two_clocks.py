@@ -34,8 +34,14 @@ from engine.calc.gpu_scaling import (
     prefill_floor_ms,
     step_floor_ms,
 )
+from engine.calc.stats import series_estimate
 from engine.lab.registry import get_spec
-from engine.lab.results import EndpointStreamResult, ReaderMetrics, TwoClocksResult
+from engine.lab.results import (
+    EndpointStreamResult,
+    Percentiles,
+    ReaderMetrics,
+    TwoClocksResult,
+)
 from widgets.browser_clock import BrowserClock
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
@@ -43,7 +49,7 @@ from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.prediction import PredictionQuestion
 from widgets.readouts import Readouts, table_html
-from widgets.tables import sig
+from widgets.tables import UNBOUNDED, sig, with_interval
 from widgets.token_timeline import TokenTimeline
 
 from .base import LessonPage
@@ -281,6 +287,24 @@ def e2e_question(m: ReaderMetrics | EndpointStreamResult,
           "That is N x TPOT: it drops the TTFT and counts one gap too many.")])
 
 
+def itl_readout(itl: Percentiles, times_ms: list[float]) -> tuple[str, str]:
+    """The ITL readout and its note: the run's P50 and P99 gap, each with its 95% interval and
+    the number of gaps, † on a percentile too few gaps bound (a P99 needs 100; an answer of 48
+    tokens has 47). One answer's gaps are one time series, so the interval comes from
+    engine.calc.stats.series_estimate (a block bootstrap: neighbouring gaps move together, and
+    resampling them one by one would give an interval too narrow)."""
+    what = "ITL P50 / P99: gap between tokens"
+    if itl.p50 is None:
+        return "\u2013", what
+    gaps = list(np.diff(times_ms))
+    p50, p99 = series_estimate(gaps, 50), series_estimate(gaps, 99)
+    note = (f"{what}; [95% interval], n = {p50.n} gaps (a block bootstrap over neighbouring "
+            f"gaps)")
+    if not p99.bounded:
+        note += f"; {UNBOUNDED} too few gaps to bound the P99 (needs {p99.min_n})"
+    return f"{with_interval(itl.p50, p50)} / {with_interval(itl.p99, p99)} ms", note
+
+
 def _fmt_ms(value: float | None) -> str:
     if value is None:
         return "\u2013"
@@ -473,7 +497,7 @@ class TwoClocksLesson(EndpointSource, LessonPage):
                                              result.first_token_ms)])
         m = result.metrics
         self._show_clocks(
-            m, f"TTFT: queued {_fmt_ms(m.queue_ms)} + prefill {_fmt_ms(m.prefill_ms)}",
+            m, times, f"TTFT: queued {_fmt_ms(m.queue_ms)} + prefill {_fmt_ms(m.prefill_ms)}",
             f"Answer measured: first token after {_fmt_ms(m.ttft_ms)} (queued "
             f"{_fmt_ms(m.queue_ms)}, prefill {_fmt_ms(m.prefill_ms)}); {m.output_tokens} "
             f"tokens, the whole answer in {_fmt_ms(m.e2e_ms)}.", "the engine")
@@ -486,20 +510,20 @@ class TwoClocksLesson(EndpointSource, LessonPage):
             f"{'streamed' if result.stream else 'held until complete'}.</p>")
         self._show_browser()
 
-    def _show_clocks(self, m: ReaderMetrics | EndpointStreamResult, ttft_note: str,
-                     sentence: str, who: str) -> None:
+    def _show_clocks(self, m: ReaderMetrics | EndpointStreamResult, times_ms: list[float],
+                     ttft_note: str, sentence: str, who: str) -> None:
         """The first clock's readouts, the sentence said, the prediction's verdict and the
-        question on the reader's own E2E, from a run's TTFT, ITL, TPOT and E2E (`who` timed
-        them: the engine, or this app's server as a client of an endpoint)."""
-        n, itl = m.output_tokens, m.itl_ms
+        question on the reader's own E2E, from a run's TTFT, ITL, TPOT and E2E and its tokens'
+        times (`who` timed them: the engine, or this app's server as a client of an endpoint)."""
+        n = m.output_tokens
         formula = m.ttft_ms + (n - 1) * (m.tpot_ms or 0.0)
+        itl, itl_note = itl_readout(m.itl_ms, times_ms)
         self.engine_readouts.set(
-            ttft=_fmt_ms(m.ttft_ms),
-            itl=f"{itl.p50:.1f} / {itl.p99:.1f} ms" if itl.p50 is not None else "\u2013",
+            ttft=_fmt_ms(m.ttft_ms), itl=itl,
             speed=f"{m.user_tokens_per_s:.0f} tokens/s" if m.user_tokens_per_s else "\u2013",
             e2e=_fmt_ms(m.e2e_ms))
         self.engine_readouts.notes = {
-            "ttft": ttft_note,
+            "ttft": ttft_note, "itl": itl_note,
             "e2e": (f"E2E; TTFT + (N - 1) x TPOT = {m.ttft_ms:.0f} + {n - 1} x "
                     f"{m.tpot_ms or 0:.1f} = {formula:,.0f} ms"),
         }
@@ -517,7 +541,8 @@ class TwoClocksLesson(EndpointSource, LessonPage):
         self.timeline.set_wait(ENGINE_ROW, [("waiting", 0.0, result.ttft_ms)])
         label = endpoint_label(result.base_url, result.model)
         self._show_clocks(
-            result, "TTFT timed here, at the client: queue and prefill are inside the server",
+            result, [t.t_ms for t in result.tokens],
+            "TTFT timed here, at the client: queue and prefill are inside the server",
             f"Answer measured over HTTP from {label}: first token after "
             f"{_fmt_ms(result.ttft_ms)}; {result.output_tokens} tokens, the whole answer in "
             f"{_fmt_ms(result.e2e_ms)}.", "this app's server")

@@ -144,6 +144,30 @@ def grouped_estimate(groups: Iterable[Iterable[float | None]], q: float, *,
     return Estimate(what, value, float(lo), float(hi), n, n >= min_samples(q))
 
 
+def block_length(n: int) -> int:
+    """Neighbouring samples per block when resampling a series of n: n^(1/3) rounded up, at
+    least 2 (the order of block length that the block bootstrap's theory asks for: long enough
+    to keep what neighbours share, short enough to leave many blocks to resample)."""
+    return max(2, math.ceil(n ** (1 / 3) - 1e-9))
+
+
+def series_estimate(samples: Iterable[float | None], q: float, *,
+                    resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
+    """The q-th percentile of one time series (one stream's token gaps, in order), with a 95%
+    interval from a block bootstrap: the series cut into consecutive blocks of block_length(n)
+    samples, whole blocks resampled (grouped_estimate, each block a group). Neighbouring gaps
+    of one stream move together: a background request's prefill or another process taking the
+    core stalls a few steps in a row, and the batch's size changes only now and then. Resampling
+    single gaps would treat them as independent and give an interval too narrow (the test
+    shows it on a correlated series); keeping neighbours together in blocks keeps that
+    dependence (Carlstein's non-overlapping block bootstrap). n is the samples; bounded as in
+    grouped_estimate (min_samples(q) samples, at least 2 blocks)."""
+    data = _clean(samples)
+    size = block_length(len(data))
+    return grouped_estimate([data[i:i + size] for i in range(0, len(data), size)], q,
+                            resamples=resamples, seed=seed)
+
+
 def bootstrap_interval(data: Sequence[float] | np.ndarray, q: float | None, *,
                        resamples: int = RESAMPLES, seed: int = SEED,
                        confidence: float = CONFIDENCE) -> tuple[float, float]:

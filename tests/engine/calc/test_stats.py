@@ -12,6 +12,7 @@ from engine.calc.stats import (
     grouped_estimate,
     min_samples,
     ratio_interval,
+    series_estimate,
 )
 
 DRAWS = 300  # independent samples per distribution: coverage's standard error about 1.3%
@@ -114,3 +115,34 @@ def test_grouped_estimate_is_the_pooled_percentile_with_its_count():
     one = grouped_estimate([[1.0, 2.0, 3.0]], 50)
     assert one.lo is None and not one.bounded  # one request: nothing to resample
     assert grouped_estimate([[], [None]], 50).value is None
+
+
+def one_streams_gaps(rng, n=120, phi=0.6):
+    """One stream's gaps in order: an AR(1) series (each gap phi times the last one's offset
+    plus noise), so neighbours move together as a stall spans a few steps. Median 0."""
+    noise = rng.normal(0, 1, n)
+    gaps = np.empty(n)
+    gaps[0] = noise[0] / math.sqrt(1 - phi ** 2)
+    for i in range(1, n):
+        gaps[i] = phi * gaps[i - 1] + noise[i]
+    return gaps
+
+
+def test_series_interval_covers_the_median_of_one_streams_correlated_gaps():
+    rng = np.random.default_rng(5)
+    hits = single_hits = 0
+    for i in range(150):
+        gaps = one_streams_gaps(rng)
+        est = series_estimate(gaps, 50, resamples=400, seed=i)
+        assert est.n == 120 and est.bounded and est.value == float(np.percentile(gaps, 50))
+        hits += est.lo <= 0.0 <= est.hi
+        lo, hi = bootstrap_interval(gaps, 50, resamples=400, seed=i)
+        single_hits += lo <= 0.0 <= hi
+    assert 0.85 <= hits / 150 <= 0.99
+    assert single_hits / 150 < hits / 150 - 0.1  # single gaps resampled: too narrow
+
+
+def test_series_estimate_marks_a_p99_of_one_answer_unbounded():
+    gaps = list(np.linspace(10, 20, 47))  # 48 tokens: 47 gaps
+    assert not series_estimate(gaps, 99).bounded and series_estimate(gaps, 50).bounded
+    assert series_estimate([12.0], 50).lo is None  # one gap: one block, nothing to resample
