@@ -139,8 +139,13 @@ the <strong>closed-loop</strong> question: N users, each sending their next requ
 their last answer ends, so N requests are always in the system (a chat product with N people
 typing, or N clients of a batch pipeline). The search below raises N, doubling, until a load
 misses the two targets you set below it (a P95 TTFT and the tokens per second each user gets),
-then halves the gap down to one user. Each load is run three times with different requests and
-judged on the median of the three, so one noisy run does not move the answer.</p>
+then halves the gap. It tries only loads about a fifth apart (1 to 8 users, then 10, 11, 13,
+16, 19, 23, 27, 32, ...): that is its step. Closer loads cannot be told apart here, as the same
+load measured twice on this shared machine differs by more than one more user adds. Each load
+is judged on all its requests: their P95 TTFT and median time per token, each with its 95%
+interval. A load whose interval lies on one side of the targets is settled by one run; one whose
+interval straddles a target is run again with other requests, up to three runs, and judged on
+the requests of all of them. A run that other work on the machine disturbed is run again.</p>
 """
 
 COST_TEXT = """
@@ -344,6 +349,21 @@ class UseFigures:
     best: OperatingPoints
     max_batch: int
     device: str
+
+
+def capacity_ttft(load: CapacityLoad) -> str:
+    """A load's P95 TTFT with its 95% interval, † when its requests cannot bound a P95 (a load
+    recorded before loads were pooled has the figure alone)."""
+    if load.requests is None:
+        return sig(load.ttft_p95_ms)
+    return with_interval(load.ttft_p95_ms, Estimate(
+        "P95", load.ttft_p95_ms, load.ttft_ci_lo, load.ttft_ci_hi, load.requests,
+        bool(load.ttft_bounded)))
+
+
+def interval_text(value: float, lo: float | None, hi: float | None) -> str:
+    """'412 [380–450]', or the figure alone without an interval."""
+    return sig(value) if lo is None or hi is None else f"{sig(value)} [{sig(lo)}–{sig(hi)}]"
 
 
 def point_estimates(point: RatePoint) -> dict[str, Estimate]:
@@ -757,12 +777,13 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
     def capacity_params(self) -> dict:
         return {"ttft_p95_ms": float(self.cap_ttft_ms), "per_user_tok_s": float(self.cap_tok_s),
                 "max_users": int(self.max_users), "repeats": 3, "requests_per_user": 2,
+                "per_doubling": 4,
                 "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN,
                 "max_batch": int(self.max_batch)}
 
     def search_capacity(self) -> None:
         self.capacity, self.capacity_event, self.cap_loads = None, None, []
-        self.verdict.object = "*Searching: each load runs three times...*"
+        self.verdict.object = "*Searching: a load near the targets runs up to three times...*"
         self._refresh_capacity()
 
         def on_event(event):
@@ -777,24 +798,34 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
     def show_capacity(self, result: CapacitySearchResult, event=None) -> None:
         self.capacity, self.capacity_event = result, event
         self.cap_loads = list(result.loads)
+        again = (f", {result.disturbed_reruns} of them again after a disturbed run"
+                 if result.disturbed_reruns else "")
         self.verdict.object = (f"**{result.verdict}** (closed-loop load, batches of up to "
-                               f"{result.max_batch}; {result.trials_run} runs in all.)")
+                               f"{result.max_batch}; {result.trials_run} runs in all{again}.)")
         self._refresh_capacity()
 
     def _refresh_capacity(self) -> None:
         loads = sorted(self.cap_loads, key=lambda load: load.users)
         self.cap_table.object = html_table(
-            "Each load the search measured (the median of its runs)",
+            "Each load the search measured, judged on the requests of all its runs: P95 TTFT "
+            f"and tokens/s each user (1000 / the median request's TPOT), each with its 95% "
+            f"interval [low–high]; {UNBOUNDED} too few requests to bound a P95 (needs "
+            f"{min_samples(95)})",
             ["users", "P95 TTFT (ms)", "tokens/s each user", "median queue wait (ms)",
-             "preemptions", "runs", "met both targets"],
-            [[f"{load.users}", sig(load.ttft_p95_ms), sig(load.per_user_tok_s),
+             "preemptions", "runs", "requests", "met both targets"],
+            [[f"{load.users}", capacity_ttft(load),
+              interval_text(load.per_user_tok_s, load.per_user_ci_lo, load.per_user_ci_hi),
               sig(load.queue_ms), f"{load.preemptions}", f"{len(load.trials)}",
+              "-" if load.requests is None else f"{load.requests}",
               "yes" if load.met else "no"] for load in loads],
-            numeric=[False, True, True, True, True, True, False]) if loads else ""
+            numeric=[False, True, True, True, True, True, True, False]) if loads else ""
 
     def capacity_rows(self) -> list[dict]:
-        """Every run of every load, as the table's medians were taken from."""
-        return [{"users": load.users, "run": i + 1, **t.to_dict(), "load_met_targets": load.met}
+        """Every run of every load (each run's own figures), with its load's pooled figures."""
+        pooled = ("ttft_p95_ms", "ttft_ci_lo", "ttft_ci_hi", "requests", "ttft_bounded",
+                  "per_user_tok_s", "per_user_ci_lo", "per_user_ci_hi")
+        return [{"users": load.users, "run": i + 1, **t.to_dict(),
+                 **{f"load_{k}": getattr(load, k) for k in pooled}, "load_met_targets": load.met}
                 for load in sorted(self.cap_loads, key=lambda load: load.users)
                 for i, t in enumerate(load.trials)]
 

@@ -333,12 +333,14 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         **ENGINE, "ttft_p95_ms": Float(1000.0, lo=1.0, hi=600_000.0),
         "per_user_tok_s": Float(20.0, lo=0.0, hi=100_000.0), "max_users": Int(32, lo=1, hi=256),
         "repeats": Int(3, lo=1, hi=5), "requests_per_user": Int(2, lo=1, hi=8),
+        "per_doubling": Int(4, lo=1, hi=64),
         "prompt_len": Lengths([32, 128], single=True), "output_len": Lengths([16, 64], single=True),
         "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0), **SEED},
         results.CapacitySearchResult,
         "Closed-loop load (N users, each sending again when answered): the most users whose "
-        "P95 TTFT and tokens/s each meet the targets, by doubling then bisection, each load "
-        "repeated; a \"step\" event with each load as it is judged.", size="load",
+        "P95 TTFT and tokens/s each meet the targets, by doubling then bisection on a grid of "
+        "per_doubling loads a doubling, a load tried again (up to repeats) while its interval "
+        "straddles a target; a \"step\" event with each load as it is judged.", size="load",
         bounds=(Bound(B["capacity_search"], {}, "lesson 8's capacity search at its defaults"),)),
 )}
 

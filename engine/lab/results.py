@@ -659,18 +659,23 @@ class SpeculativeResult(Measured):
 
 @dataclass(frozen=True)
 class CapacityTrial(Record):
-    """One closed-loop run at a load (engine.calc.capacity.Trial)."""
+    """One closed-loop run at a load (engine.calc.capacity.Trial), summarized: its P95 TTFT,
+    1000 / its median TPOT, its median queue wait, its preemptions, its requests."""
 
     ttft_p95_ms: float
     per_user_tok_s: float
     queue_ms: float
     preemptions: int
+    requests: int | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
 class CapacityLoad(Record):
-    """A load (users), its trials and their median, judged against the targets. Also the data
-    of the search's "step" events (with kind "capacity_load")."""
+    """A load (users) and its trials, judged against the targets on every request of its trials
+    pooled: the P95 TTFT and 1000 / the median TPOT, each with its 95% interval (ci_lo, ci_hi),
+    the requests they rest on and whether that many bound a P95; the median queue wait, the
+    median trial's preemptions. Also the data of the search's "step" events (with kind
+    "capacity_load"). Results from before the pooling (the median of trials) have no interval."""
 
     users: int
     met: bool
@@ -679,6 +684,12 @@ class CapacityLoad(Record):
     queue_ms: float
     preemptions: int
     trials: list[CapacityTrial]
+    ttft_ci_lo: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    ttft_ci_hi: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    requests: int | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    ttft_bounded: bool | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    per_user_ci_lo: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    per_user_ci_hi: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
@@ -694,6 +705,9 @@ class CapacitySearchResult(Measured):
     verdict: str
     trials_run: int
     loads: list[CapacityLoad]
+    disturbed_reruns: int = 0  # trials the disturbance check found disturbed, run again
+    grid: list[int] | None = dataclasses.field(default=None,  # the loads it could try
+                                               metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from in_process_service import InProcessService, attach
 from lesson_stubs import said
 
 from engine.calc.slo_math import cost_per_million_tokens
-from lessons.slo_goodput import SLOGoodputLesson, sweep_rates
-from widgets.tables import sig
+from lessons.slo_goodput import SLOGoodputLesson, capacity_ttft, sweep_rates
+from widgets.tables import UNBOUNDED, sig
 
 SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"]}
 
@@ -183,6 +183,7 @@ def test_the_capacity_search_states_its_verdict_and_offers_every_run():
     page.search_capacity()
     [job] = [j for j in service.submitted if j.kind == "capacity_search"]
     assert job.params["max_users"] == 2 and job.params["repeats"] == 3
+    assert job.params["per_doubling"] == 4
     assert "Searching" in page.verdict.object
     job.params.update(prompt_len=[8, 16], output_len=[4, 8])  # the page's own lengths, shorter
     service.release()
@@ -190,13 +191,14 @@ def test_the_capacity_search_states_its_verdict_and_offers_every_run():
     assert "holds at least 2 users at P95 TTFT <= 600000 ms" in page.verdict.object
     assert page.cap_table.object.count("<tr>") == 1 + 2  # header, 1 and 2 users
     data = json.loads(page.cap_download.texts()[1])
-    assert [(r["users"], r["run"]) for r in data["rows"]] == [(u, i) for u in (1, 2)
-                                                            for i in (1, 2, 3)]
+    # far from both targets, each load is settled by one run (a disturbed one is run again)
+    assert [(r["users"], r["run"]) for r in data["rows"]] == [(1, 1), (2, 1)]
     assert data["header"]["verdict"] == page.capacity.verdict
-    medians = {load.users: load.ttft_p95_ms for load in page.capacity.loads}
-    for users, median in medians.items():
-        runs = sorted(r["ttft_p95_ms"] for r in data["rows"] if r["users"] == users)
-        assert runs[1] == median  # the table's figure is the median of the runs downloaded
+    for load, row in zip(page.capacity.loads, data["rows"], strict=True):
+        assert row["load_ttft_p95_ms"] == load.ttft_p95_ms == row["ttft_p95_ms"]  # one run
+        assert row["load_requests"] == row["requests"] == 2 * load.users
+        assert capacity_ttft(load) in page.cap_table.object  # the table's figure, † and all
+        assert capacity_ttft(load).endswith(UNBOUNDED)  # 2 or 4 requests cannot bound a P95
 
 
 def test_the_prediction_the_question_on_your_sweep_and_the_box_on_gpus():
