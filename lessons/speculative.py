@@ -19,11 +19,13 @@ import param
 
 from engine.lab.results import SpeculativeResult
 from widgets.checkpoint import Choice, MeasuredQuestion, Question
+from widgets.data_download import DataDownload
 from widgets.html import html_pane
 from widgets.prediction import PredictionQuestion
 from widgets.tables import sig
 
 from .base import LessonPage
+from .data_record import Run, runs_header
 from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
 
 PROMPT_LEN, NEW_TOKENS = 48, 64
@@ -171,6 +173,11 @@ class Row:
     same_text: bool
 
 
+def run_name(method: str, batch: int) -> str:
+    """A run named as the tables name it: 'prompt lookup, batch 4'."""
+    return f"{METHODS[method]}, batch {batch}"
+
+
 def row(run: SpeculativeResult, plain: SpeculativeResult) -> Row:
     steps = max(run.target_steps, 1)
     spec = run.method != "off"
@@ -261,6 +268,9 @@ class SpeculativeLesson(LessonPage):
     def __init__(self, **params):
         super().__init__(**params)
         self.by_batch: dict[int, dict[str, SpeculativeResult]] = {}  # batch -> method -> run
+        self.shown: dict[str, Run] = {}  # "<method>, batch <b>" -> its run, for the download
+        self.download = DataDownload("speculative-runs", self.download_rows,
+                                     self.download_header, "Every run in both tables")
         self.table = pn.pane.HTML("", sizing_mode="stretch_width")
         self.batch_table = pn.pane.HTML("", sizing_mode="stretch_width")
         self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width",
@@ -300,6 +310,8 @@ class SpeculativeLesson(LessonPage):
     def start(self) -> None:
         self.by_batch.clear()
         self.table.object = self.batch_table.object = self.verdict.object = ""
+        self.shown = {run_name(m, b): Run("speculative", self.run_params(m, b))
+                      for b, m in self.jobs_wanted()}
         self.runner.run([("speculative", self.run_params(m, b), self._handler(b, m))
                          for b, m in self.jobs_wanted()])
 
@@ -307,6 +319,7 @@ class SpeculativeLesson(LessonPage):
         def on_event(event):
             if event.type != "result":
                 return
+            self.shown[run_name(method, batch)].done(event.result, event)
             self.by_batch.setdefault(batch, {})[method] = event.result
             self.batch_table.object = batch_table_html(self.by_batch)
             if batch == 1:
@@ -365,6 +378,37 @@ class SpeculativeLesson(LessonPage):
                          f"{'the same, token for token' if r.same_text else 'DIFFERENT'}.")
         self.verdict.object = "\n".join(lines)
 
+    def download_rows(self) -> list[dict]:
+        """Every run the tables draw from: its figures and their counts (the prompts in the
+        batch, the tokens each, the target steps they took, the guesses proposed and kept)."""
+        out = []
+        for batch in sorted(self.by_batch):
+            plain = self.by_batch[batch].get("off")
+            for method, run in self.by_batch[batch].items():
+                out.append({
+                    "decoding": METHODS[method], "batch": batch, "k": run.k,
+                    "new_tokens": run.new_tokens, "target_steps": run.target_steps,
+                    "tokens_per_step": run.tokens_per_step,
+                    "formula_tokens_per_step": run.expected_tokens_per_step,
+                    "proposed": run.proposed, "accepted": run.accepted,
+                    "acceptance_rate": run.acceptance_rate, "tpot_ms": run.tpot_ms,
+                    "ttft_ms": run.ttft_ms, "draft_ms": run.draft_ms, "verify_ms": run.verify_ms,
+                    "same_text_as_plain": None if plain is None
+                    else run.output_ids == plain.output_ids})
+        return out
+
+    def download_header(self) -> dict:
+        return runs_header(
+            self, self.shown or {run_name(m, b): Run("speculative", self.run_params(m, b))
+                                 for b, m in self.jobs_wanted()},
+            columns="decoding: plain, prompt lookup or the draft model; batch: prompts decoded "
+                    "together; k: guesses a step; new_tokens: tokens each prompt generated; "
+                    "target_steps: the model's steps they took; tokens_per_step: tokens per "
+                    "target step (formula_*: (1 - a^(k+1)) / (1 - a) at the measured "
+                    "acceptance a); proposed, accepted: the draft's guesses; tpot_ms: mean time "
+                    "per output token, ttft_ms: to the first, over the batch's prompts; "
+                    "draft_ms, verify_ms: the run's time drafting and checking")
+
     # ---- the page --------------------------------------------------------------------------
     def body(self) -> list:
         controls = pn.Row(
@@ -375,4 +419,4 @@ class SpeculativeLesson(LessonPage):
             sizing_mode="stretch_width")
         return [html_pane(INTRO), self.prediction_box, html_pane(SETUP), controls,
                 self.runner.status, self.verdict, self.table, html_pane(BATCH_SETUP),
-                self.batch_table, html_pane(QUOTE)]
+                self.batch_table, self.download, html_pane(QUOTE)]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.stats import Estimate, estimate, min_samples
 from engine.lab.results import ServeRunResult, StepRecord
 from widgets.checkpoint import Choice, MeasuredQuestion, Question
 from widgets.data_download import DataDownload
@@ -26,6 +27,7 @@ from widgets.job_status import provenance
 from widgets.prediction import PredictionQuestion
 from widgets.readouts import table_html
 from widgets.request_lanes import RequestLanes
+from widgets.tables import UNBOUNDED, with_interval
 
 from .base import LessonPage
 from .data_record import Run, check_cell, result_header, spread_cell
@@ -41,7 +43,10 @@ INTRO = """
 <p>A server rarely answers one request at a time: it groups requests into a batch and runs one
 step for all of them together. <em>When</em> it lets requests into the batch is the
 scheduling policy, and it decides how long each one waits. Below, the same requests, arriving
-at the same moments, are served by the real engine under three policies. Each row is one
+at the same moments, are served by the real engine under three policies. They arrive
+<a href="app?page=vocabulary#open-loop">open-loop</a>, at random moments at the rate you set,
+whether or not earlier ones are answered (lesson 2 also offers the closed loop, a fixed number
+of users). Each row is one
 request: yellow while it waits in the queue, purple while its prompt is read (prefill), blue
 while its answer is written (decode); the diamond is its first token.</p>
 """
@@ -85,6 +90,12 @@ class PolicySummary:
     origin: str = "measured live"
     steps_spread: str = "\u2013"  # its engine steps' p10-p90 (ms)
     check: str = "not checked"  # data_record.check_cell: quiet, DISTURBED: why, not checked
+    # wait, run, e2e (means) and ttft (P95): each figure's 95% interval over the run's requests
+    estimates: dict[str, Estimate] | None = None
+
+    def cell(self, key: str, value: float | None) -> str:
+        """A table cell: the figure with its 95% interval, † for a P95 too few requests bound."""
+        return with_interval(value, (self.estimates or {}).get(key))
 
 
 OBJECTIVES = (
@@ -202,12 +213,17 @@ def policy_summary(run: ServeRunResult, origin: str = "measured live") -> Policy
     """Mean wait, mean run, mean wait + run (E2E), P95 TTFT, throughput and slot use of a run."""
     rows = request_latencies(run)
     m = run.metrics
+    runs = [r.finish_ms - r.admitted_ms for r in rows]
     return PolicySummary(
         policy=run.policy,
         wait_ms=statistics.mean(r.queue_ms for r in rows) if rows else None,
-        run_ms=statistics.mean(r.finish_ms - r.admitted_ms for r in rows) if rows else None,
+        run_ms=statistics.mean(runs) if rows else None,
         e2e_ms=m.e2e_ms.mean, ttft_p95_ms=m.ttft_ms.p95, throughput=m.throughput_tok_s,
-        slot_use=m.slot_use, origin=origin, steps_spread=spread_cell(run), check=check_cell(run))
+        slot_use=m.slot_use, origin=origin, steps_spread=spread_cell(run),
+        check=check_cell(run),
+        estimates={"wait": estimate([r.queue_ms for r in rows]), "run": estimate(runs),
+                   "e2e": estimate([r.e2e_ms for r in rows]),
+                   "ttft": estimate([r.ttft_ms for r in rows], 95)})
 
 
 def lanes_rows(run: ServeRunResult) -> list[dict]:
@@ -384,17 +400,21 @@ class ThreeSchedulesLesson(LessonPage):
         for policy in POLICIES:
             s = self.runs.get((*self.settings(), policy))
             if s is None:
-                rows.append((policy, *["not run yet"] + ["\u2013"] * 8))
+                rows.append((policy, *["not run yet"] + ["\u2013"] * 9))
                 continue
-            rows.append((policy, fmt_ms(s.wait_ms), fmt_ms(s.run_ms), fmt_ms(s.e2e_ms),
-                         fmt_ms(s.ttft_p95_ms), f"{s.throughput:,.0f}",
+            n = s.estimates["ttft"].n if s.estimates else None
+            rows.append((policy, s.cell("wait", s.wait_ms), s.cell("run", s.run_ms),
+                         s.cell("e2e", s.e2e_ms), s.cell("ttft", s.ttft_p95_ms),
+                         "\u2013" if n is None else f"{n}", f"{s.throughput:,.0f}",
                          f"{100 * (s.slot_use or 0):.0f}%", s.steps_spread, s.check, s.origin))
         self.table.object = site_html(table_html(
             ("policy", "mean wait (ms)", "mean run (ms)", "mean wait + run (ms)",
-             "P95 TTFT (ms)", "throughput (tokens/s)", "batch slots in use",
+             "P95 TTFT (ms)", "requests", "throughput (tokens/s)", "batch slots in use",
              "engine steps p10\u2013p90 (ms)", "disturbance check", "source"),
             rows, caption="The same trace under each policy, these settings (press Compare all "
-                          "three to fill the table)"))
+                          "three to fill the table); each figure with its 95% interval "
+                          f"[low–high] over the requests, {UNBOUNDED} where too few requests "
+                          f"bound a P95 (it needs {min_samples(95)})"))
 
     @classmethod
     def expected_numbers(cls, lookup: Lookup) -> list[str]:

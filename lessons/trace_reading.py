@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.calc.stats import Estimate, estimate, grouped_estimate
 from engine.lab.results import (
     EndpointLoadTestResult,
     Percentiles,
@@ -21,8 +22,9 @@ from engine.lab.results import (
     ServedRun,
     StepRecord,
 )
+from widgets.tables import with_interval
 
-STAT_COLUMNS = ("P50", "mean", "P90", "P95", "P99", "max")
+STAT_COLUMNS = ("P50", "mean", "P90", "P95", "P99", "max", "samples")
 
 
 def fmt_ms(value: float | None) -> str:
@@ -32,16 +34,61 @@ def fmt_ms(value: float | None) -> str:
 
 
 def stats(summary: Percentiles) -> tuple[float | None, ...]:
-    """A summary's figures in STAT_COLUMNS' order."""
+    """A summary's figures in STAT_COLUMNS' order (P50, mean, P90, P95, P99, max)."""
     return (summary.p50, summary.mean, summary.p90, summary.p95, summary.p99, summary.max)
 
 
-def percentile_rows(m: RunMetrics) -> list[tuple]:
-    """(metric label, P50, mean, P90, P95, P99, max) in ms as text, for a table."""
-    rows = (("TTFT (to first token)", m.ttft_ms), ("ITL (each gap)", m.itl_ms),
-            ("TPOT (mean gap per request)", m.tpot_ms), ("E2E (to last token)", m.e2e_ms),
-            ("queue time", m.queue_ms))
-    return [(label, *[fmt_ms(v) for v in stats(summary)]) for label, summary in rows]
+STAT_QS = (50, None, 90, 95, 99)  # the columns that are statistics with an interval (not max)
+
+
+def request_samples(run: ServedRun | EndpointLoadTestResult) -> dict[str, list[list[float]]]:
+    """Each finished request's samples of each figure of percentile_rows, in ms: one a request
+    (TTFT, TPOT, E2E, queue), or its gaps (ITL)."""
+    out: dict[str, list[list[float]]] = {"ttft": [], "itl": [], "tpot": [], "e2e": [],
+                                         "queue": []}
+    for r in run.requests:
+        if r.finish_s is None or not r.token_s:
+            continue
+        gaps = [1000 * (b - a) for a, b in zip(r.token_s, r.token_s[1:])]
+        out["ttft"].append([1000 * (r.first_token_s - r.arrival_s)])
+        out["itl"].append(gaps)
+        out["tpot"].append([statistics.mean(gaps)] if gaps else [])
+        out["e2e"].append([1000 * (r.token_s[-1] - r.arrival_s)])
+        out["queue"].append([] if r.admitted_s is None else [1000 * (r.admitted_s - r.arrival_s)])
+    return out
+
+
+def _estimates(key: str, groups: list[list[float]]) -> list[Estimate]:
+    """STAT_QS' estimates of one figure: a request's gaps are resampled together (they move
+    together, engine.calc.stats.grouped_estimate); the other figures, one a request, singly."""
+    if key == "itl":
+        return [grouped_estimate(groups, q) for q in STAT_QS]
+    flat = [v for g in groups for v in g]
+    return [estimate(flat, q) for q in STAT_QS]
+
+
+def percentile_rows(m: RunMetrics, run: ServedRun | EndpointLoadTestResult | None = None
+                    ) -> list[tuple]:
+    """(metric label, P50, mean, P90, P95, P99, max, samples) in ms as text, for a table. Given
+    the run, each statistic carries its 95% interval from the run's requests ("412 [380–450]",
+    "412 †" for a percentile too few samples bound) and the samples column their count."""
+    rows = (("TTFT (to first token)", "ttft", m.ttft_ms), ("ITL (each gap)", "itl", m.itl_ms),
+            ("TPOT (mean gap per request)", "tpot", m.tpot_ms),
+            ("E2E (to last token)", "e2e", m.e2e_ms), ("queue time", "queue", m.queue_ms))
+    samples = request_samples(run) if run is not None else None
+    out = []
+    for label, key, summary in rows:
+        figures = stats(summary)
+        if samples is None:
+            out.append((label, *[fmt_ms(v) for v in figures], f"{summary.count:,}"))
+            continue
+        ests = _estimates(key, samples[key])
+        cells = [with_interval(v, e) for v, e in zip(figures, ests, strict=False)]
+        requests = sum(1 for g in samples[key] if g)
+        n = (f"{ests[0].n:,} gaps of {requests} requests" if key == "itl"
+             else f"{ests[0].n:,} requests")
+        out.append((label, *cells, fmt_ms(summary.max), n))
+    return out
 
 
 @dataclass(frozen=True)

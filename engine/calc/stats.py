@@ -113,20 +113,20 @@ def _row_percentiles(rows: np.ndarray, q: float) -> np.ndarray:
     return ordered[at, below] + (ordered[at, above] - ordered[at, below]) * (pos - below)
 
 
-def grouped_estimate(groups: Iterable[Iterable[float | None]], q: float, *,
+def grouped_estimate(groups: Iterable[Iterable[float | None]], q: float | None, *,
                      resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
-    """The q-th percentile of every sample of every group pooled (the token gaps of many
-    requests: what the engine's ITL percentiles are), with a 95% interval from resampling whole
-    groups. One request's gaps move together (a long prefill in the batch stalls every gap of
+    """The q-th percentile (the mean for q None) of every sample of every group pooled (the
+    token gaps of many requests: what the engine's ITL figures are), with a 95% interval from
+    resampling whole groups. One request's gaps move together (a long prefill in the batch stalls every gap of
     that moment, a request decoding beside many others has long gaps throughout), so resampling
     single gaps as if independent gives an interval too narrow. n is the pooled samples;
-    bounded needs min_samples(q) of them from at least 2 groups."""
+    bounded needs min_samples(q) of them (2 for the mean) from at least 2 groups."""
     kept = [g for g in (_clean(group) for group in groups) if len(g)]
     what = _label(q)
     if not kept:
         return Estimate(what, None, None, None, 0, False)
     pooled = np.concatenate(kept)
-    value = float(np.percentile(pooled, q))
+    value = float(pooled.mean() if q is None else np.percentile(pooled, q))
     n = len(pooled)
     if len(kept) == 1:
         return Estimate(what, value, None, None, n, False)
@@ -137,11 +137,15 @@ def grouped_estimate(groups: Iterable[Iterable[float | None]], q: float, *,
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(kept), size=(resamples, len(kept)))
     chunk = max(1, 2_000_000 // padded.size)  # a few MB at a time
-    stats = np.concatenate([_row_percentiles(padded[picks[i:i + chunk]].reshape(
-        len(picks[i:i + chunk]), -1), q) for i in range(0, resamples, chunk)])
+    def statistic(rows: np.ndarray) -> np.ndarray:
+        return np.nanmean(rows, axis=1) if q is None else _row_percentiles(rows, q)
+
+    stats = np.concatenate([statistic(padded[picks[i:i + chunk]].reshape(
+        len(picks[i:i + chunk]), -1)) for i in range(0, resamples, chunk)])
     tail = 100 * (1 - CONFIDENCE) / 2
     lo, hi = np.percentile(stats, [tail, 100 - tail])
-    return Estimate(what, value, float(lo), float(hi), n, n >= min_samples(q))
+    return Estimate(what, value, float(lo), float(hi), n,
+                    n >= (2 if q is None else min_samples(q)))
 
 
 def block_length(n: int) -> int:

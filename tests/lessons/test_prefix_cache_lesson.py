@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import panel as pn
 from in_process_service import attach
-from lesson_stubs import said
+from lesson_stubs import downloaded, said
 
 from lessons.prefix_cache import (
     OFF,
@@ -54,7 +54,10 @@ def test_the_page_shows_what_the_cache_gave_each_request():
     total_blocks = sum(-(-r.prompt_tokens // 16) for r in on.requests)
     assert page.blocks.object.count('class="blk ') == total_blocks
     verdict = page.verdict.object
-    assert f"the later ones' **{sig(on.later_ttft_ms)} ms**" in verdict
+    assert f"the later ones' **{sig(on.later_ttft_ms)} ms** on average (95% interval " in verdict
+    later = summarize(on).later  # the later 2 requests' mean TTFT, with its interval
+    assert later.n == 2 and later.lo <= on.later_ttft_ms <= later.hi
+    assert f"{sig(later.lo)}–{sig(later.hi)} ms, 2 requests)" in verdict
     ratio = off.later_ttft_ms / on.later_ttft_ms
     assert f"**{ratio:.1f}x sooner**" in verdict and "384 of their" in verdict
     choice, detail = cache_outcome(summarize(off), summarize(on))
@@ -83,3 +86,15 @@ def test_no_question_on_a_run_without_a_shared_prompt():
     page, _ = lesson({"shared_prefix": [b"0"], "requests": [b"2"]})
     assert cached_question(page.runs[ON]) is None
     assert all(r.cached_tokens == 0 for r in page.runs[ON].requests)
+
+
+def test_the_download_is_the_ttft_table_with_both_runs_named():
+    page, _ = lesson(SMALL)
+    header, rows = downloaded(page.download)
+    assert [(r["run"], r["request"]) for r in rows] == [(n, i) for n in (OFF, ON)
+                                                        for i in (1, 2, 3)]
+    for row in rows:
+        r = page.runs[row["run"]].requests[row["request"] - 1]
+        assert (row["ttft_ms"], row["cached_tokens"]) == (r.ttft_ms, r.cached_tokens)
+    assert header["job"] == "prefix_cache" and set(header["params"]) == {OFF, ON}
+    assert header["params"][ON]["prefix_cache"] is True and "cached" in header["columns"]

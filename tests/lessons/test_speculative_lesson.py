@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import panel as pn
 from in_process_service import attach
-from lesson_stubs import said
+from lesson_stubs import downloaded, said
 
 from engine.speculative import expected_tokens_per_step
-from lessons.speculative import BATCHES, SpeculativeLesson, speed_outcome
+from lessons.speculative import BATCHES, METHODS, SpeculativeLesson, speed_outcome
 from widgets.tables import sig
 
 
@@ -65,3 +65,16 @@ def test_the_table_puts_tokens_per_step_beside_the_formula_and_the_text_is_plain
              f"{sig(r.tokens_per_step)} tokens per target step, "
              f"{r.over_plain:.2f}x plain decoding's TPOT.")
     assert words in said(page)
+
+
+def test_the_download_holds_every_run_of_both_tables_with_its_counts():
+    page, _ = lesson({"k": [b"3"]})
+    header, rows = downloaded(page.download)
+    assert len(rows) == sum(len(runs) for runs in page.by_batch.values()) == 3 + 2 * 2
+    for r in rows:
+        run = page.by_batch[r["batch"]][next(m for m, name in METHODS.items()
+                                             if name == r["decoding"])]
+        assert (r["tpot_ms"], r["target_steps"], r["tokens_per_step"]) == (
+            run.tpot_ms, run.target_steps, run.tokens_per_step)
+        assert r["same_text_as_plain"] is True
+    assert header["job"] == "speculative" and "prompt lookup, batch 16" in header["params"]

@@ -121,6 +121,13 @@ def test_policy_summary_reads_the_run():
                        if result["check"]["disturbed"] else "quiet")
     page._record(ServeRunResult.from_dict(result))
     assert s.steps_spread in page.table.object and s.check.split(":")[0] in page.table.object
+    requests = len(result["requests"])
+    ttft = s.estimates["ttft"]  # the P95 TTFT of the run's requests, with its interval
+    assert ttft.n == requests and ttft.value == pytest.approx(result["metrics"]["ttft_ms"]["p95"])
+    assert ttft.bounded == (requests >= 20)  # a P95 needs 20 requests
+    assert s.estimates["e2e"].lo <= s.e2e_ms <= s.estimates["e2e"].hi
+    assert s.cell("ttft", s.ttft_p95_ms).endswith("\u2020" if requests < 20 else "]")
+    assert s.cell("e2e", s.e2e_ms) in page.table.object
 
 
 def test_warm_jobs_cover_the_three_policies():

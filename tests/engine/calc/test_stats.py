@@ -115,6 +115,8 @@ def test_grouped_estimate_is_the_pooled_percentile_with_its_count():
     one = grouped_estimate([[1.0, 2.0, 3.0]], 50)
     assert one.lo is None and not one.bounded  # one request: nothing to resample
     assert grouped_estimate([[], [None]], 50).value is None
+    mean = grouped_estimate(groups, None)
+    assert mean.what == "mean" and mean.value == 4.5 and mean.lo <= 4.5 <= mean.hi
 
 
 def one_streams_gaps(rng, n=120, phi=0.6):
