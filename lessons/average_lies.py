@@ -6,7 +6,8 @@ about 20 s on a 2-core CPU with the defaults. Histograms of E2E and TTFT with P5
 P95 and P99 marked; the percentile table; the slowest requests with why they were slow, read
 from the trace (lessons.trace_reading).
 
-URL: rate, requests, long_share, max_batch (/app?lesson=average-lies&rate=8), source.
+URL: load (open or closed), rate, users, requests, long_share, max_batch
+(/app?lesson=average-lies&rate=8, /app?lesson=average-lies&load=closed&users=16), source.
 
 With an OpenAI-compatible server configured by the teacher (engine.lab.endpoint), a source
 choice sends the same mix over HTTP to it instead (the `endpoint_load_test` job, timed at the
@@ -21,6 +22,7 @@ import html
 import panel as pn
 import param
 
+from engine.calc.stats import min_samples
 from engine.lab.results import EndpointLoadTestResult, LoadTestResult, Percentiles
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
@@ -29,6 +31,7 @@ from widgets.job_status import provenance
 from widgets.latency_histogram import LatencyHistogram
 from widgets.prediction import PredictionQuestion
 from widgets.readouts import table_html
+from widgets.tables import UNBOUNDED
 
 from .base import LessonPage
 from .data_record import Run, result_header
@@ -50,6 +53,13 @@ average up while hiding behind it. The people who got the slow answers remember 
 <p>Below, the engine serves a real load test: requests arrive at random moments (a Poisson
 process at the rate you choose), most of them short, some long, all sharing one server. Every
 request's timeline is recorded; the charts show how the latencies spread out.</p>
+<p>Load testers drive a server in one of two ways, and you can choose either. <strong>Open
+loop</strong> (<a href="app?page=vocabulary#open-loop">glossary</a>): requests arrive at a rate,
+whether or not earlier ones are answered, as from a large public audience; past the server's
+capacity the queue, and the tail, grow without bound. <strong>Closed loop</strong>
+(<a href="app?page=vocabulary#closed-loop">glossary</a>): a fixed number of users, each sending
+their next request as soon as their last answer ends, so that many requests are always in the
+system and the queue can never outgrow them.</p>
 """
 
 PROSE = """
@@ -91,6 +101,9 @@ EXAMPLES = (("TTFT P50", lambda m: m.ttft_ms.p50, 200.0, "a chatbot's first resp
             ("TTFT P99", lambda m: m.ttft_ms.p99, 200.0, "a chatbot's first response"),
             ("TPOT P50", lambda m: m.tpot_ms.p50, 100.0, "faster than a typical reader"),
             ("TPOT P99", lambda m: m.tpot_ms.p99, 100.0, "faster than a typical reader"))
+
+OPEN, CLOSED = "open", "closed"  # in the URL: load=closed
+LOADS = {"open loop: arrival rate": OPEN, "closed loop: concurrent users": CLOSED}
 
 OBJECTIVES = (
     "read a latency histogram and say why its mean sits to the right of its median",
@@ -232,6 +245,14 @@ def client_slowest(run: EndpointLoadTestResult, count: int = 5) -> list[Latency]
     return [dataclasses.replace(r, why=why) for r in rows]
 
 
+def load_words(run: LoadTestResult) -> str:
+    """How the test loaded the engine, as the field names it."""
+    w = run.workload
+    if w.users:
+        return f"Closed loop of {w.users} concurrent users"
+    return f"Open loop, Poisson arrivals at {w.rate:g} requests/s"
+
+
 def endpoint_provenance(run: EndpointLoadTestResult) -> str:
     """What measured these numbers: the endpoint's model and host, timed by this app's server."""
     m = run.metrics
@@ -254,8 +275,11 @@ class AverageLiesLesson(EndpointSource, LessonPage):
     instructor, questions = INSTRUCTOR, QUESTIONS
     shows_nearby = True  # a cached load test of nearby settings, shown while this one waits
 
+    load = param.Selector(default=OPEN, objects=LOADS, label="Load")
     rate = param.Number(default=4.0, bounds=(0.5, 30.0), step=0.5,
-                        label="Arrival rate (requests per second)")
+                        label="Arrival rate (requests per second, open loop)")
+    users = param.Integer(default=8, bounds=(1, 64),
+                          label="Concurrent users (closed loop)")
     requests = param.Integer(default=80, bounds=(10, 400), label="Requests in the test")
     long_share = param.Number(default=0.2, bounds=(0.0, 0.6), step=0.05,
                               label="Share of long requests")
@@ -285,7 +309,12 @@ class AverageLiesLesson(EndpointSource, LessonPage):
     def body(self) -> list:
         self._batch_slider = pn.widgets.IntSlider.from_param(
             self.param.max_batch, visible=self.source == "engine")
-        controls = [pn.widgets.FloatSlider.from_param(self.param.rate),
+        self._load_widgets = {
+            "load": pn.widgets.RadioButtonGroup.from_param(self.param.load, button_type="default"),
+            OPEN: pn.widgets.FloatSlider.from_param(self.param.rate),
+            CLOSED: pn.widgets.IntSlider.from_param(self.param.users)}
+        self._show_load()
+        controls = [*self._load_widgets.values(),
                     pn.widgets.IntSlider.from_param(self.param.requests, step=10),
                     pn.widgets.FloatSlider.from_param(self.param.long_share),
                     self._batch_slider]
@@ -309,16 +338,35 @@ class AverageLiesLesson(EndpointSource, LessonPage):
             html_pane(QUOTED), self.targets,
         ]
 
-    def job_params(self) -> dict:
-        return {"rate": float(self.rate), "requests": int(self.requests),
-                "long_share": round(float(self.long_share), 3),
-                "max_batch": int(self.max_batch)}
+    @property
+    def closed(self) -> bool:
+        """A closed-loop test: the built-in engine only (the endpoint's mix is sent open-loop)."""
+        return self.load == CLOSED and not self.measures_endpoint
 
-    @param.depends("source", watch=True)
+    def job_params(self) -> dict:
+        params = {"rate": float(self.rate), "requests": int(self.requests),
+                  "long_share": round(float(self.long_share), 3),
+                  "max_batch": int(self.max_batch)}
+        if self.closed:  # the rate is not used: kept as 4/s, so one cache entry per user count
+            params.update(rate=4.0, users=int(self.users))
+        return params
+
+    @param.depends("source", "load", watch=True)
     def _source_changed(self) -> None:
-        """The batch slots are our engine's setting; an endpoint's batch size is its own."""
+        """The batch slots are our engine's setting; an endpoint's batch size is its own, and
+        the endpoint is sent the mix open-loop."""
         if getattr(self, "_batch_slider", None) is not None:
             self._batch_slider.visible = self.source == "engine"
+        self._show_load()
+
+    def _show_load(self) -> None:
+        """The rate slider for open loop, the users slider for closed loop."""
+        widgets = getattr(self, "_load_widgets", None)
+        if widgets is None:
+            return
+        widgets["load"].visible = not self.measures_endpoint
+        widgets[OPEN].visible = not self.closed
+        widgets[CLOSED].visible = self.closed
 
     def job(self) -> tuple[str, dict]:
         """The job to run: the built-in engine's load test, or the same mix sent to the
@@ -344,8 +392,11 @@ class AverageLiesLesson(EndpointSource, LessonPage):
             "it).</p>" if self.runner.held else self._serving_text())
 
     def _serving_text(self) -> str:
-        return (f"<p>Serving {self.requests} requests arriving at {self.rate:g} per second "
-                f"(about {self.requests / self.rate:.0f} s of arrivals)...</p>")
+        if self.closed:
+            return (f"<p>Serving {self.requests} requests from {self.users} users, closed loop: "
+                    "each sends again as soon as their answer ends...</p>")
+        return (f"<p>Serving {self.requests} requests arriving at {self.rate:g} per second, "
+                f"open loop (about {self.requests / self.rate:.0f} s of arrivals)...</p>")
 
     def _on_event(self, event) -> None:
         if event.type == "started":
@@ -372,8 +423,10 @@ class AverageLiesLesson(EndpointSource, LessonPage):
                                           "</strong></p>")
         self.say(tail_sentence(m.e2e_ms))
         self.table.object = site_html(table_html(
-            ("latency (ms)", *STAT_COLUMNS), percentile_rows(m),
-            caption=f"Percentiles over {m.completed} requests (ms)"))
+            ("latency (ms)", *STAT_COLUMNS), percentile_rows(m, run),
+            caption=f"Percentiles over {m.completed} requests (ms), each with its 95% interval "
+                    f"[low–high] (bootstrap over the requests); {UNBOUNDED} too few samples to "
+                    f"bound that percentile (a P99 needs {min_samples(99)})"))
         slow = slowest(run, 5) if isinstance(run, LoadTestResult) else client_slowest(run, 5)
         self.slow.object = site_html(table_html(
             ("request", "size", "E2E (ms)", "TTFT (ms)", "queue (ms)", "prompt / answer tokens",
@@ -394,8 +447,8 @@ class AverageLiesLesson(EndpointSource, LessonPage):
             self.measured_on.object = site_html(endpoint_provenance(run))
             return
         self.measured_on.object = site_html(
-            f"<p>Measured: {html.escape(provenance(run, event))}. {m.completed} requests in "
-            f"{m.duration_s:.1f} s; the server produced {m.throughput_tok_s:,.0f} output "
+            f"<p>Measured: {html.escape(provenance(run, event))}. {load_words(run)}: "
+            f"{m.completed} requests in {m.duration_s:.1f} s; the server produced {m.throughput_tok_s:,.0f} output "
             f"tokens/s in total (all users), with {100 * (m.slot_use or 0):.0f}% of the "
             f"{run.config.max_batch} batch slots in use while it worked.</p>")
 

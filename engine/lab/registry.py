@@ -239,10 +239,12 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
                 "chunk_size": 128, "stream_tokens": False},
                 "lesson 7's chunked run at its defaults"))),
     _spec("load_test", "engine.lab.jobs.serving:load_test_job", {
-        **ENGINE, **LOAD_MIX,
+        **ENGINE, **LOAD_MIX, "users": Int(0, lo=0, hi=256),
         "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0, hi=2048), **SEED},
         results.LoadTestResult,
-        "Poisson arrivals of short and long requests under continuous batching: the tail.",
+        "Short and long requests under continuous batching: the tail. Open loop (users 0): "
+        "Poisson arrivals at rate; closed loop: `users` concurrent users, each sending again "
+        "when answered (rate unused).",
         size="load", bounds=(Bound(B["load_test"], {}, "lesson 2's load test at its defaults"),),
         restartable=True),
     # ---- an OpenAI-compatible server the teacher configured (engine.lab.endpoint) ------------

@@ -211,7 +211,8 @@ class WorkloadSettings(Record):
 
 @dataclass(frozen=True)
 class LoadTestWorkload(Record):
-    """The load test's mix: Poisson arrivals, a share of long requests."""
+    """The load test's mix: a share of long requests, arriving open-loop ("poisson mix", at
+    rate) or closed-loop ("closed-loop mix", `users` concurrent users)."""
 
     kind: str
     rate: float
@@ -222,6 +223,7 @@ class LoadTestWorkload(Record):
     long_prompt: list[int]
     long_output: list[int]
     seed: int
+    users: int = 0
 
 
 @dataclass(frozen=True)

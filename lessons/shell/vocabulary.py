@@ -71,12 +71,15 @@ TERMS: tuple[Term, ...] = (
     Term("Open-loop load", "open-loop",
          "Requests are sent at their own times whatever happens to earlier ones, as many "
          "independent users do. If the server falls behind, the queue grows without limit and "
-         "so does TTFT. The load tests on these pages are open-loop.", "", LOAD),
+         "so does TTFT. Lessons 2, 3 and 8 load the engine open-loop (an arrival rate).", "",
+         LOAD),
     Term("Closed-loop load", "closed-loop",
          "A fixed number of users, each sending a new request only when the previous answer "
          "has arrived. A slow server slows the arrivals down too, so the queue never exceeds the "
          "number of users: a benchmark run this way (a fixed 'concurrency') can hide the queue "
-         "that open-loop traffic would build.", "", LOAD),
+         "that open-loop traffic would build. Lesson 2's load test offers it (concurrent "
+         "users), and lesson 8's capacity search counts the users a machine holds this way.",
+         "", LOAD),
     Term("SLO (service-level objective)", "slo",
          "A latency target, for example \"TTFT at most 200 ms and TPOT at most 100 ms\". "
          "Choosing it comes before tuning: a chat lives on TTFT and TPOT, an overnight batch job "

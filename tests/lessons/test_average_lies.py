@@ -5,6 +5,7 @@ histograms with markers, a percentile table, the slowest requests and the quoted
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import panel as pn
 import pytest
@@ -13,7 +14,9 @@ from lesson_stubs import DEVICE, WHEN, attach, downloaded
 from engine.lab import worker
 from engine.lab.results import Percentiles
 from lessons.average_lies import AverageLiesLesson, tail_sentence
+from lessons.trace_reading import percentile_rows
 from widgets.latency_histogram import histogram
+from widgets.tables import sig
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,20 @@ def test_tables_and_words(shown):
     page, _, _ = shown
     table = page.table.object
     assert "Percentiles over 10 requests" in table and "P99" in table and "E2E" in table
+    assert "10 requests</td>" in table and "gaps of 10 requests</td>" in table  # samples column
+
+
+def test_each_percentile_carries_its_interval_and_a_p99_of_10_requests_is_marked(shown):
+    page, _, result = shown
+    run = page.result
+    rows = {r[0]: r for r in percentile_rows(run.metrics, run)}
+    ttft = rows["TTFT (to first token)"]  # label, P50, mean, P90, P95, P99, max, samples
+    p50, lo, hi = re.fullmatch(r"([\d.,]+) \[([\d.,]+)\u2013([\d.,]+)\]", ttft[1]).groups()
+    assert float(lo.replace(",", "")) <= float(p50.replace(",", "")) <= float(hi.replace(",", ""))
+    assert sig(result["metrics"]["ttft_ms"]["p50"]) == p50  # the engine's own figure
+    assert ttft[5].endswith("\u2020") and ttft[4].endswith("\u2020")  # P99 and P95 of 10
+    assert ttft[3].endswith("]")  # a P90 of 10 requests is bounded
+    assert ttft[7] == "10 requests"
     slow = page.slow.object
     assert slow.count("<tr>") == 6 and "why it was slow" in slow  # header + five requests
     assert "median request took" in page.tail_text.object
@@ -160,3 +177,23 @@ def test_the_teachers_endpoint_is_measured_over_http_and_labelled(endpoint_set):
     head, rows = downloaded(page.download)  # the download names the endpoint's job
     assert head["job"] == "endpoint_load_test" and head["params"]["url"] == endpoint_set.url
     assert head["preset"] == "tiny" and len(rows) == 10
+
+
+def test_closed_loop_is_offered_beside_open_loop_and_named_on_the_page():
+    from lessons.average_lies import CLOSED, INTRO, OPEN
+
+    assert "vocabulary#open-loop" in INTRO and "vocabulary#closed-loop" in INTRO
+    page = AverageLiesLesson.from_url({"requests": [b"10"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    assert page._load_widgets[OPEN].visible and not page._load_widgets[CLOSED].visible
+    page.param.update(load=CLOSED, users=3)
+    page.button.clicks += 1
+    job = service.submitted[-1]
+    assert job.kind == "load_test" and job.params["users"] == 3
+    small = {**job.params, "short_prompt": [8, 16], "short_output": [2, 6],
+             "long_prompt": [48, 64], "long_output": [12, 16]}
+    result = worker.run("load_test", small, lambda t, d: service.send(job, t, d), lambda: False)
+    service.finish(job, result)
+    assert "Closed loop of 3 concurrent users: 10 requests" in page.measured_on.object
+    assert page._load_widgets[CLOSED].visible and not page._load_widgets[OPEN].visible

@@ -121,11 +121,15 @@ def serve_run_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
 # ---- a load test with a mix of short and long requests -----------------------------------------
 def mixed_workload(tokenizer, rate: float, count: int, long_share: float,
                    short: tuple[tuple[int, int], tuple[int, int]],
-                   long: tuple[tuple[int, int], tuple[int, int]], seed: int):
-    """Poisson arrivals at `rate`; each request long with probability long_share, else short;
-    prompt and output lengths uniform in the class's ranges. Returns (requests, sizes)."""
+                   long: tuple[tuple[int, int], tuple[int, int]], seed: int, users: int = 0):
+    """Open loop (users 0): Poisson arrivals at `rate`. Closed loop (users N): N requests at
+    t = 0, each later one released when one finishes (arrival None, engine.serve.workload's
+    "fixed"). Each request long with probability long_share, else short; prompt and output
+    lengths uniform in the class's ranges. Returns (requests, sizes)."""
     rng = np.random.default_rng(seed)
-    arrivals = poisson_arrivals(count, rate, rng)
+    arrivals = poisson_arrivals(count, rate, rng)  # drawn either way: the same sizes follow
+    if users:
+        arrivals = [0.0] * min(count, users) + [None] * max(0, count - users)
     is_long = (rng.random(count) < long_share).tolist()
     source = PromptSource(tokenizer)
     requests, sizes = [], []
@@ -140,15 +144,18 @@ def mixed_workload(tokenizer, rate: float, count: int, long_share: float,
 
 
 def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
-    """Poisson arrivals of short and long requests under continuous batching: the tail."""
+    """Short and long requests under continuous batching, arriving open-loop (Poisson at a
+    rate) or closed-loop (`users` concurrent users): the tail."""
     rate, count, long_share = params["rate"], params["requests"], params["long_share"]
+    users = params.get("users", 0)
     short = (params["short_prompt"], params["short_output"])
     long = (params["long_prompt"], params["long_output"])
     config = SchedulerConfig(policy="continuous", max_batch=params["max_batch"],
                              chunk_size=params["chunk_size"])
     seed = params["seed"]
     engine = engine_from_params(params)
-    requests, sizes = mixed_workload(engine.tokenizer, rate, count, long_share, short, long, seed)
+    requests, sizes = mixed_workload(engine.tokenizer, rate, count, long_share, short, long, seed,
+                                     users)
     fit_kv(engine, resident_lengths(requests, config.max_batch))
     finished = 0
 
@@ -166,7 +173,8 @@ def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
     out = result.to_json()
     for request, size in zip(out["requests"], sizes):
         request["size"] = size
-    out["workload"] = {"kind": "poisson mix", "rate": rate, "requests": count,
+    out["workload"] = {"kind": "closed-loop mix" if users else "poisson mix", "rate": rate,
+                       "users": users, "requests": count,
                        "long_share": long_share, "short_prompt": list(short[0]),
                        "short_output": list(short[1]), "long_prompt": list(long[0]),
                        "long_output": list(long[1]), "seed": seed}

@@ -98,6 +98,22 @@ def test_load_test_mixes_short_and_long_requests_and_reports_progress():
     assert [len(r.prompt_ids) for r in again] == [r["prompt_len"] for r in result["requests"]]
 
 
+def test_load_test_closed_loop_keeps_the_users_requests_outstanding():
+    params = {"users": 3, "requests": 9, "long_share": 0.3, "short_prompt": [8, 16],
+              "short_output": [2, 4], "long_prompt": [32, 48], "long_output": [6, 8],
+              "max_batch": 8, "seed": 3}
+    result, _ = run("load_test", params)
+    assert result["workload"]["kind"] == "closed-loop mix" and result["workload"]["users"] == 3
+    reqs = result["requests"]
+    assert sum(r["arrival_s"] == 0.0 for r in reqs) == 3 and result["metrics"]["completed"] == 9
+    finishes = sorted(r["finish_s"] for r in reqs)
+    for r in reqs:  # 3 outstanding at every moment: a later request arrives as one finishes
+        outstanding = sum(1 for o in reqs if o["arrival_s"] <= r["arrival_s"] < o["finish_s"])
+        assert outstanding <= 3
+        if r["arrival_s"] > 0:
+            assert min(abs(r["arrival_s"] - f) for f in finishes) < 0.05
+
+
 def test_load_test_cancelled_returns_nothing():
     result, _ = run("load_test", {"rate": 1.0, "requests": 5}, cancel_after=1)
     assert result is None
