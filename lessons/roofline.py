@@ -27,6 +27,7 @@ from engine.calc.gpu_scaling import (
     prefill_floor_ms,
     step_floor_ms,
 )
+from engine.calc.stats import estimate
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.lab.registry import get_spec
 from engine.lab.results import InfoResult, PrefillPointResult, PresetShape, SweepPointResult
@@ -429,7 +430,8 @@ class RooflineLesson(LessonPage):
                           cost.floor_ms(self.machine.memory_bandwidth_gbs))
         self.decode_results[point.batch_size] = step
         self.chart.add_point(DECODE, f"decode, batch {point.batch_size}", step.intensity,
-                             step.achieved_gflops, point.tpot_ms)
+                             step.achieved_gflops, point.tpot_ms,
+                             estimate(point.step_ms, 50) if point.step_ms else None)
         self.floor.add(point.batch_size, point.tpot_ms, step.floor_ms)
         self._summarize()
         self.say(f"Decode, batch {point.batch_size}, measured: {sig(point.tpot_ms)} ms per step, "
@@ -441,7 +443,8 @@ class RooflineLesson(LessonPage):
             return
         self.prefill_results[point.prompt_len] = point
         self.chart.add_point(PREFILL, f"prefill, {point.prompt_len:,} tokens",
-                             point.intensity, point.achieved_gflops, point.ms)
+                             point.intensity, point.achieved_gflops, point.ms,
+                             estimate(point.ms_all, 50) if point.ms_all else None)
         self._summarize()
         self.say(f"Prefill of {point.prompt_len:,} tokens measured: {sig(point.ms)} ms, "
                  f"{sig(point.achieved_gflops)} GFLOP/s, {sig(point.intensity)} FLOP per byte.")

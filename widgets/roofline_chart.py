@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, HoverTool, Label, Span
+from bokeh.models import ColumnDataSource, HoverTool, Label, Span, Whisker
 from bokeh.plotting import figure
 
 from engine.calc import step_cost
+from engine.calc.stats import Estimate
 
 from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
@@ -25,7 +26,10 @@ ROOF_COLOR = GREY
 ROOF_TEXT = TEXT_ON_LIGHT["grey"]
 X_SPAN = (0.1, 3000.0)  # intensities always shown (FLOP/byte)
 
-POINT_FIELDS = ("intensity", "gflops", "label", "ms", "roof_share")
+# a point's time is the median of its timed runs: ms_lo, ms_hi its 95% interval, n how many
+# (None when the page gives none); gflops_lo, gflops_hi the interval in GFLOP/s (ends swapped)
+POINT_FIELDS = ("intensity", "gflops", "label", "ms", "roof_share", "ms_lo", "ms_hi", "n",
+                "gflops_lo", "gflops_hi")
 
 
 class RooflineChart(pn.viewable.Viewer):
@@ -54,6 +58,8 @@ class RooflineChart(pn.viewable.Viewer):
         fig.line("x", "y", source=self.roof, line_width=3, color=ROOF_COLOR,
                  legend_label="the roof (measured limits)")
         for i, (name, source) in enumerate(self.sources.items()):
+            fig.add_layout(Whisker(source=source, base="intensity", lower="gflops_lo",
+                                   upper="gflops_hi", line_color=SERIES_COLORS[i % len(SERIES_COLORS)]))
             fig.scatter("intensity", "gflops", source=source, size=11, marker=SERIES_MARKER[i % len(SERIES_MARKER)],
                         color=SERIES_COLORS[i % len(SERIES_COLORS)], legend_label=name,
                         line_color="white")
@@ -128,14 +134,21 @@ class RooflineChart(pn.viewable.Viewer):
     # ---- points ------------------------------------------------------------------------------
     @changes_bokeh_models
     def add_point(self, series: str, label: str, intensity: float, gflops: float,
-                  ms: float) -> None:
-        """Add one measured step: its intensity (FLOP/byte), achieved GFLOP/s and time."""
+                  ms: float, est: Estimate | None = None) -> None:
+        """Add one measured step: its intensity (FLOP/byte), achieved GFLOP/s and time (ms, the
+        median of its timed runs; est: that median's 95% interval and count, drawn as a
+        whisker: GFLOP/s is work / time, so the interval's ends swap)."""
         if series not in self.sources:
             raise ValueError(f"unknown series {series!r}: one of {', '.join(self.sources)}")
         roof = self.roof_at(intensity)
         share = gflops / roof if roof else float("nan")
-        self.sources[series].stream({"intensity": [intensity], "gflops": [gflops],
-                                     "label": [label], "ms": [ms], "roof_share": [share]})
+        lo, hi = (est.lo, est.hi) if est is not None and est.lo else (None, None)
+        self.sources[series].stream({
+            "intensity": [intensity], "gflops": [gflops], "label": [label], "ms": [ms],
+            "roof_share": [share], "ms_lo": [lo], "ms_hi": [hi],
+            "n": [est.n if est is not None else None],
+            "gflops_lo": [gflops * ms / hi if hi else None],
+            "gflops_hi": [gflops * ms / lo if lo else None]})
         lo, hi = self._x_span()
         if self.roof.data["x"] and (lo < self.roof.data["x"][0] or hi > self.roof.data["x"][-1]):
             self._draw_roof()
@@ -167,17 +180,20 @@ class RooflineChart(pn.viewable.Viewer):
         for name in self.sources:
             for p in self.points(name):
                 roof = self.roof_at(p["intensity"])
-                rows.append([p["label"], name, sig(p["ms"]), sig(p["intensity"]),
-                             sig(p["gflops"]), sig(roof) if roof else "-",
+                ms = sig(p["ms"]) if p["ms_lo"] is None else \
+                    f"{sig(p['ms'])} [{sig(p['ms_lo'])}–{sig(p['ms_hi'])}]"
+                rows.append([p["label"], name, ms, "-" if p["n"] is None else f"{p['n']}",
+                             sig(p["intensity"]), sig(p["gflops"]), sig(roof) if roof else "-",
                              f"{100 * p['gflops'] / roof:.0f}%" if roof else "-"])
         ridge = self.ridge_point
         caption = ("Measured steps against the roof" if ridge is None else
                    f"Measured steps against the roof (ridge point {sig(ridge)} FLOP/byte: "
                    "below it memory is the limit, above it compute)")
         self._table.object = html_table(
-            caption, ["step", "kind", "time (ms)", "intensity (FLOP/byte)", "achieved GFLOP/s",
-                      "roof there (GFLOP/s)", "share of the roof"], rows,
-            numeric=[False, False, True, True, True, True, True])
+            caption + "; time: the median of the timed runs [its 95% interval]",
+            ["step", "kind", "time (ms)", "runs timed", "intensity (FLOP/byte)",
+             "achieved GFLOP/s", "roof there (GFLOP/s)", "share of the roof"], rows,
+            numeric=[False, False, True, True, True, True, True, True])
         shares = [(float(r[-1].rstrip("%")), r[0]) for r in rows if r[-1] != "-"]
         if shares:
             best, label = max(shares)

@@ -63,6 +63,12 @@ def test_points_land_under_the_roofs_with_the_preset_formulas():
     for point in decode + page.chart.points(PREFILL):
         assert 0 < point["gflops"] <= 1.5 * roof, (point, peak, roof)
     assert [p["label"] for p in page.chart.points(PREFILL)][-1] == "prefill, 256 tokens"
+    for point in decode + page.chart.points(PREFILL):  # each time: a median, its interval, n
+        assert point["n"] >= 2 and point["ms_lo"] <= point["ms"] <= point["ms_hi"]
+        assert point["gflops_lo"] <= point["gflops"] <= point["gflops_hi"]  # ends swapped
+        assert f"{sig(point['ms'])} [{sig(point['ms_lo'])}–{sig(point['ms_hi'])}]" in \
+            page.chart.table_html
+    assert decode[2]["n"] == len(top["step_ms"])
     rows = page.floor.rows()
     assert [r["x"] for r in rows] == [1, 2, 4]
     one = decode_cost(shape, 1, decode_context(128, 32))
