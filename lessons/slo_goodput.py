@@ -49,7 +49,7 @@ from widgets.job_status import JobStatus
 from widgets.pareto_chart import ParetoChart
 from widgets.prediction import PredictionQuestion
 from widgets.rate_curve import RateCurve
-from widgets.tables import UNBOUNDED, html_table, sig, table_pane, with_interval
+from widgets.tables import UNBOUNDED, html_table, interval_text, sig, table_pane, with_interval
 
 from .base import LessonPage
 from .data_record import result_header
@@ -359,11 +359,6 @@ def capacity_ttft(load: CapacityLoad) -> str:
     return with_interval(load.ttft_p95_ms, Estimate(
         "P95", load.ttft_p95_ms, load.ttft_ci_lo, load.ttft_ci_hi, load.requests,
         bool(load.ttft_bounded)))
-
-
-def interval_text(value: float, lo: float | None, hi: float | None) -> str:
-    """'412 [380–450]', or the figure alone without an interval."""
-    return sig(value) if lo is None or hi is None else f"{sig(value)} [{sig(lo)}–{sig(hi)}]"
 
 
 def point_estimates(point: RatePoint) -> dict[str, Estimate]:

@@ -19,7 +19,7 @@ from engine.calc.stats import Estimate
 from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
 from .palette import GREY, SERIES, SERIES_MARKER, TEXT_ON_LIGHT
-from .tables import html_table, sig
+from .tables import html_table, interval_text, sig
 
 SERIES_COLORS = SERIES
 ROOF_COLOR = GREY
@@ -180,9 +180,8 @@ class RooflineChart(pn.viewable.Viewer):
         for name in self.sources:
             for p in self.points(name):
                 roof = self.roof_at(p["intensity"])
-                ms = sig(p["ms"]) if p["ms_lo"] is None else \
-                    f"{sig(p['ms'])} [{sig(p['ms_lo'])}–{sig(p['ms_hi'])}]"
-                rows.append([p["label"], name, ms, "-" if p["n"] is None else f"{p['n']}",
+                rows.append([p["label"], name, interval_text(p["ms"], p["ms_lo"], p["ms_hi"]),
+                             "-" if p["n"] is None else f"{p['n']}",
                              sig(p["intensity"]), sig(p["gflops"]), sig(roof) if roof else "-",
                              f"{100 * p['gflops'] / roof:.0f}%" if roof else "-"])
         ridge = self.ridge_point

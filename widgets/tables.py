@@ -64,6 +64,9 @@ def with_interval(value: float | None, est) -> str:
         return sig(value)
     if not est.bounded:
         return f"{sig(value)} {UNBOUNDED}"
-    if est.lo is None:
-        return sig(value)
-    return f"{sig(value)} [{sig(est.lo)}–{sig(est.hi)}]"
+    return interval_text(value, est.lo, est.hi)
+
+
+def interval_text(value: float | None, lo: float | None, hi: float | None) -> str:
+    """'412 [380–450]': a figure and its interval; the figure alone without one."""
+    return sig(value) if lo is None or hi is None else f"{sig(value)} [{sig(lo)}–{sig(hi)}]"
