@@ -38,7 +38,9 @@ def main() -> None:
         "max_users": args.max_users, "repeats": args.repeats,
         "requests_per_user": args.requests_per_user, "per_doubling": args.per_doubling,
         "prompt_len": [32, 128], "output_len": [16, 64], "max_batch": 8})
-    print(f"load at start: {os.getloadavg()}; params: {json.dumps(params)}", flush=True)
+    split = worker.isolate(None, None)  # pinned like the engine worker the lesson's job runs in
+    print(f"load at start: {os.getloadavg()}; engine cores {split.engine} "
+          f"({split.note}); params: {json.dumps(params)}", flush=True)
     rounds = []
     for i in range(args.rounds):
         start = time.perf_counter()
