@@ -31,7 +31,7 @@ from widgets.data_download import DataDownload
 from widgets.html import html_pane
 from widgets.itl_timeline import ItlTimeline
 from widgets.prediction import PredictionQuestion
-from widgets.tables import sig
+from widgets.tables import sig, with_interval
 
 from .base import LessonPage
 from .data_record import Run, check_cell, runs_header, spread_cell
@@ -419,12 +419,16 @@ class ChunkedPrefillLesson(LessonPage):
             if question is not None:
                 self.checkpoint.provide("ttft", question)
         lines = []
-        for name, r in ((WHOLE, whole), (f"{CHUNKED} of {self.chunk_size} tokens", chunked)):
+        for series, name, r in ((WHOLE, WHOLE, whole),
+                                (CHUNKED, f"{CHUNKED} of {self.chunk_size} tokens", chunked)):
             if r is None:
                 continue
+            median = self.timeline.estimates.get(series, {}).get(50)
+            counted = f" of {median.n} gaps" if median is not None else ""
             lines.append(
                 f"- **{name}:** worst gap **{sig(r.worst_ms)} ms**, median gap "
-                f"{sig(r.median_ms)} ms; the long prompt took {r.prefill_steps} "
+                f"{with_interval(r.median_ms, median)} ms{counted} (95% interval in brackets); "
+                f"the long prompt took {r.prefill_steps} "
                 f"step{'s' if r.prefill_steps != 1 else ''} to prefill and its TTFT was "
                 f"**{sig(r.long_ttft_ms)} ms**; its engine steps took {r.steps_spread} ms "
                 f"(p10 to p90).{CHECK_WORDS.get(r.check, ' **' + r.check + '**')}")

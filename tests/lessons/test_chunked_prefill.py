@@ -58,6 +58,10 @@ def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
     verdict = page.verdict.object
     assert f"worst gap **{sig(whole.worst_ms)} ms**" in verdict
     assert f"engine steps took {spread_cell(parse_result('serve_run', whole_run))} ms" in verdict
+    median = page.timeline.estimates[WHOLE][50]  # the median gap with its interval and count
+    assert median.lo <= whole.median_ms <= median.hi
+    assert (f"median gap {sig(whole.median_ms)} [{sig(median.lo)}–{sig(median.hi)}] ms of "
+            f"{median.n} gaps") in verdict
     ratio = whole.worst_ms / chunked.worst_ms
     if whole.disturbed or chunked.disturbed:  # this machine was busy: no comparison is made
         assert "says nothing about chunks" in verdict
