@@ -17,12 +17,13 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.stats import Estimate, batch_series_estimate
 from engine.lab.results import SpeculativeResult
 from widgets.checkpoint import Choice, MeasuredQuestion, Question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane
 from widgets.prediction import PredictionQuestion
-from widgets.tables import sig
+from widgets.tables import sig, with_interval
 
 from .base import LessonPage
 from .data_record import Run, runs_header
@@ -171,6 +172,14 @@ class Row:
     draft_ms_per_step: float | None
     verify_ms_per_step: float | None
     same_text: bool
+    tpot: Estimate | None = None  # TPOT's 95% interval and the gaps it rests on
+
+
+def tpot_estimate(run: SpeculativeResult) -> Estimate | None:
+    """The run's TPOT (the mean token gap of its prompts) with its 95% interval: the batch's
+    prompts share every step, so blocks of neighbouring gaps of all of them are resampled
+    together (engine.calc.stats.batch_series_estimate); None for a result without its gaps."""
+    return batch_series_estimate(run.gaps_ms, None) if run.gaps_ms else None
 
 
 def run_name(method: str, batch: int) -> str:
@@ -186,7 +195,7 @@ def row(run: SpeculativeResult, plain: SpeculativeResult) -> Row:
                acceptance=run.acceptance_rate,
                draft_ms_per_step=run.draft_ms / steps if spec else None,
                verify_ms_per_step=run.verify_ms / steps if spec else None,
-               same_text=run.output_ids == plain.output_ids)
+               same_text=run.output_ids == plain.output_ids, tpot=tpot_estimate(run))
 
 
 def speed_outcome(rows: dict[str, Row]) -> tuple[str, str] | None:
@@ -223,14 +232,16 @@ def table_html(rows: dict[str, Row], k: int, batch: int) -> str:
             f'<td class="num">{"-" if r.acceptance is None else f"{100 * r.acceptance:.0f}%"}'
             f'</td><td class="num">{sig(r.draft_ms_per_step)}</td>'
             f'<td class="num">{sig(r.verify_ms_per_step)}</td>'
-            f'<td class="num">{sig(r.tpot_ms)}</td><td class="num">{r.over_plain:.2f}x</td>'
+            f'<td class="num">{with_interval(r.tpot_ms, r.tpot)}</td>'
+            f'<td class="num">{r.over_plain:.2f}x</td>'
             f'<td>{"same" if r.same_text else "DIFFERENT"}</td></tr>')
     heads = ("tokens per target step", "formula at the measured a", "guesses accepted",
              "draft per step (ms)", "target step (ms)", "TPOT (ms)", "TPOT against plain",
              "text against plain")
     head = "".join(f'<th scope="col">{h}</th>' for h in heads)
     return (f'<table class="plain spec-table"><caption>{NEW_TOKENS} tokens for each of {batch} '
-            f"prompt{'s' if batch > 1 else ''}, k = {k}</caption><thead><tr>"
+            f"prompt{'s' if batch > 1 else ''}, k = {k}; TPOT with its 95% interval "
+            f"[low–high] over the {batch * (NEW_TOKENS - 1)} gaps between tokens</caption><thead><tr>"
             f'<th scope="col">decoding</th>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
             "</table>")
 

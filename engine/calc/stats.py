@@ -155,21 +155,30 @@ def block_length(n: int) -> int:
     return max(2, math.ceil(n ** (1 / 3) - 1e-9))
 
 
-def series_estimate(samples: Iterable[float | None], q: float, *,
+def series_estimate(samples: Iterable[float | None], q: float | None, *,
                     resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
-    """The q-th percentile of one time series (one stream's token gaps, in order), with a 95%
-    interval from a block bootstrap: the series cut into consecutive blocks of block_length(n)
-    samples, whole blocks resampled (grouped_estimate, each block a group). Neighbouring gaps
-    of one stream move together: a background request's prefill or another process taking the
-    core stalls a few steps in a row, and the batch's size changes only now and then. Resampling
-    single gaps would treat them as independent and give an interval too narrow (the test
-    shows it on a correlated series); keeping neighbours together in blocks keeps that
-    dependence (Carlstein's non-overlapping block bootstrap). n is the samples; bounded as in
-    grouped_estimate (min_samples(q) samples, at least 2 blocks)."""
-    data = _clean(samples)
-    size = block_length(len(data))
-    return grouped_estimate([data[i:i + size] for i in range(0, len(data), size)], q,
-                            resamples=resamples, seed=seed)
+    """The q-th percentile (the mean for q None) of one time series (one stream's token gaps,
+    in order), with a 95% interval from a block bootstrap: the series cut into consecutive
+    blocks of block_length(n) samples, whole blocks resampled (grouped_estimate, each block a
+    group). Neighbouring gaps of one stream move together: a background request's prefill or
+    another process taking the core stalls a few steps in a row, and the batch's size changes
+    only now and then. Resampling single gaps would treat them as independent and give an
+    interval too narrow (the test shows it on a correlated series); keeping neighbours together
+    in blocks keeps that dependence (Carlstein's non-overlapping block bootstrap). n is the
+    samples; bounded as in grouped_estimate (min_samples(q) samples, at least 2 blocks)."""
+    return batch_series_estimate([samples], q, resamples=resamples, seed=seed)
+
+
+def batch_series_estimate(streams: Sequence[Iterable[float | None]], q: float | None, *,
+                          resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
+    """series_estimate for several streams decoded together (a batch's sequences: they share
+    every step, so their gaps at the same place move together): a block is the same positions
+    of every stream, resampled as one."""
+    data = [_clean(s) for s in streams]
+    longest = max((len(d) for d in data), default=0)
+    size = block_length(longest)
+    blocks = [np.concatenate([d[i:i + size] for d in data]) for i in range(0, longest, size)]
+    return grouped_estimate(blocks, q, resamples=resamples, seed=seed)
 
 
 def bootstrap_interval(data: Sequence[float] | np.ndarray, q: float | None, *,

@@ -657,6 +657,9 @@ class SpeculativeResult(Measured):
     expected_tokens_per_step_at_k: float | None
     draft_ms: float
     verify_ms: float
+    # each prompt's token gaps (ms): tpot_ms is their mean; results from before have none
+    gaps_ms: list[list[float]] | None = dataclasses.field(default=None,
+                                                         metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)

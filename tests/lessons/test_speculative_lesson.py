@@ -6,6 +6,7 @@ question on the reader's runs, on real runs of the tiny model and the shipped dr
 from __future__ import annotations
 
 import panel as pn
+import pytest
 from in_process_service import attach
 from lesson_stubs import downloaded, said
 
@@ -44,6 +45,10 @@ def test_the_table_puts_tokens_per_step_beside_the_formula_and_the_text_is_plain
         assert sig(r.tokens_per_step) in page.table.object
     assert "DIFFERENT" not in page.table.object and "DIFFERENT" not in page.verdict.object
     assert page.table.object.count("<tr>") == 1 + 3
+    for m, r in rows.items():  # TPOT: the mean of the 63 gaps, with its block-bootstrap interval
+        assert r.tpot.n == 63 and r.tpot.value == pytest.approx(r.tpot_ms)
+        assert r.tpot.lo <= r.tpot.value <= r.tpot.hi
+        assert f"{sig(r.tpot_ms)} [{sig(r.tpot.lo)}–{sig(r.tpot.hi)}]" in page.table.object, m
     for batch in BATCHES:
         plain = page.by_batch[batch]["off"]
         assert f"<th scope=\"row\">{batch}</th>" in page.batch_table.object

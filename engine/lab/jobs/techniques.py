@@ -148,4 +148,5 @@ def speculative_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | No
         "verify_ms": 1000 * stats.verify_s if stats else 0.0,
         # how steady the token gaps were (a speculative step gives several tokens at once)
         "spread": spread([gap for g in gens for gap in gaps_ms(g.token_times)], "token gap"),
+        "gaps_ms": [gaps_ms(g.token_times) for g in gens],  # each prompt's: tpot_ms is their mean
     }
