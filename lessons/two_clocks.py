@@ -34,7 +34,7 @@ from engine.calc.gpu_scaling import (
     prefill_floor_ms,
     step_floor_ms,
 )
-from engine.calc.stats import series_estimate
+from engine.calc.stats import ratio_interval, series_estimate
 from engine.lab.registry import get_spec
 from engine.lab.results import (
     EndpointStreamResult,
@@ -49,7 +49,7 @@ from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.prediction import PredictionQuestion
 from widgets.readouts import Readouts, table_html
-from widgets.tables import UNBOUNDED, sig, with_interval
+from widgets.tables import UNBOUNDED, interval_text, sig, with_interval
 from widgets.token_timeline import TokenTimeline
 
 from .base import LessonPage
@@ -305,6 +305,15 @@ def itl_readout(itl: Percentiles, times_ms: list[float]) -> tuple[str, str]:
     return f"{with_interval(itl.p50, p50)} / {with_interval(itl.p99, p99)} ms", note
 
 
+def speed_readout(tokens_per_s: float | None, times_ms: list[float]) -> str:
+    """Per-user speed, 1000 / TPOT, with its 95% interval: TPOT is the mean gap, so its
+    interval is the block bootstrap's of the mean (as for ITL), its ends swapped."""
+    if not tokens_per_s:
+        return "\u2013"
+    lo, hi = ratio_interval(1000, series_estimate(list(np.diff(times_ms)), None))
+    return f"{interval_text(tokens_per_s, lo, hi)} tokens/s"
+
+
 def _fmt_ms(value: float | None) -> str:
     if value is None:
         return "\u2013"
@@ -520,7 +529,7 @@ class TwoClocksLesson(EndpointSource, LessonPage):
         itl, itl_note = itl_readout(m.itl_ms, times_ms)
         self.engine_readouts.set(
             ttft=_fmt_ms(m.ttft_ms), itl=itl,
-            speed=f"{m.user_tokens_per_s:.0f} tokens/s" if m.user_tokens_per_s else "\u2013",
+            speed=speed_readout(m.user_tokens_per_s, times_ms),
             e2e=_fmt_ms(m.e2e_ms))
         self.engine_readouts.notes = {
             "ttft": ttft_note, "itl": itl_note,

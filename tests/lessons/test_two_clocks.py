@@ -48,6 +48,7 @@ def test_sending_streams_ticks_and_fills_the_engine_readouts(lesson):
     text = page.engine_readouts.text
     assert "TTFT: queued" in text and " ms" in text and "TTFT + (N - 1) x TPOT" in text
     assert "tokens/s" in page.engine_readouts.values["speed"]
+    assert "[" in page.engine_readouts.values["speed"]  # 1000 / TPOT, with its interval
     itl = page.engine_readouts.values["itl"]  # P50 [its 95% interval] / P99 †: 7 gaps
     assert itl.count("[") == 1 and itl.endswith("\u2020 ms")
     assert "n = 7 gaps" in page.engine_readouts.notes["itl"]
