@@ -6,6 +6,8 @@
 
 Markers (P50, mean, P90, P95, P99 by default) are vertical lines with labels; percentiles are
 numpy's linear interpolation, as the engine's metrics define them, unless a summary is given.
+Behind each line a band in its colour is its 95% bootstrap interval over the values
+(engine.calc.stats); a percentile too few values bound has no band and a † on its label.
 `rows()` gives the same numbers for a table beside the chart. The figure is built once; its
 sources are replaced in place on each update.
 """
@@ -20,10 +22,12 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from engine.calc.stats import Estimate, estimate
+
 from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
 from .palette import BLUE, GREEN, GREY, INK, PURPLE, VERMILLION
-from .tables import html_table, sig
+from .tables import UNBOUNDED, html_table, sig, with_interval
 
 MARKERS = ("p50", "mean", "p90", "p95", "p99")
 MARKER_LABELS = {"p50": "P50", "mean": "mean", "p90": "P90", "p95": "P95", "p99": "P99",
@@ -77,12 +81,16 @@ class LatencyHistogram(pn.viewable.Viewer):
         super().__init__(**params)
         self.bars = ColumnDataSource({"left": [], "right": [], "count": []}, name="bars")
         self.marks = ColumnDataSource({"x": [], "name": [], "label": [], "color": [], "dash": [],
-                                       "y": [], "top": [], "align": [], "dx": []}, name="marks")
+                                       "y": [], "top": [], "align": [], "dx": [], "lo": [],
+                                       "hi": []}, name="marks")
         fig = figure(title=self.title or None, height=self.height, sizing_mode="stretch_width",
                      x_axis_label=self.x_label, y_axis_label="requests",
                      tools="xpan,xwheel_zoom,reset,save", toolbar_location="above")
         bars = fig.quad(left="left", right="right", bottom=0, top="count", source=self.bars,
                         fill_color="#A6CEE3", line_color="white")
+        # each marker's 95% interval: a band in its colour behind its line
+        fig.quad(left="lo", right="hi", bottom=0, top="top", source=self.marks,
+                 fill_color="color", fill_alpha=0.15, line_alpha=0)
         fig.segment(x0="x", x1="x", y0=0, y1="top", source=self.marks, color="color",
                     line_width=2, line_dash="dash")
         # labels in ink on a white box: 4.5:1 whatever the bars or the theme behind them
@@ -97,6 +105,7 @@ class LatencyHistogram(pn.viewable.Viewer):
         self.figure = fig
         self._pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         self.values: dict[str, float] = {}
+        self.estimates: dict[str, Estimate] = {}  # each marker's 95% interval (not max)
         self.text = ChartText(f"Histogram: {self.title or self.x_label}", fig,
                               table_css="histogram-table")
         self._layout = pn.Column(self._pane, self.text.summary, self.text.table,
@@ -111,11 +120,19 @@ class LatencyHistogram(pn.viewable.Viewer):
         self.bars.data = {"left": edges[:-1].tolist(), "right": edges[1:].tolist(),
                           "count": counts.tolist()}
         self.values = marker_values(values, summary, self.markers)
+        self.estimates = {n: estimate(values, None if n == "mean" else float(n[1:]))
+                          for n in self.values if n != "max"}
         top = float(counts.max()) if counts.size and counts.max() > 0 else 1.0
         names = list(self.values)
+        band = {n: (e.lo, e.hi) if e.bounded and e.lo is not None else (None, None)
+                for n, e in self.estimates.items()}
         self.marks.data = {
             "x": [self.values[n] for n in names], "name": names,
-            "label": [f"{MARKER_LABELS[n]} {self.values[n]:,.0f} ms" for n in names],
+            "label": [f"{MARKER_LABELS[n]} {self.values[n]:,.0f} ms"
+                      f"{'' if n not in self.estimates or self.estimates[n].bounded else ' ' + UNBOUNDED}"
+                      for n in names],
+            "lo": [band.get(n, (None, None))[0] for n in names],
+            "hi": [band.get(n, (None, None))[1] for n in names],
             "color": [MARKER_COLORS[n] for n in names],
             "dash": [MARKER_DASH[n] for n in names],
             # labels stacked at different heights so close markers stay readable
@@ -133,8 +150,11 @@ class LatencyHistogram(pn.viewable.Viewer):
         self.text.say(f"{what}: {self.count:,} requests; {marks}." if self.count else
                       f"{what}: nothing measured yet.")
         self.text.table.object = html_table(
-            f"{what}: the marked values (ms)", ["marker", "ms"],
-            [[label, sig(ms)] for label, ms in self.rows()], numeric=[False, True])
+            f"{what}: the marked values (ms), each with its 95% interval [low–high] over the "
+            f"{self.count:,} requests; {UNBOUNDED} too few requests to bound that percentile",
+            ["marker", "ms"],
+            [[label, with_interval(ms, self.estimates.get(name))]
+             for name, (label, ms) in zip(self.values, self.rows())], numeric=[False, True])
 
     def clear(self) -> None:
         self.update([])

@@ -46,3 +46,18 @@ def test_markers_from_a_summary_and_clear():
     assert hist.marks.data["x"] == [2.0, 2.98, 3.0]
     hist.clear()
     assert hist.count == 0 and hist.marks.data["x"] == []
+
+
+def test_each_marker_has_its_interval_band_and_an_unbounded_p99_is_marked():
+    hist = LatencyHistogram()
+    pn.panel(hist).get_root()
+    rng = np.random.default_rng(0)
+    hist.update(list(rng.lognormal(5, 0.5, 50)))  # 50 requests: a P99 needs 100
+    data = hist.marks.data
+    for name, x, lo, hi, label in zip(data["name"], data["x"], data["lo"], data["hi"],
+                                      data["label"]):
+        if name == "p99":
+            assert lo is None and hi is None and label.endswith("ms \u2020")
+        else:
+            assert lo <= x <= hi and label.endswith(" ms")
+    assert "\u2020" in hist.text.table.object and "[" in hist.text.table.object
