@@ -464,10 +464,14 @@ class AverageLiesLesson(EndpointSource, LessonPage):
         return result_header(
             self, shown.kind, shown.params, shown.result, shown.event, "load test",
             markers_ms={"E2E": self.e2e.values, "TTFT": self.ttft.values},
+            markers_interval={"E2E": {n: e.to_dict() for n, e in self.e2e.estimates.items()},
+                              "TTFT": {n: e.to_dict() for n, e in self.ttft.estimates.items()}},
             columns="request: its id; size: short or long; prompt_tokens, output_tokens; "
                     "arrival_ms: when it arrived (ms since the test started); queue_ms: waiting "
                     "for a batch slot; ttft_ms: arrival to first token; e2e_ms: arrival to last "
-                    "token. markers_ms: the lines on the histograms (the run's own percentiles)")
+                    "token. markers_ms: the lines on the histograms (the run's own percentiles); "
+                    "markers_interval: the bands behind them, each line's 95% bootstrap "
+                    "interval over the requests (ci_lo, ci_hi), n and whether n bounds it")
 
     @classmethod
     def expected_numbers(cls, lookup: Lookup) -> list[str]:

@@ -127,6 +127,9 @@ def test_the_download_holds_the_values_both_histograms_draw(shown):
         assert counts.tolist() == chart.bars.data["count"]
         assert edges[:-1].tolist() == chart.bars.data["left"]
     assert head["markers_ms"] == {"E2E": page.e2e.values, "TTFT": page.ttft.values}
+    p50 = head["markers_interval"]["E2E"]["p50"]  # the band behind the P50 line
+    assert p50["n"] == 10 and p50["ci_lo"] <= page.e2e.values["p50"] <= p50["ci_hi"]
+    assert head["markers_interval"]["TTFT"]["p99"]["bounded"] is False  # 10 requests
     assert head["job"] == "load_test" and head["params"]["requests"] == 10
     assert all(job.params[k] == v for k, v in head["params"].items())  # as submitted
     assert head["device"] == DEVICE and head["measured"].startswith("fresh, measured")
