@@ -164,8 +164,11 @@ def series_estimate(samples: Iterable[float | None], q: float | None, *,
     another process taking the core stalls a few steps in a row, and the batch's size changes
     only now and then. Resampling single gaps would treat them as independent and give an
     interval too narrow (the test shows it on a correlated series); keeping neighbours together
-    in blocks keeps that dependence (Carlstein's non-overlapping block bootstrap). n is the
-    samples; bounded as in grouped_estimate (min_samples(q) samples, at least 2 blocks)."""
+    in blocks keeps that dependence (Carlstein's non-overlapping block bootstrap). It still
+    undercovers a short series: on AR(1) series of 47-120 gaps (phi 0.3-0.6) its 95% interval
+    covered the median 81-89% of the time, against 73% resampling single gaps (phi 0.6, n 120;
+    tests/engine/calc/test_stats.py). n is the samples; bounded as in grouped_estimate
+    (min_samples(q) samples, at least 2 blocks)."""
     return batch_series_estimate([samples], q, resamples=resamples, seed=seed)
 
 
