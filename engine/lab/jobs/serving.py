@@ -138,7 +138,8 @@ def mixed_workload(tokenizer, rate: float, count: int, long_share: float,
         prompt_len = int(rng.integers(p_lo, p_hi + 1))
         output_len = int(rng.integers(o_lo, o_hi + 1))
         requests.append(Request(id=i, prompt_ids=source.prompt(prompt_len, rng),
-                                output_len=output_len, arrival_s=float(arrival)))
+                                output_len=output_len,
+                                arrival_s=None if arrival is None else float(arrival)))
         sizes.append("long" if big else "short")
     return requests, sizes
 
