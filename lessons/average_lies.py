@@ -310,7 +310,7 @@ class AverageLiesLesson(EndpointSource, LessonPage):
         self._batch_slider = pn.widgets.IntSlider.from_param(
             self.param.max_batch, visible=self.source == "engine")
         self._load_widgets = {
-            "load": pn.widgets.RadioButtonGroup.from_param(self.param.load, button_type="default"),
+            "load": pn.widgets.RadioButtonGroup.from_param(self.param.load),
             OPEN: pn.widgets.FloatSlider.from_param(self.param.rate),
             CLOSED: pn.widgets.IntSlider.from_param(self.param.users)}
         self._show_load()
