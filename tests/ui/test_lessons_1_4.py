@@ -76,8 +76,11 @@ def test_average_lies_fills_the_percentile_table(page, console, app_url):
     skip_prediction(page)
     expect(page.get_by_text("Percentiles over 10 requests (ms)")).to_be_visible(timeout=LONG)
     row = page.locator("tr", has_text="E2E (to last token)").first.inner_text()
-    cells = [float(c.replace(",", "")) for c in row.split("\t")[1:]]
+    # each cell: the figure, then its [95% interval] or † (too few requests); then the count
+    cells = [float(re.match(r"[\d,.]+", c).group().replace(",", ""))
+             for c in row.split("\t")[1:7]]
     p50, mean, p90, p95, p99, top = cells
+    assert row.split("\t")[7].strip() == "10 requests" and "\u2020" in row  # P99 of 10
     assert p99 >= p95 >= p90 >= p50 > 0 and top >= p99
     expect(page.get_by_text("The five slowest requests by E2E")).to_be_visible()
     expect(page.get_by_text("quoted example (ms)")).to_be_visible()
