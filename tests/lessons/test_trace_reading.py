@@ -16,6 +16,7 @@ from engine.lab.results import (
     StepRecord,
 )
 from lessons.trace_reading import (
+    STAT_COLUMNS,
     explain_request,
     fmt_ms,
     percentile_rows,
@@ -95,7 +96,11 @@ def test_latencies_slowest_and_table_rows():
     assert rows[1].ttft_ms == pytest.approx(400.0)
     top = slowest(run, 1)
     assert top[0].id == 1 and top[0].why
-    summary = Percentiles(p50=1.0, mean=2.0, p90=3.0, p95=4.0, p99=150.0, max=None)
-    table = percentile_rows(metrics(ttft_ms=summary))
-    assert table[0] == ("TTFT (to first token)", "1.0", "2.0", "3.0", "4.0", "150", "\u2013")
+    summary = Percentiles(p50=1.0, mean=2.0, p90=3.0, p95=4.0, p99=150.0, max=None, count=7)
+    table = percentile_rows(metrics(ttft_ms=summary))  # no run: the figures and their count
+    assert table[0] == ("TTFT (to first token)", "1.0", "2.0", "3.0", "4.0", "150", "\u2013",
+                        "7")
+    # with the run: each figure with its interval from the run's requests, and their count
+    ttft = percentile_rows(run.metrics, run)[0]
+    assert ttft[-1] == "2 requests" and len(ttft) == 1 + len(STAT_COLUMNS)
     assert fmt_ms(1234.4) == "1,234" and fmt_ms(12.34) == "12.3"
