@@ -258,6 +258,13 @@ class LessonPage(UrlPage):
         once the reader acts, where start() measures nothing by itself (lesson 1 streams the
         reader's prompt only on the button). Nothing by default."""
 
+    def static_swaps(self) -> list[tuple[pn.viewable.Viewable, pn.viewable.Viewable]]:
+        """For a static copy, once its measurements are in: (part, what replaces it) for the
+        parts that only a live session can fill (lesson 1's browser clock times a stream that
+        no browser receives from a file), so a copy says why instead of showing empty
+        readouts. None by default."""
+        return []
+
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
         """The engine jobs (kind, params) this lesson shows by default, so that

@@ -1,5 +1,6 @@
 """A static copy of lessons for course sites that cannot run a server:
 `python -m lessons.export --lesson knob --out site/` (or `--all` for every lesson and an index).
+A lesson's view can be set as its URL sets it: `--lesson 'knob?batch_size=16'`.
 
 Each lesson page is built as the app builds it and its default view is filled through an engine
 service of this command's own: a result recorded in the measurement cache (cache_dir()/results,
@@ -21,10 +22,11 @@ import html
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import panel as pn
 from bokeh.document import Document
@@ -43,6 +45,7 @@ from widgets.static_choice import static_checkpoint, static_prediction
 from .base import LessonPage
 from .registry import LESSONS, LessonInfo, lesson_class
 from .session_jobs import SessionJobs
+from .url_state import apply_query_args
 
 LESSON_TIMEOUT_S = 1800.0  # the slowest default view, lesson 8's rate sweep, takes minutes on a CPU
 QUIET_S = 0.5  # no job open for this long: the page has drawn what its default view measures
@@ -114,10 +117,35 @@ class ExportJobs(SessionJobs):
             time.sleep(0.05)  # polling jobs that finish on the service's thread
 
 
-def build_page(info: LessonInfo, service: EngineService,
-               on_final: Callable[[JobEvent], None]) -> tuple[LessonPage, ExportJobs]:
-    """The lesson with its default view drawn from the cache or measured now."""
-    page = lesson_class(info)()
+Settings = Mapping[str, list[str]]  # a lesson's query arguments, as parse_qs gives them
+
+
+def lesson_settings(text: str) -> tuple[str, Settings]:
+    """`SLUG` or `SLUG?name=value&...` (a lesson URL's settings): the slug and its settings, each
+    checked as the page would take it from its URL. A setting the page has not, or a value it
+    would clamp or refuse, is a ValueError saying which: a command gets no silent corrections."""
+    slug, _, query = text.partition("?")
+    known = {info.slug: info for info in LESSONS}
+    if slug not in known:
+        raise ValueError(f"no lesson called {slug!r}: choose from {', '.join(known)}")
+    settings = parse_qs(query, keep_blank_values=True)
+    cls = lesson_class(known[slug])
+    names = cls.url_parameter_names()
+    unknown = sorted(set(settings) - set(names))
+    if unknown:
+        raise ValueError(f"{slug} has no setting {unknown[0]!r}: it takes {', '.join(names)}")
+    notices = apply_query_args(cls(), settings, names)
+    if notices:  # "The link asked for X = 1, below ...; it is set to ...": what was wrong
+        wrong = re.sub(r"^The link (asked for|gave) ", "", notices[0].split(";")[0])
+        raise ValueError(f"{slug}: {wrong.rstrip('.')}")
+    return slug, settings
+
+
+def build_page(info: LessonInfo, service: EngineService, on_final: Callable[[JobEvent], None],
+               settings: Settings | None = None) -> tuple[LessonPage, ExportJobs]:
+    """The lesson at its default view (or the settings given) drawn from the cache or measured
+    now."""
+    page = lesson_class(info).from_url(settings or {}, sync=False)
     jobs = page._jobs = ExportJobs(service, on_final)
     if page.prediction_box is not None:
         page.prediction_box.skip()  # no reader to wait for: the default view measures at once
@@ -174,6 +202,10 @@ def static_view(page: LessonPage, measured: Measured, exported: set[str],
     if page.questions:
         replace_in(view, page.checkpoint.__panel__(), html_pane(static_checkpoint(
             [q.question for q in page.checkpoint.questions], page.checkpoint.seed)))
+    for part, replacement in page.static_swaps():
+        if not replace_in(view, part, replacement):
+            raise ExportError(f"lesson {page.info.number}'s static_swaps names a part its "
+                              "page does not show")
     for widget in view.select(pn.widgets.Widget):
         if isinstance(widget, pn.widgets.FileDownload):
             widget.embed = True  # the file goes inside the page
@@ -238,8 +270,11 @@ def index_html(lessons: Iterable[LessonInfo], exported_at: str) -> str:
 
 
 def export(lessons: list[LessonInfo], out: Path, service: EngineService,
-           say: Callable[[str], None]) -> list[str]:
-    """Write each lesson's page and the index into `out`; the lessons that failed, with why."""
+           say: Callable[[str], None], settings: Mapping[str, Settings] | None = None
+           ) -> list[str]:
+    """Write each lesson's page (at its default view, or the settings given by slug) and the
+    index into `out`; the lessons that failed, with why."""
+    settings = settings or {}
     out.mkdir(parents=True, exist_ok=True)
     exported = {info.slug for info in lessons}
     failed, written = [], []
@@ -252,16 +287,16 @@ def export(lessons: list[LessonInfo], out: Path, service: EngineService,
                 else event.type
             say(f"{slug}: {event.kind} {how} ({time.monotonic() - started:.1f} s)")
 
+        path = out / f"{info.slug}.html"
         try:
-            page, jobs = build_page(info, service, on_final)
+            page, jobs = build_page(info, service, on_final, settings.get(info.slug))
+            exported_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
+            save_page(static_view(page, jobs.measured, exported, exported_at), path,
+                      f"Lesson {info.number}: {info.title}")
         except ExportError as e:
             failed.append(f"{info.slug}: {e}")
             say(f"{info.slug}: not exported: {e}")
             continue
-        exported_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
-        path = out / f"{info.slug}.html"
-        save_page(static_view(page, jobs.measured, exported, exported_at), path,
-                  f"Lesson {info.number}: {info.title}")
         written.append(info)
         say(f"{info.slug}: wrote {path}")
     if written:
@@ -273,18 +308,22 @@ def export(lessons: list[LessonInfo], out: Path, service: EngineService,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lessons.export",
                                      description=__doc__.splitlines()[0])
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--lesson", action="append", metavar="SLUG",
-                       help="this lesson (repeat for more)")
-    which.add_argument("--all", action="store_true", help="every lesson, with an index")
+    parser.add_argument("--lesson", action="append", metavar="SLUG[?SETTINGS]", default=[],
+                        help="this lesson (repeat for more), at its default view or at the "
+                             "settings its URL would take, e.g. 'knob?batch_size=16'")
+    parser.add_argument("--all", action="store_true",
+                        help="every lesson, with an index (a --lesson with settings sets that "
+                             "lesson's view)")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR",
                         help="the folder to write the pages into (made if missing)")
     args = parser.parse_args(argv)
-    known = [info.slug for info in LESSONS]
-    unknown = [slug for slug in args.lesson or [] if slug not in known]
-    if unknown:
-        parser.error(f"no lesson called {unknown[0]!r}: choose from {', '.join(known)}")
-    lessons = list(LESSONS) if args.all else [i for i in LESSONS if i.slug in args.lesson]
+    if not args.lesson and not args.all:
+        parser.error("say which lessons: --lesson SLUG (repeat for more) or --all")
+    try:
+        settings = dict(lesson_settings(text) for text in args.lesson)
+    except ValueError as e:
+        parser.error(str(e))
+    lessons = [i for i in LESSONS if args.all or i.slug in settings]
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out} is a file, not a folder")
 

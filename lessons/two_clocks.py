@@ -118,6 +118,19 @@ tokens travelling back, and the drawing. Servers report the first clock, often a
 "inference time"; people live on the second, the end-to-end time.</p>
 """
 
+# What a static copy (lessons.export) shows in place of the browser's readouts: nobody streamed
+# the recorded answer to the reader's browser, so its clock has nothing to time.
+NO_BROWSER_CLOCK = """
+<p class="static-note">In the live app this clock runs in your browser: it stamps each token
+when your screen draws it, and shows when the first and the last token reached you after your
+click, how much of the wait happened outside the engine (the web server, the network, your
+browser), and how late each token was delivered. This is a static copy: the answer above was
+recorded on the engine's clock when the page was exported, and no server streams it to your
+browser, so there is nothing for your browser's clock to time and the chart's
+"your browser" row stays empty. Open the lesson in the live app (<code>panel serve app.py</code>)
+to see both clocks.</p>
+"""
+
 OBJECTIVES = (
     "tell the wait for the first token (TTFT) from the gaps between the tokens after it "
     "(TPOT, ITL), and say which work sets each",
@@ -431,6 +444,13 @@ class TwoClocksLesson(EndpointSource, LessonPage):
         """A static copy shows the default prompt streamed, as if the reader had sent it."""
         self.run()
 
+    def static_swaps(self) -> list[tuple[pn.viewable.Viewable, pn.viewable.Viewable]]:
+        """The browser's clock stamps tokens as a browser draws them from the live stream; a
+        static copy was streamed to no browser, so its readouts say what they would show and
+        why they cannot here, and the token table keeps the engine's column alone."""
+        self.token_table.object = site_html(self._token_table(None))
+        return [(self.browser_readouts.__panel__(), html_pane(NO_BROWSER_CLOCK))]
+
     @param.depends("source", watch=True)
     def _show_source(self) -> None:
         for w in getattr(self, "_engine_only", []):
@@ -590,25 +610,31 @@ class TwoClocksLesson(EndpointSource, LessonPage):
                     "in the answer; text: the token (the browser row leaves it empty); ms: when "
                     "it arrived on that clock. waits: the shaded wait before the first token")
 
-    def _token_table(self, browser: list[float]) -> str:
+    def _token_table(self, browser: list[float] | None) -> str:
+        """The first 10 and last 2 tokens on both clocks; on the engine's alone where no browser
+        clock ran (`browser` None: a static copy)."""
         n = len(self._engine_ms)
         if n == 0:
             return ""
         shown = list(range(min(n, 10))) + [i for i in range(max(10, n - 2), n)]
         rows = []
         for i in shown:
-            b = browser[i] if i < len(browser) else None
             e = self._engine_ms[i]
-            rows.append((i, repr(self._texts[i])[1:-1] or " ", f"{e:,.1f}",
-                         "\u2013" if b is None else f"{b:,.1f}",
-                         "\u2013" if b is None else f"{b - e:,.1f}"))
+            row = (i, repr(self._texts[i])[1:-1] or " ", f"{e:,.1f}")
+            if browser is not None:
+                b = browser[i] if i < len(browser) else None
+                row += ("\u2013" if b is None else f"{b:,.1f}",
+                        "\u2013" if b is None else f"{b - e:,.1f}")
+            rows.append(row)
+        first = ("server (ms since sent)" if self.measures_endpoint
+                 else "engine (ms since arrival)")
+        some = f"{n} tokens{', first 10 and last 2' if n > 12 else ''}"
+        if browser is None:
+            return table_html(("token", "text", first), rows, numeric_from=2,
+                              caption=f"The tokens on the engine's clock ({some})")
         return table_html(
-            ("token", "text",
-             "server (ms since sent)" if self.measures_endpoint
-             else "engine (ms since arrival)", "browser (ms since click)",
-             "browser - engine (ms)"), rows, numeric_from=2,
-            caption=f"The same tokens on both clocks ({n} tokens"
-                    f"{', first 10 and last 2' if n > 12 else ''})")
+            ("token", "text", first, "browser (ms since click)", "browser - engine (ms)"),
+            rows, numeric_from=2, caption=f"The same tokens on both clocks ({some})")
 
     @classmethod
     def expected_numbers(cls, lookup: Lookup) -> list[str]:

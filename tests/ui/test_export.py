@@ -1,13 +1,20 @@
-"""`python -m lessons.export`: lesson 4 exported to a folder opens from disk in Chromium with no
-server running and nothing fetched over the network; its prose, its chart and the numbers its
-default view measured are there, labelled with device and time; the prediction and the checkpoint
-answer a pick with no server; the index links the page."""
+"""`python -m lessons.export --all`: every lesson exported to a folder, with an index, opens from
+disk in Chromium with no server running and nothing fetched over the network; each page has its
+prose, its charts drawn from the numbers it measured (labelled with device and time), a prediction
+that a recorded measurement answers, and a checkpoint that answers a pick; the index and the
+lessons' own links lead to the exported files.
+
+One export is shared by the module. To keep it short, the lessons whose default view takes
+minutes of CPU are exported at small settings given as their URLs would give them (the same
+small workloads the served lessons' browser tests use); the rest at their default views. The
+default views of every lesson are exported by the same code (`--all` alone, see README)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
+from urllib.parse import unquote, urlparse
 
 import pytest
 from conftest import ROOT
@@ -16,6 +23,52 @@ from ui_helpers import page_text
 
 from lessons.export import rewrite_links
 from lessons.knob import PROSE, QUESTIONS
+from lessons.registry import LESSONS, lesson_class
+from lessons.two_clocks import NO_BROWSER_CLOCK
+from widgets.checkpoint import Question
+
+SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons_*.py)
+    "two-clocks": "max_new_tokens=8",
+    "average-lies": "requests=10&rate=30&long_share=0",
+    "three-schedules": "requests=6&rate=40&max_batch=2",
+    "roofline": "preset=tiny&max_batch=2&max_prompt=64",
+    "chunked-prefill": "requests=4&output_len=64&long_prompt=1536&chunk_size=128",
+    "slo-goodput": "points=2&requests=6&max_rate=8",
+    "prefix-cache": "shared_prefix=512&requests=3",
+    "speculative": "k=3&batch_size=1",
+}
+DASH = "\u2013"
+
+# Every Bokeh data source in the page with its row count, and every link's target, shadow DOMs
+# included (Panel renders each pane in its own).
+SOURCES_JS = """() => {
+  const rows = [];
+  for (const doc of Bokeh.documents) {
+    for (const model of doc.all_models) {
+      if (typeof model.stream === 'function' && model.data) {  // a ColumnDataSource
+        const data = model.data instanceof Map ? [...model.data.values()]
+                                               : Object.values(model.data);
+        rows.push(data.length ? data[0].length : 0);
+      }
+    }
+  }
+  return rows;
+}"""
+LINKS_JS = """() => {
+  const hrefs = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.tagName === 'A' && el.hasAttribute('href')) hrefs.push(el.getAttribute('href'));
+      if (el.shadowRoot) walk(el.shadowRoot);
+    }
+  };
+  walk(document);
+  return hrefs;
+}"""
+
+
+def words(page) -> str:
+    return " ".join(page_text(page).split())  # text nodes joined: one space between words
 
 
 @pytest.fixture(scope="module")
@@ -23,33 +76,91 @@ def site(tmp_path_factory):
     """The command as a course site would run it, with the test session's private cache
     (empty or not: the export measures what it lacks)."""
     out = tmp_path_factory.mktemp("site")
-    done = subprocess.run([sys.executable, "-m", "lessons.export", "--lesson", "knob",
+    small = [arg for slug, query in SMALL.items() for arg in ("--lesson", f"{slug}?{query}")]
+    done = subprocess.run([sys.executable, "-m", "lessons.export", "--all", *small,
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stderr
 
 
-def test_command_reports_and_writes(site):
+def test_command_reports_and_writes_every_lesson_and_the_index(site):
     out, said = site
-    assert sorted(p.name for p in out.iterdir()) == ["index.html", "knob.html"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["index.html", *(f"{info.slug}.html" for info in LESSONS)])
     assert "knob: sweep_point" in said and "knob: wrote" in said  # progress per job, then the file
     index = (out / "index.html").read_text()
-    assert '<a href="knob.html">Lesson 4: The batch-size knob</a>' in index
-    assert "two-clocks.html" not in index  # only what was exported
+    for info in LESSONS:
+        assert f'<a href="{info.slug}.html">Lesson {info.number}: {info.title}</a>' in index
 
 
-def test_exported_lesson_works_from_disk(site, page, console):
+@pytest.mark.parametrize("info", LESSONS, ids=[info.slug for info in LESSONS])
+def test_every_lesson_works_from_disk(site, page, console, info):
     out, _ = site
     fetched = []
     page.on("request", lambda r: not r.url.startswith(("file:", "data:", "blob:"))
             and fetched.append(r.url))
-    page.goto((out / "knob.html").as_uri())
-    expect(page.get_by_text("Two lines, one knob").first).to_be_visible(timeout=60_000)
-    text = " ".join(page_text(page).split())  # text nodes joined: one space between words
-    assert "A static copy of lesson 4" in text
+    page.goto((out / f"{info.slug}.html").as_uri())
+    expect(page.get_by_text(f"Lesson {info.number}: {info.title}").first).to_be_visible(
+        timeout=60_000)
+    lesson = lesson_class(info)
+    text = words(page)
+    # the prose: what it measures, what the reader will be able to do, the takeaway
+    for line in (info.measures, *lesson.objectives[:1], *lesson.takeaway[:1]):
+        assert " ".join(line.split()) in text, line
+    assert f"A static copy of lesson {info.number}" in text
     assert re.search(r"measured by the course's engine on \S.* (at|between) \d{4}-\d\d-\d\d "
                      r"\d\d:\d\d", text), "the banner names the device and time"
+    assert "Traceback" not in text
+    # its charts hold the recorded measurements; no readout is left empty
+    assert page.locator("canvas").count() >= 1
+    assert max(page.evaluate(SOURCES_JS)) > 0, "no chart has data"
+    empty = [v for v in page.locator(".readouts .value").all_inner_texts() if v.strip() == DASH]
+    assert empty == [], f"{len(empty)} readouts without a value"
+
+    if lesson.prediction is not None:  # a pick is answered by what was measured
+        page.locator("#prediction input").first.check()
+        verdict = page.locator(".why-prediction-0")
+        expect(verdict).to_be_visible()
+        expect(verdict).to_contain_text(re.compile(r"(As you predicted|Not what you predicted)\."
+                                                   r" You predicted: .* Measured: "))
+    fixed = [q for q in lesson.questions if isinstance(q, Question)]
+    if fixed:  # the checkpoint: the right answer says so
+        first = fixed[0]
+        page.get_by_label(first.answer.text, exact=True).first.check()
+        expect(page.get_by_text(f"Right. {first.answer.why}")).to_be_visible()
+
+    # every link leads to an exported file (or out of the course), none to the app
+    for href in page.evaluate(LINKS_JS):
+        target = urlparse(href)
+        if target.scheme in ("http", "https", "mailto") or href.startswith("#"):
+            continue
+        assert not href.startswith("app"), f"a link into the app: {href}"
+        assert (out / unquote(target.path)).is_file(), f"a link to a missing file: {href}"
+    assert fetched == [], "an exported page fetches nothing"
+    assert console.errors == []
+
+
+def test_lesson_1_says_why_the_browser_clock_is_empty(site, page):
+    """No browser received the recorded stream: the page says what its browser's clock would
+    show instead of empty readouts, and its token table keeps the engine's clock alone."""
+    out, _ = site
+    page.goto((out / "two-clocks.html").as_uri())
+    expect(page.get_by_text("Your browser's clock").first).to_be_visible(timeout=60_000)
+    text = words(page)
+    assert "no server streams it to your browser, so there is nothing for your browser's " \
+        "clock to time" in text
+    assert "no server streams it" in NO_BROWSER_CLOCK  # the words above are the page's
+    assert "first token on your screen" not in text  # the live page's readouts are gone
+    assert re.search(r"The tokens on the engine's clock \(\d+ tokens?\)", text)
+    assert "browser (ms since click)" not in text
+
+
+def test_knob_works_from_disk_in_detail(site, page, console):
+    out, _ = site
+    page.goto((out / "knob.html").as_uri())
+    expect(page.get_by_text("Two lines, one knob").first).to_be_visible(timeout=60_000)
+    text = words(page)
     # the default view's points (batch 8, 4 and 1) in the curve's table, in tokens/s
     assert re.search(r"Points measured so far, tiny preset", text)
     for batch in (1, 4, 8):
@@ -82,16 +193,18 @@ def test_exported_lesson_works_from_disk(site, page, console):
         page.get_by_role("button", name="Download CSV").first.click()
     csv = open(download.value.path(), encoding="utf-8").read()
     assert "tokens_per_s" in csv and "\n8," in csv
-
-    assert fetched == [], "an exported page fetches nothing"
     assert console.errors == []
 
 
 def test_bad_arguments_say_so_in_one_line(tmp_path):
-    """An unknown lesson, no folder, no lesson: status 2, the usage and one error line naming
-    what is wrong, nothing written."""
-    for args, named in ((["--lesson", "nope", "--out", str(tmp_path)], "no lesson called 'nope'"),
-                        (["--all"], "--out"), (["--out", str(tmp_path)], "--lesson")):
+    """An unknown lesson or setting, a value its URL would not take, no folder, no lesson:
+    status 2, the usage and one error line naming what is wrong, nothing written."""
+    for args, named in (
+            (["--lesson", "nope", "--out", str(tmp_path)], "no lesson called 'nope'"),
+            (["--lesson", "knob?nope=1", "--out", str(tmp_path)], "knob has no setting 'nope'"),
+            (["--lesson", "knob?batch_size=many", "--all", "--out", str(tmp_path)],
+             "which is not a number"),
+            (["--all"], "--out"), (["--out", str(tmp_path)], "--lesson")):
         done = subprocess.run([sys.executable, "-m", "lessons.export", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         last = done.stderr.strip().splitlines()[-1]
