@@ -1,7 +1,9 @@
 """The app served for a benchmark, as the README runs it: `panel serve app.py` on a free port of
 127.0.0.1 with a measurement cache of its own, stopped with Ctrl-C (so it shuts its engine worker
 down); plus what the benchmarks read about it (the memory of the web process and its worker).
-Shared by bench/ui_latency.py and bench/classroom.py."""
+Shared by bench/ui_latency.py, bench/classroom.py and bench/ui_truth.py; the browser tests import
+its serving and Chromium parts too (tests/ui/conftest.py, as `bench.served_app`), so a bench and
+a test start, wait for, stop and read the app the same way. Standard library only."""
 
 from __future__ import annotations
 
@@ -32,6 +34,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The text under an element (the page's body by default), shadow DOMs included: Panel renders
+# each component in its own, so an element's innerText misses what its shadow root holds.
+PAGE_TEXT_JS = """(root) => {
+  const parts = [];
+  const walk = (node) => {
+    if (node.shadowRoot) walk(node.shadowRoot);
+    for (const child of node.childNodes) {
+      if (child.nodeType === Node.TEXT_NODE) parts.push(child.textContent);
+      else if (child.nodeType === Node.ELEMENT_NODE && child.tagName !== 'SCRIPT'
+               && child.tagName !== 'STYLE') walk(child);
+    }
+  };
+  walk(root || document.body);
+  return parts.join(' ');
+}"""
+
+
+def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S) -> None:
+    """Until `url` answers 200; an error if the process exits or the time runs out first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{' '.join(map(str, proc.args[:4]))} exited with "
+                               f"{proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)  # polling a server that is starting up
+    raise TimeoutError(f"{url} did not answer within {timeout} s")
+
+
 def start_server(cache: str, extra: tuple[str, ...] = (),
                  log: Path | None = None) -> tuple[subprocess.Popen, str]:
     """`panel serve app.py` with the README's options on 127.0.0.1, a page the reader left
@@ -48,19 +84,12 @@ def start_server(cache: str, extra: tuple[str, ...] = (),
          "--unused-session-lifetime", "1000", "--check-unused-sessions", "500", *extra],
         cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"panel serve exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/app", timeout=5) as response:
-                if response.status == 200:
-                    return proc, url
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)  # polling a server that is starting up
-    proc.kill()
-    raise TimeoutError(f"the app did not answer within {START_TIMEOUT_S} s")
+    try:
+        wait_for_http(f"{url}/app", proc)
+    except TimeoutError:
+        proc.kill()
+        raise
+    return proc, url
 
 
 def stop_server(proc: subprocess.Popen) -> None:

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import ui_latency  # noqa: E402
-from ui_latency import CHROMIUM, CHROMIUM_ARGS, stop_server  # noqa: E402
+from served_app import CHROMIUM, CHROMIUM_ARGS, PAGE_TEXT_JS, stop_server  # noqa: E402
 
 from engine.lab import cores  # noqa: E402
 from lessons.knob import DEFAULT_NEW_TOKENS, DEFAULT_PROMPT_LEN  # noqa: E402
@@ -55,21 +55,6 @@ TARGET = 1.25
 BATCHES = (1, 8, 64)
 ANSWER_TOKENS = 48  # lesson 1's default answer length
 TIMEOUT_MS = 300_000
-
-# The text of the page, shadow DOMs included (as tests/ui/ui_helpers.py reads it).
-PAGE_TEXT_JS = """() => {
-  const parts = [];
-  const walk = (node) => {
-    if (node.shadowRoot) walk(node.shadowRoot);
-    for (const child of node.childNodes) {
-      if (child.nodeType === Node.TEXT_NODE) parts.push(child.textContent);
-      else if (child.nodeType === Node.ELEMENT_NODE && child.tagName !== 'SCRIPT'
-               && child.tagName !== 'STYLE') walk(child);
-    }
-  };
-  walk(document.body);
-  return parts.join(' ');
-}"""
 
 # The knob chart's points as the browser holds them: {batch: ms per token}.
 KNOB_POINTS_JS = """() => {
@@ -87,7 +72,7 @@ KNOB_POINTS_JS = """() => {
 
 
 def page_text(page) -> str:
-    return page.evaluate(PAGE_TEXT_JS)
+    return page.evaluate(PAGE_TEXT_JS, None)
 
 
 def wait_text(page, pattern: str, timeout_s: float = TIMEOUT_MS / 1000) -> re.Match:

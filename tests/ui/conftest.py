@@ -1,55 +1,27 @@
 """Browser tests: the app served by `panel serve` (the README's command) in a subprocess on free
 ports, a second local web server on another origin for the embedding tests, and Debian's
-Chromium driven by pytest-playwright (no downloaded browser)."""
+Chromium driven by pytest-playwright (no downloaded browser). Ports, waiting for a server, its
+stop and Chromium's options are bench/served_app.py's, so the benches serve the app the same way."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from ui_helpers import ConsoleLog
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
-START_TIMEOUT = 90
+from bench.served_app import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_for_http
+from bench.served_app import stop_server as stop
+
 
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/ui/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.browser)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = START_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[:3]} exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)  # polling a server that is starting up
-    raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
 def die_with_parent() -> None:
@@ -59,17 +31,6 @@ def die_with_parent() -> None:
 
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Ctrl-C first (the app shuts its engine worker down), then harder."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(15)
 
 
 @pytest.fixture(scope="session")

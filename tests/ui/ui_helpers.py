@@ -2,22 +2,7 @@
 
 from __future__ import annotations
 
-# The text under an element (the page's body by default), shadow DOMs included (Panel renders
-# each component in its own, so an element's innerText misses what its shadow root holds).
-TEXT_JS = """(root) => {
-  const parts = [];
-  const walk = (node) => {
-    if (node.shadowRoot) walk(node.shadowRoot);
-    for (const child of node.childNodes) {
-      if (child.nodeType === Node.TEXT_NODE) parts.push(child.textContent);
-      else if (child.nodeType === Node.ELEMENT_NODE && child.tagName !== 'SCRIPT'
-               && child.tagName !== 'STYLE') walk(child);
-    }
-  };
-  walk(root || document.body);
-  return parts.join(' ');
-}"""
-
+from bench.served_app import PAGE_TEXT_JS as TEXT_JS  # the benches read a page's text alike
 
 
 class ConsoleLog:
