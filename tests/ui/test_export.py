@@ -30,7 +30,7 @@ from widgets.checkpoint import Question
 SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons_*.py)
     "two-clocks": "max_new_tokens=8",
     "average-lies": "requests=10&rate=30&long_share=0",
-    "three-schedules": "requests=6&rate=40&max_batch=2",
+    "three-schedules": "requests=6&rate=40",  # max batch 4: the prediction asks about it
     "roofline": "preset=tiny&max_batch=2&max_prompt=64",
     "chunked-prefill": "requests=4&output_len=64&long_prompt=1536&chunk_size=128",
     "slo-goodput": "points=2&requests=6&max_rate=8",

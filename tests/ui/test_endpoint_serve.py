@@ -1,0 +1,34 @@
+"""The README's command for a class measuring its own server, `panel serve app.py --args
+--endpoint URL --model M`, as written, with our own `python -m engine serve` as the endpoint (a
+class would name its vLLM or SGLang server): lesson 2 offers the endpoint beside the built-in
+engine, runs its load test over HTTP, and labels the figures with the endpoint's model and host."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import served_app
+from playwright.sync_api import expect
+from ui_helpers import page_text, skip_prediction
+
+from engine.lab.endpoint import Endpoint
+
+LONG = 240_000  # ms: the app's engine worker and the load test share this machine
+
+
+def test_lesson_2_measures_the_teachers_endpoint(page, console, tmp_path_factory, server):
+    label = Endpoint(server["url"], server["model"]).label  # "tiny at 127.0.0.1:PORT"
+    with served_app(tmp_path_factory, "--args", "--endpoint", server["url"],
+                    "--model", server["model"]) as url:
+        page.goto(f"{url}/app?lesson=average-lies&source=endpoint&requests=10&rate=30"
+                  "&long_share=0")
+        skip_prediction(page)
+        expect(page.get_by_text("Percentiles over 10 requests (ms)")).to_be_visible(
+            timeout=LONG)
+        expect(page.get_by_text(f"Measured over HTTP: {label}").first).to_be_visible()
+        expect(page.get_by_role("button", name="Built-in engine")).to_be_visible()
+        expect(page.get_by_role("button", name=label)).to_be_visible()
+        text = page_text(page)
+        assert re.search(r"not\s+visible\s+from\s+the\s+client", text)
+        assert "Traceback" not in text
+        assert console.errors == []
