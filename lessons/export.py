@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
 
     service = EngineService()
     try:
-        failed = export(lessons, args.out, service, say)
+        failed = export(lessons, args.out, service, say, settings)
     except OSError as e:
         print(f"error: cannot write into {args.out}: {e.strerror or e}", file=sys.stderr)
         return 1
