@@ -114,9 +114,11 @@ def test_every_lesson_works_from_disk(site, page, console, info):
     assert re.search(r"measured by the course's engine on \S.* (at|between) \d{4}-\d\d-\d\d "
                      r"\d\d:\d\d", text), "the banner names the device and time"
     assert "Traceback" not in text
-    # its charts hold the recorded measurements; no readout is left empty
-    assert page.locator("canvas").count() >= 1
-    assert max(page.evaluate(SOURCES_JS)) > 0, "no chart has data"
+    # its charts (lesson 9 has tables only) are drawn and hold the recorded measurements; no
+    # readout is left empty
+    if '"name":"Figure"' in (out / f"{info.slug}.html").read_text():
+        expect(page.locator("canvas").first).to_be_attached()  # drawn after the header shows
+        assert max(page.evaluate(SOURCES_JS)) > 0, "no chart has data"
     empty = [v for v in page.locator(".readouts .value").all_inner_texts() if v.strip() == DASH]
     assert empty == [], f"{len(empty)} readouts without a value"
 
