@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import ui_latency  # noqa: E402
-from served_app import CHROMIUM, CHROMIUM_ARGS, PAGE_TEXT_JS, stop_server  # noqa: E402
+from served_app import CHROMIUM, CHROMIUM_ARGS, PAGE_TEXT_JS, SKIP_PREDICTION, stop_server  # noqa: E402
 
 from engine.lab import cores  # noqa: E402
 from lessons.knob import DEFAULT_NEW_TOKENS, DEFAULT_PROMPT_LEN  # noqa: E402
@@ -69,6 +69,12 @@ KNOB_POINTS_JS = """() => {
   }
   return {};
 }"""
+
+
+def skip_prediction(page) -> None:
+    """Every lesson measures nothing fresh before its reader predicts or skips (lessons.base):
+    skip, as a reader in a hurry does, so the page measures."""
+    page.get_by_role("button", name=SKIP_PREDICTION).click(timeout=TIMEOUT_MS)
 
 
 def page_text(page) -> str:
@@ -138,6 +144,7 @@ def lesson1(browser, url: str) -> dict:
     try:
         page = context.new_page()
         page.goto(f"{url}/app?lesson=two-clocks")
+        skip_prediction(page)
         send = page.get_by_role("button", name="Send")
         send.wait_for(state="visible", timeout=TIMEOUT_MS)
         page.wait_for_timeout(1000)  # the page's own start-up settles
@@ -157,6 +164,7 @@ def knob(browser, url: str, batch: int) -> tuple[dict[int, float], bool]:
     try:
         page = context.new_page()
         page.goto(f"{url}/app?lesson=knob&batch_size={batch}")
+        skip_prediction(page)
         wait_text(page, f"Last doubling, batch {batch // 2} to {batch}: total" if batch > 1
                   else "Batch 1 is where the curve starts")
         return chart_points(page, batch, batch // 2 or 1, 1), "DISTURBED" in page_text(page)
@@ -180,6 +188,7 @@ def lesson7(browser, url: str) -> dict:
     try:
         page = context.new_page()
         page.goto(f"{url}/app?lesson=chunked-prefill")
+        skip_prediction(page)
         whole = wait_text(page, r"whole[^:]*:\s*worst gap\s*([\d.,]+)\s*ms")
         chunked = wait_text(page, r"chunks of \d+ tokens:\s*worst gap\s*([\d.,]+)\s*ms")
         w, c = (float(x.group(1).replace(",", "")) for x in (whole, chunked))
@@ -240,6 +249,7 @@ def hog_run(browser, hog_s: float) -> dict:
     try:
         page = context.new_page()
         page.goto(f"{url}/app?lesson=knob&batch_size=64")
+        skip_prediction(page)
         hogs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
                                   "while True: pass"]) for c in ALL_CORES]
         label = wait_text(page, r"DISTURBED[^;]*;[^.;]*|re-measuring[^.;]*",
