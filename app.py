@@ -16,6 +16,7 @@ as JSON (lessons.shell.routes). Other paths get a friendly 404 page.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
@@ -31,6 +32,8 @@ from widgets.a11y import A11Y_CSS
 # raw_css goes into every component's shadow DOM and the template's head: focus always visible,
 # no animation for readers who ask for reduced motion (widgets.a11y)
 pn.extension(sizing_mode="stretch_width", notifications=False, raw_css=[A11Y_CSS])
+# the server's log says what the engine ran: each measured run, its time, disturbed or not
+logging.getLogger("engine.lab.client").setLevel(logging.INFO)
 
 if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs once per session
     try:

@@ -258,6 +258,22 @@ def probe_arrival(browser, url: str, slug: str, knob_batch: int) -> dict:
 
 
 # ---- the server's side ---------------------------------------------------------------------------
+def keep_off_engine_cores(status: dict | None, anywhere: bool) -> str:
+    """Pin this process (the students, and the Chromium it starts later) to the web server's
+    cores, off the engine's. In a class the readers' browsers run on their own machines; here
+    they must share this one, and on the engine's core they would disturb every measurement
+    (engine.lab.quality), which the service then labels or measures again: a cost no real class
+    pays. On the web server's cores their cost shows where a real class's would not, as slower
+    pages, so the figures err on the slow side. Returns where they run, for the report."""
+    split = (status or {}).get("cores") or {}
+    if anywhere or not split.get("isolated"):
+        return "every core (the engine's too)"
+    from engine.lab import cores
+
+    cores.pin(0, split["web"])
+    return f"the web server's {cores.describe(split['web'])}"
+
+
 def engine_status(url: str) -> dict | None:
     try:
         with urllib.request.urlopen(f"{url}/engine-status", timeout=5) as response:
@@ -268,6 +284,10 @@ def engine_status(url: str) -> dict | None:
 
 def memory(server_pid: int, worker_pid: int | None) -> dict:
     return {"web_mib": _round(rss_mib(server_pid)), "worker_mib": _round(rss_mib(worker_pid))}
+
+
+ENGINE_COUNTS = ("jobs_done", "cache_hits", "shared_runs", "preemptions", "jobs_cancelled",
+                 "disturbed", "remeasured")  # /engine-status counters kept with each sample
 
 
 CHURN_PAGES = [{"lesson": slug} for slug in MIX] + [{"lesson": "two-clocks"}, {"page": "about"}, {}]
@@ -352,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-every", type=float, default=20.0,
                         help="seconds between Chromium readers arriving (0: none)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--clients-anywhere", action="store_true",
+                        help="let the students and Chromium run on the engine's cores too "
+                             "(by default they keep to the web server's: see keep_off_engine_cores)")
     parser.add_argument("--churn", type=int, default=0,
                         help="memory only: open and close this many sessions (up to 2000)")
     parser.add_argument("--at-once", type=int, default=10, help="with --churn (1-50)")
@@ -382,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.5)  # the worker starts with the first page (the server's check above)
             status = engine_status(url)
         worker = (status or {}).get("worker_pid") or next(iter(child_pids(proc.pid)), None)
+        clients_on = keep_off_engine_cores(status, args.clients_anywhere)
         time.sleep(2)
         rss["before"] = memory(proc.pid, worker)
         start = time.monotonic()
@@ -389,8 +413,12 @@ def main(argv: list[str] | None = None) -> int:
         def sample_queue() -> None:
             while not stop.is_set():
                 s = engine_status(url) or {}
+                running = s.get("running") or {}
                 queue.append({"t_s": round(time.monotonic() - start, 1),
-                              "queued": s.get("queued"), "running": bool(s.get("running")),
+                              "queued": s.get("queued"), "running": bool(running),
+                              "running_kind": running.get("kind"),
+                              "running_s": running.get("running_s"),
+                              **{k: s.get(k) for k in ENGINE_COUNTS},
                               **memory(proc.pid, s.get("worker_pid") or worker)})
                 stop.wait(1.0)
 
@@ -407,27 +435,22 @@ def main(argv: list[str] | None = None) -> int:
                                             name=f"student-{n}"))
         arrivals = [start + i * args.arrive_s / max(1, args.students) for i in range(args.students)]
         next_release = {s.n: arrivals[s.n] + rng.uniform(15, 25) for s in students}
-        next_probe = start + (args.probe_every or float("inf")) / 2
         class_end = start + args.class_s
-        with _browser(args.probe_every > 0) as browser:
-            probe_n, knob_batch = 0, 41  # the Chromium reader's knob points: 41, 42, ...
-            while time.monotonic() < class_end and time.monotonic() < hard_stop:
-                now = time.monotonic()
-                for s, t in zip(students, threads, strict=True):
-                    if not t.is_alive() and t.ident is None and now >= arrivals[s.n]:
-                        t.start()
-                    if t.ident is not None and now >= next_release[s.n]:
-                        s.release()
-                        next_release[s.n] = now + s.rng.uniform(10, 25)
-                if browser is not None and now >= next_probe:
-                    slug = PROBE_LESSONS[probe_n % len(PROBE_LESSONS)]
-                    probes.append({"t_s": round(now - start, 1),
-                                   **probe_arrival(browser, url, slug, knob_batch)})
-                    print(f"  probe {probes[-1]}", flush=True)
-                    probe_n += 1
-                    knob_batch += slug == "knob"
-                    next_probe = time.monotonic() + args.probe_every
-                time.sleep(0.2)
+        prober = threading.Thread(target=chromium_readers, daemon=True, name="chromium",
+                                  args=(url, args.probe_every, start, class_end, stop, probes))
+        if args.probe_every > 0:
+            prober.start()  # its own thread: a reader waiting on a page holds up no student
+        while time.monotonic() < class_end and time.monotonic() < hard_stop:
+            now = time.monotonic()
+            for s, t in zip(students, threads, strict=True):
+                if not t.is_alive() and t.ident is None and now >= arrivals[s.n]:
+                    t.start()
+                if t.ident is not None and now >= next_release[s.n]:
+                    s.release()
+                    next_release[s.n] = now + s.rng.uniform(10, 25)
+            time.sleep(0.2)
+        if prober.ident is not None:
+            prober.join(max(1.0, hard_stop - time.monotonic()))  # its waits are bounded too
         rss["during_max"] = {k: max((q[k] for q in queue if q[k] is not None), default=None)
                              for k in ("web_mib", "worker_mib")}
         for s in students:
@@ -443,7 +466,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         stop_server(proc)
-    return report(args, students, probes, queue, rss, load_before, log)
+    return report(args, students, probes, queue, rss, load_before, log, clients_on)
+
+
+def chromium_readers(url: str, every_s: float, start: float, until: float,
+                     stop: threading.Event, probes: list[dict]) -> None:
+    """A new Chromium reader every `every_s` seconds (the first at every_s / 2) until `until`,
+    each on the next lesson of PROBE_LESSONS; appends what each saw to `probes`. Runs in a
+    thread of its own (Playwright's sync API is used from this thread only)."""
+    next_probe = start + every_s / 2
+    with _browser(True) as browser:
+        probe_n, knob_batch = 0, 41  # the Chromium reader's knob points: 41, 42, ...
+        while not stop.is_set() and time.monotonic() < until:
+            if time.monotonic() < next_probe:
+                stop.wait(0.2)
+                continue
+            slug = PROBE_LESSONS[probe_n % len(PROBE_LESSONS)]
+            t_s = round(time.monotonic() - start, 1)
+            probes.append({"t_s": t_s, **probe_arrival(browser, url, slug, knob_batch)})
+            print(f"  probe {probes[-1]}", flush=True)
+            probe_n += 1
+            knob_batch += slug == "knob"
+            next_probe = time.monotonic() + every_s
 
 
 class _browser:
@@ -468,7 +512,7 @@ class _browser:
             self._pw.stop()
 
 
-def report(args, students, probes, queue, rss, load_before, log) -> int:
+def report(args, students, probes, queue, rss, load_before, log, clients_on: str) -> int:
     first = [s.first_number_s for s in students if s.first_number_s is not None]
     knob = [r["drawn_s"] for s in students for r in s.releases if r["kind"] == "point"]
     other = [r["drawn_s"] for s in students for r in s.releases if r["kind"] == "shown"]
@@ -491,6 +535,7 @@ def report(args, students, probes, queue, rss, load_before, log) -> int:
     result = {
         "bench": "classroom", "students": args.students, "arrive_s": args.arrive_s,
         "class_s": args.class_s, "probe_every_s": args.probe_every, "seed": args.seed,
+        "clients_on": clients_on,
         "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "first_number": {"all_new_readers": summary(arrivals_first),
@@ -513,7 +558,7 @@ def report(args, students, probes, queue, rss, load_before, log) -> int:
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"classroom: {args.students} students over {args.arrive_s:g} s, class {args.class_s:g} s,"
           f" {len(probes)} Chromium arrivals; {os.cpu_count()} CPUs, load before "
-          f"{load_before[0]:.2f}")
+          f"{load_before[0]:.2f}; students and Chromium on {clients_on}")
     for what, s in [("first number, every new reader", result["first_number"]["all_new_readers"]),
                     ("first number, students", result["first_number"]["students"]),
                     ("first number, Chromium", result["first_number"]["chromium"]),
@@ -525,6 +570,10 @@ def report(args, students, probes, queue, rss, load_before, log) -> int:
         f"{k} p95 {v['p95_s']} s (n={v['n']})" for k, v in result["first_number_by_lesson"].items()))
     print("  queue length (every 5 s): " + " ".join(
         str(q["queued"]) for q in queue[::5]) + f"; max {result['queue_max']}")
+    last = next((q for q in reversed(queue) if q.get("jobs_done") is not None), {})
+    print("  engine: " + ", ".join(f"{k} {last.get(k)}" for k in ENGINE_COUNTS)
+          + "; seconds running, by kind (samples): " + ", ".join(
+              f"{kind} {n}" for kind, n in _running_by_kind(queue).items()))
     print(f"  RSS MiB web / worker: before {before.get('web_mib')} / {before.get('worker_mib')}, "
           f"during max {rss.get('during_max', {}).get('web_mib')} / "
           f"{rss.get('during_max', {}).get('worker_mib')}, after {after.get('web_mib')} / "
@@ -534,6 +583,15 @@ def report(args, students, probes, queue, rss, load_before, log) -> int:
           f"{result['first_number']['never']}")
     print(f"  saved {out.relative_to(ROOT)}")
     return 0 if all(met.values()) else 1
+
+
+def _running_by_kind(queue: list[dict]) -> dict[str, int]:
+    """How many of the once-a-second samples found each job kind running, most first."""
+    counts: dict[str, int] = {}
+    for q in queue:
+        if q.get("running_kind"):
+            counts[q["running_kind"]] = counts.get(q["running_kind"], 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def _pct(x: float | None) -> str:

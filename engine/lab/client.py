@@ -451,15 +451,24 @@ class EngineService:
                     self._finish(job, "error", {"message": f"the engine's result was malformed: "
                                                            f"{one_line(e)}"}, deliver_later=True)
                 return
+            ran_s = time.time() - (run.lead.started_at or time.time())
             if disturbed(result):
                 self.disturbed += 1
+                with self._lock:
+                    waiting = len(self._queue)  # other jobs (this run's have left the queue)
+                log.info("job %s (%s, %d readers) ran %.1f s: disturbed (%s); %d jobs wait",
+                         run.id, run.lead.kind, len(jobs), ran_s, "; ".join(
+                             result["check"].get("reasons") or ["?"]), waiting)
                 if (registry.get_spec(run.lead.kind).cacheable
                         and run.lead.remeasures < self.remeasures):
                     self._remeasure(jobs, result, device=device, measured_at=measured_at)
                     return
-            elif any(job.use_cache for job in jobs):
-                self._cache.put(self._key(run.lead, w), result, measured_at)
-                self._cache_generation += 1
+            else:
+                log.info("job %s (%s, %d readers) ran %.1f s", run.id, run.lead.kind, len(jobs),
+                         ran_s)
+                if any(job.use_cache for job in jobs):
+                    self._cache.put(self._key(run.lead, w), result, measured_at)
+                    self._cache_generation += 1
             for job in jobs:
                 self._finish(job, "result", result, deliver_later=True, device=device,
                              measured_at=measured_at, readers=len(jobs))
