@@ -362,7 +362,18 @@ def churn(count: int, at_once: int) -> int:
     return 0 if result["met"] else 1
 
 
+def deep_client_stacks() -> None:
+    """A Bokeh client session handles each message the server sends one await deeper than the
+    last (bokeh.client.connection: _handle_messages awaits _next, which awaits the next
+    _handle_messages), so a session that gets a few hundred page updates hits Python's recursion
+    limit and stops listening (RecursionError in the lead's N=50 run and the churn run). A student
+    lives for a class: give its thread room for tens of thousands of messages."""
+    sys.setrecursionlimit(200_000)
+    threading.stack_size(512 * 2**20)  # address space only, until used
+
+
 def main(argv: list[str] | None = None) -> int:
+    deep_client_stacks()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30, help="lightweight sessions (1-200)")
     parser.add_argument("--arrive-s", type=float, default=30.0,
