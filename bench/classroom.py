@@ -120,6 +120,7 @@ class Student:
     error: str = ""
     _session: object = None
     _skipped: bool = False
+    _closing: bool = False  # close() came: a session still being pulled is closed once it is
     _pending: dict | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -135,6 +136,9 @@ class Student:
             self.error = f"{type(e).__name__}: {e}"
             return
         self._session = session
+        if self._closing:  # left while the page was still loading (a busy server)
+            session.close()
+            return
         session.document.on_change(self._changed)
         session.document.callbacks.send_event(DocumentReady())  # the browser's "loaded"
         self._skip_prediction()
@@ -213,6 +217,11 @@ class Student:
         self._session._connection.io_loop.add_callback(move)
 
     def close(self) -> None:
+        """Leave (from any thread): the session closes now, or as soon as its page has loaded
+        (without that, a reader who left during a slow load stayed connected for good: in the
+        lead's churn run the server had opened 110 connections and closed 11 by the 100th
+        reader)."""
+        self._closing = True
         session = self._session
         if session is not None:
             session._connection.io_loop.add_callback(session.close)
