@@ -156,3 +156,26 @@ def test_a_disturbed_result_is_delivered_then_measured_again(service):
     assert job.result == last.data  # the job holds the last measurement
     cached = finished(service.submit("sweep_point", {**JOB, "seed": 3}))
     assert cached.cached is not last.result.disturbed  # kept only if the re-measure was quiet
+
+
+def test_a_disturbed_result_is_final_at_once_while_other_jobs_wait(service):
+    """In a class the queue comes first: measuring again in front of readers who have no number
+    yet would cost them up to three runs and the quiet waits. So a disturbed result is measured
+    again only when nothing else waits; otherwise it is final, labelled disturbed, not cached."""
+    rec = Recorder()
+    service.remeasures = 1
+    before = service.status()
+    try:
+        with busy_loop(engine_cores(service)):
+            first = service.submit("sweep_point", {**JOB, "seed": 5}, rec, session_id="a")
+            waiting = service.submit("sweep_point", {**JOB, "seed": 6}, rec, session_id="b")
+            result = rec.wait_for(first, "result")
+        finished(waiting)
+    finally:
+        service.remeasures = 0
+    assert result.result.disturbed and result.final and not result.remeasuring
+    assert rec.types(first).count("started") == 1 and first.remeasures == 0
+    status = service.status()
+    assert status["disturbed_final"] >= before["disturbed_final"] + 1
+    again = finished(service.submit("sweep_point", {**JOB, "seed": 5}))
+    assert not again.cached  # its question is still open: measured when asked again
