@@ -291,6 +291,17 @@ def engine_status(url: str) -> dict | None:
         return None
 
 
+def exceptions_logged(log) -> int | None:
+    """How many exceptions the server logged with a traceback: a chained one ("During handling
+    of the above exception, another exception occurred") prints two tracebacks but is one."""
+    if not log.exists():
+        return None
+    text = log.read_text()
+    return (text.count("Traceback (most recent call last)")
+            - text.count("During handling of the above exception")
+            - text.count("The above exception was the direct cause"))
+
+
 def memory(server_pid: int, worker_pid: int | None) -> dict:
     return {"web_mib": _round(rss_mib(server_pid)), "worker_mib": _round(rss_mib(worker_pid))}
 
@@ -362,7 +373,7 @@ def churn(count: int, at_once: int) -> int:
               "samples": samples, "web_growth_over_baseline": _round(growth),
               "target": TARGETS["rss_after_within"],
               "met": growth is not None and growth <= TARGETS["rss_after_within"],
-              "server_log_tracebacks": log.read_text().count("Traceback")}
+              "server_log_tracebacks": exceptions_logged(log)}
     out = RESULTS / f"classroom-churn-{count}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"  web RSS end vs baseline: {_pct(growth)} (target within "
@@ -572,7 +583,7 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
         "rss_mib": rss, "web_rss_growth": _round(web_growth), "targets": TARGETS, "met": met,
         "errors": [f"{s.slug}: {s.error}" for s in students if s.error],
         "probes": probes,
-        "server_log_tracebacks": log.read_text().count("Traceback") if log.exists() else None,
+        "server_log_tracebacks": exceptions_logged(log),
     }
     out = RESULTS / f"classroom-{args.students}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
