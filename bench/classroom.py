@@ -14,14 +14,18 @@ Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty ca
 - one real reader, Chromium driven by Playwright (/usr/bin/chromium, headless): every
   --probe-every seconds a new page (a newly arriving reader) on the next lesson of PROBE_LESSONS,
   skipping its prediction once the button is there; on the knob it also releases the slider at a
-  batch nobody asked for.
+  batch nobody asked for. It runs in a thread of its own, so its waits hold up no student.
+The students and Chromium keep to the web server's cores, off the engine's (keep_off_engine_cores;
+--clients-anywhere lets them run anywhere): a class's browsers are on other machines.
 It prints and saves (bench/results/classroom-<N>.json):
 - time to first number for a newly arriving reader: from opening the page to the first measured
   number on it (the status line's "measured live" / "cached: measured" / "nearby"), p50 and p95,
   for the students and for the Chromium reader apart;
 - slider release to point drawn on the knob (the point in the chart's data), p95; and release to
   the new result shown on the other lessons;
-- the engine queue's length over time (the app's /engine-status, once a second);
+- the engine queue's length over time and what the worker runs (the app's /engine-status, once
+  a second), with its counts of runs, cache answers and disturbed results; the server log
+  (bench/results/classroom-<N>-server.log) has a line per measured run with its time;
 - resident memory (RSS) of the web process and the engine worker before the class, the most
   during it, and after every session has closed.
 Targets (issue 16, N = 30 on 2 cores, empty cache): first number p95 <= 10 s, release to drawn p95
