@@ -27,9 +27,10 @@ just the dispatcher thread. Every timed
 result carries its spread and a disturbance check; a disturbed result is never cached, and a
 cacheable job's disturbed result is delivered with `remeasuring=True` (not final) and the job
 queued again, to run once the engine's cores are quiet (at most `remeasures` times; after that the last
-result is final, labelled disturbed). It is measured again only when no other job waits: in a
-class, a re-measure in front of readers who have no number yet costs them two more runs and the
-quiet waits (bench/classroom.py), so while the queue is busy the first result is final, labelled.
+result is final, labelled disturbed). It is measured again only when no other reader's job
+waits: in a class, a re-measure in front of readers who have no number yet costs them two more
+runs and the quiet waits (bench/classroom.py), so while others wait the first result is final,
+labelled.
 """
 
 from __future__ import annotations
@@ -459,11 +460,11 @@ class EngineService:
             if disturbed(result):
                 self.disturbed += 1
                 with self._lock:
-                    waiting = len(self._queue)  # other jobs (this run's have left the queue)
+                    waiting = self._queue.others_waiting(j.session_id for j in jobs)
                 log.info("job %s (%s, %d readers) ran %.1f s: disturbed (%s); %s", run.id,
                          run.lead.kind, len(jobs), ran_s, "; ".join(
                              result["check"].get("reasons") or ["?"]),
-                         f"not measured again: {waiting} jobs wait" if waiting else
+                         f"not measured again: {waiting} jobs of others wait" if waiting else
                          "measured again" if run.lead.remeasures < self.remeasures else "final")
                 if (registry.get_spec(run.lead.kind).cacheable and not waiting
                         and run.lead.remeasures < self.remeasures):

@@ -125,6 +125,12 @@ class JobQueue:
             order += _round_robin(sessions[s] for s in turns)
         return _first_of_each_question(order)
 
+    def others_waiting(self, sessions: Iterable[str | None]) -> int:
+        """How many queued jobs belong to readers other than these: what a re-measure of their
+        run would hold up (a reader's own next points wait behind it in any case)."""
+        mine = set(sessions)
+        return sum(j.session_id not in mine for j in self._jobs)
+
     def longest_wait(self, now: float, rank: int = 0) -> float:
         """Seconds the longest-waiting job of this rank (or smaller) has waited; 0 for none."""
         waits = [now - j.submitted_at for j in self._jobs if self.rank(j, now) <= rank]

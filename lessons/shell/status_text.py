@@ -49,7 +49,7 @@ def describe_status(status: dict) -> str:
     lines.append(f"Disturbed: {status.get('disturbed', 0)} results (other work took the "
                  f"engine's core while it measured; never cached), {status.get('remeasured', 0)} "
                  f"of them measured again, {status.get('disturbed_final', 0)} left as they were "
-                 "(other jobs were waiting).")
+                 "(other readers' jobs were waiting).")
     lines.append(f"Worker restarts: {status.get('restarts', 0)}.")
     memory = describe_memory(status.get("memory") or {})
     if memory:

@@ -158,10 +158,11 @@ def test_a_disturbed_result_is_delivered_then_measured_again(service):
     assert cached.cached is not last.result.disturbed  # kept only if the re-measure was quiet
 
 
-def test_a_disturbed_result_is_final_at_once_while_other_jobs_wait(service):
+def test_a_disturbed_result_is_final_at_once_while_other_readers_jobs_wait(service):
     """In a class the queue comes first: measuring again in front of readers who have no number
     yet would cost them up to three runs and the quiet waits. So a disturbed result is measured
-    again only when nothing else waits; otherwise it is final, labelled disturbed, not cached."""
+    again only when no other reader's job waits; otherwise it is final, labelled disturbed, not
+    cached."""
     rec = Recorder()
     service.remeasures = 1
     before = service.status()

@@ -171,3 +171,16 @@ def test_longest_wait_counts_the_jobs_of_a_rank_or_smaller():
     assert q.longest_wait(5) == 0  # no point waits: nothing to stop a load test for
     q.add(job(session="b", at=3))
     assert q.longest_wait(5) == 2 and q.longest_wait(5, rank=2) == 5
+
+
+def test_others_waiting_counts_only_other_readers_jobs():
+    """What a re-measure would hold up (engine.lab.client): a reader's own queued points do not
+    count, every other reader's jobs do."""
+    q = JobQueue()
+    for j in [job(session="a", batch_size=2), job(session="a", batch_size=3),
+              job(session="b", batch_size=4), job(session=None, batch_size=5)]:
+        q.add(j)
+    assert q.others_waiting(["a"]) == 2
+    assert q.others_waiting(["a", "b"]) == 1
+    assert q.others_waiting(["a", "b", None]) == 0
+    assert JobQueue().others_waiting(["a"]) == 0
