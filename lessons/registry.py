@@ -77,6 +77,12 @@ LESSONS: tuple[LessonInfo, ...] = (
         "small trained model) guesses k tokens that the model checks at once, as the batch "
         "grows.",
         "lessons.speculative:SpeculativeLesson"),
+    LessonInfo(
+        "quantization", 11, "Quantization: a quarter of the bytes",
+        "Time per token and bytes read per decode step with float32 and int8 weights at batch "
+        "1, 4 and 16, placed on this machine's roofline, and what int8 costs the trained model "
+        "in held-out loss and next-token agreement.",
+        "lessons.quantization:QuantizationLesson"),
 )
 
 _BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}

@@ -9,7 +9,9 @@ and the shared `server` fixture.
   set before triton is first imported.
 - `server` is a real `python -m engine serve` on 127.0.0.1 (a free port), for the HTTP tests and
   the lessons measuring an endpoint: started once when first asked for, stopped at the end, and
-  bounded in time whatever happens to the tests."""
+  bounded in time whatever happens to the tests.
+- `int8_kernel` is the C++ int8 linear kernel, built into the tests' cache for the engine tests,
+  the quantization lesson's tests and the served app's engine worker (which reads the same cache)."""
 
 import atexit
 import json
@@ -32,6 +34,19 @@ else:
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(scope="session")
+def int8_kernel():
+    """The C++ int8 linear kernel, built once into the tests' own cache ($LLM_SPEED_CACHE); the
+    tests that need it (int8 weights) are skipped where it cannot be built."""
+    from engine.model.cpu_kernel import INT8_LINEAR, KernelBuildError, build_one, int8_linear_kernel
+
+    try:
+        build_one(INT8_LINEAR)
+    except KernelBuildError as e:
+        pytest.skip(str(e))
+    return int8_linear_kernel()
 
 
 LIFETIME_S = 1800  # killed after this however the test session ends (the suite is shorter)

@@ -178,9 +178,11 @@ TERMS: tuple[Term, ...] = (
          "Keeping the KV cache of a prompt's beginning (a shared system prompt) so a later "
          "request that starts the same way skips that part of its prefill.", "", LATER),
     Term("Quantization", "quantization",
-         "Storing weights (or the KV cache) in fewer bits, such as 8 or 4 instead of 16: fewer "
-         "bytes per step, a lower decode floor, at some cost in quality that has to be "
-         "measured.", "", LATER),
+         "Storing weights (or the KV cache) in fewer bits, such as 8 or 4 instead of 16 or 32: "
+         "fewer bytes per step and a lower decode floor, which is faster only where reading "
+         "those bytes sets the pace; its cost in quality has to be measured.",
+         "Lesson 11: time per token with float32 and int8 weights, held-out loss and "
+         "next-token agreement.", LATER),
     Term("Speculative decoding", "speculative-decoding",
          "A small, fast draft proposes several next tokens; the large model checks them all in "
          "one step and keeps those it agrees with, so one step can yield several tokens. It "

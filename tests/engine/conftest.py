@@ -8,14 +8,7 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
-from engine.model.cpu_kernel import (
-    INT8_LINEAR,
-    PAGED_DECODE,
-    KernelBuildError,
-    build_one,
-    int8_linear_kernel,
-    paged_decode_kernel,
-)
+from engine.model.cpu_kernel import PAGED_DECODE, KernelBuildError, build_one, paged_decode_kernel
 
 KV_BUDGET = 64 * 2**20  # plenty for the tests, small enough to allocate in a blink
 
@@ -64,14 +57,3 @@ def cpp_kernel():
     except KernelBuildError as e:
         pytest.skip(str(e))
     return paged_decode_kernel()
-
-
-@pytest.fixture(scope="session")
-def int8_kernel():
-    """The C++ int8 linear kernel, built like cpp_kernel; its tests are skipped where it cannot
-    be built."""
-    try:
-        build_one(INT8_LINEAR)
-    except KernelBuildError as e:
-        pytest.skip(str(e))
-    return int8_linear_kernel()

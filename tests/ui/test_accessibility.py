@@ -59,6 +59,7 @@ AUDITED = {
                      skip_then(r"x sooner")),
     "speculative": ("/app?lesson=speculative&k=2&batch_size=1",
                     skip_then(r"tokens per target step \(the formula")),
+    "quantization": ("/app?lesson=quantization&preset=tiny", skip_then(r"held-out positions")),
     "about": ("/app?page=about", wait_for(r"\d+(\.\d)? GB/s")),
     "vocabulary": ("/app?page=vocabulary", wait_for("Terms used on every page")),
     "summary": ("/app?page=summary", wait_for("The tuning checklist")),
@@ -87,7 +88,9 @@ def test_every_page_the_course_map_links_is_audited(page, app_url):
 
 
 @pytest.mark.parametrize("name", list(AUDITED))
-def test_no_critical_or_serious_axe_violations(page, console, app_url, name):
+def test_no_critical_or_serious_axe_violations(page, console, app_url, name, request):
+    if name == "quantization":
+        request.getfixturevalue("int8_kernel")  # int8 weights need their kernel built
     path, drawn = AUDITED[name]
     page.goto(app_url + path)
     drawn(page)

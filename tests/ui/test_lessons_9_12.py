@@ -2,8 +2,9 @@
 for the reader's prediction, then serves the same requests with the cache off and on and shows
 the later requests' first token sooner, every prompt's blocks from the cache drawn, and the
 prediction's verdict; speculative decoding gives between 1 and k + 1 tokens per target step
-with both drafts, the same text as plain decoding, and a row per batch size. No page shows a
-traceback and the console stays clean."""
+with both drafts, the same text as plain decoding, and a row per batch size; quantization
+measures float32 and int8 at three batch sizes, says why from the measured bandwidth, and shows
+the quality check's figures. No page shows a traceback and the console stays clean."""
 
 from __future__ import annotations
 
@@ -55,4 +56,32 @@ def test_speculative_decoding_checks_guesses_and_keeps_plain_decodings_text(page
     table = page.locator("table.spec-batches")
     expect(table.locator("tr", has_text="16").first).to_be_visible(timeout=LONG)
     assert "DIFFERENT" not in page_text(page)
+    assert "Traceback" not in page_text(page) and console.errors == []
+
+
+def test_quantization_measures_both_weights_and_what_int8_costs(page, console, app_url,
+                                                                  int8_kernel):
+    page.goto(f"{app_url}/app?lesson=quantization&preset=tiny")
+    skip_prediction(page)
+    # each pane is read once it holds what is read: results may come in any order (a disturbed
+    # point is measured again, after the others)
+    quality = page.locator(".quant-quality").get_by_text(re.compile("held-out positions"))
+    expect(quality.first).to_be_visible(timeout=LONG)
+    text = quality.first.inner_text()
+    fp32, int8 = (float(x) for x in re.findall(r"loss (\d+\.\d{6}) with float32 weights, "
+                                               r"(\d+\.\d{6}) with int8", text)[0])
+    assert abs(int8 - fp32) < 0.01, text  # per-row int8 barely moves the trained model's loss
+    agreement = float(re.search(r"same next token at ([\d.]+)%", text).group(1))
+    assert 95.0 < agreement <= 100.0, text
+    verdict = page.locator(".quant-verdict")
+    for batch in (1, 4, 16):
+        expect(verdict.get_by_text(re.compile(f"Batch {batch}: int8 took [\\d.]+x")).first) \
+            .to_be_visible(timeout=LONG)
+    expect(page.get_by_text(re.compile(r"Measured: .* with int8: [\d.]+x")).first) \
+        .to_be_visible(timeout=LONG)
+    why = page.locator(".quant-why")
+    expect(why.get_by_text(re.compile(r"At batch 16, the float32 step read")).first) \
+        .to_be_visible(timeout=LONG)
+    rows = page.locator("table.quant-table tbody tr")
+    expect(rows).to_have_count(6, timeout=LONG)
     assert "Traceback" not in page_text(page) and console.errors == []

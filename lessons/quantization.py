@@ -1,0 +1,513 @@
+"""Lesson 11: Quantization. /app?lesson=quantization
+
+Real runs of the engine's `int8_point` job: the same decode sweep point (128-token prompts, 32 new
+tokens) with float32 weights and with weight-only int8 weights (one int8 number per weight, one
+float32 scale per output row, engine/model/int8.py), at batch 1, 4 and 16. Each step is placed on
+this machine's roofline (the `info` job's measured bandwidth and matmul peak, as in lesson 5):
+int8 moves a step to the right (a quarter of the bytes for the same arithmetic), and whether it
+also moves up, that is runs faster, is what the measurement says. The page explains the result
+from the measured numbers: the bytes each step read, the bandwidth each reached against this
+machine's, and so whether the step waited on memory or on the kernel's work per weight. Then the
+`int8_quality` job: the trained tiny model with both weights on the corpus's held-out windows,
+its loss and how often the two pick the same next token.
+
+URL: preset: /app?lesson=quantization&preset=tiny
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import panel as pn
+import param
+
+from engine.lab.results import InfoResult, Int8PointResult, Int8QualityResult
+from widgets.checkpoint import Choice, MeasuredQuestion, Question
+from widgets.data_download import DataDownload
+from widgets.html import html_pane
+from widgets.job_status import RANDOM_WEIGHTS
+from widgets.prediction import PredictionQuestion
+from widgets.roofline_chart import RooflineChart
+from widgets.tables import sig
+
+from .base import LessonPage
+from .data_record import Run, check_text, runs_header
+from .teaching import InstructorNotes, Lookup, check_takeaway
+
+BATCHES = (1, 4, 16)
+FORMATS = ("fp32", "int8")
+SERIES = {"fp32": "fp32 weights", "int8": "int8 weights"}
+PROMPT_LEN, NEW_TOKENS = 128, 32
+QUALITY = {"preset": "tiny", "windows": 58, "seq_len": 256}  # every held-out window
+MEMORY_BOUND_SHARE = 0.6  # a step reaching this share of the measured bandwidth waits on memory
+
+INTRO = """
+<p>A decode step at a small batch reads every weight of the model once to produce one token per
+sequence (<a href="app?lesson=roofline">lesson 5</a>): on most hardware it waits for memory, and
+its time follows the bytes it reads. Store the weights in fewer bytes and there are fewer bytes
+to wait for.</p>
+<p><strong>Weight-only int8 quantization</strong> keeps each weight as a whole number from -127
+to 127 and one float32 scale per row of a weight matrix: w &asymp; q &times; scale, with the
+scale = the row's largest |w| / 127. One byte a weight instead of float32's four: a quarter of
+the bytes. The activations stay float32, so the engine's int8 kernel turns each int8 weight back
+into a float as it multiplies (<em>dequantisation</em>). The cost is rounding: each weight moves
+by up to half a scale step.</p>
+<p>The story usually told stops at the bytes: a quarter of the bytes, so up to four times
+faster. This page measures whether that happens here.</p>
+"""
+
+SETUP = """
+<h2>The experiment</h2>
+<p>The engine decodes 32 tokens after 128-token prompts, at batch 1, 4 and 16, once with float32
+weights and once with int8 weights, and times every decode step (TPOT is their median). Each step
+is placed on this machine's roofline: its arithmetic intensity is the FLOPs it does per byte it
+reads, its height the FLOPs per second it achieved. Int8 does the same arithmetic on a quarter of
+the weight bytes, so its points sit further right, where the memory roof is higher. Whether a
+point also rises, whether the step ran faster, depends on what it waited for.</p>
+"""
+
+KERNEL = """
+<h2>What the int8 kernel does for every weight</h2>
+<p>For float32 weights, a product loads 8 weights (32 bytes) and does a multiply-add with each
+input row. The engine's int8 kernel (engine/model/csrc/int8_linear.cpp, AVX2) loads 8 weights (8
+bytes), then widens them to 32-bit integers, converts those to floats, and only then does the
+same multiply-add; the row's scale is applied once at the end. A quarter of the bytes, but more
+instructions per weight. A step ends when both the bytes have arrived and the instructions are
+done: saving bytes helps only while the bytes are what the step waits for.</p>
+<p>What would make int8 faster here: integer dot products that consume the int8 weights without
+widening them (quantising the activations to int8 too, as llama.cpp's Q8_0 path does with AVX2's
+byte multiply-adds, or AVX-512 VNNI where a CPU has it). A GPU is another case: its arithmetic
+outruns its memory by far more than this CPU's, so the widening hides behind the memory reads
+and the byte saving shows as speed.</p>
+"""
+
+QUALITY_SETUP = """
+<h2>What the rounding costs</h2>
+<p>The trained tiny model, loaded twice (float32 and int8 weights), reads every held-out window
+of the corpus (text its training never saw). For each position it predicts the next token: the
+loss is the average of -log(probability of the true next token), lower is better, and the
+agreement is how often both versions put the same token first.</p>
+"""
+
+QUOTE = """
+<blockquote class="quoted">
+<p><strong>Quoted, not measured here.</strong> Weight-only quantization is common in serving.
+LLM.int8() (Dettmers et al., "LLM.int8(): 8-bit Matrix Multiplication for Transformers at
+Scale", NeurIPS 2022, arXiv:2208.07339) found that from about 6.7 billion parameters a few
+outlier features need to stay in 16 bits for int8 to keep quality. GPTQ (Frantar et al.,
+arXiv:2210.17323, 2022) and AWQ (Lin et al., arXiv:2306.00978, 2023) quantize weights to 4 bits
+with small quality loss by choosing the rounding with a little calibration data.</p>
+<p class="source">Sources: the papers named above.</p>
+</blockquote>
+"""
+
+OBJECTIVES = (
+    "explain how weight-only int8 stores a weight in one byte with a per-row scale",
+    "tell from a step's bytes, time and the machine's bandwidth whether it waits on memory",
+    "say why a quarter of the bytes does not always make a step faster, and measure the "
+    "quality it costs",
+)
+
+PREDICTION = PredictionQuestion(
+    "At batch 1, with int8 weights (a quarter of the bytes), the time per output token "
+    "compared with float32 weights will be ...",
+    ("About 4 times shorter", "Shorter, but far from 4 times", "About the same, or longer"))
+SPEED_CHOICES = PREDICTION.choices
+
+TAKEAWAY = check_takeaway((
+    "Int8 weights take a quarter of float32's bytes and, scaled per row, barely change the "
+    "trained model's loss or its choice of next token.",
+    "Fewer bytes shorten only a step that waits on memory: a kernel that widens every weight "
+    "back to float can spend the time the bytes saved.",
+    "Measure time per token with your own kernel and hardware: quantization always saves "
+    "memory, speed only where reading weights sets the pace.",
+))
+
+INSTRUCTOR = InstructorNotes(
+    minutes=20,
+    timing="The machine's limits (read from disk once measured), then six decode points (float32 "
+           "and int8 at batch 1, 4 and 16; the small preset takes seconds each), then the "
+           "quality check on the tiny model (a few seconds).",
+    misconceptions=(
+        "\"A quarter of the bytes, so four times faster\": only while reading weights is all "
+        "the step waits for, and only with a kernel that keeps up with memory.",
+        "\"Int8 means integer arithmetic\": here only the storage is int8; the sums are float32 "
+        "after the kernel widens each weight.",
+        "\"Quantization ruins quality\": measure it; per-row int8 is usually close to float32 "
+        "(the quality check shows how close here), 4-bit needs more care.",
+    ),
+    prompts=(
+        "At which batch did int8 gain most in your runs? Compare the GB/s each format reached "
+        "there with the machine's bandwidth.",
+        "What would you measure before buying int8 for speed on a GPU? On this CPU?",
+        "Int8 frees three quarters of the weight memory. What could a server do with it even "
+        "where it is not faster? (More KV cache, bigger batches: lesson 6.)",
+    ),
+)
+
+QUESTIONS = (
+    Question("How does weight-only int8 store a weight here?", (
+        Choice("One signed byte per weight, and one float scale per row", True,
+               "w is about q x scale, q from -127 to 127, scale = the row's largest |w| / 127."),
+        Choice("One byte per weight, with no scale and the same range", False,
+               "Without a scale the weights (mostly well under 1) would all round to 0."),
+        Choice("Two bytes per weight, as a float with a shorter exponent", False,
+               "That is bf16 or fp16: half the bytes, not a quarter."))),
+    Question("A step reads a quarter of the bytes with int8, yet takes as long. Why?", (
+        Choice("It was waiting on the kernel's work per weight, not on memory", True,
+               "Its achieved bandwidth falls well below the machine's: the widening and the "
+               "multiply-adds set its pace, and fewer bytes do not shorten that."),
+        Choice("Int8 weights take four times as long to read from memory", False,
+               "A byte is a byte: memory delivers int8 bytes as fast as float32 bytes."),
+        Choice("The model does four times the arithmetic when weights are int8", False,
+               "The arithmetic is the same; only the extra widening per weight is added."))),
+    Question("How can you tell from measurements that a decode step waits on memory?", (
+        Choice("Bytes read / its time is close to the measured bandwidth", True,
+               "If it moves bytes about as fast as the memory can deliver them, memory sets "
+               "the pace (lesson 5's floor)."),
+        Choice("Its time per token is longer than a prefill pass's time", False,
+               "A prefill does far more work; the comparison says nothing about what a decode "
+               "step waits for."),
+        Choice("Its FLOPs per second reach the machine's compute peak", False,
+               "That is a compute-bound step: the arithmetic, not memory, sets its pace."))),
+    Question("How does this page measure what int8 costs in quality?", (
+        Choice("Held-out loss and next-token agreement of both models", True,
+               "On text the training never saw: the loss of each, and how often both pick "
+               "the same next token."),
+        Choice("The loss of each model on the text it was trained on", False,
+               "Training text flatters a model; the held-out windows are the fair test."),
+        Choice("The largest rounding error among all the model's weights", False,
+               "That bounds each weight's change, not what the model then predicts."))),
+    MeasuredQuestion("best-batch", "Once the six decode points have been measured, a question "
+                                   "on your own numbers appears here."),
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One measured decode point in figures."""
+
+    batch: int
+    fmt: str
+    tpot_ms: float
+    p10_ms: float
+    p90_ms: float
+    bytes: int  # read per step: weights plus the mean KV cache (engine.calc.step_cost)
+    weight_bytes: int
+    gbs: float  # bytes / TPOT
+    intensity: float  # FLOP per byte
+    gflops: float
+    check: str
+    weights: str  # "trained" or "random"
+
+
+def step_of(point: Int8PointResult) -> Step:
+    return Step(batch=point.batch_size, fmt=point.weight_format, tpot_ms=point.tpot_ms,
+                p10_ms=point.step_ms_p10, p90_ms=point.step_ms_p90, bytes=point.bytes_per_step,
+                weight_bytes=point.weight_bytes, gbs=point.achieved_gbs,
+                intensity=point.flops_per_step / point.bytes_per_step,
+                gflops=point.flops_per_step / (point.tpot_ms / 1000) / 1e9,
+                check=check_text(point), weights=point.weights)
+
+
+def speed_outcome(fp32: Step, int8: Step) -> tuple[str, str]:
+    """Which prediction choice one batch size's pair supports."""
+    ratio = int8.tpot_ms / fp32.tpot_ms
+    choice = (SPEED_CHOICES[0] if ratio <= 0.4 else SPEED_CHOICES[1] if ratio < 0.9
+              else SPEED_CHOICES[2])
+    return choice, (f"TPOT {sig(fp32.tpot_ms)} ms with float32 weights, {sig(int8.tpot_ms)} ms "
+                    f"with int8: {ratio:.2f}x")
+
+
+def best_batch_question(pairs: dict[int, tuple[Step, Step]]) -> Question | None:
+    """At which batch int8 saved the most time per token (the key is the reader's runs)."""
+    if set(pairs) != set(BATCHES):
+        return None
+    ratios = {b: i.tpot_ms / f.tpot_ms for b, (f, i) in pairs.items()}
+    best = min(ratios, key=ratios.get)
+    why = "Your runs, int8's TPOT against float32's: " + ", ".join(
+        f"batch {b} {r:.2f}x" for b, r in sorted(ratios.items())) + "."
+    return Question("In your runs, at which batch size did int8 weights save the largest share "
+                    "of the time per token?", tuple(
+                        Choice(f"Batch {b}", b == best, why) for b in BATCHES))
+
+
+def bound_words(step: Step, bandwidth_gbs: float) -> str:
+    """What a step waited for, judged by the share of the measured bandwidth it reached."""
+    share = step.gbs / bandwidth_gbs
+    if share >= MEMORY_BOUND_SHARE:
+        return (f"{100 * share:.0f}% of the bandwidth: it moved bytes about as fast as memory "
+                "delivers them, so it **waited on memory**")
+    return (f"only {100 * share:.0f}% of the bandwidth: memory could have delivered its bytes "
+            f"{1 / share:.1f} times as fast, so it **waited on work, not on memory**")
+
+
+def explain(pair: tuple[Step, Step], bandwidth_gbs: float) -> str:
+    """Why int8 did or did not turn its byte saving into speed at one batch size, from the
+    measured bytes, times and this machine's bandwidth."""
+    f, i = pair
+    ratio = i.tpot_ms / f.tpot_ms
+    floor_ms = i.bytes / bandwidth_gbs / 1e6
+    lines = [
+        f"At batch {f.batch}, the float32 step read **{f.bytes / 1e6:.1f} MB** (weights and "
+        f"cached keys and values) in **{sig(f.tpot_ms)} ms**: {sig(f.gbs)} GB/s, "
+        f"{bound_words(f, bandwidth_gbs)}.",
+        f"The int8 step read **{i.bytes / 1e6:.1f} MB** ({i.bytes / f.bytes:.2f} of it) in "
+        f"**{sig(i.tpot_ms)} ms**: {sig(i.gbs)} GB/s, {bound_words(i, bandwidth_gbs)}. "
+        f"Reading its bytes alone would take {i.bytes / 1e6:.1f} MB / {sig(bandwidth_gbs)} GB/s "
+        f"= {sig(floor_ms)} ms.",
+    ]
+    f_mem = f.gbs / bandwidth_gbs >= MEMORY_BOUND_SHARE
+    i_mem = i.gbs / bandwidth_gbs >= MEMORY_BOUND_SHARE
+    if ratio <= 0.4:
+        verdict = ("The byte saving became speed: both steps waited on memory, and int8 had a "
+                   "quarter of the bytes to wait for.")
+    elif f_mem and not i_mem:
+        took = ("about as long as float32's reading did" if ratio < 1.05 else
+                "longer than float32's reading did") if ratio >= 0.9 else \
+            "less time than float32's reading, but far more than its own bytes"
+        verdict = (f"So int8 took {ratio:.2f}x float32's time: the bytes were saved, but the "
+                   "step stopped waiting on memory and started waiting on the kernel's work "
+                   "per weight (widening each byte to a float before the multiply-add), which "
+                   f"took {took}.")
+    elif not f_mem and ratio < 0.9:
+        verdict = (f"So int8 took {ratio:.2f}x float32's time: the float32 step was not "
+                   "waiting on memory either (its own arithmetic set its pace), and here the "
+                   "int8 kernel got through the same sums sooner.")
+    elif ratio < 0.9:
+        verdict = (f"So int8 took {ratio:.2f}x float32's time: part of the byte saving "
+                   "became speed, the rest went into the kernel's work per weight.")
+    else:
+        verdict = (f"So int8 took {ratio:.2f}x float32's time: with work, not the bytes, "
+                   "setting the pace, a quarter of the bytes "
+                   f"{'cost time' if ratio > 1.05 else 'bought nothing'}.")
+    return " ".join(lines) + "\n\n" + verdict
+
+
+def quality_words(q: Int8QualityResult) -> str:
+    differ = 1 - q.agreement
+    every = f", about one position in {1 / differ:,.0f}" if differ > 0 else ""
+    return (f"Over **{q.positions:,}** held-out positions ({q.windows} windows of {q.seq_len} "
+            f"tokens): loss **{q.loss_fp32:.6f}** with float32 weights, **{q.loss_int8:.6f}** "
+            f"with int8 ({q.loss_int8 - q.loss_fp32:+.6f} nats); the two chose the same next "
+            f"token at **{100 * q.agreement:.2f}%** of the positions (they differed at "
+            f"{100 * differ:.2f}%{every}).")
+
+
+def table_html(steps: dict[tuple[int, str], Step], bandwidth_gbs: float | None) -> str:
+    body = []
+    for b in BATCHES:
+        for fmt in FORMATS:
+            s = steps.get((b, fmt))
+            if s is None:
+                continue
+            fp32 = steps.get((b, "fp32"))
+            against = f"{s.tpot_ms / fp32.tpot_ms:.2f}x" if fp32 else "-"
+            share = f"{100 * s.gbs / bandwidth_gbs:.0f}%" if bandwidth_gbs else "-"
+            verdict = ("quiet" if s.check.startswith("quiet") else "DISTURBED"
+                       if s.check.startswith("disturbed") else "not checked")
+            body.append(
+                f'<tr><th scope="row">{b}</th><td>{fmt}</td><td class="num">{sig(s.tpot_ms)}'
+                f'</td><td class="num">{s.p10_ms:.2f}&ndash;{s.p90_ms:.2f}</td>'
+                f'<td class="num">{s.bytes / 1e6:.1f}</td><td class="num">{sig(s.gbs)}</td>'
+                f'<td class="num">{share}</td><td class="num">{against}</td><td>{verdict}</td>'
+                "</tr>")
+    heads = ("weights", "TPOT (ms)", "steps p10&ndash;p90 (ms)", "MB read per step",
+             "achieved GB/s", "share of measured bandwidth", "TPOT against float32",
+             "disturbance check")
+    head = "".join(f'<th scope="col">{h}</th>' for h in heads)
+    return (f'<table class="plain quant-table"><caption>Decode steps after {PROMPT_LEN}-token '
+            f"prompts, {NEW_TOKENS} new tokens each</caption><thead><tr>"
+            f'<th scope="col">batch</th>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+            "</table>")
+
+
+class QuantizationLesson(LessonPage):
+    """Lesson 11: int8 weights, a quarter of the bytes; measured speed and quality."""
+
+    slug = "quantization"
+    objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
+    instructor, questions = INSTRUCTOR, QUESTIONS
+
+    preset = param.Selector(default="small", objects=["tiny", "small"], label="Model preset",
+                            doc="small: about GPT-2-small size (random weights: timing only); "
+                                "tiny: the course's trained model.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.machine: InfoResult | None = None
+        self.steps: dict[tuple[int, str], Step] = {}
+        self.quality: Int8QualityResult | None = None
+        self.shown: dict[str, Run] = {}
+        self.chart = RooflineChart(series=list(SERIES.values()))
+        self.limits = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["limits"])
+        self.table = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                        css_classes=["quant-verdict"])
+        self.why = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["quant-why"])
+        self.quality_pane = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                             css_classes=["quant-quality"])
+        self.download = DataDownload("int8-decode-steps", self.download_rows,
+                                     self.download_header, "The measured steps")
+        self.again = pn.widgets.Button(label="Measure again (not from the cache)")
+        self.again.on_click(lambda _e: self.start(fresh=True))
+
+    # ---- jobs ------------------------------------------------------------------------------
+    def point_params(self, batch: int, fmt: str) -> dict:
+        return {"preset": self.preset, "weight_format": fmt, "batch_size": batch,
+                "prompt_len": PROMPT_LEN, "new_tokens": NEW_TOKENS}
+
+    def job_params(self) -> dict[str, tuple[str, dict]]:
+        """Every job the page shows, by its label: the machine, the six points (batch 1 first:
+        the prediction's), the quality check."""
+        jobs = {"machine": ("info", {})}
+        for b in BATCHES:
+            for fmt in FORMATS:
+                jobs[f"{fmt}, batch {b}"] = ("int8_point", self.point_params(b, fmt))
+        jobs["quality"] = ("int8_quality", dict(QUALITY))
+        return jobs
+
+    @classmethod
+    def warm_jobs(cls) -> list[tuple[str, dict]]:
+        return list(cls().job_params().values())
+
+    @classmethod
+    def expected_numbers(cls, lookup: Lookup) -> list[str]:
+        lines = []
+        for label, (kind, params) in cls().job_params().items():
+            cached = lookup(kind, params)
+            if cached is None or kind == "info":
+                continue
+            r = cached.result
+            if kind == "int8_point":
+                lines.append(f"{label}: TPOT {sig(r.tpot_ms)} ms, {r.bytes_per_step / 1e6:.1f} "
+                             f"MB per step, {sig(r.achieved_gbs)} GB/s")
+            else:
+                lines.append(f"quality: loss {r.loss_fp32:.4f} float32, {r.loss_int8:.4f} int8, "
+                             f"{100 * r.agreement:.2f}% same next token")
+        return lines
+
+    def start(self, fresh: bool = False) -> None:
+        self.machine, self.quality = None, None
+        self.steps.clear()
+        self.chart.clear()
+        for pane in (self.table, self.verdict, self.why, self.quality_pane):
+            pane.object = ""
+        self.limits.object = "Measuring this machine's limits..."
+        self.shown = {label: Run(kind, params) for label, (kind, params)
+                      in self.job_params().items()}
+        self.runner.run([(run.kind, run.params, self._handler(run))
+                         for run in self.shown.values()], use_cache=not fresh)
+
+    def _handler(self, run: Run):
+        def on_event(event):
+            if event.type != "result":
+                return
+            run.done(event.result, event)
+            if run.kind == "info":
+                self.show_machine(event.result)
+            elif run.kind == "int8_point":
+                self.show_step(step_of(event.result), bool(event.cached))
+            else:
+                self.show_quality(event.result, bool(event.cached))
+        return on_event
+
+    @param.depends("preset", watch=True)
+    def _settings_changed(self) -> None:
+        if self.started:
+            self.start()
+
+    # ---- results ---------------------------------------------------------------------------
+    def pairs(self) -> dict[int, tuple[Step, Step]]:
+        """(float32, int8) at each batch size where both have come."""
+        return {b: (self.steps[b, "fp32"], self.steps[b, "int8"]) for b in BATCHES
+                if (b, "fp32") in self.steps and (b, "int8") in self.steps}
+
+    def show_machine(self, info: InfoResult) -> None:
+        self.machine = info
+        self.chart.set_limits(info.memory_bandwidth_gbs, info.matmul_gflops)
+        self.limits.object = (
+            f"**This machine** ({info.device_name}, {info.threads} threads): memory bandwidth "
+            f"**{sig(info.memory_bandwidth_gbs)} GB/s**, compute peak "
+            f"**{sig(info.matmul_gflops)} GFLOP/s** ({info.matmul_dtype} matrix multiply), "
+            "measured by the engine as in lesson 5.")
+        self._draw()
+
+    def show_step(self, step: Step, cached: bool) -> None:
+        self.steps[step.batch, step.fmt] = step
+        self._draw()
+        text = (f"{step.fmt} weights at batch {step.batch} "
+                f"{'from the cache' if cached else 'measured'}: TPOT {sig(step.tpot_ms)} ms, "
+                f"{sig(step.gbs)} GB/s")
+        pair = self.pairs().get(step.batch)
+        if pair is not None:
+            text += f"; int8 took {pair[1].tpot_ms / pair[0].tpot_ms:.2f}x float32's time"
+        self.say(text[0].upper() + text[1:] + ".")
+
+    def show_quality(self, quality: Int8QualityResult, cached: bool) -> None:
+        self.quality = quality
+        self.quality_pane.object = quality_words(quality)
+        self.say(f"Quality {'from the cache' if cached else 'measured'}: loss "
+                 f"{quality.loss_fp32:.4f} with float32 weights, {quality.loss_int8:.4f} with "
+                 f"int8; the same next token at {100 * quality.agreement:.2f}% of positions.")
+
+    def _draw(self) -> None:
+        bandwidth = self.machine.memory_bandwidth_gbs if self.machine else None
+        self.table.object = table_html(self.steps, bandwidth)
+        if self.machine is not None:
+            self.chart.clear()
+            for (b, fmt), s in sorted(self.steps.items()):
+                self.chart.add_point(SERIES[fmt], f"{fmt}, batch {b}", s.intensity, s.gflops,
+                                     s.tpot_ms)
+        pairs = self.pairs()
+        lines = []
+        for b, (f, i) in pairs.items():
+            lines.append(f"- **Batch {b}:** int8 took **{i.tpot_ms / f.tpot_ms:.2f}x** float32's "
+                         f"time per token ({sig(f.tpot_ms)} ms against {sig(i.tpot_ms)} ms), "
+                         f"reading {i.bytes / f.bytes:.2f} of its bytes.")
+        if any(s.weights == "random" for s in self.steps.values()):
+            lines.append(f"\nPreset {self.preset}: {RANDOM_WEIGHTS} (the time of a step does "
+                         "not depend on what the weights are).")
+        self.verdict.object = "\n".join(lines)
+        if pairs and self.machine is not None:
+            self.why.object = "\n\n".join(explain(pair, self.machine.memory_bandwidth_gbs)
+                                          for pair in pairs.values())
+        if 1 in pairs:
+            self.prediction_box.reveal(*speed_outcome(*pairs[1]))
+        question = best_batch_question(pairs)
+        if question is not None:
+            self.checkpoint.provide("best-batch", question)
+
+    # ---- the data, to download ---------------------------------------------------------------
+    def download_rows(self) -> list[dict]:
+        bandwidth = self.machine.memory_bandwidth_gbs if self.machine else None
+        return [{"batch": s.batch, "weights": s.fmt, "tpot_ms": s.tpot_ms, "p10_ms": s.p10_ms,
+                 "p90_ms": s.p90_ms, "bytes_per_step": s.bytes, "weight_bytes": s.weight_bytes,
+                 "achieved_gbs": s.gbs,
+                 "bandwidth_share": s.gbs / bandwidth if bandwidth else None,
+                 "intensity": s.intensity, "gflops": s.gflops, "check": s.check}
+                for _, s in sorted(self.steps.items())]
+
+    def download_header(self) -> dict:
+        m, q = self.machine, self.quality
+        return runs_header(
+            self, self.shown,
+            roofs={} if m is None else {"memory_bandwidth_gbs": m.memory_bandwidth_gbs,
+                                        "matmul_gflops": m.matmul_gflops},
+            quality={} if q is None else q.to_dict(),
+            columns="batch, weights (fp32 or int8), tpot_ms (median decode step), p10_ms and "
+                    "p90_ms (the steps' spread), bytes_per_step (weights plus the mean KV cache "
+                    "read), weight_bytes, achieved_gbs (bytes_per_step / TPOT), bandwidth_share "
+                    "(achieved / the machine's measured bandwidth), intensity (FLOP per byte), "
+                    "gflops (achieved), check (the disturbance check)")
+
+    # ---- the page --------------------------------------------------------------------------
+    def body(self) -> list:
+        controls = pn.Row(
+            pn.widgets.Select.from_param(self.param.preset, sizing_mode="stretch_width"),
+            self.again, sizing_mode="stretch_width")
+        return [html_pane(INTRO), self.prediction_box, html_pane(SETUP), controls, self.limits,
+                self.runner.status, self.verdict, self.chart, self.table, self.download,
+                html_pane("<h2>Why the bytes did or did not become speed</h2>"), self.why,
+                html_pane(KERNEL), html_pane(QUALITY_SETUP), self.quality_pane,
+                html_pane(QUOTE)]
