@@ -6,10 +6,13 @@ stop and Chromium's options are bench/served_app.py's, so the benches serve the 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
 
 import pytest
 from ui_helpers import ConsoleLog
@@ -39,13 +42,13 @@ def embed_port() -> int:
 
 
 @contextmanager
-def served_app(tmp_path_factory, *options: str):
+def served_app(tmp_path_factory, *options: str, cache: Path | None = None):
     """`panel serve app.py --address 127.0.0.1 --port P <options>` in a subprocess with a private
-    cache: yields its http://localhost:P (Bokeh's default websocket origin); stopped afterwards,
-    its log shown if it holds a traceback."""
+    cache (`cache`, or a new one): yields its http://localhost:P (Bokeh's default websocket
+    origin); stopped afterwards, its log shown if it holds a traceback."""
     port = free_port()
     log = tmp_path_factory.mktemp("app") / "server.log"
-    env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path_factory.mktemp("cache"))}
+    env = {**os.environ, "LLM_SPEED_CACHE": str(cache or tmp_path_factory.mktemp("cache"))}
     cmd = [sys.executable, "-m", "panel", "serve", "app.py",
            "--address", "127.0.0.1", "--port", str(port),
            *[o.replace("{port}", str(port)) for o in options]]
@@ -64,14 +67,39 @@ def served_app(tmp_path_factory, *options: str):
 
 
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory, embed_port):
+def app_cache(tmp_path_factory) -> Path:
+    """The served app's own results cache (its engine worker's $LLM_SPEED_CACHE)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory, embed_port, app_cache):
     """`panel serve app.py` as the README runs it for a class, allowing the embedding origin."""
     with served_app(tmp_path_factory, "--plugins", "lessons.shell.routes",
                     # a closed page's session ends within a second or two, not Bokeh's 15-30 s
                     "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
                     "--allow-websocket-origin", "localhost:{port}",
-                    "--allow-websocket-origin", f"127.0.0.1:{embed_port}") as url:
+                    "--allow-websocket-origin", f"127.0.0.1:{embed_port}",
+                    cache=app_cache) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def app_int8_kernel(int8_kernel, app_cache) -> None:
+    """The int8 kernel for the served app's engine worker, which reads its own cache under its
+    own name for the machine (the cores it is pinned to) and never compiles: the kernel the tests
+    built, copied there under the name a worker on 1 to all of this machine's cores looks for
+    (engine.model.cpu_kernel.library_path). Without it the quantization lesson's int8 jobs are
+    refused."""
+    from engine.model.cpu_kernel import INT8_LINEAR, library_path
+
+    built = library_path(INT8_LINEAR)
+    for cores in range(1, (os.cpu_count() or 1) + 1):
+        with mock.patch.dict(os.environ, {"LLM_SPEED_CACHE": str(app_cache)}), \
+                mock.patch("os.sched_getaffinity", return_value=set(range(cores))):
+            target = library_path(INT8_LINEAR)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, target)
 
 
 @pytest.fixture(scope="session")

@@ -90,7 +90,7 @@ def test_every_page_the_course_map_links_is_audited(page, app_url):
 @pytest.mark.parametrize("name", list(AUDITED))
 def test_no_critical_or_serious_axe_violations(page, console, app_url, name, request):
     if name == "quantization":
-        request.getfixturevalue("int8_kernel")  # int8 weights need their kernel built
+        request.getfixturevalue("app_int8_kernel")  # int8 weights need their kernel built
     path, drawn = AUDITED[name]
     page.goto(app_url + path)
     drawn(page)

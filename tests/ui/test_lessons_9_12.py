@@ -60,7 +60,7 @@ def test_speculative_decoding_checks_guesses_and_keeps_plain_decodings_text(page
 
 
 def test_quantization_measures_both_weights_and_what_int8_costs(page, console, app_url,
-                                                                  int8_kernel):
+                                                                  app_int8_kernel):
     page.goto(f"{app_url}/app?lesson=quantization&preset=tiny")
     skip_prediction(page)
     # each pane is read once it holds what is read: results may come in any order (a disturbed
