@@ -102,3 +102,14 @@ def weight_format(engine: LLMEngine) -> dict:
 def emit_json(obj: dict) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
+
+
+def add_speculative_options(p) -> None:
+    """--speculative and --spec-k, for `generate` and `run`."""
+    from ..speculative import MAX_K, METHODS
+
+    p.add_argument("--speculative", choices=("off", *METHODS), default="off",
+                   help="speculative decoding (greedy only): ngram = prompt lookup, draft = "
+                        "the small draft model (default off)")
+    p.add_argument("--spec-k", type=arg_type(Int(lo=1, hi=MAX_K), "spec k"), default=4,
+                   help=f"draft tokens proposed per step, 1 to {MAX_K} (default 4)")

@@ -15,11 +15,8 @@ import time
 from ..errors import ConfigError
 from ..generate import generate
 from ..lab.jobs.machine import machine_info
-from ..lab.params import Int
 from ..lab.registry import DEVICES
 from ..sampler import SamplingParams
-from ..speculative import MAX_K as MAX_SPEC_K
-from ..speculative import METHODS as SPEC_METHODS
 from ..speculative import SpeculativeDecoder, make_draft
 from ..sweep import sweep, validate
 from .bench_client import add_bench_client_parser
@@ -28,7 +25,7 @@ from .common import (
     OneLineParser,
     UsageError,
     add_engine_options,
-    arg_type,
+    add_speculative_options,
     emit_json,
     int_list,
     make_engine,
@@ -206,11 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-k", type=int, default=0)
     gen.add_argument("--top-p", type=float, default=1.0)
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--speculative", choices=("off", *SPEC_METHODS), default="off",
-                     help="speculative decoding (greedy only): ngram = prompt lookup, draft = "
-                          "the small draft model (default off)")
-    gen.add_argument("--spec-k", type=arg_type(Int(lo=1, hi=MAX_SPEC_K), "spec k"), default=4,
-                     help=f"draft tokens proposed per step, 1 to {MAX_SPEC_K} (default 4)")
+    add_speculative_options(gen)
     add_engine_options(gen)
     gen.set_defaults(func=cmd_generate)
 

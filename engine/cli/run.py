@@ -15,7 +15,8 @@ from ..scheduler import DEFAULT_CHUNK_SIZE, DEFAULT_TOKEN_BUDGET, POLICIES, Sche
 from ..serve.loop import run
 from ..serve.metrics import Metrics
 from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload
-from .common import arg_type, emit_json, make_engine, weight_format
+from ..speculative import SpeculativeDecoder, make_draft
+from .common import add_speculative_options, arg_type, emit_json, make_engine, weight_format
 
 
 # ---- argument types: the checks job parameters get (engine.lab.params), on a flag's text ------
@@ -90,6 +91,7 @@ def add_run_parser(sub, add_engine_options) -> None:
                         "no limit with --chunk-size 0)")
     p.add_argument("--prefix-cache", choices=("on", "off"), default="off",
                    help="keep full KV blocks by their prefix and reuse them (default off)")
+    add_speculative_options(p)
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -129,17 +131,34 @@ def cmd_run(args) -> int:
     spec, config = specs_from_args(args)
     engine = make_engine(args)
     requests = make_workload(spec, engine.tokenizer)
+    speculative = None
+    if args.speculative != "off":
+        speculative = SpeculativeDecoder(engine, make_draft(args.speculative, engine),
+                                         args.spec_k)
     result = run(engine, requests, config, slo_ttft_ms=args.slo_ttft_ms,
-                 slo_tpot_ms=args.slo_tpot_ms)
+                 slo_tpot_ms=args.slo_tpot_ms, speculative=speculative)
     result.extra["workload"] = spec.to_json()
     result.extra.update(weight_format(engine))
+    if speculative is not None:
+        result.extra["speculative"] = {"method": args.speculative,
+                                       **result.extra["speculative"]}
     if args.json:
         emit_json(result.to_json())
         return 0
     print(summary_table(result.metrics, describe(args, spec, engine)))
     if "prefix_cache" in result.extra:
         print(prefix_cache_line(result.extra["prefix_cache"]))
+    if speculative is not None:
+        print(speculative_line(result.extra["speculative"]))
     return 0
+
+
+def speculative_line(stats: dict) -> str:
+    rate = stats["acceptance_rate"]
+    rate = "n/a" if rate is None else f"{100 * rate:.0f}%"
+    return (f"speculative {stats['method']}, k={stats['k']}: {stats['steps']} verify steps, "
+            f"{stats['tokens_per_step'] or 0:.2f} tokens per sequence a step, {rate} of "
+            f"{stats['proposed']} draft tokens accepted")
 
 
 def prefix_cache_line(stats: dict) -> str:
@@ -158,6 +177,8 @@ def describe(args, spec: WorkloadSpec, engine) -> str:
             "interference": f"+ {spec.long_prompt_len}-token prompt at {spec.long_at_s:g} s"}
     shared = f", {spec.shared_prefix_len}-token shared prefix" if spec.shared_prefix_len else ""
     cache = ", prefix cache on" if engine.blocks.prefix_caching else ""
+    if args.speculative != "off":
+        cache += f", speculative {args.speculative} k={args.spec_k}"
     if weight_format(engine):
         weights += ", int8 weights"
     return (f"{args.policy} batching (max batch {args.max_batch}{cache}) - {spec.kind} "

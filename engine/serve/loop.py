@@ -14,6 +14,12 @@ token produced by that step carries that time. A finished sequence's slot and KV
 in the step that finished it; `drop` takes a request out between steps (a client went away, or
 its text reached a stop string), freeing its slot and blocks before the next step.
 
+With a speculative decoder (engine.speculative; greedy requests only), a step whose plan is
+decode rows only (no prefill, no padding) becomes a verify step: each running sequence's draft
+proposes up to k tokens, the target checks them in one step, and every accepted token (1 to k + 1
+a sequence) carries the step's end time. A step with prefill work, or one whose proposals the KV
+pool could not hold, runs as a plain step; the text is the same either way.
+
 Listeners get events while the run happens (`on_event`): a RequestEvent when a request arrives,
 is admitted, is preempted, finishes or is dropped; a TokenEvent for each output token; a
 StepEvent after each step. Listeners run inside the loop, between steps, so their time shows up
@@ -35,6 +41,7 @@ from ..errors import ConfigError
 from ..llm_engine import LLMEngine
 from ..scheduler import SchedulerConfig, kv_tokens_needed, make_scheduler
 from ..sequence import Sequence
+from ..speculative import SpeculativeDecoder
 from ..tokenizer import IncrementalDecoder
 from .metrics import Metrics, compute_metrics
 from .trace import Event, RequestEvent, RequestTrace, StepEvent, StepTrace, TokenEvent
@@ -158,8 +165,10 @@ class EngineLoop:
 
     def __init__(self, engine: LLMEngine, config: SchedulerConfig,
                  clock: Callable[[], float], on_event: Callable[[Event], None] | None = None,
-                 stream_text: bool = False, keep_steps: int | None = None):
+                 stream_text: bool = False, keep_steps: int | None = None,
+                 speculative: SpeculativeDecoder | None = None):
         self.engine = engine
+        self.speculative = speculative
         self.config = config
         self.scheduler = make_scheduler(engine, config)
         self.clock = clock
@@ -204,6 +213,8 @@ class EngineLoop:
         step_start = self.clock()
         for seq in plan.preempted:
             self.live[seq.id].trace.preemptions += 1
+            if self.speculative is not None:  # a draft model's copy goes too, made again later
+                self.speculative.release(seq)
             emit(RequestEvent("preempted", seq.id, step_start))
         for seq in plan.admitted:
             trace = self.live[seq.id].trace
@@ -212,22 +223,24 @@ class EngineLoop:
                 trace.cached_tokens = seq.num_computed  # > 0 only after a prefix-cache hit
             emit(RequestEvent("admitted", seq.id, step_start))
         running = len(self.scheduler.running)
-        # returns after the device finished
-        tokens = self.engine.step(plan.decode, plan.prefill, plan.padding)
+        tokens = self._run(plan)  # returns after the device finished
         end = self.clock()
         kv_used = self.engine.blocks.num_used
 
         finished: list[int] = []
-        for seq_id, token in tokens.items():
+        for seq_id, new in tokens.items():
             live = self.live[seq_id]
             trace = live.trace
-            trace.token_s.append(end)
-            trace.output_ids.append(token)
-            if trace.first_token_s is None:
-                trace.first_token_s = end
-            text = live.decoder.push(token) if live.decoder is not None else None
-            emit(TokenEvent(seq_id, len(trace.token_s) - 1, token, end, text))
+            for token in new:
+                trace.token_s.append(end)
+                trace.output_ids.append(token)
+                if trace.first_token_s is None:
+                    trace.first_token_s = end
+                text = live.decoder.push(token) if live.decoder is not None else None
+                emit(TokenEvent(seq_id, len(trace.token_s) - 1, token, end, text))
             if live.seq.finished:
+                if self.speculative is not None:
+                    self.speculative.release(live.seq)
                 trace.finish_s = end
                 trace.output_len = len(trace.token_s)  # less if it stopped at end-of-text
                 self.scheduler.finish(live.seq)
@@ -251,6 +264,28 @@ class EngineLoop:
         emit(StepEvent(step))
         return step
 
+    def _run(self, plan) -> dict[int, list[int]]:
+        """One engine step for the plan: {sequence id: its new tokens}. A verify step where the
+        speculative decoder can take the plan (decode rows only, KV room for k more tokens each),
+        else a plain step (after which the draft catches up with the tokens it did not see)."""
+        spec = self.speculative
+        if spec is not None and plan.decode and not plan.prefill and not plan.padding \
+                and self._room_to_verify(plan.decode):
+            return spec.step(plan.decode)
+        tokens = self.engine.step(plan.decode, plan.prefill, plan.padding)
+        if spec is not None and plan.decode:
+            spec.draft.catch_up(plan.decode)
+        return {seq_id: [token] for seq_id, token in tokens.items()}
+
+    def _room_to_verify(self, seqs: list[Sequence]) -> bool:
+        """Whether the KV pool holds every sequence's k proposals (capped, as the decoder caps
+        them, at its last token) on top of its next token."""
+        k, blocks = self.speculative.k, self.engine.blocks
+        needed = sum(blocks.blocks_needed(s, 1 + max(0, min(k, s.max_new_tokens
+                                                             - len(s.output_ids) - 1)))
+                     for s in seqs)
+        return needed <= blocks.num_free
+
     def drop(self, request_id: int, completed: bool) -> RequestTrace | None:
         """Take a request out between steps, wherever it is (waiting, prefilling, decoding):
         its slot and KV blocks are free for the next step. completed: it ended normally (its
@@ -261,6 +296,8 @@ class EngineLoop:
         if live is None:
             return None
         self.scheduler.abort(live.seq)
+        if self.speculative is not None:
+            self.speculative.release(live.seq)
         trace = live.trace
         if completed and trace.token_s:
             trace.finish_s = trace.token_s[-1]
@@ -270,6 +307,9 @@ class EngineLoop:
 
     def release_all(self) -> None:
         """Give every block back (end of a run or of a server, normal or not)."""
+        if self.speculative is not None:
+            for live in self.live.values():
+                self.speculative.release(live.seq)
         self.scheduler.release_all()
         self.live.clear()
 
@@ -278,16 +318,23 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
         on_event: Callable[[Event], None] | None = None,
         cancelled: Callable[[], bool] | None = None,
         slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None,
-        stream_text: bool = False) -> RunResult:
+        stream_text: bool = False, speculative: SpeculativeDecoder | None = None,
+        ) -> RunResult:
     """Serve requests under config's policy in real time and return the trace and metrics.
 
     Requests with arrival_s None are closed-loop: each is released (arrives) when a request
     finishes, in list order. stream_text fills TokenEvent.text (decoding costs a little time
-    between steps, so measurement runs leave it off). Raises ConfigError, naming the limit, for
+    between steps, so measurement runs leave it off). `speculative` verifies a draft's
+    proposals in the steps that decode only (greedy requests only; the run's JSON then has a
+    `speculative` object with the decoder's stats). Raises ConfigError, naming the limit, for
     a request that can never be served; nothing runs then.
     """
     requests = list(requests)
     check_requests(engine, requests, config)
+    if speculative is not None and any(r.sampling is not None and not r.sampling.greedy
+                                       for r in requests):
+        raise ConfigError("speculative decoding here accepts greedily: every request's "
+                          "temperature must be 0")
     engine.warm_up()
     traces = {r.id: RequestTrace(r.id, r.arrival_s, len(r.prompt_ids), r.output_len)
               for r in requests}
@@ -302,7 +349,7 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
     def clock() -> float:
         return time.perf_counter() - start
 
-    loop = EngineLoop(engine, config, clock, on_event, stream_text)
+    loop = EngineLoop(engine, config, clock, on_event, stream_text, speculative=speculative)
     try:
         while True:
             if cancelled is not None and cancelled():
@@ -339,6 +386,8 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
             "cached_tokens": [traces[r.id].cached_tokens for r in requests],
             "cached_blocks_at_end": engine.blocks.num_cached,
         }
+    if speculative is not None:  # only then, as for the prefix cache
+        extra["speculative"] = speculative.stats.to_json()
     return RunResult(
         device=engine.device,
         preset=engine.model_config.name,
