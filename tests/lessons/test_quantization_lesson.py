@@ -28,17 +28,16 @@ TINY = {"preset": [b"tiny"]}
 
 
 @pytest.fixture
-def page(int8_kernel):
+def lesson(int8_kernel):
     """The page on real runs (each job runs once per test session: in_process_service)."""
     page = QuantizationLesson.from_url(TINY)
-    service = attach(page)
+    page.service = attach(page)
     pn.panel(page).get_root()
-    page.service = service
     return page
 
 
-def test_it_asks_for_the_machine_six_points_and_the_quality_check(page):
-    jobs = [(j.kind, j.params) for j in page.service.submitted]
+def test_it_asks_for_the_machine_six_points_and_the_quality_check(lesson):
+    jobs = [(j.kind, j.params) for j in lesson.service.submitted]
     assert jobs[0][0] == "info"
     points = [(p["batch_size"], p["weight_format"]) for k, p in jobs if k == "int8_point"]
     assert points == [(b, f) for b in BATCHES for f in ("fp32", "int8")]
@@ -49,49 +48,49 @@ def test_it_asks_for_the_machine_six_points_and_the_quality_check(page):
     assert {p["preset"] for k, p in defaults if k == "int8_point"} == {"small"}
 
 
-def test_the_page_shows_the_measured_steps_and_why(page):
-    pairs = page.pairs()
+def test_the_page_shows_the_measured_steps_and_why(lesson):
+    pairs = lesson.pairs()
     assert set(pairs) == set(BATCHES)
     for f, i in pairs.values():
         assert 0.24 <= i.weight_bytes / f.weight_bytes <= 0.27  # a byte a weight, plus scales
         assert i.bytes < f.bytes
         for s in (f, i):
-            assert sig(s.tpot_ms) in page.table.object
+            assert sig(s.tpot_ms) in lesson.table.object
             assert s.gbs == pytest.approx(s.bytes / s.tpot_ms / 1e6, rel=1e-6)
-        assert f"**{i.tpot_ms / f.tpot_ms:.2f}x** float32's" in page.verdict.object
-    assert page.table.object.count("<tr>") == 1 + 2 * len(BATCHES)
-    assert len(page.chart.points("int8 weights")) == len(BATCHES)
-    assert len(page.chart.points("fp32 weights")) == len(BATCHES)
-    bandwidth = page.machine.memory_bandwidth_gbs
+        assert f"**{i.tpot_ms / f.tpot_ms:.2f}x** float32's" in lesson.verdict.object
+    assert lesson.table.object.count("<tr>") == 1 + 2 * len(BATCHES)
+    assert len(lesson.chart.points("int8 weights")) == len(BATCHES)
+    assert len(lesson.chart.points("fp32 weights")) == len(BATCHES)
+    bandwidth = lesson.machine.memory_bandwidth_gbs
     for pair in pairs.values():
-        assert explain(pair, bandwidth) in page.why.object
+        assert explain(pair, bandwidth) in lesson.why.object
     choice, detail = speed_outcome(*pairs[1])
-    assert f"Measured: {choice} ({detail})" in page.prediction_box.verdict
-    asked = page.checkpoint.questions[-1].question
+    assert f"Measured: {choice} ({detail})" in lesson.prediction_box.verdict
+    asked = lesson.checkpoint.questions[-1].question
     ratios = {b: i.tpot_ms / f.tpot_ms for b, (f, i) in pairs.items()}
     assert asked.answer.text == f"Batch {min(ratios, key=ratios.get)}"
 
 
-def test_the_quality_figures_are_the_jobs_own(page):
-    q = page.service.result("int8_quality")
+def test_the_quality_figures_are_the_jobs_own(lesson):
+    q = lesson.service.result("int8_quality")
     assert q["positions"] == 58 * 256
-    assert f"**{q['loss_fp32']:.6f}**" in page.quality_pane.object
-    assert f"**{q['loss_int8']:.6f}**" in page.quality_pane.object
-    assert f"**{100 * q['agreement']:.2f}%**" in page.quality_pane.object
+    assert f"**{q['loss_fp32']:.6f}**" in lesson.quality_pane.object
+    assert f"**{q['loss_int8']:.6f}**" in lesson.quality_pane.object
+    assert f"**{100 * q['agreement']:.2f}%**" in lesson.quality_pane.object
     assert abs(q["loss_int8"] - q["loss_fp32"]) < 0.01 and q["agreement"] > 0.95
-    page.show_quality(page.quality, cached=True)
+    lesson.show_quality(lesson.quality, cached=True)
     assert (f"Quality from the cache: loss {q['loss_fp32']:.4f} with float32 weights, "
             f"{q['loss_int8']:.4f} with int8; the same next token at "
-            f"{100 * q['agreement']:.2f}% of positions.") in said(page)
+            f"{100 * q['agreement']:.2f}% of positions.") in said(lesson)
 
 
-def test_the_download_carries_every_step_and_how_it_was_measured(page):
-    header, rows = downloaded(page.download)
+def test_the_download_carries_every_step_and_how_it_was_measured(lesson):
+    header, rows = downloaded(lesson.download)
     assert [(r["batch"], r["weights"]) for r in rows] == [
         (b, f) for b in BATCHES for f in ("fp32", "int8")]
     assert all(r["check"] for r in rows) and all(r["p10_ms"] <= r["p90_ms"] for r in rows)
-    assert header["roofs"]["memory_bandwidth_gbs"] == page.machine.memory_bandwidth_gbs
-    assert header["quality"]["agreement"] == page.quality.agreement
+    assert header["roofs"]["memory_bandwidth_gbs"] == lesson.machine.memory_bandwidth_gbs
+    assert header["quality"]["agreement"] == lesson.quality.agreement
     assert "int8, batch 16" in header["params"] and header["disturbance_check"]
 
 
