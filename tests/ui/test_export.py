@@ -35,6 +35,7 @@ SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons
     "chunked-prefill": "requests=4&output_len=64&long_prompt=1536&chunk_size=128",
     "slo-goodput": "points=2&requests=6&max_rate=8",
     "prefix-cache": "shared_prefix=512&requests=3",
+    "quantization": "preset=tiny",
     "speculative": "k=3&batch_size=1",
 }
 DASH = "\u2013"
@@ -72,7 +73,7 @@ def words(page) -> str:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, workers_int8_kernel):
     """The command as a course site would run it, with the test session's private cache
     (empty or not: the export measures what it lacks)."""
     out = tmp_path_factory.mktemp("site")
