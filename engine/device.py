@@ -38,18 +38,22 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def describe_device(device: str) -> str:
-    """A human name for the device: the GPU's name, or the CPU model and core count."""
-    if str(device).startswith("cuda"):
-        return f"cuda: {torch.cuda.get_device_name(0)}"
-    model = "CPU"
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("CPU" where it cannot be read)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "CPU"
+
+
+def describe_device(device: str) -> str:
+    """A human name for the device: the GPU's name, or the CPU model and core count."""
+    if str(device).startswith("cuda"):
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    model = cpu_model()
     cores = len(os.sched_getaffinity(0))
     return f"cpu: {model} ({cores} core{'' if cores == 1 else 's'})"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from ..device import describe_device
+from ..device import cpu_model
 from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,12 @@ class KernelBuildError(RuntimeError):
 
 
 def library_path(kernel: CppKernel = PAGED_DECODE) -> Path:
-    """Where this machine's build of the kernel's current sources lives."""
+    """Where this machine's build of the kernel's current sources lives. The name holds the CPU
+    model (the build is -march=native), never the core count: an engine worker pinned to one core
+    must find the library built by a process that saw every core."""
     text = b"".join(source.read_bytes() for source in kernel.sources) + " ".join(CFLAGS).encode()
     digest = hashlib.sha256(text).hexdigest()[:12]
-    key = f"{describe_device('cpu')}-torch{torch.__version__}-{digest}"
+    key = f"cpu: {cpu_model()}-torch{torch.__version__}-{digest}"
     if kernel is not PAGED_DECODE:  # the attention kernel keeps the name it was built under
         key = f"{kernel.op}-{key}"
     safe = "".join(c if c.isalnum() else "_" for c in key)[:150]

@@ -84,34 +84,19 @@ def app_url(tmp_path_factory, embed_port, app_cache):
         yield url
 
 
-def copy_int8_kernel_for_workers(cache: Path | None = None) -> None:
-    """The int8 kernel the tests built, copied into `cache` (default: the tests' own) under the
-    name a worker pinned to 1 to all of this machine's cores looks for
-    (engine.model.cpu_kernel.library_path): an engine worker reads its cache under its own name
-    for the machine and never compiles, so without it int8 jobs are refused."""
+@pytest.fixture(scope="session")
+def app_int8_kernel(int8_kernel, app_cache) -> None:
+    """The int8 kernel the tests built, copied into the served app's own cache (the quantization
+    lesson's jobs): an engine worker reads its cache and never compiles, so without it int8 jobs
+    are refused. One name serves a worker pinned to any number of cores
+    (engine.model.cpu_kernel.library_path)."""
     from engine.model.cpu_kernel import INT8_LINEAR, library_path
 
     built = library_path(INT8_LINEAR)
-    env = {"LLM_SPEED_CACHE": str(cache)} if cache is not None else {}
-    for cores in range(1, (os.cpu_count() or 1) + 1):
-        with mock.patch.dict(os.environ, env), \
-                mock.patch("os.sched_getaffinity", return_value=set(range(cores))):
-            target = library_path(INT8_LINEAR)
-        if target != built:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(built, target)
-
-
-@pytest.fixture(scope="session")
-def app_int8_kernel(int8_kernel, app_cache) -> None:
-    """The int8 kernel for the served app's engine worker (the quantization lesson's jobs)."""
-    copy_int8_kernel_for_workers(app_cache)
-
-
-@pytest.fixture(scope="session")
-def workers_int8_kernel(int8_kernel) -> None:
-    """The int8 kernel for an engine worker started on the tests' own cache (lessons.export)."""
-    copy_int8_kernel_for_workers()
+    with mock.patch.dict(os.environ, {"LLM_SPEED_CACHE": str(app_cache)}):
+        target = library_path(INT8_LINEAR)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(built, target)
 
 
 @pytest.fixture(scope="session")

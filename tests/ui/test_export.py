@@ -73,7 +73,7 @@ def words(page) -> str:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, workers_int8_kernel):
+def site(tmp_path_factory, int8_kernel):
     """The command as a course site would run it, with the test session's private cache
     (empty or not: the export measures what it lacks)."""
     out = tmp_path_factory.mktemp("site")

@@ -51,3 +51,18 @@ def test_build_without_a_compiler_says_so_in_one_line(tmp_path):
     assert "no 'no-such-compiler-here' (C++ compiler) found" in error[0]
     assert "plain torch attention" in error[0]
     assert not list(tmp_path.rglob("*.so"))  # no library, half-built or not, left behind
+
+
+def test_a_worker_pinned_to_one_core_finds_the_library_built_on_every_core():
+    """The app's engine worker runs on a core of its own: the library's name must not change
+    with the cores a process may use (it once held the core count, and the app never used the
+    build). Every kernel, on one core and on all of them."""
+    from unittest import mock
+
+    from engine.model.cpu_kernel import KERNELS, library_path
+
+    every_core = [library_path(kernel) for kernel in KERNELS]
+    with mock.patch("os.sched_getaffinity", return_value={0}):
+        one_core = [library_path(kernel) for kernel in KERNELS]
+    assert one_core == every_core
+    assert len(set(every_core)) == len(KERNELS)
