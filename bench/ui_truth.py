@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,9 +127,11 @@ def pinned_chromium(web: tuple[int, ...]) -> str:
     return str(path)
 
 
-def cli(args: list[str], pinned: bool) -> dict:
-    """`python -m engine ... --json`, pinned to the engine's cores like the worker, or free."""
-    env = {**os.environ}
+def cli(args: list[str], pinned: bool, cache: str) -> dict:
+    """`python -m engine ... --json`, pinned to the engine's cores like the worker, or free; on
+    the served app's cache, so both find the same built kernels (or none) and pick the same
+    attention backend."""
+    env = {**os.environ, "LLM_SPEED_CACHE": cache}
     command = [sys.executable, "-m", "engine", *args, "--json"]
     on = ALL_CORES
     if pinned:
@@ -139,12 +142,21 @@ def cli(args: list[str], pinned: bool) -> dict:
     return json.loads(out.stdout)
 
 
-def lesson1(browser, url: str) -> dict:
+@contextmanager
+def open_lesson(browser, url: str, query: str):
+    """A fresh browser context on `/app?<query>`, past the lesson's prediction; closed after."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = context.new_page()
-        page.goto(f"{url}/app?lesson=two-clocks")
+        page.goto(f"{url}/app?{query}")
         skip_prediction(page)
+        yield page
+    finally:
+        context.close()
+
+
+def lesson1(browser, url: str) -> dict:
+    with open_lesson(browser, url, "lesson=two-clocks") as page:
         send = page.get_by_role("button", name="Send")
         send.wait_for(state="visible", timeout=TIMEOUT_MS)
         page.wait_for_timeout(1000)  # the page's own start-up settles
@@ -153,23 +165,15 @@ def lesson1(browser, url: str) -> dict:
         text = page_text(page)
         return {"tpot_ms": float(m.group(3)), "tokens": int(m.group(2)) + 1,
                 "disturbed": disturbed_label(text)}
-    finally:
-        context.close()
 
 
 def knob(browser, url: str, batch: int) -> tuple[dict[int, float], bool]:
     """Open lesson 4 at `batch`; the chart's points once it has all it asks for (batch, its
     half and 1)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    try:
-        page = context.new_page()
-        page.goto(f"{url}/app?lesson=knob&batch_size={batch}")
-        skip_prediction(page)
+    with open_lesson(browser, url, f"lesson=knob&batch_size={batch}") as page:
         wait_text(page, f"Last doubling, batch {batch // 2} to {batch}: total" if batch > 1
                   else "Batch 1 is where the curve starts")
         return chart_points(page, batch, batch // 2 or 1, 1), "DISTURBED" in page_text(page)
-    finally:
-        context.close()
 
 
 def chart_points(page, *batches: int) -> dict[int, float]:
@@ -184,18 +188,12 @@ def chart_points(page, *batches: int) -> dict[int, float]:
 
 
 def lesson7(browser, url: str) -> dict:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    try:
-        page = context.new_page()
-        page.goto(f"{url}/app?lesson=chunked-prefill")
-        skip_prediction(page)
+    with open_lesson(browser, url, "lesson=chunked-prefill") as page:
         whole = wait_text(page, r"whole[^:]*:\s*worst gap\s*([\d.,]+)\s*ms")
         chunked = wait_text(page, r"chunks of \d+ tokens:\s*worst gap\s*([\d.,]+)\s*ms")
         w, c = (float(x.group(1).replace(",", "")) for x in (whole, chunked))
         return {"worst_whole_ms": w, "worst_chunked_ms": c, "ratio": w / c,
                 "disturbed": disturbed_label(page_text(page))}
-    finally:
-        context.close()
 
 
 def one_round(browser, rnd: int) -> dict:
@@ -214,8 +212,8 @@ def one_round(browser, rnd: int) -> dict:
     sweep_args = ["sweep", "--batch-sizes", ",".join(map(str, BATCHES)), "--prompt-len",
                   str(DEFAULT_PROMPT_LEN), "--new-tokens", str(DEFAULT_NEW_TOKENS)]
     for how, pinned in (("pinned", True), ("free", False)):
-        gen = cli(gen_args, pinned)
-        sweep = {p["batch_size"]: p["tpot_ms"] for p in cli(sweep_args, pinned)["points"]}
+        gen = cli(gen_args, pinned, cache)
+        sweep = {p["batch_size"]: p["tpot_ms"] for p in cli(sweep_args, pinned, cache)["points"]}
         row[how] = {"generate_tpot_ms": gen["tpot_ms"], "sweep_tpot_ms": sweep}
     row["page"] = {"lesson1": l1, "knob_ms_per_token": page_points,
                    "knob_disturbed": disturbed or disturbed8, "lesson7": l7}
@@ -245,25 +243,21 @@ def hog_run(browser, hog_s: float) -> dict:
     cache = tempfile.mkdtemp(prefix="ui-truth-hog-")
     proc, url = start_server(cache)
     hogs: list[subprocess.Popen] = []
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
-        page = context.new_page()
-        page.goto(f"{url}/app?lesson=knob&batch_size=64")
-        skip_prediction(page)
-        hogs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
-                                  "while True: pass"]) for c in ALL_CORES]
-        label = wait_text(page, r"DISTURBED[^;]*;[^.;]*|re-measuring[^.;]*",
-                          timeout_s=hog_s + 120).group(0)
-        time.sleep(hog_s)
-        for h in hogs:
-            h.kill()
-        points = chart_points(page, 64)  # measured again once quiet, or final and disturbed
-        final = re.search(r"DISTURBED[^;]*;[^.;]*", page_text(page))
+        with open_lesson(browser, url, "lesson=knob&batch_size=64") as page:
+            hogs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
+                                      "while True: pass"]) for c in ALL_CORES]
+            label = wait_text(page, r"DISTURBED[^;]*;[^.;]*|re-measuring[^.;]*",
+                              timeout_s=hog_s + 120).group(0)
+            time.sleep(hog_s)
+            for h in hogs:
+                h.kill()
+            points = chart_points(page, 64)  # measured again once quiet, or final and disturbed
+            final = re.search(r"DISTURBED[^;]*;[^.;]*", page_text(page))
     finally:
         for h in hogs:
             h.kill()
             h.wait()
-        context.close()
         stop_server(proc)
     entries = [json.loads(p.read_text()) for p in Path(cache).rglob("*.json")]
     results = [e["result"] for e in entries if isinstance(e, dict) and "result" in e]
