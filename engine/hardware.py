@@ -1,12 +1,15 @@
 """The device's two physical limits, measured by micro-benchmarks: memory read bandwidth and
 matrix-multiply peak. Together they draw the roofline that every decode and prefill step is
-compared against. Measured once per machine (device name, torch version, threads) and cached.
+compared against. Measured once per machine (device name, torch version, threads) and cached,
+but only when measured quietly: a peak measured while other work took the cores would sit under
+every lesson's roofline from then on (see hardware_limits).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -24,6 +27,7 @@ class HardwareLimits:
     matmul_dtype: str
     threads: int
     measured_at: str  # ISO time of measurement
+    check: dict | None = None  # the disturbance check, when measured now with one (not cached)
 
     @property
     def ridge_flop_per_byte(self) -> float:
@@ -64,19 +68,14 @@ def measure_matmul(device: str, size: int | None = None, repeats: int = 5):
 def _cache_file(device: str):
     key = f"{describe_device(device)}|torch {torch.__version__}|threads {torch.get_num_threads()}"
     safe = "".join(c if c.isalnum() else "_" for c in key)[:150]
-    return cache_dir() / f"hardware-{safe}.json"
+    # "checked": files from before the disturbance check (maybe measured under load) are not read
+    return cache_dir() / f"hardware-checked-{safe}.json"
 
 
-def hardware_limits(device: str, refresh: bool = False) -> HardwareLimits:
-    """Cached limits of this device; measured (a few seconds) the first time or on refresh."""
-    path = _cache_file(device)
-    if path.exists() and not refresh:
-        try:
-            return HardwareLimits(**json.loads(path.read_text()))
-        except (ValueError, TypeError):
-            pass  # unreadable or from an older version: measure again
+def measure_limits(device: str) -> HardwareLimits:
+    """Both limits, measured now (a few seconds)."""
     gflops, dtype = measure_matmul(device)
-    limits = HardwareLimits(
+    return HardwareLimits(
         device=describe_device(device),
         memory_bandwidth_gbs=round(measure_bandwidth(device), 2),
         matmul_gflops=round(gflops, 1),
@@ -84,6 +83,31 @@ def hardware_limits(device: str, refresh: bool = False) -> HardwareLimits:
         threads=torch.get_num_threads(),
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
-    write_json_atomic(path, asdict(limits))
-    return limits
 
+
+Checked = Callable[[Callable[[], HardwareLimits]], tuple[HardwareLimits, dict]]
+
+
+def hardware_limits(device: str, refresh: bool = False,
+                    checked: Checked | None = None) -> HardwareLimits:
+    """Cached limits of this device; measured (a few seconds) the first time or on refresh.
+
+    checked (engine.lab.jobs.probe.measure_checked) runs the measurement inside the disturbance
+    check every timed job gets. Limits it calls disturbed are returned with that check and not
+    cached, so the next ask measures again: the roofline of every lesson is drawn from them, and
+    a matmul peak measured beside other work would put every point too near its roof."""
+    path = _cache_file(device)
+    if path.exists() and not refresh:
+        try:
+            return HardwareLimits(**json.loads(path.read_text()))
+        except (ValueError, TypeError):
+            pass  # unreadable or from an older version: measure again
+    if checked is None:
+        limits = measure_limits(device)
+    else:
+        limits, check = checked(lambda: measure_limits(device))
+        limits.check = check
+        if check.get("disturbed"):
+            return limits
+    write_json_atomic(path, {k: v for k, v in asdict(limits).items() if k != "check"})
+    return limits

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .calc.stats import deciles
 from .calc.step_cost import decode_context, decode_cost
 from .errors import ConfigError
 from .llm_engine import LLMEngine
@@ -103,7 +104,7 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
 
     timed = steps[WARMUP_STEPS:]
     tpot = statistics.median(timed)
-    deciles = statistics.quantiles(timed, n=10) if len(timed) > 1 else [tpot] * 9
+    cuts = deciles(timed)  # within the steps timed (engine.calc.stats.deciles)
     shape = {"params": cfg.params, "heads": cfg.heads, "head_dim": cfg.head_dim,
              "layers": cfg.layers, "weight_bytes": engine.model.weight_bytes(),
              "kv_bytes_per_token": engine.cache.bytes_per_token}
@@ -118,8 +119,8 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
         prompt_len=prompt_len,
         new_tokens=new_tokens,
         decode_steps_timed=len(timed),
-        step_ms_p10=1000 * deciles[0],
-        step_ms_p90=1000 * deciles[-1],
+        step_ms_p10=1000 * cuts[0],
+        step_ms_p90=1000 * cuts[-1],
         bytes_per_step=bytes_per_step,
         achieved_gbs=bytes_per_step / tpot / 1e9,
         flops_per_step=cost.flops,

@@ -36,6 +36,7 @@ from widgets.tables import UNBOUNDED
 from .base import LessonPage
 from .data_record import Run, result_header
 from .endpoint_source import EndpointSource, endpoint_label
+from .load_model import CLOSED, LOADS, OPEN
 from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
 from .trace_reading import (
     STAT_COLUMNS,
@@ -102,8 +103,6 @@ EXAMPLES = (("TTFT P50", lambda m: m.ttft_ms.p50, 200.0, "a chatbot's first resp
             ("TPOT P50", lambda m: m.tpot_ms.p50, 100.0, "faster than a typical reader"),
             ("TPOT P99", lambda m: m.tpot_ms.p99, 100.0, "faster than a typical reader"))
 
-OPEN, CLOSED = "open", "closed"  # in the URL: load=closed
-LOADS = {"open loop: arrival rate": OPEN, "closed loop: concurrent users": CLOSED}
 
 OBJECTIVES = (
     "read a latency histogram and say why its mean sits to the right of its median",

@@ -32,6 +32,7 @@ from widgets.tables import sig
 
 from .base import LessonPage
 from .data_record import Run, check_text, runs_header
+from .machine_limits import roofs, show_limits
 from .teaching import InstructorNotes, Lookup, check_takeaway
 
 BATCHES = (1, 4, 16)
@@ -425,12 +426,8 @@ class QuantizationLesson(LessonPage):
 
     def show_machine(self, info: InfoResult) -> None:
         self.machine = info
-        self.chart.set_limits(info.memory_bandwidth_gbs, info.matmul_gflops)
-        self.limits.object = (
-            f"**This machine** ({info.device_name}, {info.threads} threads): memory bandwidth "
-            f"**{sig(info.memory_bandwidth_gbs)} GB/s**, compute peak "
-            f"**{sig(info.matmul_gflops)} GFLOP/s** ({info.matmul_dtype} matrix multiply), "
-            "measured by the engine as in lesson 5.")
+        self.limits.object = (show_limits(self.chart, info)
+                              + ", measured by the engine as in lesson 5.")
         self._draw()
 
     def show_step(self, step: Step, cached: bool) -> None:
@@ -492,8 +489,7 @@ class QuantizationLesson(LessonPage):
         m, q = self.machine, self.quality
         return runs_header(
             self, self.shown,
-            roofs={} if m is None else {"memory_bandwidth_gbs": m.memory_bandwidth_gbs,
-                                        "matmul_gflops": m.matmul_gflops},
+            roofs=roofs(m),
             quality={} if q is None else q.to_dict(),
             columns="batch, weights (fp32 or int8), tpot_ms (median decode step), p10_ms and "
                     "p90_ms (the steps' spread), bytes_per_step (weights plus the mean KV cache "

@@ -42,6 +42,7 @@ from widgets.tables import sig
 
 from .base import LessonPage
 from .data_record import Run, runs_header, spread_cell
+from .machine_limits import roofs, show_limits
 from .on_a_gpu import GpuBox, machine_table
 from .teaching import InstructorNotes, Lookup, check_takeaway
 
@@ -101,7 +102,8 @@ FLOOR_TEXT = """
 <p>A decode step cannot finish before it has read its bytes, so <strong>TPOT &ge; bytes moved
 per step / memory bandwidth</strong>. The dashed line is that floor for each batch size,
 computed from the measured bandwidth; the solid line is the engine's measured time per decode
-step. Batching adds few bytes (each sequence's own cached keys and values), so the floor rises
+step (the median of its timed steps; the whiskers, that median's 95% interval, and the table
+beside gives how many steps were timed). Batching adds few bytes (each sequence's own cached keys and values), so the floor rises
 slowly while the tokens per step multiply.</p>
 """
 
@@ -394,13 +396,10 @@ class RooflineLesson(LessonPage):
     # ---- results -------------------------------------------------------------------------------------
     def show_info(self, info: InfoResult) -> None:
         self.machine = info
-        self.chart.set_limits(info.memory_bandwidth_gbs, info.matmul_gflops)
         self.gpu_box.set_info(info.to_dict())
         shape = self.shape()
         self.limits.object = (
-            f"**This machine** ({info.device_name}, {info.threads} threads): memory "
-            f"bandwidth **{sig(info.memory_bandwidth_gbs)} GB/s**, compute peak "
-            f"**{sig(info.matmul_gflops)} GFLOP/s** ({info.matmul_dtype} matrix multiply). "
+            show_limits(self.chart, info) + ". "
             f"The ridge point, where the two roofs meet, is {sig(info.matmul_gflops)} / "
             f"{sig(info.memory_bandwidth_gbs)} = **{sig(info.ridge_flop_per_byte)} FLOP "
             "per byte**: a step doing fewer FLOPs per byte than that waits on memory."
@@ -429,10 +428,10 @@ class RooflineLesson(LessonPage):
                           cost.achieved_gflops(point.tpot_ms / 1000),
                           cost.floor_ms(self.machine.memory_bandwidth_gbs))
         self.decode_results[point.batch_size] = step
+        steps = estimate(point.step_ms, 50) if point.step_ms else None  # the median's interval
         self.chart.add_point(DECODE, f"decode, batch {point.batch_size}", step.intensity,
-                             step.achieved_gflops, point.tpot_ms,
-                             estimate(point.step_ms, 50) if point.step_ms else None)
-        self.floor.add(point.batch_size, point.tpot_ms, step.floor_ms)
+                             step.achieved_gflops, point.tpot_ms, steps)
+        self.floor.add(point.batch_size, point.tpot_ms, step.floor_ms, steps)
         self._summarize()
         self.say(f"Decode, batch {point.batch_size}, measured: {sig(point.tpot_ms)} ms per step, "
                  f"{sig(step.achieved_gflops)} GFLOP/s, {sig(step.intensity)} FLOP per byte.")
@@ -503,12 +502,8 @@ class RooflineLesson(LessonPage):
 
     # ---- the data, to download ------------------------------------------------------------------------
     def download_header(self) -> dict:
-        m = self.machine
         return runs_header(
-            self, self.shown,
-            roofs={} if m is None else {"memory_bandwidth_gbs": m.memory_bandwidth_gbs,
-                                        "matmul_gflops": m.matmul_gflops,
-                                        "ridge_flop_per_byte": m.ridge_flop_per_byte},
+            self, self.shown, roofs=roofs(self.machine),
             columns="roofline points: kind (decode step or prefill pass), label, intensity "
                     "(FLOP per byte moved), gflops (achieved GFLOP/s), ms (the step's time), "
                     "roof_share (achieved / the roof at that intensity). Floor points: x (batch "

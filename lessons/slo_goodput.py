@@ -1,7 +1,10 @@
 """Lesson 8: SLOs, goodput and cost. /app?lesson=slo-goodput
 
-A request-rate sweep on the engine (`rate_sweep`: one seeded Poisson workload served at several
-rates) gives each request's TTFT, TPOT and E2E at each rate; the page judges them against the
+A request-rate sweep on the engine (`rate_sweep`: seeded Poisson workloads served at several
+rates, each rate run `runs` times with other requests) gives each request's TTFT, TPOT and E2E
+at each rate, and each run's totals: a rate's throughput and goodput are all its runs' tokens
+(or requests) over all their time, with a 95% interval from how the runs differ
+(engine.calc.stats.runs_estimate); the page judges them against the
 per-request limits the reader types (TTFT, TPOT, optionally E2E: an SLO as vLLM's --goodput takes
 one; engine.calc.slo_math, no new run needed), counts goodput and SLO attainment beside the run's
 percentiles, draws throughput and goodput against rate (widgets.rate_curve), and prices a million
@@ -9,7 +12,7 @@ tokens from the measured throughput and a price per hour the reader types. "Inte
 "batch" are two settings of the same knobs: latency limits on or off, a small or a large batch.
 
 URL: use, ttft_limit_ms, tpot_limit_ms, e2e_limit_s, price_per_hour, max_rate, points, requests,
-max_batch, source:
+runs, max_batch, source:
 /app?lesson=slo-goodput&use=batch&price_per_hour=2.5&points=2&requests=8
 
 With an OpenAI-compatible server configured by the teacher (engine.lab.endpoint), the source
@@ -19,6 +22,7 @@ figures are labelled with its model and host; its batch size is its own, so the 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass
 
@@ -34,7 +38,7 @@ from engine.calc.slo_math import (
     cost_per_million_tokens,
     judge,
 )
-from engine.calc.stats import Estimate, estimate, min_samples
+from engine.calc.stats import Estimate, estimate, min_samples, runs_estimate
 from engine.lab.results import (
     CapacityLoad,
     CapacitySearchResult,
@@ -120,6 +124,12 @@ at several arrival rates, with arrivals at random moments (a
 load, whatever the server's pace. At low rates every request is served at once; past the
 engine's capacity a queue builds, TTFT grows without bound, and goodput falls away from
 throughput.</p>
+<p>Each rate is run several times, each run with other requests arriving at other moments: a
+point is all its runs' tokens (or requests) over all their time, and its whiskers the 95%
+interval of that figure from how much the runs differ (wide with few runs: two or three runs
+say little about their own spread). The runs, not the requests, are the samples here: the
+requests of one run share its queue, and what moves a rate's figure (when requests happened to
+come, what else the machine was doing) shows only from one run to the next.</p>
 """
 
 PARETO_TEXT = """
@@ -371,14 +381,78 @@ def point_estimates(point: RatePoint) -> dict[str, Estimate]:
             for q in (50, 99)}
 
 
-def pareto_point(point: RatePoint, judged: Judged, est: Estimate) -> dict:
-    """A rate on the frontier chart: the server's output tokens/s (one run: no interval) against
-    tokens/s each user, 1000 / the median request's TPOT (its interval's ends swapped)."""
+def pool_runs(points: list[RatePoint]) -> list[RatePoint]:
+    """One point per rate, in rate order: its runs' requests together (their per-request lists
+    joined; counts, tokens and seconds added), so a percentile or an attainment is of all the
+    rate's requests and a throughput all its tokens over all its time (runs_estimate's figure).
+    A rate of one run is that run."""
+    by_rate: dict[float, list[RatePoint]] = {}
+    for p in points:
+        by_rate.setdefault(p.rate, []).append(p)
+    return [runs[0] if len(runs) == 1 else _pool(runs) for _rate, runs in sorted(by_rate.items())]
+
+
+def _pool(runs: list[RatePoint]) -> RatePoint:
+    durations = [r.duration_s for r in runs]
+    seconds = None if None in durations else sum(durations)
+    done, tokens = sum(r.completed for r in runs), sum(r.output_tokens for r in runs)
+    slots = [(r.slot_use, r.duration_s) for r in runs if r.slot_use is not None]
+    itl_max = [r.itl_max_ms for r in runs if r.itl_max_ms is not None]
+    return dataclasses.replace(
+        runs[0], requests=sum(r.requests for r in runs), completed=done, duration_s=seconds,
+        output_tokens=tokens, throughput_tok_s=tokens / seconds if seconds else None,
+        requests_per_s=done / seconds if seconds else None,
+        ttft_ms=[v for r in runs for v in r.ttft_ms], tpot_ms=[v for r in runs for v in r.tpot_ms],
+        e2e_ms=[v for r in runs for v in r.e2e_ms],
+        output_len=[v for r in runs for v in r.output_len],
+        itl_p50_ms=None, itl_p99_ms=None, itl_max_ms=max(itl_max) if itl_max else None,
+        preemptions=sum(r.preemptions for r in runs),
+        slot_use=(sum(u * d for u, d in slots) / sum(d for _u, d in slots)
+                  if seconds and slots else None),
+        failed=None if all(r.failed is None for r in runs) else sum(r.failed or 0 for r in runs),
+        run=None)
+
+
+CURVE_FIGURES = ("completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s")
+
+
+def run_figures(runs: list[RatePoint], slo: SLO) -> dict[str, Estimate]:
+    """The rate curve's four figures at one rate from its runs, each all the runs' requests (or
+    tokens) over all their time with its 95% interval over the runs (runs_estimate): the same
+    figure as the pooled run's, judged against the SLO."""
+    judged = [judge(r.to_dict(), slo) for r in runs if r.duration_s]
+    seconds = [j.duration_s for j in judged]
+    amounts = {"completed_rps": [j.completed for j in judged],
+               "goodput_rps": [j.good for j in judged],
+               "throughput_tok_s": [j.output_tokens for j in judged],
+               "goodput_tok_s": [j.good_tokens for j in judged]}
+    return {f: runs_estimate(amounts[f], seconds) for f in CURVE_FIGURES}
+
+
+def curve_point(rate: float, figures: dict[str, Estimate]) -> dict:
+    """A rate on the rate curve: each figure, its interval when its runs bound one, and the
+    number of runs."""
+    row: dict = {"rate": rate, "runs": None}
+    for field, est in figures.items():
+        row[field] = est.value
+        row["runs"] = est.n
+        if est.bounded:
+            row.update({f"{field}_lo": est.lo, f"{field}_hi": est.hi})
+    return row
+
+
+def pareto_point(point: RatePoint, judged: Judged, est: Estimate,
+                 total: Estimate | None = None) -> dict:
+    """A rate on the frontier chart: the server's output tokens/s (total: its interval over the
+    rate's runs) against tokens/s each user, 1000 / the median request's TPOT (its interval's
+    ends swapped)."""
     per_user = 1000 / est.value if est.value else None
     row = {"setting": point.rate, "label": f"{sig(point.rate)} req/s",
            "per_user": per_user, "total": judged.throughput_tok_s, "n": est.n}
     if est.bounded and est.lo:
         row.update(per_user_lo=1000 / est.hi, per_user_hi=1000 / est.lo)
+    if total is not None and total.bounded:
+        row.update(total_lo=total.lo, total_hi=total.hi)
     return row
 
 
@@ -411,7 +485,10 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
     max_rate = param.Number(default=128.0, bounds=(0.1, 256.0),
                             label="Highest request rate (/s)")
     points = param.Integer(default=5, bounds=(2, 8), label="Rates measured")
-    requests = param.Integer(default=32, bounds=(4, 64), label="Requests per rate")
+    requests = param.Integer(default=16, bounds=(4, 64), label="Requests per run")
+    runs = param.Integer(default=3, bounds=(1, 5), label="Runs per rate",
+                         doc="Each rate is run this many times, each run with other requests; "
+                             "the points' intervals come from how the runs differ.")
     max_batch = param.Integer(default=8, bounds=(1, 64), label="Max batch")
     cap_ttft_ms = param.Number(default=1000.0, bounds=(1.0, 600_000.0),
                                label="Capacity: P95 TTFT at most (ms)")
@@ -430,6 +507,7 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
                                          sizing_mode="stretch_width")
         self.checks = table_pane(css_classes=["slo-checks"])
         self._estimates: dict[int, tuple[RatePoint, dict[str, Estimate]]] = {}  # by id(point)
+        self._pooled: tuple[tuple[int, ...], list[RatePoint]] = ((), [])  # runs seen, pooled
         self.goodput_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
                                                 css_classes=["goodput-summary"])
         # disable_math: dollar signs are prices here, not LaTeX
@@ -500,13 +578,14 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
         return ""
 
     def expected_seconds(self) -> float:
-        """About how long the sweep's arrivals last (requests / rate, summed)."""
-        return sum(self.requests / r for r in sweep_rates(self.max_rate, self.points))
+        """About how long the sweep's arrivals last (requests / rate, summed over the runs)."""
+        return self.runs * sum(self.requests / r for r in sweep_rates(self.max_rate, self.points))
 
     # ---- jobs -----------------------------------------------------------------------------------------
     def sweep_params(self) -> dict:
         return {"rates": sweep_rates(self.max_rate, self.points), "requests": self.requests,
-                "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN, "max_batch": self.max_batch}
+                "runs": self.runs, "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN,
+                "max_batch": self.max_batch}
 
     def sweep_job(self) -> tuple[str, dict]:
         """The built-in engine's sweep, or the same sweep sent to the teacher's endpoint."""
@@ -523,13 +602,13 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
             cached = lookup(kind, params)
             if cached is None:
                 continue
-            for point in sorted(cached.result.points, key=lambda p: p.rate):
+            for point in pool_runs(cached.result.points):
                 j = judge(point.to_dict(), setting.slo)
                 lines.append(
                     f"{setting.label}, {sig(point.rate)} requests/s: "
                     f"{sig(j.throughput_tok_s)} tokens/s, goodput {sig(j.goodput_rps)} "
                     f"requests/s, SLO attainment {100 * (j.attainment or 0):.0f}%; this rate "
-                    f"lasted {j.duration_s or 0:.1f} s")
+                    f"lasted {j.duration_s or 0:.1f} s (all its runs)")
         return lines
 
     @classmethod
@@ -549,7 +628,7 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
             self.runner.status.error.message = (
                 f"This sweep would take about {self.expected_seconds():.0f} s of arrivals alone "
                 f"(more than {MAX_SWEEP_S:.0f} s): raise the highest rate, measure fewer rates, "
-                "or send fewer requests per rate.")
+                "run each fewer times, or send fewer requests per run.")
             self._refresh()
             return
         use = self.use
@@ -565,7 +644,7 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
         self.runner.run([(kind, params, on_event)], use_cache=not fresh)
         self._refresh()
 
-    @param.depends("max_rate", "points", "requests", "max_batch", "source", watch=True)
+    @param.depends("max_rate", "points", "requests", "runs", "max_batch", "source", watch=True)
     def _sweep_changed(self) -> None:
         self._batch_slider.visible = not self.measures_endpoint
         if self.started:
@@ -606,9 +685,20 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
             self._refresh_uses()
 
     def judged(self) -> list[tuple[RatePoint, Judged]]:
+        """Each rate's runs pooled (pool_runs), judged against the SLO."""
         slo = self.slo()
-        return [(p, judge(p.to_dict(), slo))
-                for p in sorted(self.points_seen, key=lambda p: p.rate)]
+        return [(p, judge(p.to_dict(), slo)) for p in self.pooled()]
+
+    def pooled(self) -> list[RatePoint]:
+        """pool_runs of the runs seen, once per set of runs (the points' estimates are kept by
+        point, and bootstrapping them again on every keystroke would be slow)."""
+        runs = tuple(id(p) for p in self.points_seen)
+        if self._pooled[0] != runs:
+            self._pooled = (runs, pool_runs(self.points_seen))
+        return self._pooled[1]
+
+    def runs_of(self, rate: float) -> list[RatePoint]:
+        return [p for p in self.points_seen if p.rate == rate]
 
     def estimates(self, point: RatePoint) -> dict[str, Estimate]:
         """point_estimates, once per measured point (the limits change, the samples do not)."""
@@ -616,9 +706,13 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
         if kept is None or kept[0] is not point:
             kept = (point, point_estimates(point))
             self._estimates = {k: v for k, v in self._estimates.items()
-                               if any(v[0] is p for p in self.points_seen)}
+                               if any(v[0] is p for p in self.pooled())}
             self._estimates[id(point)] = kept
         return kept[1]
+
+    def run_estimates(self, rate: float) -> dict[str, Estimate]:
+        """Each figure of the rate curve at this rate from its runs (runs_estimate)."""
+        return run_figures(self.runs_of(rate), self.slo())
 
     def operating_points(self) -> OperatingPoints | None:
         """The best goodput and the best throughput among the measured rates."""
@@ -636,12 +730,10 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
         problem = self.input_problem()
         self.input_error.param.update(object=problem, visible=bool(problem))
         judged = self.judged()
-        self.curve.set_points([{"rate": p.rate, "completed_rps": j.requests_per_s,
-                                "goodput_rps": j.goodput_rps,
-                                "throughput_tok_s": j.throughput_tok_s,
-                                "goodput_tok_s": j.goodput_tok_s} for p, j in judged])
+        self.curve.set_points([curve_point(p.rate, self.run_estimates(p.rate)) for p, _j in judged])
         self._refresh_checks(judged)
-        self.pareto.set_points([pareto_point(p, j, self.estimates(p)["P50 TPOT"])
+        self.pareto.set_points([pareto_point(p, j, self.estimates(p)["P50 TPOT"],
+                                             self.run_estimates(p.rate)["throughput_tok_s"])
                                 for p, j in judged])
         self._refresh_summary(judged)
         self._refresh_cost(problem)
@@ -670,15 +762,16 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
         slo = self.slo()
         if slo.empty:
             head = ["offered rate (req/s)", "P50 TTFT (ms)", "P99 TTFT (ms)", "P50 TPOT (ms)",
-                    "P99 TPOT (ms)", "requests"]
+                    "P99 TPOT (ms)", "requests", "runs"]
             rows = []
             for p, _j in judged:
                 est = self.estimates(p)
                 rows.append([sig(p.rate), *[with_interval(est[w].value, est[w]) for w in (
-                    "P50 TTFT", "P99 TTFT", "P50 TPOT", "P99 TPOT")], f"{len(p.ttft_ms)}"])
+                    "P50 TTFT", "P99 TTFT", "P50 TPOT", "P99 TPOT")], f"{len(p.ttft_ms)}",
+                    f"{len(self.runs_of(p.rate))}"])
             self.checks.object = html_table(
                 "No latency limits (batch use): every completed request counts", head, rows,
-                numeric=[False] + [True] * 5) + self._interval_note(judged)
+                numeric=[False] + [True] * 6) + self._interval_note(judged)
             return
         head = ["offered rate (req/s)"]
         rows = []
@@ -686,8 +779,9 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
             if len(head) == 1:
                 head += [f"{what} (limit {sig(limit)} ms)" for what, _v, limit, _m in j.checks]
                 head += ["requests"] + [f"within the {name} limit" for name, _n in j.met_each]
-                head += ["SLO attainment (every limit)", "goodput (req/s)"]
+                head += ["SLO attainment (every limit)", "goodput (req/s)", "runs"]
             est = self.estimates(p)
+            good = self.run_estimates(p.rate)["goodput_rps"]
             rows.append([sig(p.rate),
                          *[f"{with_interval(value, est.get(what))} {'✓' if met else '✗'}"
                            for what, value, _l, met in j.checks],
@@ -696,7 +790,9 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
                            for _name, n in j.met_each],
                          (f"{100 * j.attainment:.0f}% ({j.good} of {j.completed})"
                           if j.attainment is not None else "\u2013"),
-                         sig(j.goodput_rps)])
+                         interval_text(j.goodput_rps, *((good.lo, good.hi) if good.bounded
+                                                        else (None, None))),
+                         f"{good.n}"])
         self.checks.object = html_table(
             "Each rate: the percentiles against the limits (✓ within, ✗ over), and the share "
             "of requests within them", head, rows,
@@ -709,8 +805,10 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
         few = any(not e.bounded for p, _j in judged for e in self.estimates(p).values()
                   if e.value is not None)
         text = ("In brackets: the 95% confidence interval of a percentile (a bootstrap over the "
-                "requests at that rate, counted beside them). The engine was warmed up before "
-                "the first rate; its warm-up steps are in no figure.")
+                "requests at that rate, all its runs together, counted beside them) and of "
+                "goodput (from how the rate's runs differ, counted beside it; one run gives "
+                "none). The engine was warmed up before the first rate; its warm-up steps are "
+                "in no figure.")
         if few:
             text += (f" {UNBOUNDED} A percentile from too few samples to bound it: a P99 needs "
                      f"at least {min_samples(99)} samples, a P50 {min_samples(50)}. It is the "
@@ -834,7 +932,7 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
     def download_rows(self) -> list[dict]:
         """The chart's points as drawn (rate order), each with the percentiles it was judged on:
         value, 95% interval, sample count and whether that count bounds it."""
-        by_rate = {p.rate: p for p in self.points_seen}
+        by_rate = {p.rate: p for p in self.pooled()}  # all runs of a rate
         rows = []
         for drawn in self.curve.points():
             row = dict(drawn)
@@ -857,7 +955,10 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
             use=USES[self.use].label,
             slo_limits_ms={k: v for k, v in vars(slo).items() if v is not None} or "none",
             columns="rate: offered requests/s; completed_rps, goodput_rps: requests/s completed "
-                    "and within every limit of the SLO; *_tok_s: output tokens/s; pNN_*_ms: a "
+                    "and within every limit of the SLO; *_tok_s: output tokens/s; each of those "
+                    "all the rate's runs' requests or tokens over all their seconds, with its "
+                    "95% interval over the runs (*_lo, *_hi; none from one run); runs: how many; "
+                    "requests: all the runs' requests; pNN_*_ms: a "
                     "percentile with its 95% bootstrap interval (*_ci_lo, *_ci_hi), the "
                     "samples it rests on (*_n) and whether they are enough to bound it "
                     "(*_bounded; a P99 needs 100)")

@@ -1,12 +1,15 @@
 """Lesson 3: Three schedules (static, dynamic, continuous batching). /app?lesson=three-schedules
 
 One seeded arrival trace (same requests, same arrival times) served in real time by the engine
-under the chosen policy (the `serve_run` job). Lanes (widgets.request_lanes) draw each request's
-queued and running time live as the run happens, then exactly from the trace; a table compares
+under the chosen policy (the `serve_run` job): open loop (Poisson arrivals at a rate) or closed
+loop (concurrent users, each sending again when answered: the "fixed" workload). Lanes
+(widgets.request_lanes) draw each request's queued and running time live as the run happens,
+then exactly from the trace; a table compares
 the policies measured so far for these settings: mean wait and run, P95 TTFT, throughput, and
 how full the batch slots were.
 
-URL: policy, max_batch, timeout_ms, rate, requests (/app?lesson=three-schedules&policy=dynamic).
+URL: policy, max_batch, timeout_ms, load (open or closed), rate, users, requests
+(/app?lesson=three-schedules&policy=dynamic, /app?lesson=three-schedules&load=closed&users=6).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from widgets.tables import UNBOUNDED, with_interval
 from .base import LessonPage
 from .data_record import Run, check_cell, result_header, spread_cell
 from .job_runner import event_record
+from .load_model import CLOSED, LOADS, OPEN
 from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
 from .trace_reading import fmt_ms, request_latencies
 
@@ -42,11 +46,13 @@ WORKLOAD = {"workload": "poisson", "prompt_len": [16, 128], "output_len": [8, 96
 INTRO = """
 <p>A server rarely answers one request at a time: it groups requests into a batch and runs one
 step for all of them together. <em>When</em> it lets requests into the batch is the
-scheduling policy, and it decides how long each one waits. Below, the same requests, arriving
-at the same moments, are served by the real engine under three policies. They arrive
-<a href="app?page=vocabulary#open-loop">open-loop</a>, at random moments at the rate you set,
-whether or not earlier ones are answered (lesson 2 also offers the closed loop, a fixed number
-of users). Each row is one
+scheduling policy, and it decides how long each one waits. Below, the same requests are served
+by the real engine under three policies. Choose how they come: <strong>open loop</strong>
+(<a href="app?page=vocabulary#open-loop">glossary</a>), at random moments at the rate you set,
+whether or not earlier ones are answered, so they arrive at the same moments under every
+policy; or <strong>closed loop</strong> (<a href="app?page=vocabulary#closed-loop">glossary</a>),
+a fixed number of concurrent users, each sending their next request as soon as their last
+answer ends, so a slow policy also slows the arrivals. Each row is one
 request: yellow while it waits in the queue, purple while its prompt is read (prefill), blue
 while its answer is written (decode); the diamond is its first token.</p>
 """
@@ -226,6 +232,12 @@ def policy_summary(run: ServeRunResult, origin: str = "measured live") -> Policy
                    "ttft": estimate([r.ttft_ms for r in rows], 95)})
 
 
+def run_load(run: ServeRunResult) -> tuple[str, float | int]:
+    """How a run's requests came: (CLOSED, users) or (OPEN, arrival rate)."""
+    w = run.workload
+    return (CLOSED, int(w.concurrency)) if w.kind == "fixed" else (OPEN, float(w.rate))
+
+
 def lanes_rows(run: ServeRunResult) -> list[dict]:
     """The run's requests as widgets.request_lanes wants them (ms from the run's start)."""
     return [{"id": r.id, "arrival_ms": r.arrival_ms, "admitted_ms": r.admitted_ms,
@@ -244,8 +256,10 @@ class ThreeSchedulesLesson(LessonPage):
     max_batch = param.Integer(default=4, bounds=(1, 16), label="Batch slots (max batch)")
     timeout_ms = param.Number(default=100.0, bounds=(0.0, 1000.0), step=10.0,
                               label="Dynamic timeout (ms)")
+    load = param.Selector(default=OPEN, objects=LOADS, label="Load")
     rate = param.Number(default=10.0, bounds=(1.0, 40.0), step=1.0,
-                        label="Arrival rate (requests per second)")
+                        label="Arrival rate (requests per second, open loop)")
+    users = param.Integer(default=4, bounds=(1, 16), label="Concurrent users (closed loop)")
     requests = param.Integer(default=16, bounds=(4, 48), label="Requests")
 
     def __init__(self, **params):
@@ -264,35 +278,68 @@ class ThreeSchedulesLesson(LessonPage):
         self.download = DataDownload("request-lanes", self.lanes.times, self.download_header,
                                      "Each request's moments")
         self.param.watch(lambda _e: self.run(), ["policy"])
+        self.param.watch(lambda _e: self._load_changed(), ["load"])
+
+    @property
+    def closed(self) -> bool:
+        return self.load == CLOSED
 
     def settings(self) -> tuple:
-        return (float(self.rate), int(self.requests), int(self.max_batch),
-                float(self.timeout_ms))
+        load = (CLOSED, int(self.users)) if self.closed else (OPEN, float(self.rate))
+        return (*load, int(self.requests), int(self.max_batch), float(self.timeout_ms))
 
     def job_params(self, policy: str | None = None) -> dict:
-        return {**WORKLOAD, "policy": policy or self.policy, "rate": float(self.rate),
-                "requests": int(self.requests), "max_batch": int(self.max_batch),
-                "timeout_ms": float(self.timeout_ms)}
+        params = {**WORKLOAD, "policy": policy or self.policy, "rate": float(self.rate),
+                  "requests": int(self.requests), "max_batch": int(self.max_batch),
+                  "timeout_ms": float(self.timeout_ms)}
+        if self.closed:  # the rate is not used: kept at its default, one cache entry per users
+            params.update(workload="fixed", concurrency=int(self.users),
+                          rate=self.param.rate.default)
+        return params
+
+    def load_words(self) -> str:
+        """How the requests come, for the measurement label."""
+        if self.closed:
+            return (f"a closed loop of {self.users} concurrent users, each sending their next "
+                    "request when their answer ends")
+        return f"Poisson arrivals at {self.rate:g} per second"
 
     def body(self) -> list:
         policy = pn.widgets.RadioButtonGroup.from_param(self.param.policy, color="primary",
                                                         variant="outline")
+        self._load_widgets = {
+            OPEN: pn.widgets.FloatSlider.from_param(self.param.rate),
+            CLOSED: pn.widgets.IntSlider.from_param(self.param.users)}
         sliders = [pn.widgets.IntSlider.from_param(self.param.max_batch),
                    pn.widgets.FloatSlider.from_param(self.param.timeout_ms),
-                   pn.widgets.FloatSlider.from_param(self.param.rate),
+                   *self._load_widgets.values(),
                    pn.widgets.IntSlider.from_param(self.param.requests)]
         for s in sliders:  # measure on release, not on every pixel of a drag
             s.sizing_mode = "stretch_width"
             s.param.watch(lambda _e: self.run(), "value_throttled")
+        load = pn.widgets.RadioButtonGroup.from_param(self.param.load, sizing_mode="stretch_width")
+        self._show_load()
         return [
             html_pane(INTRO), self.prediction_box,
             html_pane("<h2>One trace, three policies</h2>"),
-            pn.Row(pn.Column(policy, *sliders, self.compare, width=330),
+            pn.Row(pn.Column(policy, load, *sliders, self.compare, width=330),
                    pn.Column(self.lanes, self.runner.status, self.lane_text,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
             self.measured_on, self.download, self.table,
             html_pane(PROSE),
         ]
+
+    def _show_load(self) -> None:
+        """The rate slider for open loop, the users slider for closed loop."""
+        widgets = getattr(self, "_load_widgets", None)
+        if widgets is not None:
+            widgets[OPEN].visible = not self.closed
+            widgets[CLOSED].visible = self.closed
+
+    def _load_changed(self) -> None:
+        self._show_load()
+        self._show_table()
+        self.run()
 
     # ---- running -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -352,7 +399,7 @@ class ThreeSchedulesLesson(LessonPage):
         self.shown = (self.shown or Run("serve_run", self.job_params())).done(run, event)
         self.lanes.show(lanes_rows(run))
         summary = self._record(run, event)
-        if run.policy == "static" and run.config.max_batch == 4:
+        if run.policy == "static" and run.config.max_batch == 4 and run_load(run)[0] == OPEN:
             outcome = wait_outcome(summary)  # what the prediction asked about
             if outcome is not None:
                 self.prediction_box.reveal(*outcome)
@@ -368,9 +415,9 @@ class ThreeSchedulesLesson(LessonPage):
         self.say(text)
         self.measured_on.object = site_html(
             f"<p>Measured: {html.escape(provenance(run, event))}. {len(rows)} requests, "
-            f"Poisson arrivals at {self.rate:g} per second (seed 0: the same trace under every "
-            f"policy), prompts of 16 to 128 tokens, answers of 8 to 96 tokens, "
-            f"{run.config.max_batch} batch slots.</p>")
+            f"{self.load_words()} (seed 0: the same requests under every policy), prompts of "
+            f"16 to 128 tokens, answers of 8 to 96 tokens, {run.config.max_batch} batch "
+            "slots.</p>")
 
     def download_header(self) -> dict:
         shown = self.shown or Run("serve_run", self.job_params())
@@ -385,12 +432,12 @@ class ThreeSchedulesLesson(LessonPage):
     def _record(self, run: ServeRunResult, event=None) -> PolicySummary:
         cached = event is not None and event.cached
         summary = policy_summary(run, "cached" if cached else "measured live")
-        key = (float(run.workload.rate), int(run.workload.requests), int(run.config.max_batch),
+        key = (*run_load(run), int(run.workload.requests), int(run.config.max_batch),
                float(run.config.timeout_ms), run.policy)
         self.runs[key] = summary
         self._show_table()
-        question = p95_question({p: self.runs[(*key[:4], p)] for p in POLICIES
-                                 if (*key[:4], p) in self.runs})
+        question = p95_question({p: self.runs[(*key[:5], p)] for p in POLICIES
+                                 if (*key[:5], p) in self.runs})
         if question is not None:
             self.checkpoint.provide("p95", question)
         return summary

@@ -3,8 +3,10 @@ like: requests per second (offered, completed, meeting the targets) and output t
 (all, and those of requests meeting the targets). A table beside gives the same numbers.
 
 Points are dicts {"rate", "completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s"}
-(goodput fields may be None: no targets); `add` streams one, `set_points` replaces them all (as
-when the reader changes the targets and goodput is judged again).
+(goodput fields may be None: no targets), each figure optionally with its 95% interval
+("<figure>_lo", "<figure>_hi": drawn as whiskers, written in the table) and "runs", the runs it
+rests on; `add` streams one, `set_points` replaces them all (as when the reader changes the
+targets and goodput is judged again).
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ import math
 
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, HoverTool, LogTicker
+from bokeh.models import ColumnDataSource, HoverTool, LogTicker, Whisker
 from bokeh.plotting import figure
 
 from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
 from .palette import BLUE, GREEN, GREY, SERIES_DASH
-from .tables import html_table, sig
+from .tables import html_table, interval_text, sig
 
-FIELDS = ("rate", "completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s")
+FIGURES = ("completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s")
+FIELDS = ("rate", *FIGURES, *(f"{f}_{end}" for f in FIGURES for end in ("lo", "hi")), "runs")
 THROUGHPUT_COLOR, GOODPUT_COLOR, OFFERED_COLOR = BLUE, GREEN, GREY
 
 
@@ -68,6 +71,10 @@ class RateCurve(pn.viewable.Viewer):
                   legend_label="tokens of requests that met every target")
         toks.scatter("rate", "goodput_tok_s", source=self.source, color=GOODPUT_COLOR, size=8,
                      marker="square")
+        for fig, figures in ((rps, FIGURES[:2]), (toks, FIGURES[2:])):
+            for field, color in zip(figures, (THROUGHPUT_COLOR, GOODPUT_COLOR), strict=True):
+                fig.add_layout(Whisker(source=self.source, base="rate", lower=f"{field}_lo",
+                                       upper=f"{field}_hi", line_color=color))
         if self.log_x:
             rps.xaxis.ticker = LogTicker(base=2, mantissas=[1])
             toks.xaxis.ticker = rps.xaxis.ticker
@@ -78,7 +85,8 @@ class RateCurve(pn.viewable.Viewer):
                                               ("completed", "@completed_rps{0.00} req/s"),
                                               ("goodput", "@goodput_rps{0.00} req/s"),
                                               ("throughput", "@throughput_tok_s{0.0} tok/s"),
-                                              ("goodput tokens", "@goodput_tok_s{0.0} tok/s")]))
+                                              ("goodput tokens", "@goodput_tok_s{0.0} tok/s"),
+                                              ("runs", "@runs")]))
         toks.legend.location = "bottom_right"
         self.figures = (rps, toks)
         self.text = ChartText("Charts of throughput and goodput against the offered rate",
@@ -127,12 +135,12 @@ class RateCurve(pn.viewable.Viewer):
         rates = [r["rate"] for r in rows]
         self.offered.data = {"x": rates, "y": rates}
         self._table.object = html_table(
-            "Throughput and goodput at each offered rate",
+            "Throughput and goodput at each offered rate [95% interval over its runs]",
             ["offered rate (req/s)", "completed (req/s)", "goodput (req/s)",
-             "throughput (tokens/s)", "goodput (tokens/s)"],
-            [[sig(r["rate"]), sig(r["completed_rps"]), sig(r["goodput_rps"]),
-              sig(r["throughput_tok_s"]), sig(r["goodput_tok_s"])] for r in rows],
-            numeric=[False, True, True, True, True])
+             "throughput (tokens/s)", "goodput (tokens/s)", "runs"],
+            [[sig(r["rate"]), *[interval_text(r[f], r[f"{f}_lo"], r[f"{f}_hi"]) for f in FIGURES],
+              "-" if r["runs"] is None else f"{r['runs']}"] for r in rows],
+            numeric=[False, True, True, True, True, True])
         good = [r for r in rows if r["goodput_rps"] is not None]
         if good:
             best = max(good, key=lambda r: r["goodput_rps"])

@@ -43,6 +43,11 @@ def cmd_info(args) -> int:
         print("measuring memory bandwidth and matmul peak (cached after the first time)...",
               file=sys.stderr)
     info = machine_info(args.device, refresh=args.refresh)
+    check = info["check"]
+    if check and check["disturbed"]:
+        print("these limits were measured while other work took the cores ("
+              + "; ".join(check["reasons"]) + "): not cached; run it again when the machine "
+              "is quiet", file=sys.stderr)
     if args.json:
         emit_json(info)
         return 0

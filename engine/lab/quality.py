@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..calc.stats import deciles
+
 WAIT_LIMIT = 0.05  # waited for a core more than 5% of the job's own CPU time: disturbed
 MIN_WAIT_S = 0.002  # ... and more than 2 ms in all
 PROBE_LIMIT = 1.5  # a probe 1.5x slower than the machine's profile: disturbed
@@ -49,13 +51,13 @@ TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")  # /proc/stat's unit
 
 def spread(values_ms: Iterable[float], what: str) -> dict:
     """p10, p50 and p90 of timed values (ms): the record engine.lab.results.Spread. Deciles as
-    engine.sweep computes them (statistics.quantiles, exclusive method); None when empty."""
+    engine.sweep computes them (engine.calc.stats.deciles: within the data); None when empty."""
     values = sorted(float(v) for v in values_ms)
     if not values:
         return {"what": what, "count": 0, "p10": None, "p50": None, "p90": None}
-    deciles = statistics.quantiles(values, n=10) if len(values) > 1 else values * 9
-    return {"what": what, "count": len(values), "p10": deciles[0],
-            "p50": statistics.median(values), "p90": deciles[-1]}
+    cuts = deciles(values)
+    return {"what": what, "count": len(values), "p10": cuts[0],
+            "p50": statistics.median(values), "p90": cuts[-1]}
 
 
 # ---- reading Linux's accounting ---------------------------------------------------------------

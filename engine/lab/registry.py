@@ -115,7 +115,8 @@ LOAD_MIX = {  # the load test's mix of short and long requests (lesson 2)
 SWEEP = {  # a rate sweep's rates and its workload at each (lesson 8)
     "rates": Many([1.0, 2.0, 4.0, 8.0], each=Float(lo=1e-3, hi=1000.0), each_name="rate",
                   max_items=12, what="request rates"),
-    "requests": Int(24, lo=1, hi=10_000), "prompt_len": Lengths([32, 128], single=True),
+    "requests": Int(24, lo=1, hi=10_000), "runs": Int(1, lo=1, hi=5),
+    "prompt_len": Lengths([32, 128], single=True),
     "output_len": Lengths([16, 64], single=True)}
 ENDPOINT = {  # the teacher's server (engine.lab.endpoint), and how long a run there may take
     "url": Text("", what="the endpoint URL"), "model": Text("", what="the endpoint's model"),
@@ -327,8 +328,9 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         **ENGINE, **SWEEP, "max_batch": MAX_BATCH,
         "chunk_size": Int(128, lo=0), **SEED},
         results.RateSweepResult,
-        "The same Poisson workload (one seed) served at each rate in turn; a \"step\" event with "
-        "each rate's point as it finishes.", size="load",
+        "The same Poisson workloads (`runs` seeds: each rate run that many times, each run "
+        "other requests at other moments) served at each rate in turn; a \"step\" event with "
+        "each run's point as it finishes.", size="load",
         bounds=(Bound(B["rate_sweep"], {"rates": [8.0, 16.0, 32.0, 64.0, 128.0],
                                         "requests": 32, "max_batch": 32},
                       "lesson 8's sweep at its defaults"),)),

@@ -550,8 +550,9 @@ class BlockSnapshotsResult(Measured):
 
 @dataclass(frozen=True)
 class RatePoint(Record):
-    """One rate of a rate sweep: per-request lists (so SLOs can be applied later) and totals.
-    Also the data of the sweep's "step" events (with kind "rate_point")."""
+    """One run at one rate of a rate sweep: per-request lists (so SLOs can be applied later)
+    and totals; `run` numbers the runs at a rate (None in a sweep of one run per rate). Also
+    the data of the sweep's "step" events (with kind "rate_point")."""
 
     rate: float
     requests: int
@@ -570,6 +571,7 @@ class RatePoint(Record):
     preemptions: int
     slot_use: float | None
     failed: int | None = dataclasses.field(default=None, metadata={"omit_none": True})  # HTTP
+    run: int | None = dataclasses.field(default=None, metadata={"omit_none": True})  # 1, 2, ...
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from . import cores, quality
 from .events import now_iso, one_line
 from .jobs.engines import engine_from_params
 from .jobs.machine import worker_identity
-from .jobs.probe import get_probe
+from .jobs.probe import get_probe, measure_checked
 from .registry import JOBS, Cancelled, Emit, JobSpec, get_spec
 from .results import Measured
 
@@ -46,20 +46,14 @@ def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     checked = spec.check(params)
     if not issubclass(spec.result, Measured):  # a kind whose record carries no spread or check
         return body(spec)(checked, emit, cancelled)
-    if not spec.timed:
+    if not spec.timed:  # it times nothing, or checks what it times itself (info's limits)
         result = body(spec)(checked, emit, cancelled)
-        return None if result is None else {"spread": None, **result, "check": None}
+        return None if result is None else {"spread": None, "check": None, **result}
     if "preset" in checked:  # its engine built and warmed now, not inside the check's window
         engine_from_params(checked)
-    probe = get_probe()
-    before_ms = probe.measure()
-    start = quality.Usage.now(cores.available_cores())
-    result = body(spec)(checked, emit, cancelled)
-    end = quality.Usage.now(start.cores)
+    result, check = measure_checked(lambda: body(spec)(checked, emit, cancelled))
     if result is None:
         return None
-    after_ms = probe.measure()
-    check = quality.check(start, end, quality.Probe(before_ms, after_ms, probe.profile_ms))
     return {"spread": None, **result, "check": check}
 
 

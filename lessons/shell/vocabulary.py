@@ -77,8 +77,8 @@ TERMS: tuple[Term, ...] = (
          "A fixed number of users, each sending a new request only when the previous answer "
          "has arrived. A slow server slows the arrivals down too, so the queue never exceeds the "
          "number of users: a benchmark run this way (a fixed 'concurrency') can hide the queue "
-         "that open-loop traffic would build. Lesson 2's load test offers it (concurrent "
-         "users), and lesson 8's capacity search counts the users a machine holds this way.",
+         "that open-loop traffic would build. Lessons 2 and 3 offer it (concurrent users), "
+         "and lesson 8's capacity search counts the users a machine holds this way.",
          "", LOAD),
     Term("SLO (service-level objective)", "slo",
          "A latency target, for example \"TTFT at most 200 ms and TPOT at most 100 ms\". "

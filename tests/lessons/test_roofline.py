@@ -11,6 +11,7 @@ from lesson_stubs import downloaded, said
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.config import PRESETS
 from engine.hardware import measure_matmul
+from engine.lab import quality
 from engine.lab.results import parse_result
 from lessons.roofline import DECODE, PREFILL, RooflineLesson, powers
 from widgets.tables import sig
@@ -71,6 +72,11 @@ def test_points_land_under_the_roofs_with_the_preset_formulas():
     assert decode[2]["n"] == len(top["step_ms"])
     rows = page.floor.rows()
     assert [r["x"] for r in rows] == [1, 2, 4]
+    for row, point in zip(rows, decode, strict=True):  # the same steps' median and interval
+        assert (row["measured"], row["lo"], row["hi"], row["n"]) == (
+            point["ms"], point["ms_lo"], point["ms_hi"], point["n"])
+        assert f"{sig(row['measured'])} [{sig(row['lo'])}–{sig(row['hi'])}]" in \
+            page.floor.table_html
     one = decode_cost(shape, 1, decode_context(128, 32))
     assert rows[0]["floor"] == pytest.approx(1000 * one.bytes / (bw * 1e9))
     assert f"{sig(bw)} GB/s" in page.limits.object
@@ -89,6 +95,22 @@ def test_points_land_under_the_roofs_with_the_preset_formulas():
     # each point is said in words as it comes (throttled: the last of the burst is read)
     assert any(s and s.startswith("Prefill of 256 tokens measured: ") and "GFLOP/s" in s
                for s in said(page))
+
+
+def test_limits_measured_beside_other_work_are_labelled_so():
+    """The info job's limits, when its disturbance check says other work took the engine's core
+    (engine.hardware keeps them only when quiet): the page says they may read low."""
+    page, service = lesson(TINY)
+    info = service.result("info")
+    measured = info["check"]  # None: read from disk, where only quiet limits are kept
+    assert ("not kept" in page.limits.object) == bool(measured and measured["disturbed"])
+    before = quality.Usage(cores=(1,), wall=0.0, cpu_s=0.0, threads={7: (0, 0)},
+                           ticks={1: (0, 0)})
+    after = quality.Usage(cores=(1,), wall=1.5, cpu_s=1.0, threads={7: (10**9, 5 * 10**8)},
+                          ticks={1: (150, 0)})  # waited 500 ms for its core in 1 s of work
+    page.show_info(parse_result("info", {**info, "check": quality.check(before, after)}))
+    assert "not kept, and are measured again when the machine is quiet" in page.limits.object
+    assert f"{sig(info['memory_bandwidth_gbs'])} GB/s" in page.limits.object
 
 
 def test_the_downloads_are_the_points_of_both_charts():

@@ -13,7 +13,7 @@ from engine.calc.slo_math import cost_per_million_tokens
 from lessons.slo_goodput import SLOGoodputLesson, capacity_ttft, sweep_rates
 from widgets.tables import UNBOUNDED, sig
 
-SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"]}
+SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"], "runs": [b"1"]}
 
 
 def lesson(args=None, answered=True):
@@ -61,6 +61,45 @@ def test_the_sweep_and_goodput_at_or_below_throughput():
     top = raw[8]
     good = good_requests(top)
     assert f"{100 * good / 8:.0f}% ({good} of 8)" in cells  # SLO attainment at the top rate
+
+
+def test_each_rate_is_run_again_and_its_points_carry_intervals_over_the_runs():
+    """Two runs a rate, each of other requests (seed, seed + 1): a point is all its runs'
+    requests or tokens over all their seconds, with a 95% interval over the runs
+    (runs_estimate), drawn and downloaded; its percentiles pool the runs' requests."""
+    import json
+
+    page, service = lesson({"points": [b"2"], "requests": [b"6"], "max_rate": [b"16"],
+                            "runs": [b"2"]})
+    [job] = service.submitted
+    assert job.params["runs"] == 2 and job.params["rates"] == [8, 16]
+    raw = job.result["points"]
+    assert [(p["rate"], p["run"]) for p in raw] == [(8, 1), (8, 2), (16, 1), (16, 2)]
+    assert raw[0]["output_len"] != raw[1]["output_len"]  # other requests in the second run
+    points = page.curve.points()
+    assert [p["rate"] for p in points] == [8, 16]
+    for p in points:
+        runs = [r for r in raw if r["rate"] == p["rate"]]
+        seconds = sum(r["duration_s"] for r in runs)
+        assert p["runs"] == 2
+        assert p["completed_rps"] == pytest.approx(sum(len(r["ttft_ms"]) for r in runs) / seconds)
+        assert p["throughput_tok_s"] == pytest.approx(
+            sum(sum(r["output_len"]) for r in runs) / seconds)
+        assert p["throughput_tok_s_lo"] <= p["throughput_tok_s"] <= p["throughput_tok_s_hi"]
+        assert p["completed_rps_lo"] <= p["completed_rps"] <= p["completed_rps_hi"]
+        row = f"{sig(p['throughput_tok_s'])} [{sig(p['throughput_tok_s_lo'])}–"
+        assert row in page.curve.table_html
+    pooled, _judged = page.judged()[0]
+    assert page.estimates(pooled)["P50 TTFT"].n == 12  # both runs' requests
+    checks = page.checks.object  # each rate's goodput with its interval, and its runs
+    assert ">runs</th>" in checks and checks.count('<td class="num">2</td></tr>') == 2
+    good = page.run_estimates(8)["goodput_rps"]
+    assert f"{sig(good.value)} [{sig(good.lo)}–{sig(good.hi)}]" in checks
+    rows = json.loads(page.download.texts()[1])["rows"]
+    assert rows[0]["throughput_tok_s_hi"] == points[0]["throughput_tok_s_hi"]
+    assert rows[0]["runs"] == 2 and rows[0]["requests"] == 12
+    pareto = page.pareto.points()
+    assert pareto[0]["total_lo"] == points[0]["throughput_tok_s_lo"]
 
 
 def test_percentiles_carry_their_counts_and_intervals():
@@ -219,7 +258,7 @@ def test_the_prediction_the_question_on_your_sweep_and_the_box_on_gpus():
 
 def test_the_teachers_endpoint_is_swept_over_http_and_labelled(endpoint_set):
     page, service = lesson({"points": [b"2"], "requests": [b"4"], "max_rate": [b"40"],
-                            "source": [b"endpoint"]})
+                            "runs": [b"1"], "source": [b"endpoint"]})
     [job] = service.submitted
     assert job.kind == "endpoint_rate_sweep" and job.params["rates"] == [20, 40]
     assert job.params["url"] == endpoint_set.url and "max_batch" not in job.params

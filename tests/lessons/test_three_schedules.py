@@ -8,7 +8,14 @@ import pytest
 from lesson_stubs import DEVICE, attach, downloaded, said
 
 from engine.lab.results import ServeRunResult
-from lessons.three_schedules import POLICIES, ThreeSchedulesLesson, lanes_rows, policy_summary
+from lessons.load_model import CLOSED, OPEN
+from lessons.three_schedules import (
+    INTRO,
+    POLICIES,
+    ThreeSchedulesLesson,
+    lanes_rows,
+    policy_summary,
+)
 from widgets.tables import sig
 
 SMALL = {"requests": [b"4"], "rate": [b"40"], "max_batch": [b"2"]}
@@ -133,3 +140,30 @@ def test_policy_summary_reads_the_run():
 def test_warm_jobs_cover_the_three_policies():
     kinds = ThreeSchedulesLesson.warm_jobs()
     assert [p["policy"] for _, p in kinds] == list(POLICIES)
+
+
+def test_closed_loop_is_offered_beside_open_loop_and_named_on_the_page():
+    """Concurrent users (the "fixed" workload): the first ones arrive at once, each later
+    request when one is answered, so never more than that many are in the system."""
+    assert "vocabulary#open-loop" in INTRO and "vocabulary#closed-loop" in INTRO
+    page = ThreeSchedulesLesson.from_url({**SMALL, "load": [b"closed"], "users": [b"2"],
+                                          "policy": [b"continuous"]})
+    service = attach(page)
+    pn.panel(page).get_root()
+    assert page._load_widgets[CLOSED].visible and not page._load_widgets[OPEN].visible
+    job = service.submitted[-1]
+    assert job.params["workload"] == "fixed" and job.params["concurrency"] == 2
+    result = run_short(service, job)
+    requests = sorted(result["requests"], key=lambda r: r["arrival_s"])
+    assert [r["arrival_s"] for r in requests[:2]] == [0.0, 0.0]
+    for r in requests:
+        t = r["arrival_s"]
+        assert sum(o["arrival_s"] <= t < o["finish_s"] for o in requests) <= 2
+    assert requests[2]["arrival_s"] > 0
+    assert "a closed loop of 2 concurrent users" in page.measured_on.object
+    assert "continuous" in page.table.object and page.table.object.count("not run yet") == 2
+    page.load = OPEN  # back to the arrival rate: its own run and its own table
+    assert service.submitted[-1].params["workload"] == "poisson"
+    assert service.submitted[-1].params["rate"] == 40.0
+    assert page.table.object.count("not run yet") == 3
+    assert page._load_widgets[OPEN].visible and not page._load_widgets[CLOSED].visible

@@ -53,7 +53,7 @@ AUDITED = {
     "chunked-prefill": ("/app?lesson=chunked-prefill&requests=4&output_len=64"
                         "&long_prompt=512&chunk_size=128",
                         skip_then("worst stall|did not shorten|says nothing about chunks")),
-    "slo-goodput": ("/app?lesson=slo-goodput&points=2&requests=6&max_rate=8",
+    "slo-goodput": ("/app?lesson=slo-goodput&points=2&requests=6&max_rate=8&runs=2",
                     skip_then("Best goodput")),
     "prefix-cache": ("/app?lesson=prefix-cache&shared_prefix=256&requests=2",
                      skip_then(r"x sooner")),

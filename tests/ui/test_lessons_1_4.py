@@ -118,6 +118,11 @@ def test_three_schedules_switching_policy_changes_the_lanes(page, console, app_u
     assert admitted_while_another_runs(continuous)  # a freed slot is refilled at once
     table = page.locator("tr", has_text="continuous").last.inner_text()
     assert "not run yet" not in table
+    # closed loop: concurrent users, each sending again when answered
+    page.get_by_role("button", name="closed loop: concurrent users").click()
+    expect(page.locator(".measurement-label").get_by_text(
+        re.compile("a closed loop of 4 concurrent users"))).to_be_visible(timeout=LONG)
+    expect(page).to_have_url(re.compile("load=closed"))
     assert_clean(page, console)
 
 

@@ -69,6 +69,10 @@ def test_roofline_places_measured_points_under_the_roofs(page, console, app_url)
     assert max(decode["intensity"]) < roof["x"][1] < max(prefill["intensity"])  # either side
     floor = source(page, "floor points")
     assert sorted(floor["x"]) == [1, 2] and all(f > 0 for f in floor["floor"])
+    # each measured median with its whisker: the 95% interval of its timed steps, and their count
+    assert all(lo <= m <= hi for lo, m, hi in zip(floor["lo"], floor["measured"], floor["hi"],
+                                                   strict=True))
+    assert all(n >= 2 for n in floor["n"])
     assert "GB/s" in page_text(page)
     assert_clean(page, console)
 
@@ -153,14 +157,17 @@ def test_chunked_prefill_shortens_the_worst_gap(page, console, app_url):
 
 
 def test_slo_goodput_stays_at_or_below_throughput(page, console, app_url):
-    page.goto(f"{app_url}/app?lesson=slo-goodput&points=2&requests=6&max_rate=8")
+    page.goto(f"{app_url}/app?lesson=slo-goodput&points=2&requests=6&max_rate=8&runs=2")
     skip_prediction(page)
     expect(page.get_by_text(re.compile("Best goodput")).first).to_be_visible(timeout=LONG)
     page.wait_for_function("() => Bokeh.documents.some(d => { const m = d.get_model_by_name("
                            "'rate points'); return m && m.data.rate.length == 2; })",
                            timeout=LONG)
     points = source(page, "rate points")
-    assert points["rate"] == [4, 8]
+    assert points["rate"] == [4, 8] and points["runs"] == [2, 2]
+    for lo, tokens, hi in zip(points["throughput_tok_s_lo"], points["throughput_tok_s"],
+                              points["throughput_tok_s_hi"], strict=True):
+        assert lo <= tokens <= hi  # each point's whisker: its 95% interval over the 2 runs
     for got, completed, good_tokens, tokens in zip(points["goodput_rps"],
                                                    points["completed_rps"],
                                                    points["goodput_tok_s"],

@@ -15,7 +15,7 @@ from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
 from ...serve.workload import PromptSource, Request, WorkloadSpec, make_workload
 from ...tokenizer import Tokenizer
 from ..registry import Cancelled, Emit
-from .serving import POISSON, mixed_workload, rate_point, workload_spec
+from .serving import mixed_workload, rate_point, sweep_runs
 
 READER_GRACE_S = 0.5  # after the reader's last token, for its stream's end ([DONE]) to arrive
 
@@ -70,25 +70,27 @@ def endpoint_load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> di
 
 
 def endpoint_rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
-    """serving.rate_sweep_job's workload (one seed, the same prompts as text) sent over HTTP at
-    each rate in turn, timed at the client; a "step" event with each rate's point."""
-    rates, count = params["rates"], params["requests"]
+    """serving.rate_sweep_job's workloads (its seeds, the same prompts as text) sent over HTTP
+    at each rate in turn, timed at the client; a "step" event with each run's point."""
+    count = params["requests"]
     tokenizer = Tokenizer()
-    specs = [workload_spec(params, **POISSON, rate=rate) for rate in rates]
+    planned = sweep_runs(params)
+    specs = [spec for _rate, _k, spec in planned]
     points = []
-    for i, (rate, spec) in enumerate(zip(rates, specs)):
+    for i, (rate, k, spec) in enumerate(planned):
         requests = make_workload(spec, tokenizer)
         prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
 
         def progress(done: int, i: int = i, rate: float = rate) -> None:
-            emit("progress", {"done": i * count + done, "total": len(rates) * count,
+            emit("progress", {"done": i * count + done, "total": len(planned) * count,
                               "message": f"requests answered (rate {rate:g} requests/s)"})
 
         progress(0)
         bench = bench_or_refusal(params, requests, prompts, progress, cancelled)
         if cancelled():
             return None
-        point = {**rate_point(bench.traces, bench.metrics, rate), "failed": bench.failed}
+        point = {**rate_point(bench.traces, bench.metrics, rate), "failed": bench.failed,
+                 "run": k}
         points.append(point)
         emit("step", {"kind": "rate_point", **point})
     return {"base_url": bench.endpoint.base, "model": bench.endpoint.model,

@@ -10,15 +10,17 @@ from ...device import configure_threads, describe_device, resolve_device
 from ...hardware import hardware_limits
 from ...llm_engine import ENGINE_VERSION
 from ..registry import Cancelled, Emit
+from .probe import measure_checked
 
 
 def machine_info(device: str = "auto", refresh: bool = False) -> dict:
     """What `python -m engine info --json` prints: the device, thread count, every preset's shape
-    and the device's measured memory bandwidth and matmul peak (cached per machine)."""
+    and the device's measured memory bandwidth and matmul peak (cached per machine once measured
+    quietly; `check` is the disturbance check of limits measured now, None when read from disk)."""
     device = resolve_device(device)
     if device == "cpu":
         configure_threads()
-    limits = hardware_limits(device, refresh=refresh)
+    limits = hardware_limits(device, refresh=refresh, checked=measure_checked)
     return {
         "device": device,
         "device_name": describe_device(device),
@@ -30,6 +32,7 @@ def machine_info(device: str = "auto", refresh: bool = False) -> dict:
         "matmul_dtype": limits.matmul_dtype,
         "ridge_flop_per_byte": round(limits.ridge_flop_per_byte, 2),
         "limits_measured_at": limits.measured_at,
+        "check": limits.check,  # None when read from disk (measured quietly before)
     }
 
 

@@ -16,11 +16,16 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
 from ...device import describe_device
 from ...paths import cache_dir, write_json_atomic
+from .. import cores, quality
+
+T = TypeVar("T")
 
 REPS = 5
 ROWS, WIDTH = 64, 1024  # a (ROWS x WIDTH) @ (WIDTH x WIDTH) fp32 product: 4 MiB of weights
@@ -89,6 +94,19 @@ def _machine_key() -> str:
 
 
 _probe: Probe | None = None
+
+
+def measure_checked(measure: Callable[[], T]) -> tuple[T, dict]:
+    """measure() inside the disturbance check every timed job gets (engine.lab.quality.check):
+    the calibration probe just before and just after, the accounting of the engine's cores
+    around it. Returns what measure returned and the check."""
+    probe = get_probe()
+    before_ms = probe.measure()
+    start = quality.Usage.now(cores.available_cores())
+    value = measure()
+    end = quality.Usage.now(start.cores)
+    after_ms = probe.measure()
+    return value, quality.check(start, end, quality.Probe(before_ms, after_ms, probe.profile_ms))
 
 
 def get_probe() -> Probe:

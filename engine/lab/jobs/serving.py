@@ -262,12 +262,21 @@ def rate_point(traces: list, m: Metrics, rate: float) -> dict:
     }
 
 
+def sweep_runs(params: dict) -> list[tuple[float, int, WorkloadSpec]]:
+    """(rate, run, workload) of a rate sweep, rate by rate: `runs` runs at each rate, run k
+    (from 1) with seed + k - 1, so each run is other requests at other moments and every rate
+    gets the same set of runs."""
+    return [(rate, k, workload_spec({**params, "seed": params["seed"] + k - 1}, **POISSON,
+                                    rate=rate))
+            for rate in params["rates"] for k in range(1, params["runs"] + 1)]
+
+
 def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
-    """The same Poisson workload (one seed) served at each rate in turn; a "step" event with
-    each rate's point as it finishes."""
-    rates = params["rates"]
+    """The same Poisson workloads (`runs` seeds) served at each rate in turn; a "step" event
+    with each run's point as it finishes."""
     config = scheduler_config(params, **CONTINUOUS)
-    specs = [workload_spec(params, **POISSON, rate=rate) for rate in rates]
+    planned = sweep_runs(params)
+    specs = [spec for _rate, _k, spec in planned]
     engine = engine_from_params(params)
     workloads = [make_workload(spec, engine.tokenizer) for spec in specs]
     fit_kv(engine, max((resident_lengths(w, config.max_batch) for w in workloads), key=sum))
@@ -280,15 +289,16 @@ def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
             done[0] += 1
         elif isinstance(event, StepEvent) and every.due():
             emit("progress", {"done": min(done[0], total), "total": total,
-                              "message": f"rate {rate:g} requests/s"})
+                              "message": f"rate {rate:g} requests/s, run {k} of "
+                                         f"{params['runs']}"})
 
     points, steps = [], []
-    for rate, requests in zip(rates, workloads, strict=True):
+    for (rate, k, _spec), requests in zip(planned, workloads, strict=True):
         result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
         if result.cancelled:
             return None
         steps += result.steps
-        point = rate_point(result.requests, result.metrics, rate)
+        point = {**rate_point(result.requests, result.metrics, rate), "run": k}
         points.append(point)
         emit("step", {"kind": "rate_point", **point})
     return {"device": engine.device, "preset": params["preset"],

@@ -8,10 +8,12 @@ import pytest
 
 from engine.calc.stats import (
     bootstrap_interval,
+    deciles,
     estimate,
     grouped_estimate,
     min_samples,
     ratio_interval,
+    runs_estimate,
     series_estimate,
 )
 
@@ -150,3 +152,48 @@ def test_series_estimate_marks_a_p99_of_one_answer_unbounded():
     gaps = list(np.linspace(10, 20, 47))  # 48 tokens: 47 gaps
     assert not series_estimate(gaps, 99).bounded and series_estimate(gaps, 50).bounded
     assert series_estimate([12.0], 50).lo is None  # one gap: one block, nothing to resample
+
+
+@pytest.mark.parametrize("runs", [3, 5])
+def test_a_rate_over_repeated_runs_is_covered_about_95_percent(runs):
+    """Runs of a rate sweep: each lasts a few seconds (its arrivals are random) and produces
+    tokens at the true rate, give or take 10% (what else the machine did, when requests came).
+    Student's t over the runs' residuals covers the true rate; the normal's 1.96 would not with
+    so few runs."""
+    rng = np.random.default_rng(3)
+    hits = narrow = 0
+    draws = 2000
+    for _ in range(draws):
+        seconds = rng.uniform(3.0, 5.0, runs)
+        amounts = 100.0 * seconds * (1 + 0.1 * rng.normal(size=runs))
+        est = runs_estimate(amounts, seconds)
+        hits += est.lo <= 100.0 <= est.hi
+        half = 1.96 / 2.0 * (est.hi - est.lo) / {3: 4.303, 5: 2.776}[runs]
+        narrow += est.value - half <= 100.0 <= est.value + half
+    assert 0.93 <= hits / draws <= 0.97
+    assert narrow / draws < 0.92  # the same standard error without t: too narrow
+
+
+def test_runs_estimate_is_all_the_amount_over_all_the_time():
+    est = runs_estimate([300.0, 500.0], [3.0, 4.0])
+    assert est.value == pytest.approx(800 / 7) and est.n == 2 and est.bounded
+    assert est.lo < est.value < est.hi
+    same = runs_estimate([200.0, 300.0, 400.0], [2.0, 3.0, 4.0])  # the same rate every run
+    assert same.value == same.lo == same.hi == pytest.approx(100.0)
+    one = runs_estimate([300.0], [3.0])  # one run: no spread to judge it by
+    assert (one.value, one.lo, one.hi, one.bounded) == (100.0, None, None, False)
+    assert runs_estimate([0.0, 4.0, 0.0], [1.0, 1.0, 1.0]).lo == 0.0  # a rate is never < 0
+    assert runs_estimate([], []).value is None
+    with pytest.raises(ValueError):
+        runs_estimate([1.0], [1.0, 2.0])
+
+
+def test_deciles_stay_within_a_few_samples():
+    """statistics.quantiles' default method puts the p10 of 1, 2, 3 at 0.4; numpy's linear
+    percentile, and deciles, at 1.2."""
+    assert deciles([1.0, 2.0, 3.0])[0] == pytest.approx(1.2)
+    assert deciles([1.0, 2.0, 3.0])[-1] == pytest.approx(2.8)
+    for values in ([5.0, 1.0], [2.0] * 3, list(range(7))):
+        cuts = deciles(values)
+        assert cuts == pytest.approx(list(np.percentile(values, range(10, 100, 10))))
+    assert deciles([4.0]) == [4.0] * 9

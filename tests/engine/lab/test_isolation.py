@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +119,22 @@ def test_a_job_beside_a_busy_loop_on_its_core_is_disturbed_and_never_cached(serv
     assert service.status()["cache_entries"] == entries  # not kept
     again = finished(service.submit("sweep_point", JOB))
     assert not again.cached  # measured again, not served the disturbed result
+
+
+def test_limits_measured_beside_a_busy_loop_are_neither_cached_nor_kept(service):
+    """The info job's matmul peak and bandwidth draw every lesson's roofline: measured while a
+    busy loop shares the engine's core they come back disturbed, and neither the limits file
+    (engine.hardware) nor the result cache keeps them, so the next ask measures again."""
+    cache = Path(os.environ["LLM_SPEED_CACHE"])
+    for path in cache.glob("hardware-*.json"):
+        path.unlink()
+    entries = service.status()["cache_entries"]
+    with busy_loop(engine_cores(service)):
+        job = finished(service.submit("info", {}))
+    assert job.state == "done" and job.record.disturbed and job.record.check.reasons
+    assert job.record.matmul_gflops > 0
+    assert not list(cache.glob("hardware-*.json"))
+    assert service.status()["cache_entries"] == entries
 
 
 def test_the_same_job_alone_is_not_disturbed(service):
