@@ -141,6 +141,8 @@ def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc:
 # 2.6 the first time); each bound leaves about half again for a busier machine.
 B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0,
      "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,
+     # rate sweep with 3 runs of 16 requests a rate (2026-11-24, load 1.2-1.7): 14.5-14.6 s at
+     # max batch 32, 15.2-15.3 s at 8 (one run of 32: 10.0-11.0 s in the same run)
      "chunked": 8.0, "load_test": 30.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
      # one run each at the defaults with a landing's suite beside it (load 4.3): prefix cache on
      # 5.9-6.7 s, off 9.6 s; prompt lookup 3.2 s (6.9 s building the engine); the lead's
@@ -332,7 +334,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "other requests at other moments) served at each rate in turn; a \"step\" event with "
         "each run's point as it finishes.", size="load",
         bounds=(Bound(B["rate_sweep"], {"rates": [8.0, 16.0, 32.0, 64.0, 128.0],
-                                        "requests": 32, "max_batch": 32},
+                                        "requests": 16, "runs": 3, "max_batch": 32},
                       "lesson 8's sweep at its defaults"),)),
     _spec("capacity_search", "engine.lab.jobs.capacity:capacity_search_job", {
         **ENGINE, "ttft_p95_ms": Float(1000.0, lo=1.0, hi=600_000.0),
