@@ -160,9 +160,10 @@ def test_slo_goodput_stays_at_or_below_throughput(page, console, app_url):
     page.goto(f"{app_url}/app?lesson=slo-goodput&points=2&requests=6&max_rate=8&runs=2")
     skip_prediction(page)
     expect(page.get_by_text(re.compile("Best goodput")).first).to_be_visible(timeout=LONG)
+    # runs stream in one at a time: wait for both runs of both rates
     page.wait_for_function("() => Bokeh.documents.some(d => { const m = d.get_model_by_name("
-                           "'rate points'); return m && m.data.rate.length == 2; })",
-                           timeout=LONG)
+                           "'rate points'); return m && m.data.rate.length == 2 && "
+                           "Array.from(m.data.runs).every(r => r == 2); })", timeout=LONG)
     points = source(page, "rate points")
     assert points["rate"] == [4, 8] and points["runs"] == [2, 2]
     for lo, tokens, hi in zip(points["throughput_tok_s_lo"], points["throughput_tok_s"],
