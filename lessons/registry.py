@@ -83,6 +83,12 @@ LESSONS: tuple[LessonInfo, ...] = (
         "1, 4 and 16, placed on this machine's roofline, and what int8 costs the trained model "
         "in held-out loss and next-token agreement.",
         "lessons.quantization:QuantizationLesson"),
+    LessonInfo(
+        "capacity", 12, "Planning a deployment: replicas, batch and cost",
+        "This machine's batch sizes against your latency targets, the replicas and cost per "
+        "million tokens they give for your arrival rate, and a load test at the planned rate "
+        "that checks the plan.",
+        "lessons.capacity:CapacityLesson"),
 )
 
 _BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}

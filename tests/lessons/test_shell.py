@@ -23,7 +23,7 @@ from lessons.teaching import Cached
 ROOT = Path(__file__).resolve().parents[2]
 SLUGS = ["two-clocks", "average-lies", "three-schedules", "knob", "roofline", "kv-cache",
          "chunked-prefill", "slo-goodput", "prefix-cache",
-         "speculative", "quantization"]
+         "speculative", "quantization", "capacity"]
 
 
 def test_registry_has_the_lessons_in_order():
@@ -171,7 +171,8 @@ def test_the_summary_page_has_every_takeaway_and_the_checklist():
         info = lesson_info(step.lesson)
         assert (f'<a href="{info.url}">lesson {info.number}</a>' if info
                 else f"lesson {step.number}, coming") in html
-    assert 'href="app?lesson=chunked-prefill"' in html and "lesson 12, coming" in html
+    assert 'href="app?lesson=chunked-prefill"' in html and 'href="app?lesson=capacity"' in html
+    assert ", coming" not in html  # every step's lesson is written
 
 
 def test_instructor_notes_read_this_machines_numbers_from_the_cache():

@@ -60,6 +60,8 @@ AUDITED = {
     "speculative": ("/app?lesson=speculative&k=2&batch_size=1",
                     skip_then(r"tokens per target step \(the formula")),
     "quantization": ("/app?lesson=quantization&preset=tiny", skip_then(r"held-out positions")),
+    "capacity": ("/app?lesson=capacity&prompt_len=16&output_len=4&rate=200",
+                 skip_then("The plan (holds|does not hold)")),
     "about": ("/app?page=about", wait_for(r"\d+(\.\d)? GB/s")),
     "vocabulary": ("/app?page=vocabulary", wait_for("Terms used on every page")),
     "summary": ("/app?page=summary", wait_for("The tuning checklist")),

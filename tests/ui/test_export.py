@@ -37,6 +37,7 @@ SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons
     "prefix-cache": "shared_prefix=512&requests=3",
     "quantization": "preset=tiny",
     "speculative": "k=3&batch_size=1",
+    "capacity": "prompt_len=16&output_len=4&rate=200",
 }
 DASH = "\u2013"
 

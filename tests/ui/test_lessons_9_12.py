@@ -4,7 +4,8 @@ the later requests' first token sooner, every prompt's blocks from the cache dra
 prediction's verdict; speculative decoding gives between 1 and k + 1 tokens per target step
 with both drafts, the same text as plain decoding, and a row per batch size; quantization
 measures float32 and int8 at three batch sizes, says why from the measured bandwidth, and shows
-the quality check's figures. No page shows a traceback and the console stays clean."""
+the quality check's figures; planning a deployment draws the plan from the seven batch points
+and checks it with a load test, and its answer key opens. No page shows a traceback and the console stays clean."""
 
 from __future__ import annotations
 
@@ -84,4 +85,29 @@ def test_quantization_measures_both_weights_and_what_int8_costs(page, console, a
         .to_be_visible(timeout=LONG)
     rows = page.locator("table.quant-table tbody tr")
     expect(rows).to_have_count(6, timeout=LONG)
+    assert "Traceback" not in page_text(page) and console.errors == []
+
+
+def test_capacity_plans_from_measured_points_and_checks_the_plan(page, console, app_url):
+    page.goto(f"{app_url}/app?lesson=capacity&prompt_len=16&output_len=4&rate=200")
+    skip_prediction(page)
+    check = page.locator(".capacity-check").get_by_text(
+        re.compile(r"The plan (holds|does not hold)"))
+    expect(check.first).to_be_visible(timeout=LONG)
+    said = check.first.inner_text()
+    good, total = (int(n) for n in re.search(r"(\d+) of (\d+) requests", said).groups())
+    assert 0 <= good <= total and total >= 24, said
+    plan = page.locator(".capacity-plan").inner_text()
+    replicas, batch = (int(n) for n in re.search(r"The plan: (\d+) replicas? of this machine "
+                                                 r"at batch (\d+)", plan).groups())
+    assert replicas >= 1 and batch in (1, 2, 4, 8, 16, 32, 64), plan
+    rows = page.locator("table.capacity-points tbody tr")
+    expect(rows).to_have_count(7)
+    expect(rows.filter(has_text=f"{batch} (the plan)")).to_have_count(1)
+    expect(page.get_by_text(re.compile(r"Measured: .* replica\(s\) at batch")).first) \
+        .to_be_visible()
+    # the answer key opens on a click
+    page.get_by_text("Answer key").click()
+    expect(page.get_by_text("30 requests").first).to_be_visible()
+    expect(page.locator("table.capacity-tp").first).to_be_attached()
     assert "Traceback" not in page_text(page) and console.errors == []

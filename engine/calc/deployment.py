@@ -1,0 +1,277 @@
+"""Planning a deployment: how many replicas, at what batch size, for what cost per million tokens.
+
+Pure Python (no torch), so lesson 12 re-plans as the reader types a new demand, from numbers the
+engine measured once (lesson 4's batch points) or from datasheet floors (engine.calc.gpu_scaling).
+
+A replica is one copy of the server (one machine, or one group of GPUs serving one copy of the
+model). The plan, for a demand (arrival rate, prompt and output lengths) and targets (TTFT, TPOT):
+
+    E2E (ms)               = TTFT + (output tokens - 1) x TPOT       (one request's life)
+    requests in flight     = arrival rate x E2E                       (Little's law, L = lambda W)
+    replica requests/s     = batch / E2E                              (Little's law, one replica
+                                                                       holding `batch` in flight)
+    replicas               = ceil(arrival rate / (fill x replica requests/s))
+    cost per million tokens = replicas x price per hour / 3600 x 1,000,000 / output tokens/s
+
+It picks, among the batch sizes measured, the one serving the most requests/s whose TPOT and TTFT
+are within the targets: a larger batch gives each replica more requests/s and each user slower
+tokens (lesson 4). `fill` (below 1) keeps every replica short of full, because a queue grows
+without bound as arrivals approach what a server completes (lesson 8's rate sweep): the plan is a
+steady-state estimate, and a load test at the planned rate checks it.
+
+Tensor parallelism splits each layer's weights over t GPUs: each reads 1/t of the weights per
+step, and the layer's partial results are summed across the GPUs by two all-reduces per layer
+(after attention and after the MLP, as in Megatron-LM). A ring all-reduce of S bytes sends
+2 (t - 1) / t x S bytes from each GPU; here S = batch x hidden x 2 bytes (bf16 activations).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .gpu_scaling import (
+    BF16_BYTES,
+    Machine,
+    ModelShape,
+    decode_step,
+    prefill_floor_ms,
+    step_floor_ms,
+)
+from .kv_math import blocks_for
+from .slo_math import cost_per_million_tokens
+
+FILL = 0.8  # plan each replica to 80% of what it completes, leaving room for bursts
+GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch sizes the GPU estimate considers
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the service must carry: requests per second and each request's size in tokens."""
+
+    rate_rps: float
+    prompt_len: int
+    output_len: int
+
+    @property
+    def output_tok_s(self) -> float:
+        return self.rate_rps * self.output_len
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Per-request latency targets in ms."""
+
+    ttft_ms: float
+    tpot_ms: float
+
+
+@dataclass(frozen=True)
+class BatchPoint:
+    """One replica running `batch` requests at once: its TTFT and TPOT in ms (measured by the
+    engine, or a floor from a datasheet)."""
+
+    batch: int
+    ttft_ms: float
+    tpot_ms: float
+
+
+def e2e_ms(ttft_ms: float, tpot_ms: float, output_len: int) -> float:
+    """One request's time from arrival to last token: TTFT + (output tokens - 1) x TPOT."""
+    return ttft_ms + max(0, output_len - 1) * tpot_ms
+
+
+def in_flight(rate_rps: float, e2e: float) -> float:
+    """Little's law: requests in the system = arrival rate x time each spends there (E2E)."""
+    return rate_rps * e2e / 1000
+
+
+def replica_rps(batch: int, e2e: float) -> float:
+    """Little's law read the other way: a replica holding `batch` requests, each for E2E ms,
+    completes batch / E2E of them per second."""
+    return 1000 * batch / e2e
+
+
+def replicas_needed(rate_rps: float, per_replica_rps: float, fill: float = FILL) -> int:
+    """ceil(arrival rate / (fill x one replica's requests/s)), at least 1."""
+    if not 0 < fill <= 1:
+        raise ValueError(f"the fill share must be above 0 and at most 1 (got {fill})")
+    return max(1, math.ceil(rate_rps / (fill * per_replica_rps) - 1e-9))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The chosen batch and what it gives; `batch` is None when no batch meets the targets
+    (`why` says which target, and that more replicas cannot fix it)."""
+
+    demand: Demand
+    targets: Targets
+    fill: float
+    point: BatchPoint | None
+    why: str = ""
+
+    @property
+    def feasible(self) -> bool:
+        return self.point is not None
+
+    @property
+    def batch(self) -> int | None:
+        return self.point.batch if self.point else None
+
+    @property
+    def e2e_ms(self) -> float | None:
+        if self.point is None:
+            return None
+        return e2e_ms(self.point.ttft_ms, self.point.tpot_ms, self.demand.output_len)
+
+    @property
+    def replica_rps(self) -> float | None:
+        return replica_rps(self.point.batch, self.e2e_ms) if self.point else None
+
+    @property
+    def replicas(self) -> int | None:
+        if self.point is None:
+            return None
+        return replicas_needed(self.demand.rate_rps, self.replica_rps, self.fill)
+
+    @property
+    def in_flight(self) -> float | None:
+        return in_flight(self.demand.rate_rps, self.e2e_ms) if self.point else None
+
+    @property
+    def per_replica_rate(self) -> float | None:
+        """The arrival rate each replica gets when the load is spread evenly."""
+        return self.demand.rate_rps / self.replicas if self.point else None
+
+    @property
+    def utilisation(self) -> float | None:
+        """Share of its completions each replica is asked for (at most `fill`)."""
+        return self.per_replica_rate / self.replica_rps if self.point else None
+
+    def cost_per_million(self, price_per_hour: float) -> float | None:
+        """What a million output tokens cost with `replicas` machines at this price each."""
+        if self.point is None or self.demand.output_tok_s <= 0:
+            return None
+        return cost_per_million_tokens(self.replicas * price_per_hour, self.demand.output_tok_s)
+
+
+def plan(points: Sequence[BatchPoint], demand: Demand, targets: Targets,
+         fill: float = FILL) -> Plan:
+    """Of the points whose TPOT and TTFT meet the targets, the one serving the most requests/s
+    per replica (module docstring); none meets them: a Plan without a point, saying why."""
+    if not points:
+        raise ValueError("a plan needs at least one measured batch size")
+    ok = [p for p in points if p.tpot_ms <= targets.tpot_ms and p.ttft_ms <= targets.ttft_ms]
+    if ok:
+        best = max(ok, key=lambda p: replica_rps(p.batch, e2e_ms(p.ttft_ms, p.tpot_ms,
+                                                                 demand.output_len)))
+        return Plan(demand, targets, fill, best)
+    fastest = min(points, key=lambda p: p.tpot_ms)
+    quickest = min(points, key=lambda p: p.ttft_ms)
+    if fastest.tpot_ms > targets.tpot_ms:
+        why = (f"even batch {fastest.batch}'s TPOT, {fastest.tpot_ms:.3g} ms, is over the "
+               f"{targets.tpot_ms:g} ms target")
+    elif quickest.ttft_ms > targets.ttft_ms:
+        why = (f"even batch {quickest.batch}'s TTFT, {quickest.ttft_ms:.3g} ms, is over the "
+               f"{targets.ttft_ms:g} ms target")
+    else:
+        why = "no batch size meets both targets at once"
+    return Plan(demand, targets, fill, None,
+                why + ": more replicas add requests per second, not speed per request, so a "
+                      "faster machine (or a smaller model) is needed")
+
+
+# ---- the same plan on a GPU, from its datasheet -----------------------------------------------
+def kv_bytes_per_sequence(model: ModelShape, tokens: int, block_size: int = 16) -> int:
+    """One sequence's bf16 KV cache in a paged cache: its tokens rounded up to whole blocks."""
+    return blocks_for(tokens, block_size) * block_size * model.kv_bytes_per_token
+
+
+def gpu_points(model: ModelShape, machine: Machine, demand: Demand,
+               batches: Sequence[int] = GPU_BATCHES, gpus: int = 1) -> list[BatchPoint]:
+    """Floors for each batch whose KV cache fits beside the weights: TTFT = one prompt's
+    prefill floor (plus a decode step), TPOT = the decode step floor at the mean context
+    (prompt + half the output); on `gpus` GPUs in tensor parallel (tp_step_ms)."""
+    context = demand.prompt_len + demand.output_len / 2
+    memory = (machine.memory_gb or 0) * 1e9 * gpus - model.weight_bytes
+    each = kv_bytes_per_sequence(model, demand.prompt_len + demand.output_len)
+    points = []
+    for batch in batches:
+        if machine.memory_gb is not None and batch * each > memory:
+            break
+        tpot = tp_step_ms(model, machine, batch, context, gpus)
+        prefill = prefill_floor_ms(model, machine, demand.prompt_len) / gpus
+        points.append(BatchPoint(batch, prefill + tpot, tpot))
+    return points
+
+
+# NVLink per GPU, both directions together, from the datasheets; a ring all-reduce sends in one
+# direction while it receives from the other, so it moves data at half of it.
+NVLINK_GBS = {"NVIDIA A100 80GB SXM": 600.0, "NVIDIA H100 SXM": 900.0}
+NVLINK_SOURCES = (
+    "NVIDIA A100 Tensor Core GPU datasheet: NVLink 600 GB/s",
+    "NVIDIA H100 Tensor Core GPU datasheet: NVLink 900 GB/s (SXM)",
+)
+
+
+def hidden_size(model: ModelShape) -> int:
+    return model.heads * model.head_dim
+
+
+def allreduce_bytes(model: ModelShape, batch: int, gpus: int) -> float:
+    """Bytes each GPU sends in one decode step's all-reduces: 2 per layer, each a ring
+    all-reduce of batch x hidden bf16 activations, 2 (t - 1) / t of them sent per GPU."""
+    if gpus <= 1:
+        return 0.0
+    size = batch * hidden_size(model) * BF16_BYTES
+    return 2 * model.layers * 2 * (gpus - 1) / gpus * size
+
+
+def allreduce_ms(model: ModelShape, machine: Machine, batch: int, gpus: int) -> float:
+    """The least time a step's all-reduces take: their bytes over NVLink in one direction
+    (half the datasheet's figure). Each all-reduce also has a fixed start-up cost that no
+    datasheet states, so this is a floor."""
+    if gpus <= 1:
+        return 0.0
+    link = NVLINK_GBS.get(machine.name)
+    if link is None:
+        raise ValueError(f"no NVLink figure for {machine.name}")
+    return 1000 * allreduce_bytes(model, batch, gpus) / (link / 2 * 1e9)
+
+
+def tp_step_ms(model: ModelShape, machine: Machine, batch: int, context: float,
+               gpus: int = 1) -> float:
+    """A decode step's floor on `gpus` GPUs in tensor parallel: each does 1/t of the FLOPs and
+    reads 1/t of the bytes (weights and KV are split by heads), then the all-reduces."""
+    one = step_floor_ms(decode_step(model, batch, context), machine)
+    return one / gpus + allreduce_ms(model, machine, batch, gpus)
+
+
+@dataclass(frozen=True)
+class TPRow:
+    """t GPUs as one tensor-parallel replica, against t replicas of one GPU each, at one batch."""
+
+    gpus: int
+    tpot_ms: float  # the tensor-parallel replica's step floor
+    allreduce_ms: float
+    max_batch: int  # sequences whose KV fits in the group's memory beside one copy of the weights
+    tp_tok_s: float  # output tokens/s of the tensor-parallel replica at `batch`
+    replicas_tok_s: float  # of t single-GPU replicas at `batch` each
+
+
+def tp_against_replicas(model: ModelShape, machine: Machine, batch: int, demand: Demand,
+                        degrees: Sequence[int] = (1, 2, 4, 8)) -> list[TPRow]:
+    """For each degree t: tensor parallelism over t GPUs, or t replicas of one GPU, at the
+    same batch per replica; every figure a floor from the datasheet."""
+    context = demand.prompt_len + demand.output_len / 2
+    each = kv_bytes_per_sequence(model, demand.prompt_len + demand.output_len)
+    one = tp_step_ms(model, machine, batch, context)
+    rows = []
+    for t in degrees:
+        step = tp_step_ms(model, machine, batch, context, t)
+        free = (machine.memory_gb or 0) * 1e9 * t - model.weight_bytes
+        rows.append(TPRow(t, step, allreduce_ms(model, machine, batch, t),
+                          max(0, int(free // each)), 1000 * batch / step,
+                          t * 1000 * batch / one))
+    return rows

@@ -1,0 +1,118 @@
+"""Lesson 12 without a browser, on real runs of the tiny model (tests/lessons/in_process_service.py):
+lesson 4's batch points at the reader's lengths, the plan drawn from them (batch, replicas,
+Little's law, cost), the load test that checks it at the planned rate per replica and batch, the
+verdict recounted from the run's requests, the prediction and the question on the reader's plan;
+a new price re-plans with no run, a new rate re-runs only the check, a target out of reach gives
+no plan and no check."""
+
+from __future__ import annotations
+
+import panel as pn
+from in_process_service import attach
+from lesson_stubs import downloaded
+
+from engine.calc.deployment import plan
+from lessons.capacity import (
+    CapacityLesson,
+    check_verdict,
+    outcome,
+    points_from,
+    problems_html,
+    request_latencies,
+    worked_problems,
+)
+from lessons.knob import LADDER
+from widgets.tables import sig
+
+# short requests at a high rate: the check's load test serves them in about a second
+SMALL = {"prompt_len": [b"16"], "output_len": [b"4"], "rate": [b"200"]}
+
+
+def lesson(args=None):
+    page = CapacityLesson.from_url(SMALL if args is None else args)
+    service = attach(page)
+    pn.panel(page).get_root()
+    service.submitted = [j for j in service.submitted if j.kind != "info"]  # the GPU box's
+    return page, service
+
+
+def test_the_plan_comes_from_lesson_4s_points_and_a_load_test_checks_it():
+    page, service = lesson()
+    points = [j for j in service.submitted if j.kind == "sweep_point"]
+    assert [j.params["batch_size"] for j in points] == list(LADDER)
+    assert all(j.params["prompt_len"] == 16 and j.params["new_tokens"] == 4 for j in points)
+    p = page.current
+    assert p == plan(points_from(page.results), p.demand, p.targets) and p.feasible
+    assert page.points.object.count("<tr>") == 1 + len(LADDER)
+    assert f"{p.batch} (the plan)" in page.points.object
+    text = page.plan_pane.object
+    assert f"{p.replicas} replica" in text and f"at batch {p.batch}" in text
+    assert f"= {sig(p.e2e_ms)} ms" in text and f"{sig(p.replica_rps)} requests/s" in text
+    assert f"**${sig(p.cost_per_million(1.0))}**" in text
+    # the check: one replica's share of the demand at the planned batch and lengths
+    [check] = [j for j in service.submitted if j.kind == "load_test"]
+    assert check.params["rate"] == round(200.0 / p.replicas, 3)
+    assert check.params["max_batch"] == p.batch and check.params["users"] == 0
+    assert check.params["short_prompt"] == [16, 16] and check.params["short_output"] == [4, 4]
+    assert check.params["long_share"] == 0.0
+    run = page.check_run.result
+    lat = request_latencies(run)
+    assert len(lat) == check.params["requests"]
+    good = sum(a <= p.targets.ttft_ms and (b is None or b <= p.targets.tpot_ms) for a, b in lat)
+    held, words = check_verdict(run, p.targets)
+    assert held is (good >= 0.95 * len(lat))
+    assert f"{good} of {len(lat)} requests" in page.check_pane.object
+    assert page.check_pane.object == words
+    # the prediction and the question on the reader's own plan
+    assert f"Measured: {outcome(p)}" in page.prediction_box.verdict
+    asked = page.checkpoint.questions[-1].question
+    assert asked.answer.text == f"{sig(p.replica_rps)} requests/s"
+    assert len(asked.choices) >= 3
+    assert "Llama-3-8B" in page.gpu_box.text and "tensor parallel" in page.gpu_box.text
+
+
+def test_a_price_replans_without_a_run_and_a_rate_reruns_only_the_check():
+    page, service = lesson()
+    before = len(service.submitted)
+    page.price_per_hour = 3.0
+    assert len(service.submitted) == before
+    assert f"**${sig(page.current.cost_per_million(3.0))}**" in page.plan_pane.object
+    page.rate = 400.0
+    new = service.submitted[before:]
+    assert [j.kind for j in new] == ["load_test"]
+    assert new[0].params["rate"] == round(400.0 / page.current.replicas, 3)
+
+
+def test_a_target_out_of_reach_gives_no_plan_and_no_check():
+    page, service = lesson({**SMALL, "tpot_target_ms": [b"0.1"]})
+    assert not page.current.feasible
+    assert "load_test" not in [j.kind for j in service.submitted]
+    assert "**No plan on this machine:** even batch" in page.plan_pane.object
+    assert "no plan to check" in page.check_pane.object
+    assert "Measured: None: a target is out of reach" in page.prediction_box.verdict
+
+
+def test_the_download_is_the_points_table_with_the_plans_choice():
+    page, _ = lesson()
+    header, rows = downloaded(page.download)
+    assert [r["batch"] for r in rows] == list(LADDER)
+    assert [r["batch"] for r in rows if r["planned"]] == [page.current.batch]
+    for row in rows:
+        point = page.results[row["batch"]]
+        assert (row["ttft_ms"], row["tpot_ms"]) == (point.ttft_ms, point.tpot_ms)
+    assert header["job"] == "sweep_point, load_test" and "check" in header["params"]
+    assert "Little's law" in header["columns"]
+
+
+def test_the_answer_key_follows_the_problems():
+    problems, answers = worked_problems()
+    assert len(problems) == len(answers) == 5
+    key = problems_html()
+    assert "<strong>30 requests</strong>" in key  # 12 /s x 2.5 s
+    assert "<strong>5</strong>" in key  # ceil(12 / (0.8 x 16 / 5.125 s))
+    assert "<strong>$1.45 per million</strong>" in key  # 5 x $2.50 / 3600 x 1e6 / 2,400 tokens/s
+
+
+def test_the_default_view_warms_lesson_4s_points():
+    assert [p for _, p in CapacityLesson.warm_jobs()] == [
+        {"preset": "tiny", "batch_size": b, "prompt_len": 64, "new_tokens": 32} for b in LADDER]
