@@ -41,6 +41,7 @@ from engine.calc.deployment import (
     tp_against_replicas,
 )
 from engine.calc.gpu_scaling import H100, LLAMA_3_8B, Machine
+from engine.calc.kv_math import format_bytes
 from engine.calc.slo_math import CHAT, CHAT_SOURCES, SLO, cost_per_million_tokens
 from engine.lab.results import LoadTestResult, SweepPointResult
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
@@ -298,7 +299,9 @@ def points_table(points: list[BatchPoint], demand: Demand, targets: Targets,
         css_class="plain capacity-points")
 
 
-def plan_text(p: Plan, price: float) -> str:
+def plan_text(p: Plan, price: float, kv_bytes: int | None = None) -> str:
+    """The plan in words, every figure with the formula that gave it; `kv_bytes`: the KV cache
+    the planned batch held, as measured (lesson 6's blocks)."""
     d, t = p.demand, p.targets
     if not p.feasible:
         return f"**No plan on this machine:** {p.why}."
@@ -314,7 +317,10 @@ def plan_text(p: Plan, price: float) -> str:
         f"{sig(p.e2e_ms / 1000)} s); each replica is asked for {sig(p.per_replica_rate)} "
         f"requests/s, {p.utilisation:.0%} of what it completes. At ${price:g} an hour per "
         f"replica and {sig(d.output_tok_s)} output tokens/s, a million tokens cost "
-        f"**${sig(cost)}** (targets: TTFT {t.ttft_ms:g} ms, TPOT {t.tpot_ms:g} ms).")
+        f"**${sig(cost)}** (targets: TTFT {t.ttft_ms:g} ms, TPOT {t.tpot_ms:g} ms)."
+        + (f" The planned batch held {format_bytes(kv_bytes)} of KV cache at its last step, "
+           "in whole blocks: each replica needs that much memory beside the weights (lesson 6)."
+           if kv_bytes else ""))
 
 
 def request_latencies(run: LoadTestResult) -> list[tuple[float, float | None]]:
@@ -547,7 +553,8 @@ class CapacityLesson(LessonPage):
         self.current = p
         self.points.object = points_table(points_from(self.results), p.demand, p.targets,
                                           p.batch)
-        self.plan_pane.object = plan_text(p, float(self.price_per_hour))
+        kv = self.results[p.batch].kv_bytes if p.feasible else None
+        self.plan_pane.object = plan_text(p, float(self.price_per_hour), kv)
         self.prediction_box.reveal(outcome(p), (
             f"{p.replicas} replica(s) at batch {p.batch}, one replica completing "
             f"{sig(p.replica_rps)} requests/s" if p.feasible else p.why))

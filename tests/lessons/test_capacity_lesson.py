@@ -12,6 +12,7 @@ from in_process_service import attach
 from lesson_stubs import downloaded
 
 from engine.calc.deployment import plan
+from engine.calc.kv_math import format_bytes
 from lessons.capacity import (
     CapacityLesson,
     check_verdict,
@@ -49,6 +50,7 @@ def test_the_plan_comes_from_lesson_4s_points_and_a_load_test_checks_it():
     assert f"{p.replicas} replica" in text and f"at batch {p.batch}" in text
     assert f"= {sig(p.e2e_ms)} ms" in text and f"{sig(p.replica_rps)} requests/s" in text
     assert f"**${sig(p.cost_per_million(1.0))}**" in text
+    assert f"held {format_bytes(page.results[p.batch].kv_bytes)} of KV cache" in text
     # the check: one replica's share of the demand at the planned batch and lengths
     [check] = [j for j in service.submitted if j.kind == "load_test"]
     assert check.params["rate"] == round(200.0 / p.replicas, 3)
