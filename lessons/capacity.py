@@ -111,8 +111,8 @@ attention and after the MLP of every layer, the GPUs sum their partial results w
 <strong>all-reduce</strong>, two per layer per step. A ring all-reduce of S bytes sends 2 (t
 &minus; 1) / t &times; S bytes from each GPU, and in a decode step S = batch &times; hidden size
 &times; 2 bytes. Each all-reduce also pays a fixed start-up time, which no datasheet states; with
-64 of them in every step of an 8B model, that fixed time, not the bytes, is what practitioners
-see.</p>
+64 of them in every step of an 8B model, that time can outweigh the bytes, and only a measurement
+on the real GPUs says by how much. The floors below count the bytes alone.</p>
 <p>When the model fits on one GPU, t separate replicas give t times the throughput with no
 all-reduce at all; tensor parallelism buys a shorter TPOT (a tighter target within reach) and
 more room for the KV cache. The table below sets the two side by side on the datasheet's
@@ -252,7 +252,8 @@ def worked_problems() -> tuple[list[str], list[str]]:
         f"sends 2 &times; ({W4_GPUS} &minus; 1) / {W4_GPUS} of it, 2 per layer, 32 layers: "
         f"<strong>{step4:,.0f} bytes</strong> a step, {1e6 * step4 / (link4 * 1e9):.0f} "
         "&micro;s at 450 GB/s: small next to reading 8 GB of weights per GPU (about 2.4 ms at "
-        "3.35 TB/s). The 64 start-up times are what costs.",
+        "3.35 TB/s). Each of the 64 all-reduces also has a start-up time that only a measurement "
+        "on the GPUs gives.",
         f"KV per token: 2 &times; 32 layers &times; 8 KV heads &times; 128 &times; 2 bytes = "
         f"{LLAMA_3_8B.kv_bytes_per_token:,} bytes; a sequence {seq5 / 1e6:.0f} MB; "
         f"(80 &minus; {LLAMA_3_8B.weight_bytes / 1e9:.1f}) GB / {seq5 / 1e6:.0f} MB = "
@@ -411,8 +412,8 @@ def gpu_finding(machines: list[Machine], demand: Demand, targets: Targets,
     sources = "".join(f"<li>{html.escape(s)}.</li>" for s in NVLINK_SOURCES)
     return (
         "<p>The same plan for a real model on data-centre GPUs. The TTFT and TPOT of each batch "
-        "are floors (engine.calc.gpu_scaling: bytes over bandwidth or FLOPs over peak, "
-        "whichever is longer), so the replicas below are the fewest that could do; a real "
+        "are floors (the longer of bytes / bandwidth and FLOPs / peak, with the datasheet's "
+        "figures), so the replicas below are the fewest that could do; a real "
         "GPU reaches a fraction of either roof, and the load test is what settles it. The "
         "price is yours to type (a placeholder, not a quoted price).</p>"
         + table + TP_TEXT + tp +
