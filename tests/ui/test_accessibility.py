@@ -61,7 +61,7 @@ AUDITED = {
                     skip_then(r"tokens per target step \(the formula")),
     "quantization": ("/app?lesson=quantization&preset=tiny", skip_then(r"held-out positions")),
     "capacity": ("/app?lesson=capacity&prompt_len=16&output_len=4&rate=200",
-                 skip_then("The plan (holds|does not hold)")),
+                 skip_then(r"\d+ of \d+ requests \(")),
     "about": ("/app?page=about", wait_for(r"\d+(\.\d)? GB/s")),
     "vocabulary": ("/app?page=vocabulary", wait_for("Terms used on every page")),
     "summary": ("/app?page=summary", wait_for("The tuning checklist")),
