@@ -20,6 +20,7 @@ from .model.model import LlamaModel, load_checkpoint
 from .model_runner import ModelRunner
 from .sampler import SamplingParams
 from .sequence import Sequence
+from .steps import Steps, run_steps
 from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,12 @@ def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = 
                 int8_kernel=None):
     """The preset's model on the device in its dtype: trained weights for tiny (and the draft
     models), random otherwise; with `int8_kernel`, its linear layers' weights held as int8."""
+    return run_steps(build_model_steps(preset, device, seed, random_weights, int8_kernel))
+
+
+def build_model_steps(preset: str, device: str, seed: int = 0, random_weights: bool = False,
+                      int8_kernel=None) -> Steps:
+    """build_model in steps (engine.steps): the weights, then the CPU's plan for them."""
     cfg = get_preset(preset)
     model = LlamaModel(cfg)
     if cfg.weights == "trained" and not random_weights:
@@ -76,7 +83,8 @@ def build_model(preset: str, device: str, seed: int = 0, random_weights: bool = 
     model.to(device=device, dtype=torch_dtype(cfg.dtype_name(device)))
     if int8_kernel is not None:
         model.quantize_int8(int8_kernel)
-    model.prepare_for_inference()
+    yield "weights made"
+    yield from model.prepare_for_inference_steps()
     return model
 
 
@@ -85,6 +93,17 @@ class LLMEngine:
         config = config or EngineConfig()
         for key, value in overrides.items():
             setattr(config, key, value)
+        run_steps(self._init_steps(config))
+
+    @classmethod
+    def build_steps(cls, config: EngineConfig) -> Steps[LLMEngine]:
+        """An engine built in steps (engine.steps), for a caller that lets other work run
+        between them (the lab's worker: a model's build takes tens of seconds on a CPU)."""
+        engine = cls.__new__(cls)
+        yield from engine._init_steps(config)
+        return engine
+
+    def _init_steps(self, config: EngineConfig) -> Steps[None]:
         self.config = config
         self.model_config = get_preset(config.preset)
         self.device = resolve_device(config.device)
@@ -99,8 +118,8 @@ class LLMEngine:
         int8_kernel = (int8_kernel_for(self.device, self.dtype)
                        if config.weight_format == "int8" else None)
         self.tokenizer = Tokenizer()
-        self.model = build_model(config.preset, self.device, config.seed, config.random_weights,
-                                 int8_kernel)
+        self.model = yield from build_model_steps(config.preset, self.device, config.seed,
+                                                  config.random_weights, int8_kernel)
         self._build_kv_cache(config.kv_budget_bytes or default_budget(self.device))
         self._ids = itertools.count()
 

@@ -188,7 +188,8 @@ class JobRunner:
         if event.final:
             entry.final = True
         if event.type == "queued" and event.data.get("ahead") and self._first_open() is entry:
-            self.status.queued(event.data["ahead"], bool(event.data.get("preempted")))
+            self.status.queued(event.data["ahead"], bool(event.data.get("preempted")),
+                               bool(event.data.get("resumes")))
             self._start_polling()
         if event.type == "nearby" and entry.job is not None:
             self.status.nearby(event, entry.job.params)
@@ -221,7 +222,7 @@ class JobRunner:
             log.debug("service position failed", exc_info=True)
             return
         if ahead is not None and self.status.running:
-            self.status.queued(ahead, bool(first.job.preempted))
+            self.status.queued(ahead, bool(first.job.preempted), bool(first.job.paused))
 
     def _start_polling(self) -> None:
         if self._poll is not None or not self.page.jobs.served:

@@ -124,11 +124,15 @@ def _setting(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def queue_message(ahead: int, preempted: bool = False) -> str:
-    """Where a job waits: how many jobs of other readers the engine runs first."""
+def queue_message(ahead: int, preempted: bool = False, resumes: bool = False) -> str:
+    """Where a job waits: how many jobs of other readers the engine runs first (preempted: it
+    was stopped for them; resumes: its model's loading was paused, and goes on after them)."""
     if ahead <= 0:
         return "starting"
     jobs = f"{ahead} job{'s' if ahead != 1 else ''}"
+    if resumes:
+        return (f"loading the model paused for {jobs} of other readers, short measurements "
+                "first; it goes on where it stopped after them")
     if preempted:
         return (f"paused for {jobs} of other readers, short measurements first; it starts "
                 "again after them")
@@ -285,9 +289,10 @@ class JobStatus(pn.viewable.Viewer):
     def page_error_text(self) -> str:
         return self._page_error.object if self._page_error.visible else ""
 
-    def queued(self, ahead: int, preempted: bool = False) -> None:
-        """The group waits behind `ahead` jobs of other readers (again, if preempted)."""
-        message = queue_message(ahead, preempted)
+    def queued(self, ahead: int, preempted: bool = False, resumes: bool = False) -> None:
+        """The group waits behind `ahead` jobs of other readers (again, if preempted; with its
+        model's loading paused, if resumes)."""
+        message = queue_message(ahead, preempted, resumes)
         if ahead > 0 and message != self.message:
             self.announce(message[0].upper() + message[1:] + ".")
         self.message = message

@@ -64,6 +64,7 @@ from .results import parse_result
 log = logging.getLogger(__name__)
 
 PREEMPT_AFTER_S = 2.0  # a point waiting this long behind a restartable run stops it (once)
+BUILD_TURN_S = 2.0  # a run building its engine builds this long at least before a pause
 REMEASURES = 2  # a disturbed result is measured again at most this many times
 QUIET_WAIT_S = 5.0  # before measuring again, the worker waits at most this long for quiet
 
@@ -98,6 +99,8 @@ class _Run:
     jobs: list[Job]
     cancelling: bool = False  # every job has left it; the worker was told to stop
     preempting: bool = False  # stopped to let short jobs through: its jobs are queued again
+    building: bool = False  # the worker is building its engine (engine.lab.worker.prepare_engine)
+    started_at: float = field(default_factory=time.time)
 
     @property
     def lead(self) -> Job:
@@ -118,6 +121,8 @@ class EngineService:
         self._available = list(cores.available_cores())  # before this process pins itself
         self.pin_self = pin_self
         self.remeasures = remeasures
+        self.preempt_after_s = PREEMPT_AFTER_S
+        self.build_turn_s = BUILD_TURN_S
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._queue = JobQueue()
@@ -485,6 +490,9 @@ class EngineService:
             self._requeue(run)
             return
         type_, data = message[2], message[3]
+        if type_ == "progress" and "building" in data:
+            with self._lock:
+                run.building = bool(data["building"])
         for job in jobs:
             if type_ == "progress":
                 job.progress = data
@@ -577,32 +585,43 @@ class EngineService:
         self._deliver_ready()
 
     def _maybe_preempt(self, w: _Worker) -> None:
-        """Stop a restartable run (a load test, whose page draws only its result) that points
-        have waited PREEMPT_AFTER_S behind; its jobs queue again and run from the start later.
-        A job is stopped once at most, so it always ends."""
+        """Stop a run that points have waited PREEMPT_AFTER_S behind, if it may be stopped:
+        a restartable run (a load test, whose page draws only its result), once at most, so it
+        always ends (its jobs queue again and run from the start later); or a run building its
+        engine, after BUILD_TURN_S of building, as often as it comes to that (the worker keeps
+        the half-built engine and goes on where it stopped, so each turn adds to the build)."""
         run = self._running
         if (run is None or run.cancelling or run.preempting
-                or not all(j.restartable and not j.preempted for j in run.jobs)
-                or self._queue.longest_wait(time.time()) < PREEMPT_AFTER_S):
+                or self._queue.longest_wait(time.time()) < self.preempt_after_s):
+            return
+        restartable = all(j.restartable and not j.preempted for j in run.jobs)
+        if not (restartable or run.building
+                and time.time() - run.started_at >= self.build_turn_s):
             return
         run.preempting = True
         w.cancel_id.value = run.id
-        log.info("stopping %s (job %s) to let %d waiting jobs through", run.lead.kind, run.id,
-                 len(self._queue))
+        log.info("%s %s (job %s) to let %d waiting jobs through",
+                 "pausing the engine build of" if run.building else "stopping", run.lead.kind,
+                 run.id, len(self._queue))
 
     def _requeue(self, run: _Run) -> None:
         """A preempted run's jobs wait again (their arrival time kept: they soon count as
-        points), each told so with a queued event."""
+        points), each told so with a queued event ("resumes": its engine's build goes on where
+        it stopped; otherwise the run starts over, and it is not stopped again)."""
         with self._lock:
             for job in run.jobs:
-                job.preempted += 1
+                if run.building:
+                    job.paused += 1
+                else:
+                    job.preempted += 1
                 job.state, job.started_at, job.progress = "queued", None, None
                 self._queue.add(job)
             for job in run.jobs:
                 self.preemptions += 1
                 ahead = self._queue.position(job, time.time()) or 0
                 self._ready_results.append((job, JobEvent(
-                    job.id, job.kind, "queued", {"ahead": ahead, "preempted": True})))
+                    job.id, job.kind, "queued",
+                    {"ahead": ahead, "preempted": True, "resumes": run.building})))
         self._wake()
 
     def _offer_nearby(self, job: Job, w: _Worker) -> None:

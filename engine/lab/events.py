@@ -41,7 +41,8 @@ def one_line(error: BaseException) -> str:
 class JobEvent:
     """One thing that happened to a job. `data` by type:
     queued {"ahead": jobs before it; "preempted": True when a running job was stopped to let
-    short jobs through and queued again, its run starting over}, nearby {a cached result of nearby settings, shown while
+    short jobs through and queued again, its run starting over, or with "resumes": True, its
+    engine's build paused, to go on where it stopped}, nearby {a cached result of nearby settings, shown while
     this one waits: `near` has the settings it was measured with; asked for with submit's
     nearby=True}, started {}, progress {"done", "total", maybe "message"},
     token {"index", "text", "t_s"}, step {whatever the job reports}, result {the job's result},
@@ -93,6 +94,7 @@ class Job:
     nearby: bool = False  # while it waits, show a cached result of nearby params (a nearby event)
     restartable: bool = False  # the queue may stop it and run it again later (registry)
     preempted: int = 0  # times it was stopped to let short jobs through, and queued again
+    paused: int = 0  # times its engine's build was paused for short jobs, to go on later
     state: str = "queued"  # queued | running | done | error | cancelled
     result: dict | None = None
     error: str | None = None

@@ -23,13 +23,14 @@ import torch
 from ..device import configure_threads
 from . import cores, quality
 from .events import now_iso, one_line
-from .jobs.engines import engine_from_params
+from .jobs.engines import build, engine_key, is_built
 from .jobs.machine import worker_identity
 from .jobs.probe import get_probe, measure_checked
-from .registry import JOBS, Cancelled, Emit, JobSpec, get_spec
+from .registry import ENGINE, JOBS, Cancelled, Emit, JobSpec, get_spec
 from .results import Measured
 
 log = logging.getLogger(__name__)
+ENGINE_PARAMS = ENGINE.keys()  # a job with all of these runs on one of the worker's engines
 
 
 def body(spec: JobSpec) -> Callable:
@@ -44,17 +45,44 @@ def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     ConfigError (an unknown kind or parameter: ValueError)."""
     spec = get_spec(kind)
     checked = spec.check(params)
+    if not prepare_engine(checked, emit, cancelled):  # paused while building its engine
+        return None
     if not issubclass(spec.result, Measured):  # a kind whose record carries no spread or check
         return body(spec)(checked, emit, cancelled)
     if not spec.timed:  # it times nothing, or checks what it times itself (info's limits)
         result = body(spec)(checked, emit, cancelled)
         return None if result is None else {"spread": None, "check": None, **result}
-    if "preset" in checked:  # its engine built and warmed now, not inside the check's window
-        engine_from_params(checked)
     result, check = measure_checked(lambda: body(spec)(checked, emit, cancelled))
     if result is None:
         return None
     return {"spread": None, **result, "check": check}
+
+
+def prepare_engine(params: dict, emit: Emit, cancelled: Cancelled) -> bool:
+    """Build the engine a job's params ask for (registry.ENGINE's), if the worker has not
+    got it, before the job's own work: so a model's build (tens of seconds for the small
+    preset on a CPU) is never inside a measurement's window, and it is done in steps that the
+    service may pause between for other readers' short jobs (cancelled() turns True; the
+    build is kept, and goes on when this job runs again). Each step is a "progress" event with
+    "building": True, and the last one "building": False. False if it was paused."""
+    if not ENGINE_PARAMS <= params.keys():
+        return True
+    key = engine_key(params)
+    if is_built(key):
+        build(key)  # most recently used now
+        return True
+    what = f"loading the {params['preset']} model"
+
+    def on_step(done: str) -> None:
+        emit("progress", {"done": 0, "total": 0, "message": f"{what}: {done}",
+                          "building": True})
+
+    emit("progress", {"done": 0, "total": 0, "message": f"{what}...", "building": True})
+    if build(key, cancelled, on_step) is None:
+        return False
+    emit("progress", {"done": 0, "total": 0, "message": f"{what}: done; measuring",
+                      "building": False})
+    return True
 
 
 def isolate(setting: str | None, available: list[int] | None) -> cores.CoreSplit:

@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 from ..device import describe_device
 from ..paths import cache_dir, write_json_atomic
+from ..steps import Steps, run_steps
 
 VARIANTS = ("x_wt", "w_xt", "w_xt_split", "w_xt_pad", "linear", "cpp")
 TUNED_ROWS = (*range(1, 17), 24, 32, 48, 64)
@@ -104,6 +105,16 @@ def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float 
     TUNED_ROWS, over passes through all (W, split_transposed(W)) pairs in order. Variants are
     timed interleaved and the best pass kept, so a passing hiccup on a shared machine rarely
     decides."""
+    return run_steps(tune_rows_steps(weights, budget_s, max_repeats, variants))
+
+
+def tune_rows_steps(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float = 3.0,
+                    max_repeats: int = 5, variants: tuple[str, ...] | None = None,
+                    ) -> Steps[list[str]]:
+    """tune_rows one row count at a time: yields after each (what is done, in words) and
+    returns the plan. Its caller may stop between two counts and go on later (the engine
+    service pauses a model's build for other readers' short jobs): every count is timed in
+    one go, so a pause never falls inside a comparison."""
     variants = variants or available_variants()
     inputs = {w.shape[1]: torch.randn(MAX_TUNED_ROWS, w.shape[1], dtype=w.dtype)
               for w, _ in weights}
@@ -124,6 +135,7 @@ def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float 
             for variant in variants:
                 times[variant] = min(times[variant], one_pass(count, variant))
         plan.append(min(variants, key=times.get))
+        yield f"matrix products timed for {len(plan)} of {len(TUNED_ROWS)} batch sizes"
     return plan
 
 
@@ -144,19 +156,33 @@ def matmul_plan(weights: list[tuple[torch.Tensor, torch.Tensor]]) -> list[str]:
     """The variant for every row count 1..MAX_TUNED_ROWS (rows_plan) for a model whose decode
     step reads these (W, split_transposed(W)) pairs in this order: from the machine's cache file,
     or measured (a few seconds) and saved."""
+    return run_steps(matmul_plan_steps(weights))
+
+
+def matmul_plan_steps(weights: list[tuple[torch.Tensor, torch.Tensor]],
+                      ) -> Steps[list[str]]:
+    """matmul_plan in steps (tune_rows_steps' when it measures; none when the plan is on
+    disk)."""
     dtype = str(weights[0][0].dtype).removeprefix("torch.")
     variants = available_variants() if dtype == "float32" else VARIANTS[:-1]
     key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w, _ in weights)
     if "cpp" in variants:  # a plan made before the library was built did not time it
         key += "|cpp"
     path = _plan_file()
-    plans = {}
-    if path.exists():
-        try:
-            plans = json.loads(path.read_text())
-        except ValueError:
-            pass
+    plans = _read_plans(path)
     if key not in plans:
-        plans[key] = tune_rows(weights, variants=variants)
+        tuned = yield from tune_rows_steps(weights, variants=variants)
+        plans = _read_plans(path)  # as it is now: another model's plan may have been saved
+        plans[key] = tuned
         write_json_atomic(path, plans)
     return rows_plan(plans[key])
+
+
+def _read_plans(path) -> dict:
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            pass
+    return {}
+

@@ -21,8 +21,9 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ..config import ModelConfig
+from ..steps import Steps, run_steps
 from .layers import Linear, RMSNorm, Rotary
-from .matmul_plan import matmul_plan, split_transposed
+from .matmul_plan import matmul_plan_steps, split_transposed
 
 # attend(layer_index, q (..., T, H, D), k (..., T, KVH, D), v (..., T, KVH, D)) -> (..., T, H * D)
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -126,12 +127,18 @@ class LlamaModel(nn.Module):
     def prepare_for_inference(self) -> None:
         """Freeze, and on CPU give every float linear layer its measured plan for few-row
         products."""
+        run_steps(self.prepare_for_inference_steps())
+
+    def prepare_for_inference_steps(self) -> Steps[None]:
+        """prepare_for_inference in steps (engine.steps): the plan's timing, one batch size at
+        a time, when this machine has no plan for the model's shapes yet."""
         self.eval()
         self.requires_grad_(False)
         linears = [m for m in self.modules() if isinstance(m, Linear) and m.qweight is None]
         if self.embed.weight.device.type == "cpu" and linears:  # in step order
             pairs = [(m.weight.detach(), split_transposed(m.weight.detach())) for m in linears]
-            plan = matmul_plan(pairs)
+            yield "weights laid out for small batches"
+            plan = yield from matmul_plan_steps(pairs)
             for m, (_, weight_t) in zip(linears, pairs):
                 m.prepare_for_cpu_decode(plan, weight_t)
 

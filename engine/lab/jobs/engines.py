@@ -14,7 +14,7 @@ engine warms up again after it.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ...block_manager import blocks_for
 from ...config import EngineConfig, get_preset
@@ -22,11 +22,13 @@ from ...device import resolve_device, torch_dtype
 from ...llm_engine import LLMEngine
 from ...model.kv_cache import default_budget
 from ...scheduler import kv_tokens_needed
+from ...steps import Steps
 
 MAX_ENGINES = 2
 SHRINK_AT = 4  # a pool this many times larger than a job needs is shrunk to fit it
 _engines: dict[tuple, LLMEngine] = {}
 _fitted: weakref.WeakSet[LLMEngine] = weakref.WeakSet()  # engines whose pool follows the jobs
+_paused: dict[tuple, Steps[LLMEngine]] = {}  # builds stopped between two steps, to go on later
 
 
 def engine_for(preset: str, device: str = "auto", backend: str = "auto",
@@ -37,27 +39,75 @@ def engine_for(preset: str, device: str = "auto", backend: str = "auto",
     off, and the weights float, except for the jobs of the lessons that teach them, which ask
     for an engine of their own."""
     key = (preset, device, backend, kv_budget_mib, random_weights, weight_format, prefix_caching)
-    engine = _engines.pop(key, None)
-    if engine is None:
-        while len(_engines) >= MAX_ENGINES:
-            _engines.pop(next(iter(_engines)))  # the least recently used
-        engine = LLMEngine(EngineConfig(
-            preset=preset, device=device, backend=backend, random_weights=random_weights,
-            prefix_caching=prefix_caching, weight_format=weight_format,
-            kv_budget_bytes=kv_budget_mib * 2**20 if kv_budget_mib else
-            smallest_pool_bytes(preset, device),
-        ))
-        if not kv_budget_mib:
-            _fitted.add(engine)
-        engine.warm_up()
-    _engines[key] = engine  # most recently used last
+    engine = build(key)
+    assert engine is not None  # nothing can pause it
     return engine
 
 
 def engine_from_params(params: dict) -> LLMEngine:
-    """The engine a job's checked parameters ask for (registry.ENGINE's names)."""
-    return engine_for(params["preset"], params["device"], params["backend"],
-                      params["kv_budget_mib"], params["random_weights"])
+    """The engine a job's checked parameters ask for (registry.ENGINE's names, and the weight
+    format and prefix cache where the kind has them)."""
+    return engine_for(*engine_key(params))
+
+
+def engine_key(params: dict) -> tuple:
+    """engine_for's settings for a job's checked parameters, as the key it keeps engines by."""
+    return (params["preset"], params["device"], params["backend"], params["kv_budget_mib"],
+            params["random_weights"], params.get("weight_format", "fp32"),
+            params.get("prefix_cache", False))
+
+
+def build(key: tuple, cancelled: Callable[[], bool] | None = None,
+          on_step: Callable[[str], None] | None = None) -> LLMEngine | None:
+    """The engine for engine_for's key: the kept one, or built now, in steps (engine.steps).
+    After each step on_step(what is done) is called, then cancelled(): when that is True the
+    build stops there and None is returned; the half-built engine is kept (the most recent
+    MAX_ENGINES of them) and the next build of that key goes on where this one stopped, so a
+    build paused for other readers' jobs loses nothing."""
+    engine = _engines.pop(key, None)
+    if engine is None:
+        steps = _paused.pop(key, None)
+        if steps is None:
+            while len(_engines) >= MAX_ENGINES:
+                _engines.pop(next(iter(_engines)))  # the least recently used, before the build
+            steps = _engine_steps(key)
+        while True:
+            try:
+                what = next(steps)
+            except StopIteration as done:
+                engine = done.value
+                break
+            if on_step is not None:
+                on_step(what)
+            if cancelled is not None and cancelled():
+                _paused[key] = steps
+                while len(_paused) > MAX_ENGINES:
+                    _paused.pop(next(iter(_paused)))  # the oldest paused build is given up
+                return None
+        while len(_engines) >= MAX_ENGINES:
+            _engines.pop(next(iter(_engines)))
+    _engines[key] = engine  # most recently used last
+    return engine
+
+
+def is_built(key: tuple) -> bool:
+    """True if the worker keeps an engine for this key (building it would take no time)."""
+    return key in _engines
+
+
+def _engine_steps(key: tuple) -> Steps[LLMEngine]:
+    preset, device, backend, kv_budget_mib, random_weights, weight_format, prefix_caching = key
+    engine = yield from LLMEngine.build_steps(EngineConfig(
+        preset=preset, device=device, backend=backend, random_weights=random_weights,
+        prefix_caching=prefix_caching, weight_format=weight_format,
+        kv_budget_bytes=kv_budget_mib * 2**20 if kv_budget_mib else
+        smallest_pool_bytes(preset, device),
+    ))
+    if not kv_budget_mib:
+        _fitted.add(engine)
+    yield "model ready; warming it up"
+    engine.warm_up()
+    return engine
 
 
 def smallest_pool_bytes(preset: str, device: str = "auto") -> int:

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from ...quantization import int8_quality
 from ..registry import Cancelled, Emit
-from .engines import engine_for
+from .engines import engine_from_params
 from .measure import measure_sweep_point
 
 
 def int8_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     """One batch size of the sweep with the weights given."""
-    engine = engine_for(params["preset"], params["device"], params["backend"],
-                        params["kv_budget_mib"], params["random_weights"],
-                        weight_format=params["weight_format"])
+    engine = engine_from_params(params)  # with the weights in the format asked
     point = measure_sweep_point(engine, params, emit, cancelled)
     return None if point is None else {**point, "weight_format": params["weight_format"]}
 

@@ -27,7 +27,7 @@ from ...serve.workload import PromptSource, WorkloadSpec, make_workload
 from ...speculative import Draft, SpeculativeDecoder, make_draft
 from ..quality import spread
 from ..registry import Cancelled, Emit
-from .engines import engine_for, engine_from_params
+from .engines import engine_from_params
 from .generation import gaps_ms
 from .serving import step_spread
 
@@ -36,9 +36,7 @@ ONE_AT_A_TIME = SchedulerConfig("continuous", max_batch=1, chunk_size=0)
 
 def prefix_cache_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     """Requests sharing a system prompt, one at a time, with the prefix cache on or off."""
-    engine = engine_for(params["preset"], params["device"], params["backend"],
-                        params["kv_budget_mib"], params["random_weights"],
-                        prefix_caching=params["prefix_cache"])
+    engine = engine_from_params(params)  # with the prefix cache on or off, as asked
     count = params["requests"]
     spec = WorkloadSpec(kind="fixed", requests=count, concurrency=1,
                         prompt_len=tuple(params["prompt_len"]),

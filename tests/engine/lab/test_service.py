@@ -11,7 +11,7 @@ import time
 import pytest
 from cache_entries import KINDS_OF_DAMAGE, malformed
 
-from engine.lab import registry
+from engine.lab import client, registry
 from engine.lab.cache import CacheStore, disturbed
 from engine.lab.client import EngineService
 from engine.lab.events import JobEvent
@@ -411,6 +411,33 @@ def test_a_waiting_job_is_shown_a_nearby_cached_result_first(service):
     service.cancel(blocker)
     assert finished(job).state == "done" and job.result["batch_size"] == 6
     assert rec.types(job)[:2] == ["queued", "nearby"] and rec.types(job)[-1] == "result"
+
+
+def test_a_model_build_is_paused_for_a_point_and_goes_on_where_it_stopped(service):
+    rec = Recorder()
+    finished(service.submit("sweep_point", {**QUICK, "seed": 26}, use_cache=False))  # built
+    service.preempt_after_s, service.build_turn_s = 0.0, 0.0  # pause a build at its first step
+    try:
+        blocker = service.submit("sweep_point", LONG, rec, session_id="blocker", use_cache=False)
+        rec.wait_for(blocker, "started")
+        unbuilt = {**QUICK, "random_weights": True, "kv_budget_mib": KV + 1, "seed": 26}
+        build = service.submit("sweep_point", unbuilt, rec, session_id="roofline",
+                               use_cache=False)
+        point = service.submit("sweep_point", {**QUICK, "seed": 27}, rec, session_id="student",
+                               use_cache=False)
+        service.cancel(blocker)
+        assert finished(point).state == "done" and finished(build).state == "done"
+    finally:
+        service.preempt_after_s, service.build_turn_s = client.PREEMPT_AFTER_S, client.BUILD_TURN_S
+    if not [e for e in rec.of(build) if e.type == "queued" and e.data.get("resumes")]:
+        pytest.skip("the model was built before the service could pause it (a busy machine)")
+    assert build.paused >= 1 and build.preempted == 0
+    said = [e.data["message"] for e in rec.of(build) if e.type == "progress"
+            and "building" in e.data]
+    assert said[0] == "loading the tiny model..." and said[-1].endswith("done; measuring")
+    assert sum("weights made" in m for m in said) == 1  # it went on; it never started over
+    results = [e.job_id for e in rec.events if e.type == "result"]
+    assert results.index(point.id) < results.index(build.id)  # the point did not wait for it
 
 
 def test_a_load_test_is_stopped_once_to_let_a_point_through_then_runs_again(service):

@@ -16,6 +16,7 @@ from engine.model.matmul_plan import (
     rows_plan,
     split_transposed,
     tune_rows,
+    tune_rows_steps,
 )
 
 
@@ -84,3 +85,17 @@ def test_cpp_variant_is_offered_and_timed_where_the_library_is_built(cpp_kernel)
     plan = tune_rows([(w, split_transposed(w)) for w in weights], budget_s=0.01,
                      variants=("cpp",))
     assert set(plan) == {"cpp"}
+
+
+def test_tuning_in_steps_yields_after_each_row_count_and_returns_the_plan():
+    weights = [torch.randn(64, 32), torch.randn(32, 64)]
+    steps = tune_rows_steps([(w, split_transposed(w)) for w in weights], budget_s=0.01)
+    said = []
+    while True:
+        try:
+            said.append(next(steps))
+        except StopIteration as done:
+            plan = done.value
+            break
+    assert len(said) == len(TUNED_ROWS) and said[-1].endswith(f"{len(TUNED_ROWS)} batch sizes")
+    assert len(plan) == len(TUNED_ROWS) and set(plan) <= set(available_variants())

@@ -1,0 +1,64 @@
+"""The worker builds an engine in steps (engine.lab.jobs.engines.build, engine.steps): a build
+stopped between two steps is kept and goes on where it stopped, so a model's build paused for
+other readers' short jobs loses nothing, and the engine it ends with is the one a build in one
+go makes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.generate import generate
+from engine.lab.jobs import engines
+from engine.lab.jobs.engines import build, engine_for, is_built
+from engine.lab.worker import prepare_engine
+
+KEY = ("tiny", "cpu", "auto", None, True, "fp32", False)  # random weights: no other test's
+
+
+@pytest.fixture
+def fresh_engines():
+    saved, paused = dict(engines._engines), dict(engines._paused)
+    engines._engines.clear()
+    engines._paused.clear()
+    yield
+    engines._engines.clear()
+    engines._paused.clear()
+    engines._engines.update(saved)
+    engines._paused.update(paused)
+
+
+def test_a_paused_build_goes_on_where_it_stopped(fresh_engines):
+    first: list[str] = []
+    assert build(KEY, cancelled=lambda: True, on_step=first.append) is None
+    assert first == ["weights made"] and not is_built(KEY) and KEY in engines._paused
+    rest: list[str] = []
+    engine = build(KEY, cancelled=lambda: False, on_step=rest.append)
+    assert engine is not None and is_built(KEY) and KEY not in engines._paused
+    assert "weights made" not in rest and rest[-1] == "model ready; warming it up"
+    assert engine_for(*KEY) is engine  # kept: the job's body finds it
+    engines._engines.clear()
+    whole = engine_for(*KEY)  # the same settings in one go
+    for (name, mine), (_, theirs) in zip(engine.model.state_dict().items(),
+                                         whole.model.state_dict().items(), strict=True):
+        assert torch.equal(mine, theirs), name
+    prompt = [5, 6, 7, 8]
+    tokens = [g.seq.output_ids for g in generate(engine, [prompt], 6, ignore_eos=True)]
+    assert tokens == [g.seq.output_ids for g in generate(whole, [prompt], 6, ignore_eos=True)]
+
+
+def test_the_worker_says_it_loads_the_model_and_stops_when_told(fresh_engines):
+    params = {"preset": "tiny", "device": "cpu", "backend": "auto", "kv_budget_mib": None,
+              "random_weights": True}
+    events: list[tuple[str, dict]] = []
+    emit = lambda type_, data: events.append((type_, data))  # noqa: E731
+    assert not prepare_engine(params, emit, lambda: True)  # paused after its first step
+    assert [d["building"] for _, d in events] == [True, True]
+    assert events[0][1]["message"] == "loading the tiny model..."
+    events.clear()
+    assert prepare_engine(params, emit, lambda: False)
+    assert events[-1][1] == {"done": 0, "total": 0, "building": False,
+                             "message": "loading the tiny model: done; measuring"}
+    events.clear()
+    assert prepare_engine(params, emit, lambda: True) and events == []  # built: nothing to do
+    assert prepare_engine({"preset": "tiny"}, emit, lambda: True)  # no engine params: nothing
