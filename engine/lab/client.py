@@ -20,6 +20,14 @@ in, and the engine version; a job whose result is cached is answered at once, wi
 the queue, and its result event says `cached=True` with the device and time it was measured.
 Torch-free.
 
+Long work gives way to short jobs (a class must not wait 20-30 s behind one reader): once a
+point has waited PREEMPT_AFTER_S and the running job has had a turn of TURN_S, a load test is
+paused between two of its serving steps (the worker runs the waiting points inside the pause,
+and the load test's clock and disturbance check leave the pause out: engine.lab.worker), and a
+model's build is stopped between two of its steps (the worker keeps the half-built engine).
+Either goes on where it stopped once no short job waits, or after MAX_PAUSE_S, so it always
+ends; nothing it had done is lost or run again.
+
 Measurement quality (engine.lab.cores, engine.lab.quality): the worker pins itself to the
 engine's cores (ENGINE_CORES, or `core_setting=`) and, once it has said which, this process
 pins itself to the others when `pin_self` is set (the app's service, get_service), or else
@@ -57,23 +65,25 @@ from . import cores, registry
 from .cache import CacheStore, disturbed
 from .endpoint import measured_on
 from .events import FINAL_EVENTS, FINAL_STATES, Job, JobEvent, one_line
-from .job_queue import JobQueue, question
+from .job_queue import SIZES, JobQueue, question
 from .memory import process_memory
 from .results import parse_result
 
 log = logging.getLogger(__name__)
 
-PREEMPT_AFTER_S = 2.0  # a point waiting this long behind a restartable run stops it (once)
-BUILD_TURN_S = 2.0  # a run building its engine builds this long at least before a pause
+PREEMPT_AFTER_S = 2.0  # a short job waiting this long pauses a load test or an engine's build
+TURN_S = 2.0  # ... once that has run this long since it started or went on
+MAX_PAUSE_S = 10.0  # a paused load test goes on after this long, even while short jobs wait
+PAUSED_RUNS_TAKE = ("point", "run")  # the sizes of jobs run while a load test is paused
 REMEASURES = 2  # a disturbed result is measured again at most this many times
 QUIET_WAIT_S = 5.0  # before measuring again, the worker waits at most this long for quiet
 
 
-def _worker_process(job_conn, event_conn, cancel_id, core_setting, available) -> None:
+def _worker_process(job_conn, event_conn, cancel_id, core_setting, available, pause_id) -> None:
     """The spawned child's entry: the worker's code is imported there, never in the web process."""
     from .worker import main
 
-    main(job_conn, event_conn, cancel_id, core_setting, available)
+    main(job_conn, event_conn, cancel_id, core_setting, available, pause_id)
 
 
 @dataclass
@@ -85,6 +95,7 @@ class _Worker:
     jobs: Any  # our end of the job pipe (we send)
     events: Any  # our end of the event pipe (we receive)
     cancel_id: Any  # shared int: the id of the running job to cancel
+    pause_id: Any  # shared int: the id of the running job to pause (a pausable one)
     identity: dict | None = None  # the hello: device, engine_version, pid, cores, threads
     started_at: float = field(default_factory=time.time)
 
@@ -100,7 +111,9 @@ class _Run:
     cancelling: bool = False  # every job has left it; the worker was told to stop
     preempting: bool = False  # stopped to let short jobs through: its jobs are queued again
     building: bool = False  # the worker is building its engine (engine.lab.worker.prepare_engine)
-    started_at: float = field(default_factory=time.time)
+    pausing: bool = False  # the worker was told to pause it (a pausable job)
+    started_at: float = field(default_factory=time.time)  # or when it last went on
+    paused_at: float = 0.0
 
     @property
     def lead(self) -> Job:
@@ -122,11 +135,13 @@ class EngineService:
         self.pin_self = pin_self
         self.remeasures = remeasures
         self.preempt_after_s = PREEMPT_AFTER_S
-        self.build_turn_s = BUILD_TURN_S
+        self.turn_s = TURN_S
+        self.max_pause_s = MAX_PAUSE_S
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._queue = JobQueue()
         self._running: _Run | None = None  # what the worker is running now
+        self._paused: _Run | None = None  # a load test paused for short jobs (one at most)
         self._ready_results: deque[tuple[Job, JobEvent]] = deque()  # events to deliver, in order
         self._cache = CacheStore(cache_path or cache_dir() / "results")
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
@@ -178,7 +193,7 @@ class EngineService:
             job.params = spec.normalize(job.params)
             job.use_cache = use_cache and spec.cacheable
             job.size = spec.size_for(job.params, self._device())
-            job.restartable = spec.restartable
+            job.pausable = spec.pausable
             job.question = question(kind, job.params) if spec.cacheable else None
         except ValueError as e:
             self._finish(job, "error", {"message": one_line(e)}, deliver_later=True)
@@ -233,12 +248,16 @@ class EngineService:
             if self._queue.remove(job):
                 self._finish(job, "cancelled", {}, deliver_later=True)
                 return True
-            run = self._running
-            if run is None or job not in run.jobs:
+            run = next((r for r in (self._running, self._paused) if r and job in r.jobs), None)
+            if run is None:
                 return False
             if len(run.jobs) > 1 or run.preempting:  # the others go on, or it stops anyway
                 run.jobs.remove(job)
                 self._finish(job, "cancelled", {}, deliver_later=True)
+                return True
+            if run is self._paused:  # it goes on as soon as the worker is free, to stop
+                run.cancelling = True
+                self._wake()
                 return True
             if self._worker is not None:
                 run.cancelling = True
@@ -250,8 +269,9 @@ class EngineService:
         """Cancel every queued or running job of a session (a closed browser tab); the count."""
         with self._lock:
             mine = [j for j in self._queue if j.session_id == session_id]
-            if self._running is not None:
-                mine += [j for j in self._running.jobs if j.session_id == session_id]
+            for run in (self._running, self._paused):
+                if run is not None:
+                    mine += [j for j in run.jobs if j.session_id == session_id]
             self._queue.forget(session_id)
         return sum(self.cancel(j) for j in mine)
 
@@ -276,6 +296,8 @@ class EngineService:
                 "device": identity.get("device", ""),
                 "engine_version": identity.get("engine_version", ""),
                 "running": running,
+                "paused": ({"id": self._paused.id, "kind": self._paused.lead.kind,
+                            "readers": len(self._paused.jobs)} if self._paused else None),
                 "queued": len(self._queue),
                 "queue": [{"id": j.id, "kind": j.kind, "size": j.size} for j in order],
                 "jobs_done": self.jobs_done,
@@ -323,11 +345,12 @@ class EngineService:
             pending = list(self._queue)
             self._queue = JobQueue()
             run, self._running = self._running, None
+            paused, self._paused = self._paused, None
             if run is not None and self._worker is not None:
                 self._worker.cancel_id.value = run.id
         for job in pending:
             self._finish(job, "cancelled", {})
-        for job in run.jobs if run is not None else []:
+        for job in [j for r in (run, paused) if r is not None for j in r.jobs]:
             self._finish(job, "error", {"message": "the engine service has shut down"})
         self._wake()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -348,9 +371,10 @@ class EngineService:
         job_r, job_w = self._ctx.Pipe(duplex=False)
         event_r, event_w = self._ctx.Pipe(duplex=False)
         cancel_id = self._ctx.RawValue("q", 0)  # no lock: a killed worker cannot leave it held
+        pause_id = self._ctx.RawValue("q", 0)
         process = self._ctx.Process(
             target=_worker_process, name="engine-worker", daemon=True,
-            args=(job_r, event_w, cancel_id, self.core_setting, self._available))
+            args=(job_r, event_w, cancel_id, self.core_setting, self._available, pause_id))
         # spawn re-runs the parent's main script in the child (`panel serve`'s, pytest's, a
         # user's script without a __main__ guard); the worker needs none of it, so it is hidden
         # for the instant the child's start-up data is written.
@@ -362,7 +386,7 @@ class EngineService:
             sys.modules["__main__"] = main
         job_r.close()  # the worker holds these ends; closing ours lets EOF mean "it died"
         event_w.close()
-        return _Worker(process, job_w, event_r, cancel_id)
+        return _Worker(process, job_w, event_r, cancel_id, pause_id)
 
     def _worker_died(self, w: _Worker) -> None:
         """Tell the job that was running, start a fresh worker; queued jobs go on there."""
@@ -372,6 +396,7 @@ class EngineService:
         w.events.close()
         with self._lock:
             run, self._running = self._running, None
+            paused, self._paused = self._paused, None
             if self._stopping:
                 return
             if w.identity is None:  # it never came up: do not spin; fail what waits
@@ -382,7 +407,7 @@ class EngineService:
                 failed = []
                 self.restarts += 1
                 self._worker = self._spawn()
-        for job in run.jobs if run is not None else []:
+        for job in [j for r in (run, paused) if r is not None for j in r.jobs]:
             self._finish(job, "error", {"message": (
                 f"the engine worker stopped unexpectedly (exit code {code}) while running this "
                 "job; it has been restarted, try again")}, deliver_later=True)
@@ -438,6 +463,9 @@ class EngineService:
             self._start_error = message[1]
             return
         job_id = message[1]
+        if tag == "paused":
+            self._was_paused(w, job_id)
+            return
         with self._lock:
             run = self._running if self._running and self._running.id == job_id else None
             if run is None:
@@ -563,20 +591,24 @@ class EngineService:
                     elif job.nearby:
                         job.nearby = False  # offered once
                         self._offer_nearby(job, w)
-                if self._running is None and not self._queue and w.identity.get("pid"):
+                if (self._running is None and self._paused is None and not self._queue
+                        and w.identity.get("pid")):
                     if self._idle_checked != self._runs_ended:
                         self._idle_checked = self._runs_ended
                         worker = process_memory(w.identity["pid"])
                         self.worker_idle_mib = worker and worker["rss_mib"]
                 self._maybe_preempt(w)
-                if self._running is None and self._queue:
-                    jobs = self._queue.take(time.time())
+                if self._running is None and self._paused is not None:
+                    self._maybe_resume(w)
+                jobs = [] if self._running is not None else self._queue.take(
+                    time.time(), PAUSED_RUNS_TAKE if self._paused else SIZES)
+                if jobs:
                     run = self._running = _Run(jobs[0].id, jobs)
                     for job in jobs:
                         job.state, job.started_at = "running", time.time()
                         self._ready_results.append((job, JobEvent(job.id, job.kind, "started",
                                                                   {})))
-                    w.cancel_id.value = 0
+                    w.cancel_id.value = w.pause_id.value = 0
                     options = {"quiet_first": QUIET_WAIT_S} if run.lead.remeasures else {}
                     try:
                         w.jobs.send(("run", run.id, run.lead.kind, run.lead.params, options))
@@ -585,29 +617,69 @@ class EngineService:
         self._deliver_ready()
 
     def _maybe_preempt(self, w: _Worker) -> None:
-        """Stop a run that points have waited PREEMPT_AFTER_S behind, if it may be stopped:
-        a restartable run (a load test, whose page draws only its result), once at most, so it
-        always ends (its jobs queue again and run from the start later); or a run building its
-        engine, after BUILD_TURN_S of building, as often as it comes to that (the worker keeps
-        the half-built engine and goes on where it stopped, so each turn adds to the build)."""
-        run = self._running
-        if (run is None or run.cancelling or run.preempting
-                or self._queue.longest_wait(time.time()) < self.preempt_after_s):
+        """Let short jobs that have waited preempt_after_s go before a run that may wait, once
+        it has had a turn of turn_s since it started or went on: a pausable run (a load test)
+        is paused between two steps (one at a time: not while another is paused), a run
+        building its engine is stopped between two steps of the build. Either goes on later
+        where it stopped (the worker keeps it), so each turn adds to it and it always ends."""
+        run, now = self._running, time.time()
+        if (run is None or run.cancelling or run.preempting or run.pausing
+                or now - run.started_at < self.turn_s
+                or self._queue.longest_wait(now, sizes=PAUSED_RUNS_TAKE) < self.preempt_after_s):
             return
-        restartable = all(j.restartable and not j.preempted for j in run.jobs)
-        if not (restartable or run.building
-                and time.time() - run.started_at >= self.build_turn_s):
+        if run.building:
+            run.preempting = True
+            w.cancel_id.value = run.id
+        elif self._paused is None and all(j.pausable for j in run.jobs):
+            run.pausing = True
+            w.pause_id.value = run.id
+        else:
             return
-        run.preempting = True
-        w.cancel_id.value = run.id
-        log.info("%s %s (job %s) to let %d waiting jobs through",
-                 "pausing the engine build of" if run.building else "stopping", run.lead.kind,
-                 run.id, len(self._queue))
+        log.info("pausing %s%s (job %s) to let %d waiting jobs through", run.lead.kind,
+                 "'s engine build" if run.building else "", run.id, len(self._queue))
+
+    def _was_paused(self, w: _Worker, job_id: int) -> None:
+        """The worker has paused the running job (a load test, between two steps) and waits
+        for other jobs: tell its readers, and send the next one."""
+        with self._lock:
+            run = self._running
+            if run is None or run.id != job_id:  # not ours (cannot happen): let it end
+                w.cancel_id.value = job_id
+                w.jobs.send(("resume", job_id))
+                return
+            run.pausing, run.paused_at = False, time.time()
+            self._paused, self._running = run, None
+            self.preemptions += 1
+            ahead = self._queue.waiting(PAUSED_RUNS_TAKE)
+            for job in run.jobs:
+                job.paused += 1
+                self._ready_results.append((job, JobEvent(
+                    job.id, job.kind, "queued", {"ahead": ahead, "preempted": True,
+                                                 "resumes": True})))
+        self._wake()
+
+    def _maybe_resume(self, w: _Worker) -> None:
+        """The worker is free and a load test is paused: let it go on when no short job waits,
+        when it has waited max_pause_s (it always ends), or to stop (cancelled meanwhile)."""
+        run, now = self._paused, time.time()
+        if not (run.cancelling or not self._queue.waiting(PAUSED_RUNS_TAKE)
+                or now - run.paused_at >= self.max_pause_s):
+            return
+        self._paused, self._running = None, run
+        run.started_at = now
+        w.pause_id.value = 0
+        w.cancel_id.value = run.id if run.cancelling else 0
+        for job in run.jobs:
+            self._ready_results.append((job, JobEvent(job.id, job.kind, "started", {})))
+        try:
+            w.jobs.send(("resume", run.id))
+        except (OSError, ValueError):
+            pass  # it died: the sentinel tells us next
 
     def _requeue(self, run: _Run) -> None:
-        """A preempted run's jobs wait again (their arrival time kept: they soon count as
-        points), each told so with a queued event ("resumes": its engine's build goes on where
-        it stopped; otherwise the run starts over, and it is not stopped again)."""
+        """A run stopped while it built its engine: its jobs wait again (their arrival time
+        kept: they soon count as points), each told so with a queued event ("resumes": the
+        build goes on where it stopped; had it just ended, the job's own work starts over)."""
         with self._lock:
             for job in run.jobs:
                 if run.building:

@@ -41,8 +41,9 @@ def one_line(error: BaseException) -> str:
 class JobEvent:
     """One thing that happened to a job. `data` by type:
     queued {"ahead": jobs before it; "preempted": True when a running job was stopped to let
-    short jobs through and queued again, its run starting over, or with "resumes": True, its
-    engine's build paused, to go on where it stopped}, nearby {a cached result of nearby settings, shown while
+    short jobs through and waits again, its run starting over, or, with "resumes": True,
+    paused, to go on where it stopped (its engine's build, or a load test between two steps)},
+    nearby {a cached result of nearby settings, shown while
     this one waits: `near` has the settings it was measured with; asked for with submit's
     nearby=True}, started {}, progress {"done", "total", maybe "message"},
     token {"index", "text", "t_s"}, step {whatever the job reports}, result {the job's result},
@@ -92,9 +93,9 @@ class Job:
     size: str = "point"  # the kind's declared size (engine.lab.registry): the queue's order
     question: str | None = None  # kind and params as text, for cacheable kinds: one run answers
     nearby: bool = False  # while it waits, show a cached result of nearby params (a nearby event)
-    restartable: bool = False  # the queue may stop it and run it again later (registry)
+    pausable: bool = False  # the queue may pause it between two steps (registry)
     preempted: int = 0  # times it was stopped to let short jobs through, and queued again
-    paused: int = 0  # times its engine's build was paused for short jobs, to go on later
+    paused: int = 0  # times it was paused for short jobs, to go on where it stopped
     state: str = "queued"  # queued | running | done | error | cancelled
     result: dict | None = None
     error: str | None = None

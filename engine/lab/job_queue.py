@@ -76,10 +76,11 @@ class JobQueue:
                 return True
         return False
 
-    def take(self, now: float) -> list[Job]:
-        """The job to run next followed by the queued jobs it also answers (same question);
-        all leave the queue. Empty when nothing waits."""
-        order = self.order(now)
+    def take(self, now: float, sizes: Iterable[str] = SIZES) -> list[Job]:
+        """The job to run next (of these sizes) followed by the queued jobs it also answers
+        (same question); all leave the queue. Empty when none waits."""
+        sizes = tuple(sizes)
+        order = [j for j in self.order(now) if j.size in sizes]
         if not order:
             return []
         lead = order[0]
@@ -131,10 +132,18 @@ class JobQueue:
         mine = set(sessions)
         return sum(j.session_id not in mine for j in self._jobs)
 
-    def longest_wait(self, now: float, rank: int = 0) -> float:
-        """Seconds the longest-waiting job of this rank (or smaller) has waited; 0 for none."""
-        waits = [now - j.submitted_at for j in self._jobs if self.rank(j, now) <= rank]
+    def longest_wait(self, now: float, rank: int = 0, sizes: Iterable[str] = SIZES) -> float:
+        """Seconds the longest-waiting job of this rank (or smaller) and of these sizes has
+        waited; 0 for none."""
+        sizes = tuple(sizes)
+        waits = [now - j.submitted_at for j in self._jobs
+                 if self.rank(j, now) <= rank and j.size in sizes]
         return max(waits, default=0.0)
+
+    def waiting(self, sizes: Iterable[str]) -> int:
+        """How many queued jobs are of these sizes."""
+        sizes = tuple(sizes)
+        return sum(j.size in sizes for j in self._jobs)
 
     def position(self, job: Job, now: float) -> int | None:
         """How many runs come before this job's; None if it is not queued."""

@@ -138,9 +138,8 @@ class Probe:
     profile_ms: float
 
 
-def check(before: Usage, after: Usage, probe: Probe | None = None) -> dict:
-    """The disturbance check of a job between two snapshots (engine.lab.results.
-    DisturbanceCheck). See the module docstring for the rules."""
+def _between(before: Usage, after: Usage) -> tuple[float, int, int, int, int, float]:
+    """(wall s, run ns, wait ns, busy ticks, steal ticks, process CPU s) between snapshots."""
     run_ns = wait_ns = 0
     for tid, (run, wait) in after.threads.items():
         run0, wait0 = before.threads.get(tid, (0, 0))  # a thread started meanwhile: from 0
@@ -148,7 +147,22 @@ def check(before: Usage, after: Usage, probe: Probe | None = None) -> dict:
         wait_ns += max(0, wait - wait0)
     busy = sum(after.ticks[c][0] - before.ticks.get(c, (0, 0))[0] for c in after.ticks)
     steal = sum(after.ticks[c][1] - before.ticks.get(c, (0, 0))[1] for c in after.ticks)
-    cpu_s = max(after.cpu_s - before.cpu_s, run_ns / 1e9)
+    return after.wall - before.wall, run_ns, wait_ns, busy, steal, after.cpu_s - before.cpu_s
+
+
+def check(before: Usage, after: Usage, probe: Probe | None = None,
+          paused: Iterable[tuple[Usage, Usage]] = ()) -> dict:
+    """The disturbance check of a job between two snapshots (engine.lab.results.
+    DisturbanceCheck), less the `paused` windows (snapshots around each pause, when the
+    worker ran other jobs inside this one: their work is not this job's). See the module
+    docstring for the rules."""
+    wall, run_ns, wait_ns, busy, steal, process_s = _between(before, after)
+    for start, end in paused:
+        gone = _between(start, end)
+        wall, run_ns, wait_ns = wall - gone[0], run_ns - gone[1], wait_ns - gone[2]
+        busy, steal, process_s = busy - gone[3], steal - gone[4], process_s - gone[5]
+    run_ns, wait_ns, busy, steal = (max(0, x) for x in (run_ns, wait_ns, busy, steal))
+    cpu_s = max(process_s, run_ns / 1e9)
     wait_s, steal_s = wait_ns / 1e9, steal * TICK_S
     others_s = max(0.0, busy * TICK_S - cpu_s)
     reasons = []
@@ -167,7 +181,7 @@ def check(before: Usage, after: Usage, probe: Probe | None = None) -> dict:
                            f"{probe.profile_ms:.1f} ms (limit {PROBE_LIMIT:g}x)")
     return {
         "disturbed": bool(reasons), "reasons": reasons, "cores": list(after.cores),
-        "wall_s": after.wall - before.wall, "cpu_s": cpu_s, "wait_s": wait_s,
+        "wall_s": wall, "cpu_s": cpu_s, "wait_s": wait_s,
         "steal_s": steal_s, "others_cpu_s": others_s,
         "probe_before_ms": probe.before_ms if probe else None,
         "probe_after_ms": probe.after_ms if probe else None,

@@ -60,7 +60,7 @@ class JobSpec:
     doc: str = ""
     size: str = "point"  # "point" | "run" | "load": the queue runs smaller sizes first
     bounds: tuple[Bound, ...] = ()  # how long it takes at most, at the lessons' settings
-    restartable: bool = False  # pages draw only its result: the queue may stop it, run it again
+    pausable: bool = False  # the queue may pause it between two steps for short jobs (client)
     timed: bool = True  # it times something: its result carries a spread and a disturbance check
 
     def __post_init__(self):
@@ -130,8 +130,8 @@ def _context_less_one(params: dict) -> int:
 
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
           cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = (),
-          restartable: bool = False, timed: bool = True) -> JobSpec:
-    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, restartable, timed)
+          pausable: bool = False, timed: bool = True) -> JobSpec:
+    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, pausable, timed)
 
 
 # Seconds each lesson's largest default job takes at most here: bench/job_bounds.py measured
@@ -250,7 +250,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "Poisson arrivals at rate; closed loop: `users` concurrent users, each sending again "
         "when answered (rate unused).",
         size="load", bounds=(Bound(B["load_test"], {}, "lesson 2's load test at its defaults"),),
-        restartable=True),
+        pausable=True),
     # ---- an OpenAI-compatible server the teacher configured (engine.lab.endpoint) ------------
     _spec("endpoint_load_test", "engine.lab.jobs.endpoint:endpoint_load_test_job", {
         **ENDPOINT,

@@ -6,6 +6,12 @@ its parameters checked; the bodies live in engine.lab.jobs and import torch, so 
 imports them. The worker first pins itself to the engine's cores (engine.lab.cores) with one
 torch thread per core, and `run` wraps every timed job in a disturbance check (engine.lab.quality:
 the scheduler's accounting around it, a calibration probe before and after).
+
+A job's engine is built first, in steps (prepare_engine), and the service may stop it between
+two: the half-built engine is kept for the job's next turn. A pausable job (a load test) may be
+paused between two of its serving steps: the service sets pause_id, the job's cancelled() call
+runs the jobs the service sends meanwhile (pause), and the load test goes on when told to
+resume, its clock and its disturbance check leaving the pause out.
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ import os
 import signal
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from ..device import configure_threads
 from . import cores, quality
 from .events import now_iso, one_line
-from .jobs.engines import build, engine_key, is_built
+from .jobs.engines import build, engine_key, is_built, put_back, set_aside
 from .jobs.machine import worker_identity
 from .jobs.probe import get_probe, measure_checked
 from .registry import ENGINE, JOBS, Cancelled, Emit, JobSpec, get_spec
@@ -39,10 +47,12 @@ def body(spec: JobSpec) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled,
+        paused: list[tuple[quality.Usage, quality.Usage]] | None = None) -> dict | None:
     """Run one job in this process; returns its result with its spread and disturbance check
     (engine.lab.results.Measured), or None when it was cancelled. Bad parameters raise
-    ConfigError (an unknown kind or parameter: ValueError)."""
+    ConfigError (an unknown kind or parameter: ValueError). `paused`: the snapshots around
+    the job's pauses (filled in while it runs), left out of its check."""
     spec = get_spec(kind)
     checked = spec.check(params)
     if not prepare_engine(checked, emit, cancelled):  # paused while building its engine
@@ -52,7 +62,8 @@ def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     if not spec.timed:  # it times nothing, or checks what it times itself (info's limits)
         result = body(spec)(checked, emit, cancelled)
         return None if result is None else {"spread": None, "check": None, **result}
-    result, check = measure_checked(lambda: body(spec)(checked, emit, cancelled))
+    result, check = measure_checked(lambda: body(spec)(checked, emit, cancelled),
+                                    paused if paused is not None else ())
     if result is None:
         return None
     return {"spread": None, **result, "check": check}
@@ -99,8 +110,32 @@ def isolate(setting: str | None, available: list[int] | None) -> cores.CoreSplit
     return split
 
 
+class _Stop(BaseException):
+    """The web process said stop, or went away (a BaseException: no job body catches it)."""
+
+
+@dataclass
+class _Pipes:
+    """The worker's ends: jobs in, events out, and the shared ids of the job to cancel and of
+    the job to pause (engine.lab.client sets them)."""
+
+    jobs: Any
+    events: Any
+    cancel_id: Any
+    pause_id: Any = None
+
+    def receive(self) -> tuple:
+        try:
+            message = self.jobs.recv()
+        except (EOFError, OSError):
+            raise _Stop from None
+        if message[0] == "stop":
+            raise _Stop
+        return message
+
+
 def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
-         available: list[int] | None = None) -> None:
+         available: list[int] | None = None, pause_id=None) -> None:
     """The worker: pins itself to the engine's cores, says hello (device, engine version, the
     core split), then runs jobs as they come, sending their events back; exits when the web
     process goes away or says stop."""
@@ -117,39 +152,71 @@ def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
         return
     event_conn.send(("hello", {**hello, "pid": os.getpid(), "cores": split.to_dict(),
                                "threads": torch.get_num_threads()}))
-    while True:
-        try:
-            message = job_conn.recv()
-        except (EOFError, OSError):
-            return
-        if message[0] == "stop":
-            return
-        _, job_id, kind, params, options = message
+    pipes = _Pipes(job_conn, event_conn, cancel_id, pause_id)
+    try:
+        while True:
+            message = pipes.receive()
+            if message[0] == "run":
+                run_job(pipes, *message[1:])
+            # anything else ("resume" of a job that is no longer paused) has nothing to do
+    except _Stop:
+        return
 
-        def emit(type_: str, data: dict, job_id: int = job_id) -> None:
-            event_conn.send(("event", job_id, type_, plain(data)))
 
-        def cancelled(job_id: int = job_id) -> bool:
-            return cancel_id.value == job_id
+def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) -> None:
+    """Run one job the service sent, sending its events and its result (or error)."""
+    paused: list[tuple[quality.Usage, quality.Usage]] = []  # its pauses, for its check
 
-        try:
-            if options.get("quiet_first"):
-                wait_for_quiet(options["quiet_first"], emit, cancelled)
-            result = run(kind, params, emit, cancelled)
-        except Exception as e:
-            if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
-                log.error("job %s %s failed:\n%s", kind, params, traceback.format_exc())
-            emit("error", {"message": one_line(e)})
-            continue
-        if result is None or cancelled():
-            emit("cancelled", {})
-            continue
-        try:
-            result = plain(result)
-        except (TypeError, ValueError) as e:
-            emit("error", {"message": f"job {kind} returned a result that is not JSON: {e}"})
-            continue
-        event_conn.send(("result", job_id, result, now_iso()))
+    def emit(type_: str, data: dict) -> None:
+        pipes.events.send(("event", job_id, type_, plain(data)))
+
+    def cancelled() -> bool:
+        if pipes.pause_id is not None and pipes.pause_id.value == job_id:
+            paused.append(pause(pipes, job_id, params))
+        return pipes.cancel_id.value == job_id
+
+    try:
+        if options.get("quiet_first"):
+            wait_for_quiet(options["quiet_first"], emit, cancelled)
+        result = run(kind, params, emit, cancelled, paused)
+    except Exception as e:
+        if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
+            log.error("job %s %s failed:\n%s", kind, params, traceback.format_exc())
+        emit("error", {"message": one_line(e)})
+        return
+    if result is None or pipes.cancel_id.value == job_id:
+        emit("cancelled", {})
+        return
+    try:
+        result = plain(result)
+    except (TypeError, ValueError) as e:
+        emit("error", {"message": f"job {kind} returned a result that is not JSON: {e}"})
+        return
+    pipes.events.send(("result", job_id, result, now_iso()))
+
+
+def pause(pipes: _Pipes, job_id: int, params: dict) -> tuple[quality.Usage, quality.Usage]:
+    """Pause a running job (its body is inside cancelled(), between two steps): run the jobs
+    the service sends meanwhile, until it says resume. The job's engine is set aside, since its
+    requests hold KV blocks (the jobs inside get another). Returns the snapshots around the
+    pause: not the job's own time, so its disturbance check leaves them out, and its serving
+    loop's clock stops for it (engine.serve.loop)."""
+    pipes.pause_id.value = 0
+    start = quality.Usage.now(cores.available_cores())
+    key = engine_key(params) if ENGINE_PARAMS <= params.keys() else None
+    mine = set_aside(key) if key else None
+    pipes.events.send(("paused", job_id))
+    try:
+        while True:
+            message = pipes.receive()
+            if message[0] == "resume" and message[1] == job_id:
+                break
+            if message[0] == "run":
+                run_job(pipes, *message[1:])
+    finally:
+        if key:
+            put_back(key, mine)
+    return start, quality.Usage.now(start.cores)
 
 
 def wait_for_quiet(timeout_s: float, emit: Emit, cancelled: Cancelled) -> None:

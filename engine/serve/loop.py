@@ -25,7 +25,10 @@ is admitted, is preempted, finishes or is dropped; a TokenEvent for each output 
 StepEvent after each step. Listeners run inside the loop, between steps, so their time shows up
 in the measured gaps: keep them cheap (put the event on a queue). `run` polls `cancelled()`
 before every step and while sleeping; a cancelled run stops promptly and returns what it has,
-marked cancelled. The engine's KV blocks are always given back, however the run ends.
+marked cancelled. A call of `cancelled()` that takes a while is a pause (the lab's worker runs
+other readers' short jobs inside it, engine.lab.worker): the run's clock stops for it, so
+arrivals, waits and every time the run reports are as if the pause had not happened. The
+engine's KV blocks are always given back, however the run ends.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from .trace import Event, RequestEvent, RequestTrace, StepEvent, StepTrace, Toke
 from .workload import Request
 
 POLL_S = 0.05  # longest sleep between two looks at the clock and the cancel flag
+PAUSE_S = 0.001  # a cancelled() call this long or longer was a pause: the run's clock skips it
 
 
 @dataclass
@@ -352,9 +356,15 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
     loop = EngineLoop(engine, config, clock, on_event, stream_text, speculative=speculative)
     try:
         while True:
-            if cancelled is not None and cancelled():
-                was_cancelled = True
-                break
+            if cancelled is not None:
+                asked = time.perf_counter()
+                stop = cancelled()
+                paused = time.perf_counter() - asked
+                if paused >= PAUSE_S:
+                    start += paused  # clock() reads it: the pause is not the run's time
+                if stop:
+                    was_cancelled = True
+                    break
             now = clock()
             while timed and timed[0].arrival_s <= now:
                 req = timed.popleft()

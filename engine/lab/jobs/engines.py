@@ -29,6 +29,7 @@ SHRINK_AT = 4  # a pool this many times larger than a job needs is shrunk to fit
 _engines: dict[tuple, LLMEngine] = {}
 _fitted: weakref.WeakSet[LLMEngine] = weakref.WeakSet()  # engines whose pool follows the jobs
 _paused: dict[tuple, Steps[LLMEngine]] = {}  # builds stopped between two steps, to go on later
+_spares: dict[tuple, LLMEngine] = {}  # built for the jobs run inside a paused one (set_aside)
 
 
 def engine_for(preset: str, device: str = "auto", backend: str = "auto",
@@ -93,6 +94,30 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
 def is_built(key: tuple) -> bool:
     """True if the worker keeps an engine for this key (building it would take no time)."""
     return key in _engines
+
+
+def set_aside(key: tuple) -> LLMEngine | None:
+    """Take the key's engine out of use while the job using it is paused (its requests hold
+    KV blocks, and the jobs run inside the pause resize pools): they get the spare one built in
+    an earlier pause, or build one. Returns the engine set aside, for put_back."""
+    mine = _engines.pop(key, None)
+    spare = _spares.pop(key, None)
+    if spare is not None:
+        _engines[key] = spare
+    return mine
+
+
+def put_back(key: tuple, mine: LLMEngine | None) -> None:
+    """The paused job goes on: its engine is the key's again; one built meanwhile is kept as
+    the spare for its next pause (one spare at most)."""
+    spare = _engines.pop(key, None)
+    if spare is not None and spare is not mine:
+        _spares.clear()
+        _spares[key] = spare
+    if mine is not None:
+        _engines[key] = mine
+        while len(_engines) > MAX_ENGINES:
+            _engines.pop(next(iter(_engines)))
 
 
 def _engine_steps(key: tuple) -> Steps[LLMEngine]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 import torch
@@ -96,17 +96,20 @@ def _machine_key() -> str:
 _probe: Probe | None = None
 
 
-def measure_checked(measure: Callable[[], T]) -> tuple[T, dict]:
+def measure_checked(measure: Callable[[], T],
+                    paused: Iterable[tuple[quality.Usage, quality.Usage]] = ()) -> tuple[T, dict]:
     """measure() inside the disturbance check every timed job gets (engine.lab.quality.check):
     the calibration probe just before and just after, the accounting of the engine's cores
-    around it. Returns what measure returned and the check."""
+    around it, less `paused` (the snapshots around the job's pauses, engine.lab.worker: read
+    once measure() has returned). Returns what measure returned and the check."""
     probe = get_probe()
     before_ms = probe.measure()
     start = quality.Usage.now(cores.available_cores())
     value = measure()
     end = quality.Usage.now(start.cores)
     after_ms = probe.measure()
-    return value, quality.check(start, end, quality.Probe(before_ms, after_ms, probe.profile_ms))
+    return value, quality.check(start, end, quality.Probe(before_ms, after_ms, probe.profile_ms),
+                                paused)
 
 
 def get_probe() -> Probe:

@@ -173,6 +173,22 @@ def test_longest_wait_counts_the_jobs_of_a_rank_or_smaller():
     assert q.longest_wait(5) == 2 and q.longest_wait(5, rank=2) == 5
 
 
+def test_while_a_load_test_is_paused_only_shorter_jobs_are_taken():
+    """An aged load test counts as a point in the order, but inside another load test's pause
+    (engine.lab.client) only points and runs are taken, and only they count as waiting."""
+    q = JobQueue()
+    load = job("load_test", session="a", at=0)
+    run = job("serve_run", session="b", at=AGE_S)
+    q.add(load)
+    q.add(run)
+    now = AGE_S + 1
+    assert q.order(now)[0] is load
+    assert q.longest_wait(now, sizes=("point", "run")) == 0  # the run is young: rank 1
+    assert q.waiting(("point", "run")) == 1 and q.waiting(("load",)) == 1
+    assert q.take(now, sizes=("point", "run")) == [run]
+    assert q.take(now, sizes=("point", "run")) == [] and q.take(now) == [load]
+
+
 def test_others_waiting_counts_only_other_readers_jobs():
     """What a re-measure would hold up (engine.lab.client): a reader's own queued points do not
     count, every other reader's jobs do."""

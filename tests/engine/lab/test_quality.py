@@ -58,6 +58,20 @@ def test_a_job_that_waited_for_its_core_beyond_the_limit_is_disturbed():
     DisturbanceCheck.from_dict(json.loads(json.dumps(check)))  # the record's shape, as JSON
 
 
+def test_a_pause_is_left_out_of_the_check():
+    """A load test paused for other jobs (engine.lab.worker): their computing and their waits
+    are not the load test's."""
+    before, after = usage(0.0, 0, 0), usage(3.0, 3000, 240, busy_ticks=300, wall=4.0)
+    pause = (usage(0.5, 500, 10, wall=0.5), usage(2.5, 2500, 230, busy_ticks=200, wall=2.8))
+    whole, mine = quality.check(before, after), quality.check(before, after, paused=[pause])
+    assert whole["disturbed"]  # 240 ms of 3 s, but 220 ms of it the pause's jobs waited
+    assert not mine["disturbed"]  # its own: 20 ms of the 1 s it computed
+    assert mine["cpu_s"] == pytest.approx(1.0) and mine["wait_s"] == pytest.approx(0.02)
+    assert mine["wall_s"] == pytest.approx(1.7)
+    waited = quality.check(before, usage(3.0, 3000, 290, wall=4.0), paused=[pause])
+    assert waited["disturbed"] and waited["wait_s"] == pytest.approx(0.07)  # 7% of its 1 s
+
+
 @pytest.mark.parametrize("wait_ms, disturbed", [
     (0, False),
     (40, False),  # 4% of the 1 s it computed

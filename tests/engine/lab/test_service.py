@@ -416,7 +416,7 @@ def test_a_waiting_job_is_shown_a_nearby_cached_result_first(service):
 def test_a_model_build_is_paused_for_a_point_and_goes_on_where_it_stopped(service):
     rec = Recorder()
     finished(service.submit("sweep_point", {**QUICK, "seed": 26}, use_cache=False))  # built
-    service.preempt_after_s, service.build_turn_s = 0.0, 0.0  # pause a build at its first step
+    service.preempt_after_s, service.turn_s = 0.0, 0.0  # pause a build at its first step
     try:
         blocker = service.submit("sweep_point", LONG, rec, session_id="blocker", use_cache=False)
         rec.wait_for(blocker, "started")
@@ -428,7 +428,7 @@ def test_a_model_build_is_paused_for_a_point_and_goes_on_where_it_stopped(servic
         service.cancel(blocker)
         assert finished(point).state == "done" and finished(build).state == "done"
     finally:
-        service.preempt_after_s, service.build_turn_s = client.PREEMPT_AFTER_S, client.BUILD_TURN_S
+        service.preempt_after_s, service.turn_s = client.PREEMPT_AFTER_S, client.TURN_S
     if not [e for e in rec.of(build) if e.type == "queued" and e.data.get("resumes")]:
         pytest.skip("the model was built before the service could pause it (a busy machine)")
     assert build.paused >= 1 and build.preempted == 0
@@ -440,20 +440,42 @@ def test_a_model_build_is_paused_for_a_point_and_goes_on_where_it_stopped(servic
     assert results.index(point.id) < results.index(build.id)  # the point did not wait for it
 
 
-def test_a_load_test_is_stopped_once_to_let_a_point_through_then_runs_again(service):
+LOAD = {"rate": 6.0, "long_share": 0.0, "short_prompt": [8, 16], "short_output": [4, 8],
+        "kv_budget_mib": KV}
+
+
+def test_a_load_test_is_paused_for_a_point_and_goes_on_where_it_stopped(service):
     rec = Recorder()
-    load = service.submit("load_test", {"rate": 6.0, "requests": 30, "long_share": 0.0,
-                                        "short_prompt": [8, 16], "short_output": [4, 8],
-                                        "kv_budget_mib": KV, "seed": 25}, rec,
+    load = service.submit("load_test", {**LOAD, "requests": 30, "seed": 25}, rec,
                           session_id="teacher", use_cache=False)
     rec.wait_for(load, "progress")
     point = service.submit("sweep_point", {**QUICK, "seed": 25}, rec, session_id="student",
                            use_cache=False)
     assert finished(point).state == "done"
-    again = [e for e in rec.of(load) if e.type == "queued" and e.data.get("preempted")]
-    assert len(again) == 1 and load.preempted == 1
     assert finished(load).state == "done" and len(load.result["requests"]) == 30
+    paused = [e for e in rec.of(load) if e.type == "queued" and e.data.get("resumes")]
+    assert paused and load.paused == len(paused) and load.preempted == 0
     types = rec.types(load)
-    assert types.count("started") == 2 + load.remeasures  # each disturbed result: once more
     assert types[-1] == "result" and "cancelled" not in types
+    results = [e.job_id for e in rec.events if e.type == "result"]
+    assert results.index(point.id) < results.index(load.id)  # the point did not wait for it
+    first_run = types.index("result")  # a disturbed result is measured again from the start
+    answered = [e.data["done"] for e in rec.of(load)[:first_run] if e.type == "progress"]
+    assert answered == sorted(answered) and answered[-1] == 30  # it went on; never restarted
     assert service.status()["preemptions"] >= 1
+
+
+def test_a_paused_load_test_stops_within_a_step_when_its_reader_cancels(service):
+    rec = Recorder()
+    load = service.submit("load_test", {**LOAD, "requests": 600, "seed": 28}, rec,
+                          session_id="teacher", use_cache=False)  # 100 s of arrivals
+    rec.wait_for(load, "progress")
+    blocker = service.submit("sweep_point", LONG, rec, session_id="student", use_cache=False)
+    rec.wait_for(blocker, "started")  # inside the load test's pause
+    assert load.paused == 1 and service.status()["paused"]["id"] == load.id
+    assert service.cancel(load)
+    service.cancel(blocker)
+    assert finished(load, 30).state == "cancelled" and "result" not in rec.types(load)
+    assert finished(blocker).state == "cancelled"
+    status = service.status()
+    assert status["paused"] is None and (status["running"] or {}).get("id") != load.id

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from engine.errors import ConfigError
 from engine.model.model import full_logits
 from engine.scheduler import SchedulerConfig
 from engine.serve.loop import run
+from engine.serve.metrics import ttft_ms
 from engine.serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
 from engine.serve.workload import Request, WorkloadSpec, make_workload
 from tests.engine.test_scheduler import check_invariants, tiny_engine
@@ -23,6 +25,7 @@ from tests.engine.test_scheduler import check_invariants, tiny_engine
 # Two greedy runs may batch a request with different neighbours, and floating-point sums then
 # differ in the last bits; that can flip an argmax only where the top two logits are this close.
 NEAR_TIE = 1e-3
+PAUSE = 3.0  # s: a pause of a run, far longer than its steps and its requests' waits
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +122,27 @@ def test_cancel_stops_promptly_and_gives_blocks_back(engine, requests):
     assert 0 < len(result.steps) < 10
     assert any(not r.finished for r in result.requests)
     json.dumps(result.to_json(), allow_nan=False)
+
+
+def test_a_pause_inside_cancelled_is_not_the_runs_time(engine, requests):
+    """The lab's worker pauses a load test inside its cancelled() call to run other readers'
+    jobs: the run's clock stops for the pause, so no request waits through it and no step is
+    stamped after it (8 requests at once: without the stop, four would wait the whole pause)."""
+    polls = [0]
+
+    def cancelled() -> bool:
+        polls[0] += 1
+        if polls[0] == 3:
+            time.sleep(PAUSE)
+        return False
+
+    start = time.perf_counter()
+    result = run(engine, requests, SchedulerConfig("continuous", 4), cancelled=cancelled)
+    assert time.perf_counter() - start >= PAUSE and not result.cancelled
+    assert all(r.finished for r in result.requests)
+    gaps = [b.start_s - a.end_s for a, b in zip(result.steps, result.steps[1:])]
+    assert max(gaps) < PAUSE / 2
+    assert max(ttft_ms(r) for r in result.requests) < 1000 * PAUSE / 2
 
 
 def test_closed_loop_keeps_concurrency_requests_outstanding(engine):
