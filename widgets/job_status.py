@@ -126,13 +126,14 @@ def _setting(value) -> str:
 
 def queue_message(ahead: int, preempted: bool = False, resumes: bool = False) -> str:
     """Where a job waits: how many jobs of other readers the engine runs first (preempted: it
-    was stopped for them; resumes: its model's loading was paused, and goes on after them)."""
+    was stopped for them and starts again; resumes: it was paused for them, a load test between
+    two steps or its model's loading, and goes on where it stopped)."""
     if ahead <= 0:
         return "starting"
     jobs = f"{ahead} job{'s' if ahead != 1 else ''}"
     if resumes:
-        return (f"loading the model paused for {jobs} of other readers, short measurements "
-                "first; it goes on where it stopped after them")
+        return (f"paused for {jobs} of other readers, short measurements first; it goes on "
+                "where it stopped after them")
     if preempted:
         return (f"paused for {jobs} of other readers, short measurements first; it starts "
                 "again after them")

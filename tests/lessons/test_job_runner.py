@@ -20,8 +20,8 @@ def test_queue_messages_say_where_a_job_waits():
                                 "at a time: short measurements first, readers in turn)")
     assert queue_message(2, preempted=True).startswith("paused for 2 jobs of other readers")
     assert queue_message(3, preempted=True, resumes=True) == (
-        "loading the model paused for 3 jobs of other readers, short measurements first; it "
-        "goes on where it stopped after them")
+        "paused for 3 jobs of other readers, short measurements first; it goes on where it "
+        "stopped after them")
     assert "behind 4 jobs" in queue_message(4) and queue_message(0) == "starting"
 
 
