@@ -172,7 +172,7 @@ def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) 
 
     def cancelled() -> bool:
         if pipes.pause_id is not None and pipes.pause_id.value == job_id:
-            paused.append(pause(pipes, job_id, params))
+            paused.append(pause(pipes, job_id, kind, params))
         return pipes.cancel_id.value == job_id
 
     try:
@@ -195,7 +195,8 @@ def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) 
     pipes.events.send(("result", job_id, result, now_iso()))
 
 
-def pause(pipes: _Pipes, job_id: int, params: dict) -> tuple[quality.Usage, quality.Usage]:
+def pause(pipes: _Pipes, job_id: int, kind: str,
+          params: dict) -> tuple[quality.Usage, quality.Usage]:
     """Pause a running job (its body is inside cancelled(), between two steps): run the jobs
     the service sends meanwhile, until it says resume. The job's engine is set aside, since its
     requests hold KV blocks (the jobs inside get another). Returns the snapshots around the
@@ -203,7 +204,8 @@ def pause(pipes: _Pipes, job_id: int, params: dict) -> tuple[quality.Usage, qual
     loop's clock stops for it (engine.serve.loop)."""
     pipes.pause_id.value = 0
     start = quality.Usage.now(cores.available_cores())
-    key = engine_key(params) if ENGINE_PARAMS <= params.keys() else None
+    checked = get_spec(kind).check(params)  # as its body has them
+    key = engine_key(checked) if ENGINE_PARAMS <= checked.keys() else None
     mine = set_aside(key) if key else None
     pipes.events.send(("paused", job_id))
     try:
