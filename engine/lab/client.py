@@ -521,6 +521,10 @@ class EngineService:
         if type_ == "progress" and "building" in data:
             with self._lock:
                 run.building = bool(data["building"])
+                if not run.building and run.preempting:  # built before it could be stopped
+                    run.preempting = False
+                    if w.cancel_id.value == -run.id:
+                        w.cancel_id.value = 0
         for job in jobs:
             if type_ == "progress":
                 job.progress = data
@@ -617,19 +621,22 @@ class EngineService:
         self._deliver_ready()
 
     def _maybe_preempt(self, w: _Worker) -> None:
-        """Let short jobs that have waited preempt_after_s go before a run that may wait, once
-        it has had a turn of turn_s since it started or went on: a pausable run (a load test)
-        is paused between two steps (one at a time: not while another is paused), a run
-        building its engine is stopped between two steps of the build. Either goes on later
-        where it stopped (the worker keeps it), so each turn adds to it and it always ends."""
+        """Let other readers' short jobs that have waited preempt_after_s go before a run that
+        may wait, once it has had a turn of turn_s since it started or went on: a pausable run
+        (a load test) is paused between two steps (one at a time: not while another is
+        paused), a run building its engine is stopped between two steps of the build. Either
+        goes on later where it stopped (the worker keeps it), so each turn adds to it and it
+        always ends."""
         run, now = self._running, time.time()
         if (run is None or run.cancelling or run.preempting or run.pausing
                 or now - run.started_at < self.turn_s
-                or self._queue.longest_wait(now, sizes=PAUSED_RUNS_TAKE) < self.preempt_after_s):
-            return
+                or self._queue.longest_wait(now, sizes=PAUSED_RUNS_TAKE,
+                                            besides=(j.session_id for j in run.jobs))
+                < self.preempt_after_s):
+            return  # (a reader's own jobs wait behind theirs in any case)
         if run.building:
             run.preempting = True
-            w.cancel_id.value = run.id
+            w.cancel_id.value = -run.id  # stops the build only, never the job's own work
         elif self._paused is None and all(j.pausable for j in run.jobs):
             run.pausing = True
             w.pause_id.value = run.id

@@ -132,12 +132,13 @@ class JobQueue:
         mine = set(sessions)
         return sum(j.session_id not in mine for j in self._jobs)
 
-    def longest_wait(self, now: float, rank: int = 0, sizes: Iterable[str] = SIZES) -> float:
+    def longest_wait(self, now: float, rank: int = 0, sizes: Iterable[str] = SIZES,
+                     besides: Iterable[str | None] = ()) -> float:
         """Seconds the longest-waiting job of this rank (or smaller) and of these sizes has
-        waited; 0 for none."""
-        sizes = tuple(sizes)
+        waited, of readers other than `besides`; 0 for none."""
+        sizes, mine = tuple(sizes), set(besides)
         waits = [now - j.submitted_at for j in self._jobs
-                 if self.rank(j, now) <= rank and j.size in sizes]
+                 if self.rank(j, now) <= rank and j.size in sizes and j.session_id not in mine]
         return max(waits, default=0.0)
 
     def waiting(self, sizes: Iterable[str]) -> int:

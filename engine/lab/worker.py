@@ -48,14 +48,16 @@ def body(spec: JobSpec) -> Callable:
 
 
 def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled,
-        paused: list[tuple[quality.Usage, quality.Usage]] | None = None) -> dict | None:
+        paused: list[tuple[quality.Usage, quality.Usage]] | None = None,
+        stop_build: Cancelled | None = None) -> dict | None:
     """Run one job in this process; returns its result with its spread and disturbance check
     (engine.lab.results.Measured), or None when it was cancelled. Bad parameters raise
     ConfigError (an unknown kind or parameter: ValueError). `paused`: the snapshots around
-    the job's pauses (filled in while it runs), left out of its check."""
+    the job's pauses (filled in while it runs), left out of its check; `stop_build()`: stop
+    building its engine (default: cancelled)."""
     spec = get_spec(kind)
     checked = spec.check(params)
-    if not prepare_engine(checked, emit, cancelled):  # paused while building its engine
+    if not prepare_engine(checked, emit, stop_build or cancelled):  # stopped while building
         return None
     if not issubclass(spec.result, Measured):  # a kind whose record carries no spread or check
         return body(spec)(checked, emit, cancelled)
@@ -175,10 +177,13 @@ def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) 
             paused.append(pause(pipes, job_id, kind, params))
         return pipes.cancel_id.value == job_id
 
+    def stop_build() -> bool:  # the service's -id stops the build, not the job's own work
+        return cancelled() or pipes.cancel_id.value == -job_id
+
     try:
         if options.get("quiet_first"):
             wait_for_quiet(options["quiet_first"], emit, cancelled)
-        result = run(kind, params, emit, cancelled, paused)
+        result = run(kind, params, emit, cancelled, paused, stop_build)
     except Exception as e:
         if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
             log.error("job %s %s failed:\n%s", kind, params, traceback.format_exc())

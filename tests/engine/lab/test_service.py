@@ -431,7 +431,7 @@ def test_a_model_build_is_paused_for_a_point_and_goes_on_where_it_stopped(servic
         service.preempt_after_s, service.turn_s = client.PREEMPT_AFTER_S, client.TURN_S
     if not [e for e in rec.of(build) if e.type == "queued" and e.data.get("resumes")]:
         pytest.skip("the model was built before the service could pause it (a busy machine)")
-    assert build.paused >= 1 and build.preempted == 0
+    assert build.paused >= 1 and build.preempted == 0, rec.of(build)
     said = [e.data["message"] for e in rec.of(build) if e.type == "progress"
             and "building" in e.data]
     assert said[0] == "loading the tiny model..." and said[-1].endswith("done; measuring")
