@@ -17,7 +17,8 @@ def run(kind: str, params: dict, cancel_after: int | None = None):
     events: list[tuple[str, dict]] = []
 
     def emit(type_: str, data: dict) -> None:
-        events.append((type_, data))
+        if "building" not in data:  # the body's own events, not its engine's build
+            events.append((type_, data))
 
     def cancelled() -> bool:
         return cancel_after is not None and len(events) >= cancel_after
