@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .model.attention import AttentionBatch, PagedAttention, PrefillChunk
@@ -25,6 +26,18 @@ class StepInputs:
     attention: AttentionBatch
     sample_rows: list[int]  # rows of the batch whose logits give a new token
     sample_seqs: list[Sequence]
+
+
+NUMPY_INTS = {torch.int64: np.int64, torch.int32: np.int32}
+
+
+def index_tensor(values: list, dtype: torch.dtype, device: str) -> torch.Tensor:
+    """A step's index tensor (token ids, positions, slots, block tables, lengths) from Python
+    ints. On the CPU through numpy, which makes no torch op call: torch.tensor() makes a few,
+    each a few microseconds, and a step builds five such tensors."""
+    if device == "cpu":
+        return torch.from_numpy(np.array(values, dtype=NUMPY_INTS[dtype]))
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
@@ -67,14 +80,14 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
     for seq, count in prefill:
         chunks.append(PrefillChunk(
             token_offset=len(ids), start=seq.num_computed, length=count,
-            block_table=torch.tensor(seq.block_table, dtype=torch.int64, device=device),
+            block_table=index_tensor(seq.block_table, torch.int64, device),
         ))
         add_tokens(seq, count)
 
     attention = decode_attention_batch(slots, tables, decode_lens, chunks, device)
     return StepInputs(
-        input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
-        positions=torch.tensor(positions, dtype=torch.int64, device=device),
+        input_ids=index_tensor(ids, torch.int64, device),
+        positions=index_tensor(positions, torch.int64, device),
         attention=attention,
         sample_rows=sample_rows,
         sample_seqs=sample_seqs,
@@ -88,13 +101,13 @@ def decode_attention_batch(slots: list[int], tables: list[list[int]], decode_len
     decode_tables = None
     if tables:
         width = max(len(t) for t in tables)
-        decode_tables = torch.tensor([t + [0] * (width - len(t)) for t in tables],
-                                     dtype=torch.int64, device=device)
+        decode_tables = index_tensor([t + [0] * (width - len(t)) for t in tables], torch.int64,
+                                     device)
     return AttentionBatch(
-        slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
+        slot_mapping=index_tensor(slots, torch.int64, device),
         num_decode=len(tables),
         decode_block_tables=decode_tables,
-        decode_seq_lens=torch.tensor(decode_lens, dtype=torch.int32, device=device)
+        decode_seq_lens=index_tensor(decode_lens, torch.int32, device)
         if tables else None,
         decode_max_len=max(decode_lens, default=0),
         decode_lens=decode_lens,
@@ -124,8 +137,8 @@ def build_verify_batch(seqs: list[Sequence], drafts: list[list[int]], block_size
             tables.append(seq.block_table)
             lens.append(pos + 1)
     return StepInputs(
-        input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
-        positions=torch.tensor(positions, dtype=torch.int64, device=device),
+        input_ids=index_tensor(ids, torch.int64, device),
+        positions=index_tensor(positions, torch.int64, device),
         attention=decode_attention_batch(slots, tables, lens, [], device),
         sample_rows=list(range(len(ids))),
         sample_seqs=list(seqs),
