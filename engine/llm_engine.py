@@ -121,6 +121,11 @@ class LLMEngine:
         self.model = yield from build_model_steps(config.preset, self.device, config.seed,
                                                   config.random_weights, int8_kernel)
         self._build_kv_cache(config.kv_budget_bytes or default_budget(self.device))
+        if self.backend == "cpp":  # the runner has checked that the library is built (float32)
+            from .model.cpu_kernel import fused_layer_ops
+
+            # The same library fuses each residual add with its norm, and SwiGLU's three ops.
+            self.model.use_fused_ops(*fused_layer_ops())
         self._ids = itertools.count()
 
     def _build_kv_cache(self, budget: int) -> None:

@@ -1,6 +1,7 @@
 """The engine's C++ kernels for CPUs, built once, on request: paged decode attention, the one-call
-decode step and the few-row product (csrc/paged_decode.cpp, csrc/rows_matmul.cpp: one library),
-and the weight-only int8 linear (csrc/int8_linear.cpp).
+decode step, the few-row product and a layer's small fused ops (csrc/paged_decode.cpp,
+csrc/rows_matmul.cpp, csrc/fused_ops.cpp: one library), and the weight-only int8 linear
+(csrc/int8_linear.cpp).
 
 `build_kernel()` compiles them with the machine's C++ compiler and ninja (torch's C++
 extension machinery), which takes about a minute each on two cores; `python -m engine
@@ -52,8 +53,10 @@ class CppKernel:
     what: str  # for messages: "the C++ ... kernel"
 
 
-# The decode attention (and one-call decode step) and the few-row product, one library.
-PAGED_DECODE = CppKernel((CSRC / "paged_decode.cpp", CSRC / "rows_matmul.cpp"),
+# The decode attention (and one-call decode step), the few-row product and the fused residual-add
+# norm and SwiGLU activation: one library.
+PAGED_DECODE = CppKernel((CSRC / "paged_decode.cpp", CSRC / "rows_matmul.cpp",
+                          CSRC / "fused_ops.cpp"),
                          "engine_cpu_paged_decode", "engine_cpu", "paged_decode",
                          "C++ decode-attention kernel")
 INT8_LINEAR = CppKernel((CSRC / "int8_linear.cpp",), "engine_cpu_int8_linear", "engine_int8",
@@ -129,6 +132,16 @@ def rows_matmul_kernel() -> Callable | None:
     if paged_decode_kernel() is None:
         return None
     return torch.ops.engine_cpu.rows_matmul
+
+
+def fused_layer_ops() -> tuple[Callable, Callable] | None:
+    """A layer's two fused ops (csrc/fused_ops.cpp), or None where the library is not built:
+    `add_rms_norm(x, residual, weight, eps) -> (x + residual, its RMS norm times weight)` and
+    `silu_mul(gate_up) -> silu(gate) * up`. The model uses them in the cpp backend's engines
+    (LlamaModel.use_fused_ops)."""
+    if paged_decode_kernel() is None:
+        return None
+    return torch.ops.engine_cpu.add_rms_norm, torch.ops.engine_cpu.silu_mul
 
 
 def int8_linear_kernel() -> Callable | None:

@@ -22,6 +22,8 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        # The C++ add_rms_norm (cpu_kernel.fused_layer_ops), set by LlamaModel.use_fused_ops.
+        self.fused_add = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One fused op (normalized in fp32 when the model runs in half precision)."""
@@ -29,6 +31,14 @@ class RMSNorm(nn.Module):
             return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         normed = F.rms_norm(x.float(), (x.shape[-1],), None, self.eps)
         return self.weight * normed.to(x.dtype)
+
+    def add_forward(self, x: torch.Tensor, residual: torch.Tensor):
+        """(x + residual, its norm): the residual stream after a block's output is added, and the
+        next block's input; one C++ call where the fused ops are in use, else two ops."""
+        if self.fused_add is not None:
+            return self.fused_add(x, residual, self.weight, self.eps)
+        x = x + residual
+        return x, self(x)
 
 
 class Linear(nn.Module):

@@ -57,9 +57,13 @@ class MLP(nn.Module):
         super().__init__()
         self.gate_up_proj = Linear(cfg.hidden, 2 * cfg.intermediate)
         self.down_proj = Linear(cfg.intermediate, cfg.hidden)
+        self.silu_mul: Callable | None = None  # the C++ one-call activation (use_fused_ops)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        gate_up = self.gate_up_proj(x)
+        if self.silu_mul is not None:
+            return self.down_proj(self.silu_mul(gate_up))
+        gate, up = gate_up.chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
 
@@ -72,16 +76,24 @@ class DecoderLayer(nn.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, angles, attend: Attend) -> torch.Tensor:
-        h = self.input_norm(x)
+    def forward(self, x: torch.Tensor, angles, attend: Attend,
+                pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The layer on the residual stream x plus `pending` (the previous layer's MLP output,
+        not yet added; None for the first layer). Returns the stream and this layer's own MLP
+        output, again not added: each residual add happens in the norm that reads its result
+        (RMSNorm.add_forward), one call where the fused ops are in use."""
+        if pending is None:
+            h = self.input_norm(x)
+        else:
+            x, h = self.input_norm.add_forward(x, pending)
         fused = getattr(attend, "fused_qkv", None)  # one C++ call in the engine's decode steps
         if fused is not None:
             out = fused(self.index, self.attn.qkv_proj(h), angles)
         else:
             q, k, v = self.attn.project(h, angles)
             out = attend(self.index, q, k, v)
-        x = x + self.attn.o_proj(out)
-        return x + self.mlp(self.post_attn_norm(x))
+        x, h = self.post_attn_norm.add_forward(x, self.attn.o_proj(out))
+        return x, self.mlp(h)
 
 
 class LlamaModel(nn.Module):
@@ -99,9 +111,10 @@ class LlamaModel(nn.Module):
         """Hidden states after the final norm, for tokens of any leading shape (..., T)."""
         x = self.embed(input_ids)
         angles = self.rotary.angles(positions, x.dtype)  # once per step, for every layer
+        pending = None
         for layer in self.layers:
-            x = layer(x, angles, attend)
-        return self.norm(x)
+            x, pending = layer(x, angles, attend, pending)
+        return self.norm.add_forward(x, pending)[1]
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits in float32 (a conversion op only where the model runs in half precision)."""
@@ -123,6 +136,19 @@ class LlamaModel(nn.Module):
         for m in self.modules():
             if isinstance(m, Linear):
                 m.quantize_int8(kernel)
+
+    def use_fused_ops(self, add_rms_norm: Callable, silu_mul: Callable) -> None:
+        """Run every residual add with its norm, and every SwiGLU activation, as one C++ call
+        each (cpu_kernel.fused_layer_ops; float32 CPU inference only: the ops have no autograd).
+        At batch 1 a step of a small model costs mostly op calls: this takes about four per
+        layer out."""
+        if self.embed.weight.dtype != torch.float32 or self.embed.weight.device.type != "cpu":
+            raise ValueError("the fused C++ layer ops run float32 models on the CPU only")
+        for m in self.modules():
+            if isinstance(m, RMSNorm):
+                m.fused_add = add_rms_norm
+            elif isinstance(m, MLP):
+                m.silu_mul = silu_mul
 
     def prepare_for_inference(self) -> None:
         """Freeze, and on CPU give every float linear layer its measured plan for few-row

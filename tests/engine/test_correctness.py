@@ -65,8 +65,11 @@ def test_paged_equals_contiguous_cache(engine):
 
 def test_cpp_one_call_decode_step_equals_contiguous_cache(tiny_engine_factory, cpp_kernel):
     """The cpp backend's decode steps take the one-call path (rotary, cache writes and attention
-    in C++) and still match the plain contiguous-cache loop."""
+    in C++), and its model the fused residual-add norms and SwiGLU activations (csrc/fused_ops.cpp),
+    and still match the plain contiguous-cache loop."""
     engine = tiny_engine_factory(seed=2, backend="cpp")
+    assert engine.model.norm.fused_add is not None
+    assert engine.model.layers[0].mlp.silu_mul is not None
     check_against_contiguous_cache(engine)
     assert engine.runner.attention.fused_qkv is not None  # the last (decode) step took it
 
