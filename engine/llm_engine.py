@@ -124,8 +124,9 @@ class LLMEngine:
         if self.backend == "cpp":  # the runner has checked that the library is built (float32)
             from .model.cpu_kernel import fused_layer_ops
 
-            # The same library fuses each residual add with its norm, and SwiGLU's three ops.
-            self.model.use_fused_ops(*fused_layer_ops())
+            # The same library fuses each residual add with its norm, SwiGLU's three ops, and
+            # whole decode layers where the products are its own.
+            self.model.use_fused_ops(fused_layer_ops())
         self._ids = itertools.count()
 
     def _build_kv_cache(self, budget: int) -> None:

@@ -196,7 +196,8 @@ class PagedAttention:
     With the cpp backend, a step that only decodes takes a shorter road: `fused_qkv` (not None
     then) does a layer's rotary, cache writes and attention in one C++ call from the projected
     q, k and v (the model asks for it, model.DecoderLayer), where plain torch makes a dozen op
-    calls, each costing about what the arithmetic does at batch 1."""
+    calls, each costing about what the arithmetic does at batch 1. For the same steps
+    `decode_inputs` hands a layer what a one-call C++ layer needs besides its weights."""
 
     def __init__(self, cache: PagedKVCache, backend: str):
         if backend not in BACKENDS:
@@ -206,6 +207,7 @@ class PagedAttention:
         self._batch: AttentionBatch | None = None
         self._decode_step = None  # the C++ one-call decode step (cpp backend)
         self.fused_qkv = None  # set with each step's batch: see the class docstring
+        self.decode_inputs = None  # the same steps' inputs for a one-call layer (_decode_inputs)
         if backend == "cpp":
             from .cpu_kernel import decode_step_kernel, paged_decode_kernel
 
@@ -233,6 +235,14 @@ class PagedAttention:
         self._batch = batch
         decode_only = batch is not None and batch.num_decode and not batch.prefills
         self.fused_qkv = self._fused_decode if self._decode_step and decode_only else None
+        self.decode_inputs = self._decode_inputs if self.fused_qkv else None
+
+    def _decode_inputs(self, layer: int) -> tuple[torch.Tensor, ...]:
+        """What the C++ one-call layer (model.DecoderLayer) needs of a decode-only step besides
+        the layer's own weights: slots, the layer's K and V caches, block tables, lengths."""
+        batch, cache = self._batch, self.cache
+        return (batch.slot_mapping, cache.k_layers[layer], cache.v_layers[layer],
+                batch.decode_block_tables, batch.decode_seq_lens)
 
     def _fused_decode(self, layer: int, qkv: torch.Tensor, angles) -> torch.Tensor:
         """A decode-only step's attention for one layer from the fused projection qkv (T, (H +

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -134,14 +135,20 @@ def rows_matmul_kernel() -> Callable | None:
     return torch.ops.engine_cpu.rows_matmul
 
 
-def fused_layer_ops() -> tuple[Callable, Callable] | None:
-    """A layer's two fused ops (csrc/fused_ops.cpp), or None where the library is not built:
-    `add_rms_norm(x, residual, weight, eps) -> (x + residual, its RMS norm times weight)` and
-    `silu_mul(gate_up) -> silu(gate) * up`. The model uses them in the cpp backend's engines
-    (LlamaModel.use_fused_ops)."""
+class FusedOps(NamedTuple):
+    """The library's fused layer ops (csrc/fused_ops.cpp), used by LlamaModel.use_fused_ops."""
+
+    add_rms_norm: Callable  # (x, residual, weight, eps) -> (x + residual, its RMS norm * weight)
+    silu_mul: Callable  # (gate_up) -> silu(gate) * up
+    decode_layer: Callable  # a decode-only layer whose products are all rows_matmul, in one call
+
+
+def fused_layer_ops() -> FusedOps | None:
+    """A layer's fused ops, or None where the library is not built."""
     if paged_decode_kernel() is None:
         return None
-    return torch.ops.engine_cpu.add_rms_norm, torch.ops.engine_cpu.silu_mul
+    ops = torch.ops.engine_cpu
+    return FusedOps(ops.add_rms_norm, ops.silu_mul, ops.decode_layer)
 
 
 def int8_linear_kernel() -> Callable | None:

@@ -70,6 +70,10 @@ class Linear(nn.Module):
         self.weight = None
         self.weight_t = self.plan = None
 
+    def multiplies_in_cpp(self, rows: int) -> bool:
+        """Whether `rows` rows are multiplied by the C++ library's rows_matmul (the plan's "cpp")."""
+        return self.plan is not None and rows <= len(self.plan) and self.plan[rows - 1] == "cpp"
+
     def weight_bytes(self) -> int:
         """Bytes one product reads for the weight, as held."""
         if self.qweight is not None:

@@ -75,13 +75,24 @@ class DecoderLayer(nn.Module):
         self.attn = Attention(cfg, rotary)
         self.post_attn_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.mlp = MLP(cfg)
+        self.decode_layer: Callable | None = None  # the C++ one-call layer (use_fused_ops)
 
     def forward(self, x: torch.Tensor, angles, attend: Attend,
                 pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The layer on the residual stream x plus `pending` (the previous layer's MLP output,
         not yet added; None for the first layer). Returns the stream and this layer's own MLP
         output, again not added: each residual add happens in the norm that reads its result
-        (RMSNorm.add_forward), one call where the fused ops are in use."""
+        (RMSNorm.add_forward), one call where the fused ops are in use. In the engine's
+        decode-only steps with the cpp backend, where the plan does every product with the C++
+        rows_matmul, the whole layer is one C++ call (the same arithmetic)."""
+        inputs = getattr(attend, "decode_inputs", None)  # the engine's decode-only cpp steps
+        if inputs is not None and self.decode_layer is not None \
+                and self.attn.qkv_proj.multiplies_in_cpp(x.shape[0]):
+            return self.decode_layer(
+                x, pending, self.input_norm.weight, self.attn.qkv_proj.weight,
+                self.attn.o_proj.weight, self.post_attn_norm.weight, self.mlp.gate_up_proj.weight,
+                self.mlp.down_proj.weight, self.input_norm.eps, *angles, *inputs(self.index),
+                self.attn.cfg.heads)
         if pending is None:
             h = self.input_norm(x)
         else:
@@ -137,18 +148,21 @@ class LlamaModel(nn.Module):
             if isinstance(m, Linear):
                 m.quantize_int8(kernel)
 
-    def use_fused_ops(self, add_rms_norm: Callable, silu_mul: Callable) -> None:
+    def use_fused_ops(self, ops) -> None:
         """Run every residual add with its norm, and every SwiGLU activation, as one C++ call
-        each (cpu_kernel.fused_layer_ops; float32 CPU inference only: the ops have no autograd).
-        At batch 1 a step of a small model costs mostly op calls: this takes about four per
-        layer out."""
+        each, and a decode-only step's layers as one call each where the measured plan does
+        every product with the library's rows_matmul (cpu_kernel.fused_layer_ops; float32 CPU
+        inference only: the ops have no autograd). At batch 1 a small model's step costs mostly
+        op calls: this takes four per layer out, or seven where a layer is one call."""
         if self.embed.weight.dtype != torch.float32 or self.embed.weight.device.type != "cpu":
             raise ValueError("the fused C++ layer ops run float32 models on the CPU only")
         for m in self.modules():
             if isinstance(m, RMSNorm):
-                m.fused_add = add_rms_norm
+                m.fused_add = ops.add_rms_norm
             elif isinstance(m, MLP):
-                m.silu_mul = silu_mul
+                m.silu_mul = ops.silu_mul
+            elif isinstance(m, DecoderLayer):
+                m.decode_layer = ops.decode_layer
 
     def prepare_for_inference(self) -> None:
         """Freeze, and on CPU give every float linear layer its measured plan for few-row

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from engine.generate import generate
+from engine.model.layers import Linear
+from engine.model.matmul_plan import MAX_TUNED_ROWS
 from engine.model.model import full_logits
 from engine.reference import ContiguousDecoder
 from engine.sampler import SamplingParams
@@ -63,18 +65,31 @@ def test_paged_equals_contiguous_cache(engine):
     check_against_contiguous_cache(engine)
 
 
-def test_cpp_one_call_decode_step_equals_contiguous_cache(tiny_engine_factory, cpp_kernel):
-    """The cpp backend's decode steps take the one-call path (rotary, cache writes and attention
-    in C++), and its model the fused residual-add norms and SwiGLU activations (csrc/fused_ops.cpp),
-    and still match the plain contiguous-cache loop."""
+@pytest.mark.parametrize("variant", ["cpp", "linear"])
+def test_cpp_one_call_decode_step_equals_contiguous_cache(tiny_engine_factory, cpp_kernel,
+                                                          variant):
+    """The cpp backend's decode steps run each layer in one C++ call where the plan does every
+    product with the library's rows_matmul ("cpp"), else the one-call attention (rotary, cache
+    writes, attention) between the products; its model adds each residual in the norm after it
+    and runs SwiGLU's activation in one call (csrc/fused_ops.cpp). Both match the plain
+    contiguous-cache loop."""
     engine = tiny_engine_factory(seed=2, backend="cpp")
+    for module in engine.model.modules():
+        if isinstance(module, Linear):
+            module.plan = [variant] * MAX_TUNED_ROWS
     assert engine.model.norm.fused_add is not None
     assert engine.model.layers[0].mlp.silu_mul is not None
-    check_against_contiguous_cache(engine)
+    layer_calls = []
+    for layer in engine.model.layers:
+        layer.decode_layer = lambda *args, op=layer.decode_layer: layer_calls.append(1) or op(*args)
+    decode_steps = check_against_contiguous_cache(engine)
     assert engine.runner.attention.fused_qkv is not None  # the last (decode) step took it
+    assert len(layer_calls) == (decode_steps * len(engine.model.layers) if variant == "cpp" else 0)
 
 
-def check_against_contiguous_cache(engine):
+def check_against_contiguous_cache(engine) -> int:
+    """Greedy tokens and logits of three prompts batched, against ContiguousDecoder; returns how
+    many decode steps ran."""
     ids = [encode(engine, t) for t in PROMPTS]
     length = min(len(i) for i in ids)
     prompts = [i[:length] for i in ids]
@@ -100,6 +115,7 @@ def check_against_contiguous_cache(engine):
     assert [s.output_ids for s in seqs] == ref_tokens.tolist()
     torch.testing.assert_close(torch.stack(step_logits), torch.stack(ref_logits),
                                atol=2e-4, rtol=1e-4)
+    return len(step_logits) - 1
 
 
 @pytest.mark.parametrize("backend", ["torch", "cpp"])

@@ -1,7 +1,8 @@
 """A decode step's op calls: at batch 1 a small model's step costs mostly the framework's few
 microseconds per op call, not arithmetic (bench/step_overhead.py times it). Counted with
 torch.profiler, so the check does not depend on the machine's load. The weight products are
-pinned to F.linear (one call each) so the count does not follow the machine's tuned plan."""
+pinned to F.linear (one call each), or to the C++ rows_matmul, so the count does not follow the
+machine's tuned plan."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from engine.model.layers import Linear
 from engine.model.matmul_plan import MAX_TUNED_ROWS
 
 
-def decode_step_op_calls(engine, batch: int) -> int:
+def decode_step_op_calls(engine, batch: int, variant: str = "linear") -> int:
     for module in engine.model.modules():
         if isinstance(module, Linear):
-            module.plan = ["linear"] * MAX_TUNED_ROWS
+            module.plan = [variant] * MAX_TUNED_ROWS
     seqs = [engine.new_sequence([5 + i, 6, 7, 8], 8, ignore_eos=True) for i in range(batch)]
     try:
         for seq in seqs:
@@ -47,3 +48,10 @@ def test_torch_decode_step_makes_few_op_calls(tiny_engine_factory):
     """Plain torch attention: the rotary, cache writes and attention as separate ops."""
     calls = decode_step_op_calls(tiny_engine_factory(backend="torch"), 1)
     assert calls <= 250, calls  # 240 here (torch 2.13)
+
+
+def test_cpp_decode_layers_are_one_call_each(tiny_engine_factory, cpp_kernel):
+    """With every product the C++ rows_matmul (the plan's "cpp"), each layer of a decode step is
+    one call: the step's inputs, six layers, the final norm, logits and argmax."""
+    calls = decode_step_op_calls(tiny_engine_factory(backend="cpp"), 1, "cpp")
+    assert calls <= 99, calls  # TODO here (torch 2.13)

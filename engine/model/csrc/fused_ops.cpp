@@ -1,11 +1,13 @@
-// Two small fused ops of a decoder layer, for CPUs: the residual add with the RMSNorm that follows
-// it, and SwiGLU's silu(gate) * up.
+// Fused ops of a decoder layer, for CPUs: the residual add with the RMSNorm that follows it,
+// SwiGLU's silu(gate) * up, and a whole decode-only layer in one call.
 //
 // Why: at batch 1 a small model's decode step costs mostly op calls (a few microseconds each),
 // not arithmetic. In plain torch the residual add and its norm are two calls, and the SwiGLU
 // activation three (chunk, silu, mul), in every layer; here each is one call, and each reads its
-// input once. The layouts match engine/model/model.py: rows of `hidden` (any leading shape), and
-// the fused gate_up projection's rows (gate's columns first, then up's).
+// input once. Where every product of a step is the library's rows_matmul (the measured plan's
+// "cpp" variant), `decode_layer` runs the whole layer, the same arithmetic, in one call. The
+// layouts match engine/model/model.py: rows of `hidden` (any leading shape), and the fused
+// gate_up projection's rows (gate's columns first, then up's).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -24,19 +27,23 @@ namespace {
 // on one thread (waking another costs more than the work); a prefill's many rows use both.
 int64_t grain_rows(int64_t width) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, width)); }
 
-// (x + residual, rms_norm(x + residual) * weight): the residual stream after a block's output is
-// added, and the next block's input. Same arithmetic as torch's rms_norm (fp32).
-std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
-                                                const at::Tensor& weight, double eps) {
-  TORCH_CHECK(x.dtype() == at::kFloat && residual.dtype() == at::kFloat &&
-                  weight.dtype() == at::kFloat,
+// RMS norm of each row of x, plus residual first where one is given (residual may be undefined):
+// returns (x + residual, or x itself; its norm times weight). Same arithmetic as torch's
+// rms_norm (fp32).
+std::tuple<at::Tensor, at::Tensor> norm_rows(const at::Tensor& x, const at::Tensor& residual,
+                                             const at::Tensor& weight, double eps) {
+  const bool add = residual.defined();
+  TORCH_CHECK(x.dtype() == at::kFloat && weight.dtype() == at::kFloat &&
+                  (!add || residual.dtype() == at::kFloat),
               "add_rms_norm: float32 only");
-  TORCH_CHECK(x.sizes() == residual.sizes(), "add_rms_norm: x and residual must have one shape");
+  TORCH_CHECK(!add || x.sizes() == residual.sizes(),
+              "add_rms_norm: x and residual must have one shape");
   const int64_t width = weight.numel();
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == width,
               "add_rms_norm: the last dimension must be the weight's length");
-  const at::Tensor xc = x.contiguous(), rc = residual.contiguous(), wc = weight.contiguous();
-  at::Tensor sum = at::empty_like(xc), normed = at::empty_like(xc);
+  const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
+  const at::Tensor rc = add ? residual.contiguous() : xc;
+  at::Tensor sum = add ? at::empty_like(xc) : xc, normed = at::empty_like(xc);
   const int64_t rows = width == 0 ? 0 : xc.numel() / width;
   const float* xp = xc.data_ptr<float>();
   const float* rp = rc.data_ptr<float>();
@@ -51,10 +58,15 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::T
       float* s = sp + r * width;
       float* n = np + r * width;
       float squares = 0.f;
+      if (add) {
 #pragma omp simd reduction(+ : squares)
-      for (int64_t i = 0; i < width; ++i) {
-        s[i] = a[i] + b[i];
-        squares += s[i] * s[i];
+        for (int64_t i = 0; i < width; ++i) {
+          s[i] = a[i] + b[i];
+          squares += s[i] * s[i];
+        }
+      } else {
+#pragma omp simd reduction(+ : squares)
+        for (int64_t i = 0; i < width; ++i) squares += a[i] * a[i];
       }
       const float inv = 1.f / std::sqrt(squares / static_cast<float>(width) + epsilon);
 #pragma omp simd
@@ -62,6 +74,24 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::T
     }
   });
   return {sum, normed};
+}
+
+}  // namespace
+
+namespace engine_kernels {
+
+// Defined in rows_matmul.cpp and paged_decode.cpp (this library).
+at::Tensor rows_matmul(const at::Tensor& x, const at::Tensor& weight);
+at::Tensor decode_step(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                       const at::Tensor& slots, at::Tensor k_cache, at::Tensor v_cache,
+                       const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t heads);
+
+// (x + residual, rms_norm(x + residual) * weight): the residual stream after a block's output is
+// added, and the next block's input.
+std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                                const at::Tensor& weight, double eps) {
+  TORCH_CHECK(residual.defined(), "add_rms_norm: a residual to add");
+  return norm_rows(x, residual, weight, eps);
 }
 
 // silu(gate) * up for rows of [gate | up] (the fused gate_up projection's output): (..., 2I) ->
@@ -94,11 +124,35 @@ at::Tensor silu_mul(const at::Tensor& gate_up) {
   return out;
 }
 
-}  // namespace
+// A decoder layer of a decode-only step in one call (engine/model/model.py DecoderLayer, with
+// every product done by rows_matmul): the input norm (after adding `pending`, the previous
+// layer's MLP output, where there is one), the fused q/k/v projection, decode_step (rotary, cache
+// writes, attention), the output projection, the residual add and post-attention norm, and the
+// SwiGLU MLP. Returns the residual stream and this layer's MLP output, not yet added (the next
+// layer's norm adds it). Eight op calls from Python become one; the arithmetic is the same.
+std::tuple<at::Tensor, at::Tensor> decode_layer(
+    const at::Tensor& x, const std::optional<at::Tensor>& pending, const at::Tensor& input_norm,
+    const at::Tensor& qkv_proj, const at::Tensor& o_proj, const at::Tensor& post_attn_norm,
+    const at::Tensor& gate_up_proj, const at::Tensor& down_proj, double eps, const at::Tensor& cos,
+    const at::Tensor& sin, const at::Tensor& slots, at::Tensor k_cache, at::Tensor v_cache,
+    const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t heads) {
+  auto [stream, h] = norm_rows(x, pending.value_or(at::Tensor()), input_norm, eps);
+  const at::Tensor attended = decode_step(rows_matmul(h, qkv_proj), cos, sin, slots, k_cache,
+                                          v_cache, block_tables, seq_lens, heads);
+  auto [after_attn, h2] = norm_rows(stream, rows_matmul(attended, o_proj), post_attn_norm, eps);
+  return {after_attn, rows_matmul(silu_mul(rows_matmul(h2, gate_up_proj)), down_proj)};
+}
+
+}  // namespace engine_kernels
 
 TORCH_LIBRARY_FRAGMENT(engine_cpu, m) {
   m.def("add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)");
   m.def("silu_mul(Tensor gate_up) -> Tensor");
-  m.impl("add_rms_norm", c10::DispatchKey::CPU, &add_rms_norm);
-  m.impl("silu_mul", c10::DispatchKey::CPU, &silu_mul);
+  m.def("decode_layer(Tensor x, Tensor? pending, Tensor input_norm, Tensor qkv_proj, "
+        "Tensor o_proj, Tensor post_attn_norm, Tensor gate_up_proj, Tensor down_proj, float eps, "
+        "Tensor cos, Tensor sin, Tensor slots, Tensor(a!) k_cache, Tensor(b!) v_cache, "
+        "Tensor block_tables, Tensor seq_lens, int heads) -> (Tensor, Tensor)");
+  m.impl("add_rms_norm", c10::DispatchKey::CPU, &engine_kernels::add_rms_norm);
+  m.impl("silu_mul", c10::DispatchKey::CPU, &engine_kernels::silu_mul);
+  m.impl("decode_layer", c10::DispatchKey::CPU, &engine_kernels::decode_layer);
 }

@@ -172,6 +172,10 @@ inline void rotate(const float* x, const float* cos, const float* sin, int64_t D
   for (int64_t d = half; d < D; ++d) dst[d] = x[d] * cos[d] + x[d - half] * sin[d];
 }
 
+}  // namespace
+
+namespace engine_kernels {  // called from the library's other sources too (fused_ops.cpp)
+
 // A whole decode step's attention for one layer, in one call: every row of qkv (T x (heads +
 // 2 kv_heads) x head_dim, as the fused projection gives it) is one decoding sequence's new token.
 // Rotates its q and k heads by its position's angles (cos, sin: T x head_dim), writes its k and v
@@ -219,7 +223,7 @@ at::Tensor decode_step(const at::Tensor& qkv, const at::Tensor& cos, const at::T
   return out.view({rows, heads * D});
 }
 
-}  // namespace
+}  // namespace engine_kernels
 
 TORCH_LIBRARY(engine_cpu, m) {
   m.def("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
@@ -227,5 +231,5 @@ TORCH_LIBRARY(engine_cpu, m) {
   m.def("decode_step(Tensor qkv, Tensor cos, Tensor sin, Tensor slots, Tensor(a!) k_cache, "
         "Tensor(b!) v_cache, Tensor block_tables, Tensor seq_lens, int heads) -> Tensor");
   m.impl("paged_decode", c10::DispatchKey::CPU, &paged_decode);
-  m.impl("decode_step", c10::DispatchKey::CPU, &decode_step);
+  m.impl("decode_step", c10::DispatchKey::CPU, &engine_kernels::decode_step);
 }

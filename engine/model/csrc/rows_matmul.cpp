@@ -39,6 +39,10 @@ inline float dot1(const float* x, const float* w, int64_t K) {
   return s;
 }
 
+}  // namespace
+
+namespace engine_kernels {  // called from the library's other sources too (fused_ops.cpp)
+
 at::Tensor rows_matmul(const at::Tensor& x, const at::Tensor& weight) {
   TORCH_CHECK(x.dtype() == at::kFloat && weight.dtype() == at::kFloat, "rows_matmul: float32 only");
   TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
@@ -67,9 +71,9 @@ at::Tensor rows_matmul(const at::Tensor& x, const at::Tensor& weight) {
   return out;
 }
 
-}  // namespace
+}  // namespace engine_kernels
 
 TORCH_LIBRARY_FRAGMENT(engine_cpu, m) {
   m.def("rows_matmul(Tensor x, Tensor weight) -> Tensor");
-  m.impl("rows_matmul", c10::DispatchKey::CPU, &rows_matmul);
+  m.impl("rows_matmul", c10::DispatchKey::CPU, &engine_kernels::rows_matmul);
 }

@@ -28,7 +28,7 @@ def ops(cpp_kernel):
 
 @pytest.mark.parametrize(("lead", "width"), SHAPES)
 def test_add_rms_norm_is_the_add_then_the_norm(ops, lead, width):
-    add_rms_norm, _ = ops
+    add_rms_norm = ops.add_rms_norm
     gen = torch.Generator().manual_seed(width)
     x, residual = torch.randn(2, *lead, width, generator=gen) * 3
     weight = torch.rand(width, generator=gen) + 0.5
@@ -38,7 +38,7 @@ def test_add_rms_norm_is_the_add_then_the_norm(ops, lead, width):
 
 
 def test_add_rms_norm_takes_strided_input_and_leaves_it_alone(ops):
-    add_rms_norm, _ = ops
+    add_rms_norm = ops.add_rms_norm
     x = torch.randn(6, 64)[:, :32]
     residual = torch.randn(6, 32)
     before = x.clone()
@@ -50,7 +50,7 @@ def test_add_rms_norm_takes_strided_input_and_leaves_it_alone(ops):
 
 @pytest.mark.parametrize(("lead", "width"), SHAPES)
 def test_silu_mul_is_silu_of_gate_times_up(ops, lead, width):
-    _, silu_mul = ops
+    silu_mul = ops.silu_mul
     gate_up = torch.randn(*lead, 2 * width, generator=torch.Generator().manual_seed(width)) * 4
     gate, up = gate_up.chunk(2, dim=-1)
     out = silu_mul(gate_up)
@@ -60,7 +60,7 @@ def test_silu_mul_is_silu_of_gate_times_up(ops, lead, width):
 
 def test_silu_mul_of_extreme_gates_is_finite(ops):
     """A very negative gate gives 0 (not NaN from inf / inf), a very positive one gate * up."""
-    _, silu_mul = ops
+    silu_mul = ops.silu_mul
     gate = torch.tensor([[-1e4, -200.0, -88.0, 0.0, 88.0, 200.0, 1e4, -1e-30]])
     gate_up = torch.cat([gate, torch.full_like(gate, 2.0)], dim=-1)
     out = silu_mul(gate_up)
@@ -69,7 +69,7 @@ def test_silu_mul_of_extreme_gates_is_finite(ops):
 
 
 def test_bad_inputs_get_a_clear_error(ops):
-    add_rms_norm, silu_mul = ops
+    add_rms_norm, silu_mul = ops.add_rms_norm, ops.silu_mul
     with pytest.raises(RuntimeError, match="gate and up"):
         silu_mul(torch.randn(2, 7))
     with pytest.raises(RuntimeError, match="float32"):
@@ -85,15 +85,16 @@ def test_model_with_fused_ops_computes_the_same_hidden_states(ops, tiny_engine_f
 
     model = tiny_engine_factory(backend="torch").model
     assert not any(getattr(m, "fused_add", None) or getattr(m, "silu_mul", None)
-                   for m in model.modules())
+                   or getattr(m, "decode_layer", None) for m in model.modules())
     ids = torch.randint(0, model.cfg.vocab, (2, 19), generator=torch.Generator().manual_seed(3))
     positions = torch.arange(19).expand(2, 19)
     with torch.inference_mode():
         plain = model(ids, positions, causal_attend)
-        model.use_fused_ops(*ops)
+        model.use_fused_ops(ops)
         fused = model(ids, positions, causal_attend)
-    assert all(m.fused_add is ops[0] for m in model.modules() if isinstance(m, RMSNorm))
-    assert all(m.silu_mul is ops[1] for m in model.modules() if isinstance(m, MLP))
+    assert all(m.fused_add is ops.add_rms_norm for m in model.modules() if isinstance(m, RMSNorm))
+    assert all(m.silu_mul is ops.silu_mul for m in model.modules() if isinstance(m, MLP))
+    assert all(layer.decode_layer is ops.decode_layer for layer in model.layers)
     torch.testing.assert_close(fused, plain, atol=1e-4, rtol=1e-4)
 
 
@@ -102,4 +103,4 @@ def test_fused_ops_refuse_a_half_precision_model(ops):
 
     model = LlamaModel(get_preset("tiny")).to(torch.bfloat16)
     with pytest.raises(ValueError, match="float32"):
-        model.use_fused_ops(*ops)
+        model.use_fused_ops(ops)
