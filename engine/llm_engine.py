@@ -25,7 +25,7 @@ from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-ENGINE_VERSION = "0.3.0"  # 0.3: fewer op calls a step, one-call C++ decode step, plan v6
+ENGINE_VERSION = "0.4.0"  # 0.4: fused C++ layer ops, a decode layer in one call where products are C++
 
 
 def default_backend(device: str, dtype: torch.dtype) -> str:
