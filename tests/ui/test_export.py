@@ -4,7 +4,7 @@ prose, its charts drawn from the numbers it measured (labelled with device and t
 that a recorded measurement answers, and a checkpoint that answers a pick; the index and the
 lessons' own links lead to the exported files.
 
-One export is shared by the module. To keep it short, the lessons whose default view takes
+One export is shared by the module's tests. To keep it short, the lessons whose default view takes
 minutes of CPU are exported at small settings given as their URLs would give them (the same
 small workloads the served lessons' browser tests use); the rest at their default views. The
 default views of every lesson are exported by the same code (`--all` alone, see README)."""
@@ -73,10 +73,12 @@ def words(page) -> str:
     return " ".join(page_text(page).split())  # text nodes joined: one space between words
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site(tmp_path_factory, int8_kernel):
     """The command as a course site would run it, with the test session's private cache
-    (empty or not: the export measures what it lacks)."""
+    (empty or not: the export measures what it lacks). Session-scoped, not module-scoped: pytest
+    runs this module's browser tests with every other browser test and its other tests later,
+    and a module fixture would be set up (the whole export run) once for each group."""
     out = tmp_path_factory.mktemp("site")
     small = [arg for slug, query in SMALL.items() for arg in ("--lesson", f"{slug}?{query}")]
     done = subprocess.run([sys.executable, "-m", "lessons.export", "--all", *small,

@@ -17,8 +17,10 @@ from lessons.shell.template import ROUTE, page_url
 ACCENT = "rgb(31, 95, 139)"  # --accent in assets/app.css
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def plain_url(tmp_path_factory):
+    """Session-scoped: pytest runs the browser test below with every other browser test and the
+    other one later, and a module fixture would serve the app once for each."""
     with served_app(tmp_path_factory) as url:  # no option but the address
         yield url
 
