@@ -1,6 +1,7 @@
 """axe-core (bundled by axe-playwright-python: nothing is downloaded) run on a page in Chromium,
 with the WCAG 2.0/2.1 level A and AA rules; shadow DOMs (Panel renders every component in one)
-are analysed too. Used by tests/ui/test_accessibility.py."""
+are analysed too. Used by tests/ui/test_accessibility.py, and by the lesson tests
+(tests/ui/test_lessons_*.py), which audit each lesson on the page they drew and checked."""
 
 from __future__ import annotations
 
@@ -47,3 +48,13 @@ def blocking_details(violations: list[dict]) -> str:
             for node in v["nodes"][:4]:
                 lines.append(f"    {node['target']}: {node['html'][:160]}")
     return "\n".join(lines)
+
+
+def assert_accessible(page_or_frame, name: str) -> None:
+    """No critical or serious violation on the page as it is now; prints its summary line (seen
+    with `pytest -s`). `name` is the page's: test_accessibility.py checks that every page the
+    course map links is audited, here or there."""
+    violations = audit(page_or_frame)
+    print(summary(name, violations))
+    blocking = [v for v in violations if v["impact"] in BLOCKING]
+    assert not blocking, f"{name}: axe finds\n{blocking_details(violations)}"

@@ -1,12 +1,15 @@
-"""Lessons 1 to 4 in a real browser, with small workloads from the URL: a prompt streams tokens
-and a TTFT; a load test fills a percentile table with P99 at or above P50; switching policy
-re-times the lanes; moving the slider adds a measured point. No page shows a traceback and the
-console stays clean."""
+"""Lessons 1 to 4 in a real browser, with small workloads from the URL: a prompt streams tokens and
+a TTFT; a load test fills a percentile table with P99 at or above P50; switching policy re-times
+the lanes; moving the slider adds a measured point. No page shows a traceback and the console
+stays clean. Each test ends with its lesson's accessibility audit on the page it drew (axe: no
+critical or serious WCAG 2.1 AA violation; test_accessibility.py audits the other pages), so one
+page load and one measurement serve both."""
 
 from __future__ import annotations
 
 import re
 
+from a11y_audit import assert_accessible
 from playwright.sync_api import expect
 from ui_helpers import page_text, skip_prediction
 
@@ -69,6 +72,7 @@ def test_two_clocks_streams_tokens_and_shows_ttft_on_both_clocks(page, console, 
     text = page_text(page)
     assert number_in(text, "first token on your screen") >= number_in(text, "TTFT: queued")
     assert_clean(page, console)
+    assert_accessible(page, "two-clocks")
 
 
 def test_average_lies_fills_the_percentile_table(page, console, app_url):
@@ -86,6 +90,7 @@ def test_average_lies_fills_the_percentile_table(page, console, app_url):
     expect(page.get_by_text("quoted example (ms)")).to_be_visible()
     assert "random weights" not in page_text(page)  # the trained tiny model served it
     assert_clean(page, console)
+    assert_accessible(page, "average-lies")
 
 
 def admitted_while_another_runs(lanes: dict) -> bool:
@@ -124,6 +129,7 @@ def test_three_schedules_switching_policy_changes_the_lanes(page, console, app_u
         re.compile("a closed loop of 4 concurrent users"))).to_be_visible(timeout=LONG)
     expect(page).to_have_url(re.compile("load=closed"))
     assert_clean(page, console)
+    assert_accessible(page, "three-schedules")
 
 
 def test_knob_slider_adds_a_measured_point(page, console, app_url):
@@ -145,3 +151,4 @@ def test_knob_slider_adds_a_measured_point(page, console, app_url):
     assert source(page, "you are here")["batch"] == [5]
     expect(page.locator("tr", has_text="measured live").first).to_be_visible()
     assert_clean(page, console)
+    assert_accessible(page, "knob")

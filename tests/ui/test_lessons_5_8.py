@@ -2,13 +2,16 @@
 roofline; the KV calculator agreeing with the engine's allocation, live block tables, a bad
 budget refused with a message; a smaller worst gap between tokens with chunked prefill than
 without; goodput at or below throughput, and a bad price refused. No page shows a traceback and
-the console stays clean."""
+the console stays clean. Each test ends with its lesson's accessibility audit on the page it
+drew (axe: no critical or serious WCAG 2.1 AA violation; test_accessibility.py audits the other
+pages), so one page load and one measurement serve both."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+from a11y_audit import assert_accessible
 from playwright.sync_api import expect
 from ui_helpers import element_text, page_text, skip_prediction
 
@@ -75,6 +78,7 @@ def test_roofline_places_measured_points_under_the_roofs(page, console, app_url)
     assert all(n >= 2 for n in floor["n"])
     assert "GB/s" in page_text(page)
     assert_clean(page, console)
+    assert_accessible(page, "roofline")
 
 
 def test_kv_cache_agrees_with_the_engine_and_refuses_a_zero_budget(page, console, app_url):
@@ -104,6 +108,7 @@ def test_kv_cache_agrees_with_the_engine_and_refuses_a_zero_budget(page, console
     expect(page.get_by_text(re.compile(r"A budget of 40 GB holds"))).to_be_visible(
         timeout=30_000)
     assert_clean(page, console)
+    assert_accessible(page, "kv-cache")
 
 
 def worst_gaps(page) -> tuple[float, float]:
@@ -154,6 +159,7 @@ def test_chunked_prefill_shortens_the_worst_gap(page, console, app_url):
         assert (f"{ratio:.1f}x shorter" if ratio > 1 else "did not shorten") in said, said
     expect(page.get_by_text(re.compile("its first token at")).first).to_be_visible()
     assert_clean(page, console)
+    assert_accessible(page, "chunked-prefill")
 
 
 def test_slo_goodput_stays_at_or_below_throughput(page, console, app_url):
@@ -186,3 +192,4 @@ def test_slo_goodput_stays_at_or_below_throughput(page, console, app_url):
     expect(page.get_by_text(re.compile(r"\(2 / 3600\) × \(1,000,000 / [\d,.]+\) = "))
            .first).to_be_visible(timeout=30_000)
     assert_clean(page, console)
+    assert_accessible(page, "slo-goodput")

@@ -5,12 +5,16 @@ prediction's verdict; speculative decoding gives between 1 and k + 1 tokens per 
 with both drafts, the same text as plain decoding, and a row per batch size; quantization
 measures float32 and int8 at three batch sizes, says why from the measured bandwidth, and shows
 the quality check's figures; planning a deployment draws the plan from the seven batch points
-and checks it with a load test, and its answer key opens. No page shows a traceback and the console stays clean."""
+and checks it with a load test, and its answer key opens. No page shows a traceback and the
+console stays clean. Each test ends with its lesson's accessibility audit on the page it drew
+(axe: no critical or serious WCAG 2.1 AA violation; test_accessibility.py audits the other
+pages), so one page load and one measurement serve both."""
 
 from __future__ import annotations
 
 import re
 
+from a11y_audit import assert_accessible
 from playwright.sync_api import expect
 from ui_helpers import page_text, skip_prediction
 
@@ -35,6 +39,7 @@ def test_prefix_cache_gives_the_later_requests_their_first_token_sooner(page, co
     assert page.locator("tr", has_text="request 3").first.inner_text().count("\t") >= 2
     expect(page.get_by_text("512 of").first).to_be_visible()
     assert "Traceback" not in page_text(page) and console.errors == []
+    assert_accessible(page, "prefix-cache")
 
 
 def test_speculative_decoding_checks_guesses_and_keeps_plain_decodings_text(page, console,
@@ -58,6 +63,7 @@ def test_speculative_decoding_checks_guesses_and_keeps_plain_decodings_text(page
     expect(table.locator("tr", has_text="16").first).to_be_visible(timeout=LONG)
     assert "DIFFERENT" not in page_text(page)
     assert "Traceback" not in page_text(page) and console.errors == []
+    assert_accessible(page, "speculative")
 
 
 def test_quantization_measures_both_weights_and_what_int8_costs(page, console, app_url,
@@ -86,6 +92,7 @@ def test_quantization_measures_both_weights_and_what_int8_costs(page, console, a
     rows = page.locator("table.quant-table tbody tr")
     expect(rows).to_have_count(6, timeout=LONG)
     assert "Traceback" not in page_text(page) and console.errors == []
+    assert_accessible(page, "quantization")
 
 
 def test_capacity_plans_from_measured_points_and_checks_the_plan(page, console, app_url):
@@ -113,3 +120,4 @@ def test_capacity_plans_from_measured_points_and_checks_the_plan(page, console, 
     expect(page.get_by_text("30 requests").first).to_be_visible()
     expect(page.locator("table.capacity-tp").first).to_be_attached()
     assert "Traceback" not in page_text(page) and console.errors == []
+    assert_accessible(page, "capacity")
