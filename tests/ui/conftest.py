@@ -128,6 +128,30 @@ def embed_site(tmp_path_factory, app_url, embed_port):
 
 
 @pytest.fixture(scope="session")
+def playwright():
+    """pytest-playwright's own fixture (less its --tracing hook, unused here), with Playwright's
+    driver started on the cores the served app's web process gets (engine.lab.cores.plan: core 0
+    of 2), so Chromium, the driver's child, and every page it renders run there too, as a
+    reader's browser runs on the reader's machine. Anywhere else its rendering takes the engine
+    worker's core while a lesson measures: the job comes back DISTURBED and is measured again,
+    seconds later. Only the driver is placed: this process gets its cores back at once."""
+    from playwright.sync_api import sync_playwright
+
+    from engine.lab.cores import ENV, available_cores, plan
+
+    split = plan(available_cores(), os.environ.get(ENV))
+    mine = os.sched_getaffinity(0)
+    if split.isolated:
+        os.sched_setaffinity(0, split.web)
+    try:
+        pw = sync_playwright().start()
+    finally:
+        os.sched_setaffinity(0, mine)
+    yield pw
+    pw.stop()
+
+
+@pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS,
             "headless": True}
