@@ -4,13 +4,15 @@ prose, its charts drawn from the numbers it measured (labelled with device and t
 that a recorded measurement answers, and a checkpoint that answers a pick; the index and the
 lessons' own links lead to the exported files.
 
-One export is shared by the module's tests. To keep it short, the lessons whose default view takes
-minutes of CPU are exported at small settings given as their URLs would give them (the same
-small workloads the served lessons' browser tests use); the rest at their default views. The
+One export is shared by the module's tests, run with the served app's cache as a course site would
+run it after a class. To keep it short, the lessons whose default view takes minutes of CPU are
+exported at small settings given as their URLs would give them (the small workloads the served
+lessons' browser tests use, so mostly read from that cache); the rest at their default views. The
 default views of every lesson are exported by the same code (`--all` alone, see README)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -74,16 +76,19 @@ def words(page) -> str:
 
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory, int8_kernel):
-    """The command as a course site would run it, with the test session's private cache
-    (empty or not: the export measures what it lacks). Session-scoped, not module-scoped: pytest
-    runs this module's browser tests with every other browser test and its other tests later,
-    and a module fixture would be set up (the whole export run) once for each group."""
+def site(tmp_path_factory, app_cache, app_int8_kernel):
+    """The command as a course site would run it after a class: with the served app's
+    measurement cache (tests/ui/conftest.py), whose quiet results it reads as they are, and what
+    is missing measured now. This module's name sorts after test_lessons_*.py, so in a full run
+    the served lessons' tests have measured most of SMALL's workloads by then; alone, it measures
+    them all. Session-scoped, not module-scoped: pytest runs this module's browser tests with
+    every other browser test and its other tests later, and a module fixture would be set up
+    (the whole export) once for each group."""
     out = tmp_path_factory.mktemp("site")
     small = [arg for slug, query in SMALL.items() for arg in ("--lesson", f"{slug}?{query}")]
     done = subprocess.run([sys.executable, "-m", "lessons.export", "--all", *small,
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+                          env={**os.environ, "LLM_SPEED_CACHE": str(app_cache)}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stderr
 
