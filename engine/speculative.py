@@ -32,6 +32,7 @@ from .config import EngineConfig, get_preset
 from .errors import ConfigError
 from .llm_engine import LLMEngine
 from .sequence import Sequence
+from .steps import Steps, run_steps
 
 METHODS = ("ngram", "draft")
 MAX_K = 16
@@ -163,16 +164,23 @@ class ModelDraft:
     def for_target(cls, target: LLMEngine, preset: str = "draft") -> ModelDraft:
         """The draft preset on the target's device, with room for as many tokens as the
         target's KV cache."""
+        return run_steps(cls.build_steps(target, preset))
+
+    @classmethod
+    def build_steps(cls, target: LLMEngine, preset: str = "draft") -> Steps[ModelDraft]:
+        """for_target in steps (engine.steps): the lab's worker builds the draft model before
+        the job's work and lets other readers' short jobs run between the steps."""
         cfg = get_preset(preset)
         if cfg.vocab < target.tokenizer.vocab_size:
             raise ConfigError(f"draft {preset} knows {cfg.vocab} tokens, fewer than the "
                               f"target's tokenizer ({target.tokenizer.vocab_size})")
         per_token = cfg.kv_bytes_per_token(target.dtype.itemsize)
         budget = (target.cache.num_blocks + 1) * target.cache.block_size * per_token
-        return cls(LLMEngine(EngineConfig(
+        engine = yield from LLMEngine.build_steps(EngineConfig(
             preset=preset, device=target.device, backend=target.backend,
             block_size=target.cache.block_size, kv_budget_bytes=budget, cuda_graphs=False,
-        )))
+        ))
+        return cls(engine)
 
     def _mirror(self, seq: Sequence) -> Sequence:
         mirror = self.mirrors.get(seq.id)

@@ -21,12 +21,14 @@ the queue, and its result event says `cached=True` with the device and time it w
 Torch-free.
 
 Long work gives way to short jobs (a class must not wait 20-30 s behind one reader): once a
-point has waited PREEMPT_AFTER_S and the running job has had a turn of TURN_S, a load test is
-paused between two of its serving steps (the worker runs the waiting points inside the pause,
-and the load test's clock and disturbance check leave the pause out: engine.lab.worker), and a
-model's build is stopped between two of its steps (the worker keeps the half-built engine).
-Either goes on where it stopped once no short job waits, or after MAX_PAUSE_S, so it always
-ends; nothing it had done is lost or run again.
+point or a newcomer's first job (engine.lab.job_queue) has waited PREEMPT_AFTER_S and the
+running job has had a turn of TURN_S, a run served in real time (a load test, a schedule run, a
+rate sweep) is paused between two of its serving steps (the worker runs the waiting jobs inside
+the pause, and the run's clock and disturbance check leave the pause out: engine.lab.worker),
+and a model's build is stopped between two of its steps (the worker keeps the half-built
+engine). Either goes on where it stopped once no short job waits, or after MAX_PAUSE_S, so it
+always ends; nothing it had done is lost or run again. A run started inside a pause may be
+paused in turn, up to MAX_PAUSED deep; the innermost goes on first.
 
 Measurement quality (engine.lab.cores, engine.lab.quality): the worker pins itself to the
 engine's cores (ENGINE_CORES, or `core_setting=`) and, once it has said which, this process
@@ -73,8 +75,10 @@ log = logging.getLogger(__name__)
 
 PREEMPT_AFTER_S = 2.0  # a short job waiting this long pauses a load test or an engine's build
 TURN_S = 2.0  # ... once that has run this long since it started or went on
-MAX_PAUSE_S = 10.0  # a paused load test goes on after this long, even while short jobs wait
-PAUSED_RUNS_TAKE = ("point", "run")  # the sizes of jobs run while a load test is paused
+MAX_PAUSE_S = 10.0  # a paused run goes on after this long, even while short jobs wait
+PAUSED_RUNS_TAKE = ("point", "run")  # the sizes of jobs run while a run is paused (and any
+# newcomer's first job: engine.lab.job_queue)
+MAX_PAUSED = 3  # runs paused inside each other's pauses at most (each holds its engine)
 REMEASURES = 2  # a disturbed result is measured again at most this many times
 QUIET_WAIT_S = 5.0  # before measuring again, the worker waits at most this long for quiet
 
@@ -141,7 +145,7 @@ class EngineService:
         self._ids = itertools.count(1)
         self._queue = JobQueue()
         self._running: _Run | None = None  # what the worker is running now
-        self._paused: _Run | None = None  # a load test paused for short jobs (one at most)
+        self._paused: list[_Run] = []  # runs paused for short jobs, the innermost last
         self._ready_results: deque[tuple[Job, JobEvent]] = deque()  # events to deliver, in order
         self._cache = CacheStore(cache_path or cache_dir() / "results")
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
@@ -248,14 +252,15 @@ class EngineService:
             if self._queue.remove(job):
                 self._finish(job, "cancelled", {}, deliver_later=True)
                 return True
-            run = next((r for r in (self._running, self._paused) if r and job in r.jobs), None)
+            run = next((r for r in (self._running, *self._paused) if r and job in r.jobs), None)
             if run is None:
                 return False
             if len(run.jobs) > 1 or run.preempting:  # the others go on, or it stops anyway
                 run.jobs.remove(job)
                 self._finish(job, "cancelled", {}, deliver_later=True)
                 return True
-            if run is self._paused:  # it goes on as soon as the worker is free, to stop
+            if run in self._paused:  # it goes on once it is the innermost and the worker is
+                # free, to stop
                 run.cancelling = True
                 self._wake()
                 return True
@@ -269,7 +274,7 @@ class EngineService:
         """Cancel every queued or running job of a session (a closed browser tab); the count."""
         with self._lock:
             mine = [j for j in self._queue if j.session_id == session_id]
-            for run in (self._running, self._paused):
+            for run in (self._running, *self._paused):
                 if run is not None:
                     mine += [j for j in run.jobs if j.session_id == session_id]
             self._queue.forget(session_id)
@@ -296,8 +301,9 @@ class EngineService:
                 "device": identity.get("device", ""),
                 "engine_version": identity.get("engine_version", ""),
                 "running": running,
-                "paused": ({"id": self._paused.id, "kind": self._paused.lead.kind,
-                            "readers": len(self._paused.jobs)} if self._paused else None),
+                "paused": ({"id": self._paused[-1].id, "kind": self._paused[-1].lead.kind,
+                            "readers": len(self._paused[-1].jobs)} if self._paused else None),
+                "paused_runs": len(self._paused),
                 "queued": len(self._queue),
                 "queue": [{"id": j.id, "kind": j.kind, "size": j.size} for j in order],
                 "jobs_done": self.jobs_done,
@@ -345,12 +351,12 @@ class EngineService:
             pending = list(self._queue)
             self._queue = JobQueue()
             run, self._running = self._running, None
-            paused, self._paused = self._paused, None
+            paused, self._paused = self._paused, []
             if run is not None and self._worker is not None:
                 self._worker.cancel_id.value = run.id
         for job in pending:
             self._finish(job, "cancelled", {})
-        for job in [j for r in (run, paused) if r is not None for j in r.jobs]:
+        for job in [j for r in (run, *paused) if r is not None for j in r.jobs]:
             self._finish(job, "error", {"message": "the engine service has shut down"})
         self._wake()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -396,7 +402,7 @@ class EngineService:
         w.events.close()
         with self._lock:
             run, self._running = self._running, None
-            paused, self._paused = self._paused, None
+            paused, self._paused = self._paused, []
             if self._stopping:
                 return
             if w.identity is None:  # it never came up: do not spin; fail what waits
@@ -407,7 +413,7 @@ class EngineService:
                 failed = []
                 self.restarts += 1
                 self._worker = self._spawn()
-        for job in [j for r in (run, paused) if r is not None for j in r.jobs]:
+        for job in [j for r in (run, *paused) if r is not None for j in r.jobs]:
             self._finish(job, "error", {"message": (
                 f"the engine worker stopped unexpectedly (exit code {code}) while running this "
                 "job; it has been restarted, try again")}, deliver_later=True)
@@ -540,6 +546,7 @@ class EngineService:
         with self._lock:
             self.remeasured += 1
             for job in jobs:
+                self._queue.answered(job.session_id)  # it has a number, labelled
                 job.remeasures += 1
                 job.result, job.state, job.started_at = result, "queued", None
                 job.device, job.measured_at = meta["device"], meta["measured_at"]
@@ -595,14 +602,14 @@ class EngineService:
                     elif job.nearby:
                         job.nearby = False  # offered once
                         self._offer_nearby(job, w)
-                if (self._running is None and self._paused is None and not self._queue
+                if (self._running is None and not self._paused and not self._queue
                         and w.identity.get("pid")):
                     if self._idle_checked != self._runs_ended:
                         self._idle_checked = self._runs_ended
                         worker = process_memory(w.identity["pid"])
                         self.worker_idle_mib = worker and worker["rss_mib"]
                 self._maybe_preempt(w)
-                if self._running is None and self._paused is not None:
+                if self._running is None and self._paused:
                     self._maybe_resume(w)
                 jobs = [] if self._running is not None else self._queue.take(
                     time.time(), PAUSED_RUNS_TAKE if self._paused else SIZES)
@@ -621,27 +628,34 @@ class EngineService:
         self._deliver_ready()
 
     def _maybe_preempt(self, w: _Worker) -> None:
-        """Let other readers' short jobs that have waited preempt_after_s go before a run that
-        may wait, once it has had a turn of turn_s since it started or went on: a pausable run
-        (a load test) is paused between two steps (one at a time: not while another is
-        paused), a run building its engine is stopped between two steps of the build. Either
-        goes on later where it stopped (the worker keeps it), so each turn adds to it and it
-        always ends."""
+        """Let other readers' shorter jobs that have waited preempt_after_s go before a run that
+        may wait, once it has had a turn of turn_s since it started or went on: a run building
+        its engine is stopped between two steps of the build (for points and runs); a pausable
+        run (a load test, a schedule run, a rate sweep) is paused between two steps, for jobs
+        of a smaller size (so one schedule run is never swapped for another). Either goes on
+        later where it stopped (the worker keeps it), so each turn adds to it and it always
+        ends. A run inside another's pause is paused in turn only for points (up to MAX_PAUSED
+        deep: each holds an engine). A newcomer's first job counts as any size (job_queue)."""
         run, now = self._running, time.time()
-        if (run is None or run.cancelling or run.preempting or run.pausing
-                or now - run.started_at < self.turn_s
-                or self._queue.longest_wait(now, sizes=PAUSED_RUNS_TAKE,
+        if run is None or run.cancelling or run.preempting or run.pausing:
+            return
+        if run.building:
+            sizes = PAUSED_RUNS_TAKE
+        elif len(self._paused) < MAX_PAUSED and all(j.pausable for j in run.jobs):
+            sizes = ("point",) if self._paused else SIZES[:SIZES.index(run.lead.size)]
+        else:
+            return
+        if (now - run.started_at < self.turn_s
+                or self._queue.longest_wait(now, sizes=sizes,
                                             besides=(j.session_id for j in run.jobs))
                 < self.preempt_after_s):
             return  # (a reader's own jobs wait behind theirs in any case)
         if run.building:
             run.preempting = True
             w.cancel_id.value = -run.id  # stops the build only, never the job's own work
-        elif self._paused is None and all(j.pausable for j in run.jobs):
+        else:
             run.pausing = True
             w.pause_id.value = run.id
-        else:
-            return
         log.info("pausing %s%s (job %s) to let %d waiting jobs through", run.lead.kind,
                  "'s engine build" if run.building else "", run.id, len(self._queue))
 
@@ -655,7 +669,8 @@ class EngineService:
                 w.jobs.send(("resume", job_id))
                 return
             run.pausing, run.paused_at = False, time.time()
-            self._paused, self._running = run, None
+            self._paused.append(run)
+            self._running = None
             self.preemptions += 1
             ahead = self._queue.waiting(PAUSED_RUNS_TAKE)
             for job in run.jobs:
@@ -666,13 +681,15 @@ class EngineService:
         self._wake()
 
     def _maybe_resume(self, w: _Worker) -> None:
-        """The worker is free and a load test is paused: let it go on when no short job waits,
-        when it has waited max_pause_s (it always ends), or to stop (cancelled meanwhile)."""
-        run, now = self._paused, time.time()
+        """The worker is free and runs are paused: let the innermost go on (the worker is
+        inside its pause) when no short job waits, when it has waited max_pause_s (it always
+        ends), or to stop (cancelled meanwhile)."""
+        run, now = self._paused[-1], time.time()
         if not (run.cancelling or not self._queue.waiting(PAUSED_RUNS_TAKE)
                 or now - run.paused_at >= self.max_pause_s):
             return
-        self._paused, self._running = None, run
+        self._paused.pop()
+        self._running = run
         run.started_at = now
         w.pause_id.value = 0
         w.cancel_id.value = run.id if run.cancelling else 0
@@ -739,6 +756,7 @@ class EngineService:
             if type_ == "cancelled":
                 self.jobs_cancelled += 1
             if type_ == "result":
+                self._queue.answered(job.session_id)  # no newcomer any more
                 job.result = data
                 job.cached = meta.get("cached", False)
                 job.device = meta.get("device", "")

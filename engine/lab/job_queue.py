@@ -4,6 +4,12 @@ One worker runs one job at a time, so the order of the queue is what thirty read
 lets one reader's dozen roofline points, or a 20-second load test, sit in front of everyone who
 arrives after them. The rules here, in order:
 
+0. Newcomers first: the first queued job of a reader who has had no result yet goes before
+   everything else, whatever its size: a reader who just opened a page has nothing on it, while
+   everyone else has a number already. (Before this rule a newcomer whose first job was a
+   schedule run or a load test waited behind every job that had aged into rank 0: in a class of
+   30 that was all of them, and its first number came after two minutes.) Newcomers among
+   themselves go in order of arrival; a newcomer's later jobs queue by the rules below.
 1. Short before long: each job kind declares its size in the registry ("point" < "run" <
    "load"); a smaller size goes first. A job that has waited AGE_S or more counts as a point, so a
    load test is delayed by a busy class, never starved.
@@ -14,6 +20,8 @@ arrives after them. The rules here, in order:
    cacheable) leave the queue together with the first of them (`take` returns them as riders).
 4. The last position wins: `replace(session, demo)` removes a reader's queued jobs of one demo
    (a slider released again before its last point ran) and returns them, to be cancelled.
+
+The service tells the queue when a reader got a result (`answered`), and when one left (`forget`).
 
 Pure bookkeeping: no threads, no I/O, no clock of its own (callers pass `now`); the service
 (engine.lab.client) holds its lock around every call. Torch-free.
@@ -28,6 +36,7 @@ from collections.abc import Iterable
 from .events import Job
 
 SIZES = ("point", "run", "load")  # what a job kind declares (engine.lab.registry), shortest first
+NEWCOMER = -1  # the rank of a newcomer's first job: before every size (rule 0)
 AGE_S = 30.0  # a job waiting this long counts as a point: big jobs wait, they never starve
 MAX_SESSIONS_REMEMBERED = 4096  # when each reader was last served, for the newest readers
 
@@ -45,6 +54,7 @@ class JobQueue:
         self._jobs: list[Job] = []  # in order of arrival
         self._ticks = itertools.count(1)
         self._served: dict[str | None, int] = {}  # session -> tick of its last job taken
+        self._answered: dict[str | None, int] = {}  # sessions that had a result -> its tick
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -77,10 +87,10 @@ class JobQueue:
         return False
 
     def take(self, now: float, sizes: Iterable[str] = SIZES) -> list[Job]:
-        """The job to run next (of these sizes) followed by the queued jobs it also answers
-        (same question); all leave the queue. Empty when none waits."""
+        """The job to run next (of these sizes, or a newcomer's first) followed by the queued
+        jobs it also answers (same question); all leave the queue. Empty when none waits."""
         sizes = tuple(sizes)
-        order = [j for j in self.order(now) if j.size in sizes]
+        order = [j for j in self.order(now) if self._of(j, sizes)]
         if not order:
             return []
         lead = order[0]
@@ -92,9 +102,17 @@ class JobQueue:
         self._forget_oldest()
         return jobs
 
+    def answered(self, session_id: str | None) -> None:
+        """A reader got a result (measured or cached): no newcomer any more (rule 0). Readers
+        without a session (scripts, the warm-up) are never newcomers."""
+        if session_id is not None:
+            self._answered[session_id] = next(self._ticks)
+            self._forget_oldest()
+
     def forget(self, session_id: str | None) -> None:
         """A reader has left: nothing of theirs is kept."""
         self._served.pop(session_id, None)
+        self._answered.pop(session_id, None)
 
     @staticmethod
     def shares(lead: Job, job: Job) -> bool:
@@ -105,10 +123,18 @@ class JobQueue:
 
     # ---- the order ------------------------------------------------------------------------------
     def rank(self, job: Job, now: float) -> int:
-        """0 for points, 1 for runs, 2 for load tests; 0 for any job that has waited age_s."""
+        """NEWCOMER (-1) for the first queued job of a reader with no result yet; else 0 for
+        points, 1 for runs, 2 for load tests, and 0 for any job that has waited age_s."""
+        if self._is_newcomers_first(job):
+            return NEWCOMER
         if now - job.submitted_at >= self.age_s:
             return 0
         return SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
+
+    def _is_newcomers_first(self, job: Job) -> bool:
+        if job.session_id is None or job.session_id in self._answered:
+            return False
+        return next(j for j in self._jobs if j.session_id == job.session_id) is job
 
     def order(self, now: float) -> list[Job]:
         """The waiting jobs in the order they will run if nothing else arrives; a job that one
@@ -138,13 +164,18 @@ class JobQueue:
         waited, of readers other than `besides`; 0 for none."""
         sizes, mine = tuple(sizes), set(besides)
         waits = [now - j.submitted_at for j in self._jobs
-                 if self.rank(j, now) <= rank and j.size in sizes and j.session_id not in mine]
+                 if self.rank(j, now) <= rank and self._of(j, sizes) and j.session_id not in mine]
         return max(waits, default=0.0)
 
     def waiting(self, sizes: Iterable[str]) -> int:
-        """How many queued jobs are of these sizes."""
+        """How many queued jobs are of these sizes (a newcomer's first job counts as any)."""
         sizes = tuple(sizes)
-        return sum(j.size in sizes for j in self._jobs)
+        return sum(self._of(j, sizes) for j in self._jobs)
+
+    def _of(self, job: Job, sizes: tuple[str, ...]) -> bool:
+        """True if the job is of these sizes, or a newcomer's first (rule 0: of any size, it
+        is taken even inside another job's pause, and counts as waiting for one)."""
+        return job.size in sizes or self._is_newcomers_first(job)
 
     def position(self, job: Job, now: float) -> int | None:
         """How many runs come before this job's; None if it is not queued."""
@@ -155,9 +186,13 @@ class JobQueue:
         return None
 
     def _forget_oldest(self) -> None:
-        if len(self._served) > MAX_SESSIONS_REMEMBERED:
-            keep = sorted(self._served.items(), key=lambda kv: kv[1])[MAX_SESSIONS_REMEMBERED // 2:]
-            self._served = dict(keep)
+        """Keep the newest half of each record once it outgrows MAX_SESSIONS_REMEMBERED (a
+        reader forgotten is only served as if new)."""
+        for name in ("_served", "_answered"):
+            record = getattr(self, name)
+            if len(record) > MAX_SESSIONS_REMEMBERED:
+                keep = sorted(record.items(), key=lambda kv: kv[1])[MAX_SESSIONS_REMEMBERED // 2:]
+                setattr(self, name, dict(keep))
 
 
 def _round_robin(queues: Iterable[list[Job]]) -> list[Job]:

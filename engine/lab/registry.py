@@ -60,8 +60,12 @@ class JobSpec:
     doc: str = ""
     size: str = "point"  # "point" | "run" | "load": the queue runs smaller sizes first
     bounds: tuple[Bound, ...] = ()  # how long it takes at most, at the lessons' settings
-    pausable: bool = False  # the queue may pause it between two steps for short jobs (client)
+    pausable: bool = False  # the queue may pause it between two serving steps for shorter jobs
+    # (engine.lab.client): the kinds served in real time by engine.serve.loop, whose clock
+    # leaves a pause out
     timed: bool = True  # it times something: its result carries a spread and a disturbance check
+    prepare: str = ""  # "module:function" giving what it builds besides its engine, in steps
+    # (engine.lab.worker.prepare_more): (what, steps) or None
 
     def __post_init__(self):
         if self.size not in SIZES:
@@ -130,8 +134,9 @@ def _context_less_one(params: dict) -> int:
 
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
           cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = (),
-          pausable: bool = False, timed: bool = True) -> JobSpec:
-    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, pausable, timed)
+          pausable: bool = False, timed: bool = True, prepare: str = "") -> JobSpec:
+    return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, pausable, timed,
+                   prepare)
 
 
 # Seconds each lesson's largest default job takes at most here: bench/job_bounds.py measured
@@ -242,7 +247,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
                 "workload": "interference", "requests": 8, "prompt_len": [64, 64],
                 "output_len": [160, 160], "long_prompt_len": 1536, "max_batch": 16,
                 "chunk_size": 128, "stream_tokens": False},
-                "lesson 7's chunked run at its defaults"))),
+                "lesson 7's chunked run at its defaults")),
+        pausable=True),
     _spec("load_test", "engine.lab.jobs.serving:load_test_job", {
         **ENGINE, **LOAD_MIX, "users": Int(0, lo=0, hi=256),
         "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0, hi=2048), **SEED},
@@ -291,7 +297,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "chunk_size": Int(64, lo=0), **SEED},
         results.BlockSnapshotsResult,
         "A small Poisson workload served for real, with every step's block tables recorded.",
-        size="run", bounds=(Bound(B["block_snapshots"], {}, "the KV cache lesson's run"),)),
+        size="run", bounds=(Bound(B["block_snapshots"], {}, "the KV cache lesson's run"),),
+        pausable=True),
     # ---- the serving techniques, each measured against the engine without it ------------------
     _spec("prefix_cache", "engine.lab.jobs.techniques:prefix_cache_job", {
         **ENGINE, "prefix_cache": Bool(True), "shared_prefix_len": Int(1024, lo=0, hi=1536),
@@ -310,7 +317,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "Greedy generation for batch_size corpus prompts, plainly (method off) or with a draft "
         "proposing k tokens a step: TPOT, target steps, acceptance against the formula.",
         size="run", bounds=(Bound(B["speculative"], {},
-                                  "a generation of 64 tokens with prompt lookup (tiny)"),)),
+                                  "a generation of 64 tokens with prompt lookup (tiny)"),),
+        prepare="engine.lab.jobs.techniques:draft_steps"),
     _spec("int8_point", "engine.lab.jobs.quantization:int8_point_job", {
         **ENGINE, "weight_format": Choice("int8", choices=WEIGHT_FORMATS),
         "batch_size": Int(1, lo=1, hi=256), "prompt_len": Int(128, lo=1),
@@ -336,7 +344,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "each run's point as it finishes.", size="load",
         bounds=(Bound(B["rate_sweep"], {"rates": [8.0, 16.0, 32.0, 64.0, 128.0],
                                         "requests": 16, "runs": 3, "max_batch": 32},
-                      "lesson 8's sweep at its defaults"),)),
+                      "lesson 8's sweep at its defaults"),), pausable=True),
     _spec("capacity_search", "engine.lab.jobs.capacity:capacity_search_job", {
         **ENGINE, "ttft_p95_ms": Float(1000.0, lo=1.0, hi=600_000.0),
         "per_user_tok_s": Float(20.0, lo=0.0, hi=100_000.0), "max_users": Int(32, lo=1, hi=256),

@@ -8,10 +8,11 @@ torch thread per core, and `run` wraps every timed job in a disturbance check (e
 the scheduler's accounting around it, a calibration probe before and after).
 
 A job's engine is built first, in steps (prepare_engine), and the service may stop it between
-two: the half-built engine is kept for the job's next turn. A pausable job (a load test) may be
-paused between two of its serving steps: the service sets pause_id, the job's cancelled() call
-runs the jobs the service sends meanwhile (pause), and the load test goes on when told to
-resume, its clock and its disturbance check leaving the pause out.
+two: the half-built engine is kept for the job's next turn. A pausable job (a load test, a
+schedule run, a rate sweep) may be paused between two of its serving steps: the service sets
+pause_id, the job's cancelled() call runs the jobs the service sends meanwhile (pause; one of
+them may be paused in turn, inside it), and the job goes on when told to resume, its clock and
+its disturbance check leaving the pause out.
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ ENGINE_PARAMS = ENGINE.keys()  # a job with all of these runs on one of the work
 
 def body(spec: JobSpec) -> Callable:
     """The function that runs a kind (imported on first use)."""
-    module, _, name = spec.body.partition(":")
+    return function(spec.body)
+
+
+def function(path: str) -> Callable:
+    """The function at a "module:function" path (imported on first use)."""
+    module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
@@ -57,8 +63,9 @@ def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled,
     building its engine (default: cancelled)."""
     spec = get_spec(kind)
     checked = spec.check(params)
-    if not prepare_engine(checked, emit, stop_build or cancelled):  # stopped while building
-        return None
+    stop = stop_build or cancelled
+    if not (prepare_engine(checked, emit, stop) and prepare_more(spec, checked, emit, stop)):
+        return None  # stopped while building
     if not issubclass(spec.result, Measured):  # a kind whose record carries no spread or check
         return body(spec)(checked, emit, cancelled)
     if not spec.timed:  # it times nothing, or checks what it times itself (info's limits)
@@ -85,17 +92,50 @@ def prepare_engine(params: dict, emit: Emit, cancelled: Cancelled) -> bool:
         build(key)  # most recently used now
         return True
     what = f"loading the {params['preset']} model"
+    on_step = _building(emit, what)
+    if build(key, cancelled, on_step) is None:
+        return False
+    _built(emit, what)
+    return True
+
+
+def prepare_more(spec: JobSpec, params: dict, emit: Emit, cancelled: Cancelled) -> bool:
+    """Build what a job needs besides its engine (its kind's `prepare`: the speculative
+    lesson's draft model), in steps like the engine and for the same reason; a build stopped
+    between two steps is kept by whoever made the steps, and goes on at the job's next turn.
+    False if it was stopped."""
+    found = function(spec.prepare)(params) if spec.prepare else None
+    if found is None:
+        return True
+    what, steps = found
+    on_step = _building(emit, what)
+    while True:
+        try:
+            done = next(steps)
+        except StopIteration:
+            break
+        on_step(done)
+        if cancelled():
+            return False
+    _built(emit, what)
+    return True
+
+
+def _building(emit: Emit, what: str) -> Callable[[str], None]:
+    """Say a build starts; the function that says each of its steps ("building": True, so the
+    service may stop it between two)."""
+    emit("progress", {"done": 0, "total": 0, "message": f"{what}...", "building": True})
 
     def on_step(done: str) -> None:
         emit("progress", {"done": 0, "total": 0, "message": f"{what}: {done}",
                           "building": True})
 
-    emit("progress", {"done": 0, "total": 0, "message": f"{what}...", "building": True})
-    if build(key, cancelled, on_step) is None:
-        return False
+    return on_step
+
+
+def _built(emit: Emit, what: str) -> None:
     emit("progress", {"done": 0, "total": 0, "message": f"{what}: done; measuring",
                       "building": False})
-    return True
 
 
 def isolate(setting: str | None, available: list[int] | None) -> cores.CoreSplit:

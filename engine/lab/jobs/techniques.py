@@ -24,7 +24,8 @@ from ...scheduler import SchedulerConfig
 from ...serve.loop import run
 from ...serve.trace import RequestEvent
 from ...serve.workload import PromptSource, WorkloadSpec, make_workload
-from ...speculative import Draft, SpeculativeDecoder, make_draft
+from ...speculative import Draft, ModelDraft, SpeculativeDecoder, make_draft
+from ...steps import Steps
 from ..quality import spread
 from ..registry import Cancelled, Emit
 from .engines import engine_from_params
@@ -86,15 +87,45 @@ def prefix_cache_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | N
 
 # ---- speculative decoding -------------------------------------------------------------------
 _drafts: dict[tuple[int, str], Draft] = {}  # (id of the target engine, method) -> its draft
+_draft_builds: dict[tuple[int, str], Steps[None]] = {}  # a draft model's build, between steps
 
 
 def draft_for(engine: LLMEngine, method: str) -> Draft:
     """The draft for a target engine, built once (the draft model loads its own engine)."""
     key = (id(engine), method)
     if key not in _drafts:
-        _drafts.clear()  # drafts of engines the worker may have dropped go with them
-        _drafts[key] = make_draft(method, engine)
+        _keep_draft(key, make_draft(method, engine))
     return _drafts[key]
+
+
+def _keep_draft(key: tuple[int, str], draft: Draft) -> None:
+    _drafts.clear()  # drafts of engines the worker may have dropped go with them
+    _drafts[key] = draft
+
+
+def draft_steps(params: dict) -> tuple[str, Steps[None]] | None:
+    """What a speculative job builds besides its engine, for the worker to run in steps before
+    the job's work (engine.lab.worker.prepare_more): the draft model of method "draft" (about
+    10 s on a CPU), so that other readers' short jobs may run between its steps instead of
+    waiting for all of it. None when there is nothing to build. A build stopped between two
+    steps is kept (one at most) and the next call gives it back to go on where it stopped."""
+    if params["method"] != "draft":
+        return None
+    engine = engine_from_params(params)  # built already: the worker builds it first
+    key = (id(engine), "draft")
+    if key in _drafts:
+        return None
+    if key not in _draft_builds:
+        _draft_builds.clear()
+
+        def build() -> Steps[None]:
+            try:
+                _keep_draft(key, (yield from ModelDraft.build_steps(engine)))
+            finally:  # built, failed or given up: not to be gone on with
+                _draft_builds.pop(key, None)
+
+        _draft_builds[key] = build()
+    return "loading the draft model", _draft_builds[key]
 
 
 def speculative_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:

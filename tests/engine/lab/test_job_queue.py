@@ -1,6 +1,7 @@
-"""The classroom's queue policy (engine.lab.job_queue), on its own: points before runs before load
-tests, readers in turn, a reader's newest request of a demo replacing the queued ones, one run
-for jobs asking the same question, and ageing so that a load test is never starved."""
+"""The classroom's queue policy (engine.lab.job_queue), on its own: a newcomer's first job before
+everything, points before runs before load tests, readers in turn, a reader's newest request of a
+demo replacing the queued ones, one run for jobs asking the same question, and ageing so that a
+load test is never starved."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ def job(kind: str = "sweep_point", session: str | None = "a", at: float = 0.0,
 
 def ids(jobs) -> list[int]:
     return [j.id for j in jobs]
+
+
+def with_numbers(queue: JobQueue, *sessions: str) -> JobQueue:
+    """These readers have had a result already: no newcomers (rule 0), so the size rules
+    order their jobs."""
+    for session in sessions:
+        queue.answered(session)
+    return queue
 
 
 def drain(queue: JobQueue, now: float = 1.0) -> list[list[Job]]:
@@ -79,7 +88,7 @@ def test_a_reader_who_just_arrived_goes_before_readers_already_served():
 
 
 def test_points_run_before_schedule_runs_and_load_tests():
-    q = JobQueue()
+    q = with_numbers(JobQueue(), "a", "b", "c")
     load = job("load_test", session="a", at=0)
     run = job("serve_run", session="b", at=1)
     point = job(session="c", at=2)
@@ -89,7 +98,7 @@ def test_points_run_before_schedule_runs_and_load_tests():
 
 
 def test_a_load_test_that_has_waited_long_enough_is_not_starved():
-    q = JobQueue()
+    q = with_numbers(JobQueue(), "a", *(f"p{i}" for i in range(5)))
     load = job("load_test", session="a", at=0)
     q.add(load)
     for i in range(5):
@@ -166,7 +175,7 @@ def test_a_point_of_a_bigger_preset_queues_as_a_run_on_a_cpu():
 
 
 def test_longest_wait_counts_the_jobs_of_a_rank_or_smaller():
-    q = JobQueue()
+    q = with_numbers(JobQueue(), "a", "b")
     q.add(job("load_test", session="a", at=0))
     assert q.longest_wait(5) == 0  # no point waits: nothing to stop a load test for
     q.add(job(session="b", at=3))
@@ -176,7 +185,7 @@ def test_longest_wait_counts_the_jobs_of_a_rank_or_smaller():
 def test_while_a_load_test_is_paused_only_shorter_jobs_are_taken():
     """An aged load test counts as a point in the order, but inside another load test's pause
     (engine.lab.client) only points and runs are taken, and only they count as waiting."""
-    q = JobQueue()
+    q = with_numbers(JobQueue(), "a", "b")
     load = job("load_test", session="a", at=0)
     run = job("serve_run", session="b", at=AGE_S)
     q.add(load)
@@ -200,3 +209,28 @@ def test_others_waiting_counts_only_other_readers_jobs():
     assert q.others_waiting(["a", "b"]) == 1
     assert q.others_waiting(["a", "b", None]) == 0
     assert JobQueue().others_waiting(["a"]) == 0
+
+
+def test_a_newcomers_first_job_goes_before_aged_jobs_whatever_its_size():
+    """Rule 0: a reader with no result yet gets their first job run before everything, even a
+    load test before points that aged into rank 0 (under the size rule alone it waited behind
+    all of them: in a class of 30, two minutes); it counts as waiting inside another run's
+    pause, and is taken there whatever its size. Once answered, the reader is no newcomer."""
+    q = with_numbers(JobQueue(), "a", "b")
+    old = [job(session=s, at=0, batch_size=b) for s, b in (("a", 2), ("b", 3))]
+    load = job("load_test", session="c", at=AGE_S)  # the newcomer's first job
+    later = job(session="c", at=AGE_S + 1, batch_size=4)  # and their second
+    for j in (*old, load, later):
+        q.add(j)
+    now = AGE_S + 5  # the old points have aged; the load test is young (rank 2 by size)
+    assert q.order(now) == [load, *old, later]
+    assert q.longest_wait(now, sizes=("point",), besides=["a", "b"]) == 5  # it waits: pause
+    assert q.waiting(("point", "run")) == 4  # the load test counts as any size
+    assert q.take(now, sizes=("point", "run")) == [load]  # taken inside a pause too
+    q.answered("c")
+    assert q.order(now) == [*old, later]  # now a reader like the others
+    anonymous = job("load_test", session=None, at=AGE_S + 2)  # a script: never a newcomer
+    q.add(anonymous)
+    assert q.order(now)[-1] is anonymous
+    q.forget("c")  # left: nothing of theirs is kept
+    assert "c" not in q._answered and "c" not in q._served

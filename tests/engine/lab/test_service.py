@@ -479,3 +479,47 @@ def test_a_paused_load_test_stops_within_a_step_when_its_reader_cancels(service)
     assert finished(blocker).state == "cancelled"
     status = service.status()
     assert status["paused"] is None and (status["running"] or {}).get("id") != load.id
+
+
+def test_a_schedule_run_inside_a_paused_load_test_is_paused_in_turn_for_a_point(service):
+    """Runs served in real time give way to shorter jobs, inside each other's pauses too: a load
+    test is paused for a newcomer's schedule run, and that run in turn for another newcomer's
+    point; each goes on where it stopped, the innermost first."""
+    rec = Recorder()
+    service.preempt_after_s, service.turn_s = 0.5, 0.5
+    try:
+        load = service.submit("load_test", {**LOAD, "requests": 30, "seed": 31}, rec,
+                              session_id="teacher", use_cache=False)  # 5 s of arrivals
+        rec.wait_for(load, "progress")
+        lanes = service.submit("serve_run", {
+            "preset": "tiny", "kv_budget_mib": KV, "rate": 6.0, "requests": 30,
+            "prompt_len": [8, 16], "output_len": [4, 8], "stream_tokens": False, "seed": 31},
+            rec, session_id="lanes", use_cache=False)
+        deadline = time.monotonic() + TIMEOUT
+        while not so_far(rec, lanes):  # its first request answered, inside the pause
+            assert time.monotonic() < deadline, rec.types(lanes)
+            time.sleep(0.02)
+        assert service.status()["paused_runs"] == 1
+        paused_before = lanes.paused  # its engine's build may have been paused: not this
+        point = service.submit("sweep_point", {**QUICK, "seed": 31}, rec, session_id="student",
+                               use_cache=False)
+        assert finished(point).state == "done"
+        assert finished(lanes).state == "done" and finished(load).state == "done"
+    finally:
+        service.preempt_after_s, service.turn_s = client.PREEMPT_AFTER_S, client.TURN_S
+    assert load.paused >= 1 and lanes.paused > paused_before, (rec.types(load), rec.types(lanes))
+    answered = so_far(rec, lanes)  # it went on where it stopped: never served again from 0
+    assert answered == sorted(answered) and answered[0] == 1 and answered[-1] == 30
+    results = [e.job_id for e in rec.events if e.type == "result"]
+    assert results.index(point.id) < results.index(lanes.id) < results.index(load.id)
+    assert len(lanes.result["requests"]) == 30 and len(load.result["requests"]) == 30
+    assert service.status()["paused_runs"] == 0
+
+
+def so_far(rec: Recorder, job) -> list[int]:
+    """The requests answered so far, as a serving run's progress events said them up to its
+    first result (a disturbed result is measured again from the start)."""
+    events = rec.of(job)
+    first = next((i for i, e in enumerate(events) if e.type == "result"), len(events))
+    return [e.data["so_far"]["answered"] for e in events[:first]
+            if e.type == "progress" and "so_far" in e.data]

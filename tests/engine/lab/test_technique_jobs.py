@@ -86,3 +86,34 @@ def test_speculative_generation_gives_plain_decodings_tokens_in_fewer_target_ste
 def test_speculative_refuses_k_out_of_range_naming_it():
     with pytest.raises(ConfigError, match="k must be between 1 and 8"):
         registry.JOBS["speculative"].check({"k": 9})
+
+
+def test_the_draft_model_is_built_in_steps_before_the_job_and_goes_on_where_it_stopped():
+    """The worker builds a "draft" job's draft model before the job's work, in steps it may stop
+    between for other readers' jobs (like an engine: engine.lab.worker.prepare_more); stopped,
+    the job ends without a result, and its next turn goes on with the build where it stopped."""
+    from engine.lab.jobs import techniques
+
+    techniques._drafts.clear()
+    techniques._draft_builds.clear()
+    params = {**SMALL_KV, "method": "draft", "k": 2, "batch_size": 1, "prompt_len": 8,
+              "new_tokens": 4, "seed": 5}
+    said: list[str] = []
+
+    def emit(type_: str, data: dict) -> None:
+        if "building" in data:
+            said.append(data["message"])
+
+    def stop_at_the_drafts_first_step() -> bool:
+        return any(m.startswith("loading the draft model: ") for m in said)
+
+    assert worker.run("speculative", params, emit, lambda: False,
+                      stop_build=stop_at_the_drafts_first_step) is None
+    assert not techniques._drafts and len(techniques._draft_builds) == 1
+    stopped_at = len(said)
+    result = worker.run("speculative", params, emit, lambda: False)
+    assert result is not None and result["method"] == "draft" and len(techniques._drafts) == 1
+    draft = [m for m in said if m.startswith("loading the draft model")]
+    assert draft[0] == "loading the draft model..." and draft[-1].endswith("done; measuring")
+    assert sum("weights made" in m for m in draft) == 1  # it went on; it never started over
+    assert said[stopped_at] == "loading the draft model..." and not techniques._draft_builds
