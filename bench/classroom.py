@@ -19,8 +19,10 @@ The students and Chromium keep to the web server's cores, off the engine's (keep
 --clients-anywhere lets them run anywhere): a class's browsers are on other machines.
 It prints and saves (bench/results/classroom-<N>.json):
 - time to first number for a newly arriving reader: from opening the page to the first measured
-  number on it (the status line's "measured live" / "cached: measured" / "nearby"), p50 and p95,
-  for the students and for the Chromium reader apart;
+  number on it (the status line's "measured live" / "cached: measured" / "nearby", or a run's
+  partial "measured live so far" figure while it goes on), p50 and p95, for the students and for
+  the Chromium reader apart; and, for the students, the time to the first full result (a
+  partial figure left out);
 - slider release to point drawn on the knob (the point in the chart's data), p95; and release to
   the new result shown on the other lessons;
 - the engine queue's length over time and what the worker runs (the app's /engine-status, once
@@ -67,6 +69,7 @@ from served_app import (
 RESULTS = ROOT / "bench" / "results"
 TARGETS = {"first_number_p95_s": 10.0, "release_to_drawn_p95_s": 5.0, "rss_after_within": 0.20}
 SHOWN = re.compile(r"measured live|cached: measured|nearby")  # a number on the page, and whence
+PARTIAL = re.compile(r"measured live so far")  # a run's figure while it goes on (job_status)
 WAIT_S = 120.0  # the most any one reader waits for anything
 GRACE_S = 120.0  # after the class: for the last results, the sessions to close, memory to settle
 
@@ -120,6 +123,7 @@ class Student:
     rng: random.Random
     opened_at: float = 0.0
     first_number_s: float | None = None
+    first_result_s: float | None = None  # the first full result (no partial figure)
     releases: list[dict] = field(default_factory=list)  # {"value", "at", "drawn_s"}
     error: str = ""
     _session: object = None
@@ -171,11 +175,14 @@ class Student:
             self._skip_prediction()
         new = getattr(event, "new", None)
         if isinstance(new, str) and SHOWN.search(new):
+            partial = PARTIAL.search(new) is not None
             if self.first_number_s is None:
                 self.first_number_s = now - self.opened_at
+            if self.first_result_s is None and not partial:
+                self.first_result_s = now - self.opened_at
             with self._lock:
                 pending = self._pending
-            if pending and pending["kind"] == "shown" and now > pending["at"]:
+            if pending and pending["kind"] == "shown" and now > pending["at"] and not partial:
                 self._drawn(now)
         with self._lock:
             pending = self._pending
@@ -549,6 +556,7 @@ class _browser:
 
 def report(args, students, probes, queue, rss, load_before, log, clients_on: str) -> int:
     first = [s.first_number_s for s in students if s.first_number_s is not None]
+    full = [s.first_result_s for s in students if s.first_result_s is not None]
     knob = [r["drawn_s"] for s in students for r in s.releases if r["kind"] == "point"]
     other = [r["drawn_s"] for s in students for r in s.releases if r["kind"] == "shown"]
     probe_first = [p["first_number_s"] for p in probes if p["first_number_s"] is not None]
@@ -576,6 +584,8 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
         "first_number": {"all_new_readers": summary(arrivals_first),
                          "students": summary(first), "chromium": summary(probe_first),
                          "never": [s.slug for s in students if s.first_number_s is None]},
+        "first_full_result": {"students": summary(full),
+                              "never": [s.slug for s in students if s.first_result_s is None]},
         "release_to_drawn": {"knob_all": summary(releases), "knob_students": summary(knob),
                              "knob_chromium": summary(probe_knob),
                              "other_lessons_result_shown": summary(other),
@@ -597,6 +607,7 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
     for what, s in [("first number, every new reader", result["first_number"]["all_new_readers"]),
                     ("first number, students", result["first_number"]["students"]),
                     ("first number, Chromium", result["first_number"]["chromium"]),
+                    ("first full result, students", result["first_full_result"]["students"]),
                     ("knob release to point drawn", result["release_to_drawn"]["knob_all"]),
                     ("other slider release to result", other and summary(other) or summary([]))]:
         print(f"  {what:<34} n={s['n']:<4} p50 {s['p50_s']} s  p95 {s['p95_s']} s  "

@@ -124,6 +124,19 @@ def _setting(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def so_far_text(so_far: dict | None) -> str:
+    """A run's figure while it goes on (engine.lab.jobs.serving.SoFar), labelled as partial:
+    'measured live so far: median end-to-end latency 143 ms over the 5 requests answered (the
+    run goes on)'; '' before the first answer."""
+    if not isinstance(so_far, dict) or not isinstance(so_far.get("e2e_p50_ms"), int | float):
+        return ""
+    answered = so_far.get("answered", 0)
+    which = "the first request answered" if answered == 1 else \
+        f"the {answered} requests answered"
+    return (f"measured live so far: median end-to-end latency {so_far['e2e_p50_ms']:,.0f} ms "
+            f"over {which} (the run goes on)")
+
+
 def queue_message(ahead: int, preempted: bool = False, resumes: bool = False) -> str:
     """Where a job waits: how many jobs of other readers the engine runs first (preempted: it
     was stopped for them and starts again; resumes: it was paused for them, a load test between
@@ -192,6 +205,7 @@ class JobStatus(pn.viewable.Viewer):
         super().__init__(**params)
         self.what = what  # what the jobs are, in the plural: "measurements", "runs"
         self.results: dict[int, Measurement] = {}  # by job id: the latest result of each
+        self.so_far = ""  # the running job's partial figure (so_far_text), until its result
         self._since: float | None = None
         self._callback = None
         self._bar = pn.indicators.Progress(value=-1, max=BAR_MAX, bar_color="info", height=14,
@@ -217,6 +231,7 @@ class JobStatus(pn.viewable.Viewer):
     def start(self, total: int = 1, message: str = "starting") -> None:
         """A new group of `total` jobs (forgets the previous group's provenance and error)."""
         self.results = {}
+        self.so_far = ""
         self.error.message = ""
         self._page_error.visible = False
         self.param.update(total=total, finished=0, running=total > 0, message=message, done=0,
@@ -247,9 +262,12 @@ class JobStatus(pn.viewable.Viewer):
         if kind == "started":
             self.job_progress(0, 0, "measuring")
         elif kind == "progress":
+            if "so_far" in event.data:
+                self.so_far = so_far_text(event.data["so_far"])
             self.job_progress(event.data.get("done", 0), event.data.get("total", 0),
                               event.data.get("message"))
         elif kind == "result":
+            self.so_far = ""
             self.results[event.job_id] = measurement = Measurement.of(event)
             if measurement.remeasuring:  # disturbed: the engine measures it again
                 self.job_progress(0, 0, "re-measuring: other work ran on the engine's core "
@@ -356,7 +374,7 @@ class JobStatus(pn.viewable.Viewer):
         else:
             self._bar.value = -1  # indeterminate
             text = f"{self.message or 'working'} ({elapsed:.0f} s)"
-        self._text.object = text
+        self._text.object = f"{text}; {self.so_far}" if self.so_far else text
         if elapsed >= SHOW_PROGRESS_AFTER_S:
             self._progress.visible = True
 

@@ -170,3 +170,28 @@ def test_a_result_still_disturbed_after_its_re_measures_says_so():
     status.handle(event("result", quality(waited_ms=300), device=DEVICE, measured_at=WHEN))
     assert not status.running and status.disturbed and not status.remeasuring
     assert "not cached; measure again when the machine is quiet" in status.label_text
+
+
+def test_a_run_shows_its_figure_so_far_labelled_partial_until_its_result():
+    """A serving run's progress carries its median end-to-end latency so far
+    (engine.lab.jobs.serving.SoFar): the status line shows it as partial while the run goes on,
+    and drops it once the result (the run's own figures) is in."""
+    status = JobStatus()
+    root(status)
+    status.start(1)
+    status.handle(event("progress", {"done": 0, "total": 16, "message": "requests answered",
+                                     "so_far": {"answered": 0, "e2e_p50_ms": None}}))
+    assert "so far" not in status.progress_text  # nothing answered yet: no figure
+    status.handle(event("progress", {"done": 5, "total": 16, "message": "requests answered",
+                                     "so_far": {"answered": 5, "e2e_p50_ms": 1432.4}}))
+    assert status.progress_text.endswith(
+        "; measured live so far: median end-to-end latency 1,432 ms over the 5 requests "
+        "answered (the run goes on)")
+    status.handle(event("progress", {"done": 1, "total": 4}))  # a page's own progress keeps it
+    assert "measured live so far" in status.progress_text
+    status.handle(event("result", {}, cached=False, device=DEVICE, measured_at=WHEN))
+    assert status.so_far == "" and "measured live on" in status.label_text
+    status.start(1)
+    status.handle(event("progress", {"done": 1, "total": 3,
+                                     "so_far": {"answered": 1, "e2e_p50_ms": 80.0}}))
+    assert "over the first request answered" in status.progress_text

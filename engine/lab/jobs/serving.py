@@ -10,6 +10,11 @@
 - `rate_sweep`: the same kind of Poisson workload served at several request rates; per rate,
   each request's TTFT, TPOT and E2E (so targets can be applied afterwards, in the page) with the
   run's throughput.
+
+A run takes seconds to tens of seconds, and a reader who just opened its page has no number until
+it ends; so serve_run, load_test and rate_sweep put a first figure in their "progress" events as
+soon as a request is answered ("so_far": SoFar, the median end-to-end latency of the requests
+answered so far; widgets.job_status shows it labelled as partial).
 """
 
 from __future__ import annotations
@@ -43,6 +48,40 @@ class Every:
             self._last = now
             return True
         return False
+
+
+class SoFar:
+    """The requests answered so far in one run and their median end-to-end latency (arrival
+    to last token, on the run's clock): a partial figure a page can show while the run goes on.
+    Fed the run's RequestEvents."""
+
+    def __init__(self):
+        self._arrived: dict[int, float] = {}
+        self._e2e_ms: list[float] = []
+
+    def add(self, event) -> bool:
+        """Take one event of the run; True if it was a request answered."""
+        if not isinstance(event, RequestEvent):
+            return False
+        if event.kind == "arrived":
+            self._arrived[event.request_id] = event.t_s
+        elif event.kind == "finished" and event.request_id in self._arrived:
+            self._e2e_ms.append(1000 * (event.t_s - self._arrived[event.request_id]))
+            return True
+        return False
+
+    @property
+    def answered(self) -> int:
+        return len(self._e2e_ms)
+
+    def to_json(self) -> dict:
+        return {"answered": self.answered,
+                "e2e_p50_ms": float(np.median(self._e2e_ms)) if self._e2e_ms else None}
+
+    def emit(self, emit: Emit, total: int, message: str) -> None:
+        """A "progress" event: requests answered of total, with the figure so far."""
+        emit("progress", {"done": self.answered, "total": total, "message": message,
+                          "so_far": self.to_json()})
 
 
 def scheduler_config(params: dict, **fixed) -> SchedulerConfig:
@@ -87,8 +126,13 @@ def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
                  slo_ttft_ms=None, slo_tpot_ms=None, stream_tokens: bool = True,
                  extra: dict | None = None) -> dict | None:
     """Serve requests, streaming "step", "request" (arrived, admitted, preempted, finished) and,
-    if stream_tokens, "token" events, each with event_to_json's fields; returns the run's JSON."""
+    if stream_tokens, "token" events, each with event_to_json's fields, and "progress" with the
+    figure so far (SoFar) as requests are answered; returns the run's JSON."""
+    so_far, total = SoFar(), len(requests)
+
     def on_event(event) -> None:
+        if so_far.add(event):
+            so_far.emit(emit, total, "requests answered")
         if isinstance(event, TokenEvent) and not stream_tokens:
             return
         kind = "step" if isinstance(event, StepEvent) else \
@@ -158,14 +202,11 @@ def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
     requests, sizes = mixed_workload(engine.tokenizer, rate, count, long_share, short, long, seed,
                                      users)
     fit_kv(engine, resident_lengths(requests, config.max_batch))
-    finished = 0
+    so_far = SoFar()
 
     def on_event(event) -> None:
-        nonlocal finished
-        if isinstance(event, RequestEvent) and event.kind == "finished":
-            finished += 1
-            emit("progress", {"done": finished, "total": count,
-                              "message": "requests answered"})
+        if so_far.add(event):
+            so_far.emit(emit, count, "requests answered")
 
     emit("progress", {"done": 0, "total": count, "message": "requests answered"})
     result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
@@ -287,13 +328,14 @@ def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     def on_event(event) -> None:
         if isinstance(event, TokenEvent):
             done[0] += 1
-        elif isinstance(event, StepEvent) and every.due():
+        elif so_far.add(event) or (isinstance(event, StepEvent) and every.due()):
             emit("progress", {"done": min(done[0], total), "total": total,
                               "message": f"rate {rate:g} requests/s, run {k} of "
-                                         f"{params['runs']}"})
+                                         f"{params['runs']}", "so_far": so_far.to_json()})
 
     points, steps = [], []
     for (rate, k, _spec), requests in zip(planned, workloads, strict=True):
+        so_far = SoFar()  # this run's requests: one rate's figure, never a mix of rates
         result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
         if result.cancelled:
             return None

@@ -88,6 +88,10 @@ def test_load_test_mixes_short_and_long_requests_and_reports_progress():
         assert low <= len(r["token_s"]) <= high
     progress = [d["done"] for t, d in events if t == "progress"]
     assert progress == list(range(13)) and result["metrics"]["completed"] == 12
+    # the figure so far, for a page while the test goes on: at the end, the result's own median
+    so_far = [d["so_far"] for t, d in events if t == "progress" and "so_far" in d]
+    assert [s["answered"] for s in so_far] == list(range(1, 13))
+    assert so_far[-1]["e2e_p50_ms"] == pytest.approx(result["metrics"]["e2e_ms"]["p50"])
     assert result["workload"]["long_share"] == 0.5 and result["policy"] == "continuous"
     assert result["metrics"]["e2e_ms"]["p99"] >= result["metrics"]["e2e_ms"]["p50"]
     # the same seed gives the same requests
