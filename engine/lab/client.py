@@ -22,13 +22,14 @@ Torch-free.
 
 Long work gives way to short jobs (a class must not wait 20-30 s behind one reader): once a
 point or a newcomer's first job (engine.lab.job_queue) has waited PREEMPT_AFTER_S and the
-running job has had a turn of TURN_S, a run served in real time (a load test, a schedule run, a
-rate sweep) is paused between two of its serving steps (the worker runs the waiting jobs inside
-the pause, and the run's clock and disturbance check leave the pause out: engine.lab.worker),
-and a model's build is stopped between two of its steps (the worker keeps the half-built
-engine). Either goes on where it stopped once no short job waits, or after MAX_PAUSE_S, so it
-always ends; nothing it had done is lost or run again. A run started inside a pause may be
-paused in turn, up to MAX_PAUSED deep; the innermost goes on first.
+running job has had a turn of TURN_S, a long pausable run (a load test, a schedule run, a rate
+sweep, a small preset's point on a CPU) is paused between two of its steps, outside what it
+times, for smaller jobs (the worker runs them inside the pause, and the run's clock and
+disturbance check leave the pause out: engine.lab.worker), and a model's build is stopped
+between two of its steps (the worker keeps the half-built engine). Either goes on where it
+stopped once no smaller job waits, or after MAX_PAUSE_S, so it always ends; nothing it had done
+is lost or run again. A run started inside a pause may be paused in turn, up to MAX_PAUSED
+deep; the innermost goes on first.
 
 Measurement quality (engine.lab.cores, engine.lab.quality): the worker pins itself to the
 engine's cores (ENGINE_CORES, or `core_setting=`) and, once it has said which, this process
@@ -76,8 +77,7 @@ log = logging.getLogger(__name__)
 PREEMPT_AFTER_S = 2.0  # a short job waiting this long pauses a load test or an engine's build
 TURN_S = 2.0  # ... once that has run this long since it started or went on
 MAX_PAUSE_S = 10.0  # a paused run goes on after this long, even while short jobs wait
-PAUSED_RUNS_TAKE = ("point", "run")  # the sizes of jobs run while a run is paused (and any
-# newcomer's first job: engine.lab.job_queue)
+PAUSED_RUNS_TAKE = ("point", "run")  # the sizes of jobs an engine's build is stopped for
 MAX_PAUSED = 3  # runs paused inside each other's pauses at most (each holds its engine)
 REMEASURES = 2  # a disturbed result is measured again at most this many times
 QUIET_WAIT_S = 5.0  # before measuring again, the worker waits at most this long for quiet
@@ -612,7 +612,7 @@ class EngineService:
                 if self._running is None and self._paused:
                     self._maybe_resume(w)
                 jobs = [] if self._running is not None else self._queue.take(
-                    time.time(), PAUSED_RUNS_TAKE if self._paused else SIZES)
+                    time.time(), _smaller(self._paused[-1]) if self._paused else SIZES)
                 if jobs:
                     run = self._running = _Run(jobs[0].id, jobs)
                     for job in jobs:
@@ -631,18 +631,20 @@ class EngineService:
         """Let other readers' shorter jobs that have waited preempt_after_s go before a run that
         may wait, once it has had a turn of turn_s since it started or went on: a run building
         its engine is stopped between two steps of the build (for points and runs); a pausable
-        run (a load test, a schedule run, a rate sweep) is paused between two steps, for jobs
-        of a smaller size (so one schedule run is never swapped for another). Either goes on
-        later where it stopped (the worker keeps it), so each turn adds to it and it always
-        ends. A run inside another's pause is paused in turn only for points (up to MAX_PAUSED
-        deep: each holds an engine). A newcomer's first job counts as any size (job_queue)."""
+        run bigger than a point (a load test, a schedule run, a rate sweep, a small preset's
+        point on a CPU) is paused between two steps, for jobs of a smaller size (_smaller).
+        Either goes on later where it stopped (the worker keeps it), so each turn adds to it
+        and it always ends. A run inside another's pause is paused in turn only for points (up
+        to MAX_PAUSED deep: each holds an engine). A newcomer's first job counts as any size
+        (job_queue)."""
         run, now = self._running, time.time()
         if run is None or run.cancelling or run.preempting or run.pausing:
             return
         if run.building:
             sizes = PAUSED_RUNS_TAKE
-        elif len(self._paused) < MAX_PAUSED and all(j.pausable for j in run.jobs):
-            sizes = ("point",) if self._paused else SIZES[:SIZES.index(run.lead.size)]
+        elif (len(self._paused) < MAX_PAUSED and run.lead.size != "point"
+              and all(j.pausable for j in run.jobs)):
+            sizes = ("point",) if self._paused else _smaller(run)
         else:
             return
         if (now - run.started_at < self.turn_s
@@ -672,7 +674,7 @@ class EngineService:
             self._paused.append(run)
             self._running = None
             self.preemptions += 1
-            ahead = self._queue.waiting(PAUSED_RUNS_TAKE)
+            ahead = self._queue.waiting(_smaller(run))
             for job in run.jobs:
                 job.paused += 1
                 self._ready_results.append((job, JobEvent(
@@ -685,7 +687,7 @@ class EngineService:
         inside its pause) when no short job waits, when it has waited max_pause_s (it always
         ends), or to stop (cancelled meanwhile)."""
         run, now = self._paused[-1], time.time()
-        if not (run.cancelling or not self._queue.waiting(PAUSED_RUNS_TAKE)
+        if not (run.cancelling or not self._queue.waiting(_smaller(run))
                 or now - run.paused_at >= self.max_pause_s):
             return
         self._paused.pop()
@@ -791,6 +793,14 @@ class EngineService:
             self._wake_w.send_bytes(b"!")
         except (OSError, ValueError):
             pass
+
+
+def _smaller(run: _Run) -> tuple[str, ...]:
+    """The sizes of the jobs a paused run gives way to (engine.lab.job_queue.SIZES): those
+    smaller than its own, so a schedule run is never swapped for another (a newcomer's first
+    job counts as any size)."""
+    size = run.lead.size
+    return SIZES[:SIZES.index(size)] if size in SIZES else PAUSED_RUNS_TAKE
 
 
 # ---- one service per server process -----------------------------------------------------------

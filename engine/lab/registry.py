@@ -60,9 +60,10 @@ class JobSpec:
     doc: str = ""
     size: str = "point"  # "point" | "run" | "load": the queue runs smaller sizes first
     bounds: tuple[Bound, ...] = ()  # how long it takes at most, at the lessons' settings
-    pausable: bool = False  # the queue may pause it between two serving steps for shorter jobs
-    # (engine.lab.client): the kinds served in real time by engine.serve.loop, whose clock
-    # leaves a pause out
+    pausable: bool = False  # the queue may pause it between two steps for shorter jobs
+    # (engine.lab.client), outside what it times: the kinds served in real time by
+    # engine.serve.loop (its clock leaves a pause out), and sweep and prefill points (each step
+    # or pass timed alone; paused only when run-sized: the small preset's on a CPU)
     timed: bool = True  # it times something: its result carries a spread and a disturbance check
     prepare: str = ""  # "module:function" giving what it builds besides its engine, in steps
     # (engine.lab.worker.prepare_more): (what, steps) or None
@@ -187,14 +188,15 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
                       "a knob point: the knob's largest default (tiny)"),
                 Bound(B["roofline_decode"], {"preset": "small", "batch_size": 32,
                                              "prompt_len": 128, "new_tokens": 32},
-                      "the roofline's largest decode point (small)"))),
+                      "the roofline's largest decode point (small)")),
+        pausable=True),  # between two timed steps; only a run-sized one (client)
     _spec("prefill_point", "engine.lab.jobs.measure:prefill_point_job", {
         **ENGINE, "prompt_len": Int(128, lo=1, hi=_context_less_one),
         "batch_size": Int(1, lo=1, hi=256), "repeats": Int(3, lo=1, hi=20), **SEED},
         results.PrefillPointResult,
         "Prefill passes of batch_size prompts of prompt_len tokens: median time, FLOPs, bytes.",
         bounds=(Bound(B["roofline_prefill"], {"preset": "small", "prompt_len": 1024},
-                      "the roofline's longest prefill (small)"),)),
+                      "the roofline's longest prefill (small)"),), pausable=True),
     _spec("kv_allocation", "engine.lab.jobs.measure:kv_allocation_job", {
         "device": Choice("auto", choices=DEVICES), "blocks": Int(4, lo=1, hi=64),
         "block_size": Int(16, lo=1, hi=256)},
