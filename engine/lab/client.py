@@ -78,7 +78,8 @@ PREEMPT_AFTER_S = 2.0  # a short job waiting this long pauses a load test or an 
 TURN_S = 2.0  # ... once that has run this long since it started or went on
 MAX_PAUSE_S = 10.0  # a paused run goes on after this long, even while short jobs wait
 PAUSED_RUNS_TAKE = ("point", "run")  # the sizes of jobs an engine's build is stopped for
-MAX_PAUSED = 3  # runs paused inside each other's pauses at most (each holds its engine)
+MAX_PAUSED = 4  # runs paused inside each other's pauses at most (each holds an engine: tiny's
+# is about 130 MiB with its KV pool, so 4 deep adds about half a GiB to the worker)
 REMEASURES = 2  # a disturbed result is measured again at most this many times
 QUIET_WAIT_S = 5.0  # before measuring again, the worker waits at most this long for quiet
 
