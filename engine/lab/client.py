@@ -663,7 +663,7 @@ class EngineService:
                  "'s engine build" if run.building else "", run.id, len(self._queue))
 
     def _was_paused(self, w: _Worker, job_id: int) -> None:
-        """The worker has paused the running job (a load test, between two steps) and waits
+        """The worker has paused the running job (a pausable run, between two steps) and waits
         for other jobs: tell its readers, and send the next one."""
         with self._lock:
             run = self._running
