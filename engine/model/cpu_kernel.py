@@ -83,13 +83,18 @@ def library_path(kernel: CppKernel = PAGED_DECODE) -> Path:
     """Where this machine's build of the kernel's current sources lives. The name holds the CPU
     model (the build is -march=native), never the core count: an engine worker pinned to one core
     must find the library built by a process that saw every core."""
-    text = b"".join(source.read_bytes() for source in kernel.sources) + " ".join(CFLAGS).encode()
-    digest = hashlib.sha256(text).hexdigest()[:12]
-    key = f"cpu: {cpu_model()}-torch{torch.__version__}-{digest}"
+    key = f"cpu: {cpu_model()}-torch{torch.__version__}-{source_digest(kernel)}"
     if kernel is not PAGED_DECODE:  # the attention kernel keeps the name it was built under
         key = f"{kernel.op}-{key}"
     safe = "".join(c if c.isalnum() else "_" for c in key)[:150]
     return cache_dir() / "kernels" / f"{safe}.so"
+
+
+def source_digest(kernel: CppKernel = PAGED_DECODE) -> str:
+    """A short hash of the kernel's sources and flags: names its build (and the matmul plans timed
+    with it: a changed kernel is timed again)."""
+    text = b"".join(source.read_bytes() for source in kernel.sources) + " ".join(CFLAGS).encode()
+    return hashlib.sha256(text).hexdigest()[:12]
 
 
 def _registered(kernel: CppKernel) -> bool:

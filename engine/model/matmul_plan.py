@@ -27,7 +27,8 @@ It is timed on the model's own weights, layer after layer as a step reads them: 
 then read from memory, not from cache, as in a real step, and mixing layouts from one layer to
 the next turned out slower than any single choice, so one variant serves every layer for a given
 row count. A row count between two tuned ones takes the larger one's choice (`rows_plan`). Plans
-are cached per machine (CPU, torch version, threads), model shape and whether "cpp" was timed.
+are cached per machine (CPU, torch version, threads), model shape and, where "cpp" was timed, the
+C++ library's build (a changed kernel is timed again).
 Above MAX_TUNED_ROWS rows (prefill, very large batches) the product is compute-bound and F.linear
 is used.
 
@@ -166,8 +167,10 @@ def matmul_plan_steps(weights: list[tuple[torch.Tensor, torch.Tensor]],
     dtype = str(weights[0][0].dtype).removeprefix("torch.")
     variants = available_variants() if dtype == "float32" else VARIANTS[:-1]
     key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w, _ in weights)
-    if "cpp" in variants:  # a plan made before the library was built did not time it
-        key += "|cpp"
+    if "cpp" in variants:  # timed with this build of the library (a plan made before, not)
+        from .cpu_kernel import source_digest
+
+        key += f"|cpp {source_digest()}"
     path = _plan_file()
     plans = _read_plans(path)
     if key not in plans:

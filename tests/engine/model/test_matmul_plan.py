@@ -99,3 +99,16 @@ def test_tuning_in_steps_yields_after_each_row_count_and_returns_the_plan():
             break
     assert len(said) == len(TUNED_ROWS) and said[-1].endswith(f"{len(TUNED_ROWS)} batch sizes")
     assert len(plan) == len(TUNED_ROWS) and set(plan) <= set(available_variants())
+
+
+@pytest.mark.parametrize("in_features", [37, 768])
+def test_cpp_rows_two_at_a_time_give_the_product(cpp_kernel, in_features):
+    """The C++ rows_matmul takes input rows two at a time against four weight rows, and an odd
+    last row, and the output columns past a multiple of four in a thread's range, its other ways:
+    every row count from 1 to 17 gives x @ W.T (the sums' order differs: a float tolerance)."""
+    gen = torch.Generator().manual_seed(in_features)
+    weight = torch.randn(203, in_features, generator=gen)
+    for rows in range(1, 18):
+        x = torch.randn(rows, in_features, generator=gen)
+        out = multiply(x, weight, split_transposed(weight), "cpp")
+        torch.testing.assert_close(out, x @ weight.t(), atol=1e-4, rtol=1e-4)
