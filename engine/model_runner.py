@@ -199,9 +199,7 @@ class ModelRunner:
         (blocks must be reserved); leaves num_computed to the caller, who knows what was
         accepted."""
         inputs = build_verify_batch(seqs, drafts, self.cache.block_size, self.device)
-        self.attention.batch = inputs.attention
-        logits = self.model.logits(self.model(inputs.input_ids, inputs.positions,
-                                              self.attention))
+        logits = self._model_logits(inputs)
         if self.sample_vocab is not None:
             logits = logits[:, : self.sample_vocab]
         return list(logits.split([len(d) + 1 for d in drafts]))
@@ -214,8 +212,16 @@ class ModelRunner:
                 if not _is_all_rows(inputs.sample_rows, logits.shape[0]):
                     logits = logits[inputs.sample_rows]
                 return logits
+        all_rows = _is_all_rows(inputs.sample_rows, inputs.input_ids.shape[0])
+        return self._model_logits(inputs, None if all_rows else inputs.sample_rows)
+
+    def _model_logits(self, inputs: StepInputs, rows: list[int] | None = None) -> torch.Tensor:
+        """Logits (float32) at `rows` of the step (every row where None): a decode-only step in
+        one C++ call where the model can (LlamaModel.decode_logits), else its forward pass, then
+        the output projection of just those rows."""
         self.attention.batch = inputs.attention
+        logits = self.model.decode_logits(inputs.input_ids, inputs.positions, self.attention)
+        if logits is not None:
+            return logits if rows is None else logits[rows]
         hidden = self.model(inputs.input_ids, inputs.positions, self.attention)
-        if not _is_all_rows(inputs.sample_rows, hidden.shape[0]):
-            hidden = hidden[inputs.sample_rows]
-        return self.model.logits(hidden)
+        return self.model.logits(hidden if rows is None else hidden[rows])

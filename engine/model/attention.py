@@ -197,7 +197,8 @@ class PagedAttention:
     then) does a layer's rotary, cache writes and attention in one C++ call from the projected
     q, k and v (the model asks for it, model.DecoderLayer), where plain torch makes a dozen op
     calls, each costing about what the arithmetic does at batch 1. For the same steps
-    `decode_inputs` hands a layer what a one-call C++ layer needs besides its weights."""
+    `decode_inputs()` hands the model what a one-call C++ decode step needs besides its weights
+    and its inputs (model.LlamaModel.decode_logits)."""
 
     def __init__(self, cache: PagedKVCache, backend: str):
         if backend not in BACKENDS:
@@ -207,7 +208,7 @@ class PagedAttention:
         self._batch: AttentionBatch | None = None
         self._decode_step = None  # the C++ one-call decode step (cpp backend)
         self.fused_qkv = None  # set with each step's batch: see the class docstring
-        self.decode_inputs = None  # the same steps' inputs for a one-call layer (_decode_inputs)
+        self.decode_inputs = None  # the same steps' inputs for a one-call step (_decode_inputs)
         if backend == "cpp":
             from .cpu_kernel import decode_step_kernel, paged_decode_kernel
 
@@ -237,12 +238,13 @@ class PagedAttention:
         self.fused_qkv = self._fused_decode if self._decode_step and decode_only else None
         self.decode_inputs = self._decode_inputs if self.fused_qkv else None
 
-    def _decode_inputs(self, layer: int) -> tuple[torch.Tensor, ...]:
-        """What the C++ one-call layer (model.DecoderLayer) needs of a decode-only step besides
-        the layer's own weights: slots, the layer's K and V caches, block tables, lengths."""
+    def _decode_inputs(self) -> tuple[torch.Tensor, ...]:
+        """What the C++ one-call decode step (model.LlamaModel.decode_logits) needs of a
+        decode-only step besides the model's weights and the rows' tokens and positions: slots,
+        every layer's K and V caches, block tables, lengths."""
         batch, cache = self._batch, self.cache
-        return (batch.slot_mapping, cache.k_layers[layer], cache.v_layers[layer],
-                batch.decode_block_tables, batch.decode_seq_lens)
+        return (batch.slot_mapping, cache.k, cache.v, batch.decode_block_tables,
+                batch.decode_seq_lens)
 
     def _fused_decode(self, layer: int, qkv: torch.Tensor, angles) -> torch.Tensor:
         """A decode-only step's attention for one layer from the fused projection qkv (T, (H +

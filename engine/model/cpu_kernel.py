@@ -145,7 +145,7 @@ class FusedOps(NamedTuple):
 
     add_rms_norm: Callable  # (x, residual, weight, eps) -> (x + residual, its RMS norm * weight)
     silu_mul: Callable  # (gate_up) -> silu(gate) * up
-    decode_layer: Callable  # a decode-only layer whose products are all rows_matmul, in one call
+    decode_model: Callable  # a decode-only step whose products are all rows_matmul, in one call
 
 
 def fused_layer_ops() -> FusedOps | None:
@@ -153,7 +153,7 @@ def fused_layer_ops() -> FusedOps | None:
     if paged_decode_kernel() is None:
         return None
     ops = torch.ops.engine_cpu
-    return FusedOps(ops.add_rms_norm, ops.silu_mul, ops.decode_layer)
+    return FusedOps(ops.add_rms_norm, ops.silu_mul, ops.decode_model)
 
 
 def int8_linear_kernel() -> Callable | None:

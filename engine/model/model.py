@@ -4,10 +4,11 @@ SwiGLU MLP, tied input and output embeddings.
 The model does not know how attention over past tokens is done: each layer projects q, k and v
 and hands them to an `attend(layer, q, k, v)` function chosen by the caller (or, where that
 function offers `fused_qkv(layer, qkv, angles)`, hands it the projection before rotary: the
-engine's C++ decode step does rotary, cache writes and attention in one call). Training and the
-full-recompute reference pass causal attention over whole sequences; the engine passes paged
-attention over its KV cache; the reference loop passes a contiguous cache. One set of weights,
-one definition of the network, several ways of remembering the past.
+engine's C++ decode step does rotary, cache writes and attention in one call; and where it offers
+`decode_inputs()`, a decode-only step of the whole model may be one C++ call: decode_logits).
+Training and the full-recompute reference pass causal attention over whole sequences; the engine
+passes paged attention over its KV cache; the reference loop passes a contiguous cache. One set
+of weights, one definition of the network, several ways of remembering the past.
 """
 
 from __future__ import annotations
@@ -75,24 +76,13 @@ class DecoderLayer(nn.Module):
         self.attn = Attention(cfg, rotary)
         self.post_attn_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.mlp = MLP(cfg)
-        self.decode_layer: Callable | None = None  # the C++ one-call layer (use_fused_ops)
 
     def forward(self, x: torch.Tensor, angles, attend: Attend,
                 pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The layer on the residual stream x plus `pending` (the previous layer's MLP output,
         not yet added; None for the first layer). Returns the stream and this layer's own MLP
         output, again not added: each residual add happens in the norm that reads its result
-        (RMSNorm.add_forward), one call where the fused ops are in use. In the engine's
-        decode-only steps with the cpp backend, where the plan does every product with the C++
-        rows_matmul, the whole layer is one C++ call (the same arithmetic)."""
-        inputs = getattr(attend, "decode_inputs", None)  # the engine's decode-only cpp steps
-        if inputs is not None and self.decode_layer is not None \
-                and self.attn.qkv_proj.multiplies_in_cpp(x.shape[0]):
-            return self.decode_layer(
-                x, pending, self.input_norm.weight, self.attn.qkv_proj.weight,
-                self.attn.o_proj.weight, self.post_attn_norm.weight, self.mlp.gate_up_proj.weight,
-                self.mlp.down_proj.weight, self.input_norm.eps, *angles, *inputs(self.index),
-                self.attn.cfg.heads)
+        (RMSNorm.add_forward), one call where the fused ops are in use."""
         if pending is None:
             h = self.input_norm(x)
         else:
@@ -117,6 +107,8 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.lm_head = Linear(cfg.hidden, cfg.vocab)
         self.lm_head.weight = self.embed.weight  # tied, as in GPT-2 and Llama-3.2-1B
+        self.decode_model: Callable | None = None  # the C++ one-call decode step (use_fused_ops)
+        self.decode_weights: list[torch.Tensor] = []  # its weights, in its order
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, attend: Attend):
         """Hidden states after the final norm, for tokens of any leading shape (..., T)."""
@@ -126,6 +118,22 @@ class LlamaModel(nn.Module):
         for layer in self.layers:
             x, pending = layer(x, angles, attend, pending)
         return self.norm.add_forward(x, pending)[1]
+
+    def decode_logits(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                      attend) -> torch.Tensor | None:
+        """Logits of a decode-only step (flat rows, one token each) in one C++ call, from token
+        ids to the output projection, where `attend` offers the step's `decode_inputs` (the
+        engine's cpp backend) and the measured plan does the products with the library's
+        rows_matmul at this many rows (one plan serves every product: matmul_plan); else None,
+        and the caller runs the layers one by one. At batch 1 the Python around each layer
+        (its arguments, its op calls) costs more than tiny's arithmetic."""
+        inputs = getattr(attend, "decode_inputs", None)
+        if self.decode_model is None or inputs is None \
+                or not self.lm_head.multiplies_in_cpp(input_ids.shape[0]):
+            return None
+        return self.decode_model(input_ids, positions, self.embed.weight, self.rotary.cos,
+                                 self.rotary.sin, self.decode_weights, self.cfg.norm_eps,
+                                 *inputs(), self.cfg.heads)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits in float32 (a conversion op only where the model runs in half precision)."""
@@ -150,10 +158,10 @@ class LlamaModel(nn.Module):
 
     def use_fused_ops(self, ops) -> None:
         """Run every residual add with its norm, and every SwiGLU activation, as one C++ call
-        each, and a decode-only step's layers as one call each where the measured plan does
-        every product with the library's rows_matmul (cpu_kernel.fused_layer_ops; float32 CPU
+        each, and a decode-only step as one call where the measured plan does every product
+        with the library's rows_matmul (decode_logits; cpu_kernel.fused_layer_ops; float32 CPU
         inference only: the ops have no autograd). At batch 1 a small model's step costs mostly
-        op calls: this takes four per layer out, or seven where a layer is one call."""
+        op calls: this takes four per layer out, or all but a few where the step is one call."""
         if self.embed.weight.dtype != torch.float32 or self.embed.weight.device.type != "cpu":
             raise ValueError("the fused C++ layer ops run float32 models on the CPU only")
         for m in self.modules():
@@ -161,8 +169,12 @@ class LlamaModel(nn.Module):
                 m.fused_add = ops.add_rms_norm
             elif isinstance(m, MLP):
                 m.silu_mul = ops.silu_mul
-            elif isinstance(m, DecoderLayer):
-                m.decode_layer = ops.decode_layer
+        if self.lm_head.weight is not None:  # float weights (int8 ones have their own kernel)
+            self.decode_model = ops.decode_model
+            self.decode_weights = [w for layer in self.layers for w in (
+                layer.input_norm.weight, layer.attn.qkv_proj.weight, layer.attn.o_proj.weight,
+                layer.post_attn_norm.weight, layer.mlp.gate_up_proj.weight,
+                layer.mlp.down_proj.weight)] + [self.norm.weight, self.lm_head.weight]
 
     def prepare_for_inference(self) -> None:
         """Freeze, and on CPU give every float linear layer its measured plan for few-row

@@ -68,23 +68,23 @@ def test_paged_equals_contiguous_cache(engine):
 @pytest.mark.parametrize("variant", ["cpp", "linear"])
 def test_cpp_one_call_decode_step_equals_contiguous_cache(tiny_engine_factory, cpp_kernel,
                                                           variant):
-    """The cpp backend's decode steps run each layer in one C++ call where the plan does every
-    product with the library's rows_matmul ("cpp"), else the one-call attention (rotary, cache
-    writes, attention) between the products; its model adds each residual in the norm after it
-    and runs SwiGLU's activation in one call (csrc/fused_ops.cpp). Both match the plain
+    """The cpp backend's decode steps run the whole model in one C++ call where the plan does
+    every product with the library's rows_matmul ("cpp"), else the one-call attention (rotary,
+    cache writes, attention) between the products; its model adds each residual in the norm
+    after it and runs SwiGLU's activation in one call (csrc/fused_ops.cpp). Both match the plain
     contiguous-cache loop."""
     engine = tiny_engine_factory(seed=2, backend="cpp")
-    for module in engine.model.modules():
+    model = engine.model
+    for module in model.modules():
         if isinstance(module, Linear):
             module.plan = [variant] * MAX_TUNED_ROWS
-    assert engine.model.norm.fused_add is not None
-    assert engine.model.layers[0].mlp.silu_mul is not None
-    layer_calls = []
-    for layer in engine.model.layers:
-        layer.decode_layer = lambda *args, op=layer.decode_layer: layer_calls.append(1) or op(*args)
+    assert model.norm.fused_add is not None
+    assert model.layers[0].mlp.silu_mul is not None
+    step_calls = []
+    model.decode_model = lambda *args, op=model.decode_model: step_calls.append(1) or op(*args)
     decode_steps = check_against_contiguous_cache(engine)
     assert engine.runner.attention.fused_qkv is not None  # the last (decode) step took it
-    assert len(layer_calls) == (decode_steps * len(engine.model.layers) if variant == "cpp" else 0)
+    assert len(step_calls) == (decode_steps if variant == "cpp" else 0)
 
 
 def check_against_contiguous_cache(engine) -> int:
@@ -118,15 +118,20 @@ def check_against_contiguous_cache(engine) -> int:
     return len(step_logits) - 1
 
 
-@pytest.mark.parametrize("backend", ["torch", "cpp"])
+@pytest.mark.parametrize(("backend", "variant"), [("torch", None), ("cpp", "linear"),
+                                                  ("cpp", "cpp")])
 def test_mixed_lengths_batched_decode_equals_full_recompute(tiny_engine_factory, backend,
-                                                            request):
+                                                            variant, request):
     """One long context beside short ones and a one-token prompt, decoded together: each CPU
-    attention path (torch's length groups, the C++ kernel) gives every sequence the logits of a
-    full recompute of its own tokens."""
+    attention path (torch's length groups, the C++ kernel between the products, the whole step
+    in one C++ call) gives every sequence the logits of a full recompute of its own tokens."""
     if backend == "cpp":
         request.getfixturevalue("cpp_kernel")  # built once, or the test is skipped
     engine = tiny_engine_factory(seed=5, backend=backend)
+    if variant is not None:  # the products pinned: one call per step with "cpp", none without
+        for module in engine.model.modules():
+            if isinstance(module, Linear):
+                module.plan = [variant] * MAX_TUNED_ROWS
     long_prompt = encode(engine, LONG_PROMPT * 4)
     prompts = [encode(engine, PROMPTS[0]), long_prompt, encode(engine, "A")[:1],
                encode(engine, PROMPTS[2])]

@@ -1,23 +1,24 @@
 // Fused ops of a decoder layer, for CPUs: the residual add with the RMSNorm that follows it,
-// SwiGLU's silu(gate) * up, and a whole decode-only layer in one call.
+// SwiGLU's silu(gate) * up, and a whole decode-only step of the model in one call.
 //
 // Why: at batch 1 a small model's decode step costs mostly op calls (a few microseconds each),
 // not arithmetic. In plain torch the residual add and its norm are two calls, and the SwiGLU
 // activation three (chunk, silu, mul), in every layer; here each is one call, and each reads its
 // input once. Where every product of a step is the library's rows_matmul (the measured plan's
-// "cpp" variant), `decode_layer` runs the whole layer, the same arithmetic, in one call. The
-// layouts match engine/model/model.py: rows of `hidden` (any leading shape), and the fused
+// "cpp" variant), `decode_model` runs the whole step, from token ids to logits, the same
+// arithmetic, in one call: the Python around each layer (its arguments, its ops' dispatch) costs
+// more than tiny's arithmetic at batch 1. The layouts match engine/model/model.py: rows of `hidden` (any leading shape), and the fused
 // gate_up projection's rows (gate's columns first, then up's).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/index_select.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -124,23 +125,53 @@ at::Tensor silu_mul(const at::Tensor& gate_up) {
   return out;
 }
 
-// A decoder layer of a decode-only step in one call (engine/model/model.py DecoderLayer, with
-// every product done by rows_matmul): the input norm (after adding `pending`, the previous
-// layer's MLP output, where there is one), the fused q/k/v projection, decode_step (rotary, cache
-// writes, attention), the output projection, the residual add and post-attention norm, and the
-// SwiGLU MLP. Returns the residual stream and this layer's MLP output, not yet added (the next
-// layer's norm adds it). Eight op calls from Python become one; the arithmetic is the same.
+// A decoder layer of a decode-only step (engine/model/model.py DecoderLayer, with every product
+// done by rows_matmul): the input norm (after adding `pending`, the previous layer's MLP output,
+// where there is one), the fused q/k/v projection, decode_step (rotary, cache writes, attention),
+// the output projection, the residual add and post-attention norm, and the SwiGLU MLP. Returns the
+// residual stream and this layer's MLP output, not yet added (the next layer's norm adds it).
+// `weights` are the layer's six: input norm, q/k/v, output, post-attention norm, gate/up, down.
 std::tuple<at::Tensor, at::Tensor> decode_layer(
-    const at::Tensor& x, const std::optional<at::Tensor>& pending, const at::Tensor& input_norm,
-    const at::Tensor& qkv_proj, const at::Tensor& o_proj, const at::Tensor& post_attn_norm,
-    const at::Tensor& gate_up_proj, const at::Tensor& down_proj, double eps, const at::Tensor& cos,
-    const at::Tensor& sin, const at::Tensor& slots, at::Tensor k_cache, at::Tensor v_cache,
-    const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t heads) {
-  auto [stream, h] = norm_rows(x, pending.value_or(at::Tensor()), input_norm, eps);
-  const at::Tensor attended = decode_step(rows_matmul(h, qkv_proj), cos, sin, slots, k_cache,
+    const at::Tensor& x, const at::Tensor& pending, at::TensorList weights, double eps,
+    const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& slots, at::Tensor k_cache,
+    at::Tensor v_cache, const at::Tensor& block_tables, const at::Tensor& seq_lens,
+    int64_t heads) {
+  auto [stream, h] = norm_rows(x, pending, weights[0], eps);
+  const at::Tensor attended = decode_step(rows_matmul(h, weights[1]), cos, sin, slots, k_cache,
                                           v_cache, block_tables, seq_lens, heads);
-  auto [after_attn, h2] = norm_rows(stream, rows_matmul(attended, o_proj), post_attn_norm, eps);
-  return {after_attn, rows_matmul(silu_mul(rows_matmul(h2, gate_up_proj)), down_proj)};
+  auto [after_attn, h2] = norm_rows(stream, rows_matmul(attended, weights[2]), weights[3], eps);
+  return {after_attn, rows_matmul(silu_mul(rows_matmul(h2, weights[4])), weights[5])};
+}
+
+// A decode-only step of the whole model in one call (engine/model/model.py LlamaModel, every
+// product done by rows_matmul), from each row's token id and position to its logits: the
+// embedding rows, each position's rotary angles (rows of the cos and sin tables, context x 1 x
+// head_dim), the layers (decode_layer, each writing its K and V into its layer of the caches:
+// layers x blocks x block_size x kv_heads x head_dim), the final norm and the output projection.
+// `weights`: each layer's six (decode_layer), then the final norm's and the output projection's.
+at::Tensor decode_model(const at::Tensor& ids, const at::Tensor& positions,
+                        const at::Tensor& embed, const at::Tensor& cos_table,
+                        const at::Tensor& sin_table, at::TensorList weights, double eps,
+                        const at::Tensor& slots, at::Tensor k_cache, at::Tensor v_cache,
+                        const at::Tensor& block_tables, const at::Tensor& seq_lens,
+                        int64_t heads) {
+  TORCH_CHECK(k_cache.dim() == 5 && v_cache.sizes() == k_cache.sizes(),
+              "decode_model: caches of layers x blocks x block_size x kv_heads x head_dim");
+  const int64_t layers = k_cache.size(0), head_dim = k_cache.size(4);
+  TORCH_CHECK(static_cast<int64_t>(weights.size()) == 6 * layers + 2,
+              "decode_model: six weights per layer, then the final norm's and the output's");
+  TORCH_CHECK(ids.dim() == 1 && positions.sizes() == ids.sizes(),
+              "decode_model: one token id and one position per row");
+  const at::Tensor cos = at::index_select(cos_table.reshape({-1, head_dim}), 0, positions);
+  const at::Tensor sin = at::index_select(sin_table.reshape({-1, head_dim}), 0, positions);
+  at::Tensor x = at::index_select(embed, 0, ids), pending;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    std::tie(x, pending) = decode_layer(x, pending, weights.slice(6 * layer, 6), eps, cos, sin,
+                                        slots, k_cache.select(0, layer), v_cache.select(0, layer),
+                                        block_tables, seq_lens, heads);
+  }
+  const at::Tensor h = std::get<1>(norm_rows(x, pending, weights[6 * layers], eps));
+  return rows_matmul(h, weights[6 * layers + 1]);
 }
 
 }  // namespace engine_kernels
@@ -148,11 +179,10 @@ std::tuple<at::Tensor, at::Tensor> decode_layer(
 TORCH_LIBRARY_FRAGMENT(engine_cpu, m) {
   m.def("add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)");
   m.def("silu_mul(Tensor gate_up) -> Tensor");
-  m.def("decode_layer(Tensor x, Tensor? pending, Tensor input_norm, Tensor qkv_proj, "
-        "Tensor o_proj, Tensor post_attn_norm, Tensor gate_up_proj, Tensor down_proj, float eps, "
-        "Tensor cos, Tensor sin, Tensor slots, Tensor(a!) k_cache, Tensor(b!) v_cache, "
-        "Tensor block_tables, Tensor seq_lens, int heads) -> (Tensor, Tensor)");
+  m.def("decode_model(Tensor ids, Tensor positions, Tensor embed, Tensor cos, Tensor sin, "
+        "Tensor[] weights, float eps, Tensor slots, Tensor(a!) k_cache, Tensor(b!) v_cache, "
+        "Tensor block_tables, Tensor seq_lens, int heads) -> Tensor");
   m.impl("add_rms_norm", c10::DispatchKey::CPU, &engine_kernels::add_rms_norm);
   m.impl("silu_mul", c10::DispatchKey::CPU, &engine_kernels::silu_mul);
-  m.impl("decode_layer", c10::DispatchKey::CPU, &engine_kernels::decode_layer);
+  m.impl("decode_model", c10::DispatchKey::CPU, &engine_kernels::decode_model);
 }

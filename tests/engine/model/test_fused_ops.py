@@ -85,7 +85,7 @@ def test_model_with_fused_ops_computes_the_same_hidden_states(ops, tiny_engine_f
 
     model = tiny_engine_factory(backend="torch").model
     assert not any(getattr(m, "fused_add", None) or getattr(m, "silu_mul", None)
-                   or getattr(m, "decode_layer", None) for m in model.modules())
+                   for m in model.modules()) and model.decode_model is None
     ids = torch.randint(0, model.cfg.vocab, (2, 19), generator=torch.Generator().manual_seed(3))
     positions = torch.arange(19).expand(2, 19)
     with torch.inference_mode():
@@ -94,7 +94,7 @@ def test_model_with_fused_ops_computes_the_same_hidden_states(ops, tiny_engine_f
         fused = model(ids, positions, causal_attend)
     assert all(m.fused_add is ops.add_rms_norm for m in model.modules() if isinstance(m, RMSNorm))
     assert all(m.silu_mul is ops.silu_mul for m in model.modules() if isinstance(m, MLP))
-    assert all(layer.decode_layer is ops.decode_layer for layer in model.layers)
+    assert model.decode_model is ops.decode_model and len(model.decode_weights) == 6 * 6 + 2
     torch.testing.assert_close(fused, plain, atol=1e-4, rtol=1e-4)
 
 
@@ -104,3 +104,13 @@ def test_fused_ops_refuse_a_half_precision_model(ops):
     model = LlamaModel(get_preset("tiny")).to(torch.bfloat16)
     with pytest.raises(ValueError, match="float32"):
         model.use_fused_ops(ops)
+
+
+def test_decode_model_refuses_a_wrong_weight_list_in_one_line(ops):
+    """Six weights per layer, then the final norm's and the output projection's."""
+    cache = torch.zeros(2, 4, 16, 2, 32)
+    with pytest.raises(RuntimeError, match="six weights per layer"):
+        ops.decode_model(torch.tensor([1]), torch.tensor([0]), torch.randn(10, 256),
+                         torch.randn(64, 1, 32), torch.randn(64, 1, 32), [torch.ones(256)] * 5,
+                         1e-5, torch.tensor([0]), cache, cache.clone(), torch.tensor([[0]]),
+                         torch.tensor([1], dtype=torch.int32), 8)
