@@ -54,11 +54,11 @@ def build_batch(decode: list[Sequence], prefill: list[tuple[Sequence, int]],
 
     def add_tokens(seq: Sequence, count: int) -> None:
         start = seq.num_computed
-        tokens = seq.token_ids
-        for pos in range(start, start + count):
-            ids.append(tokens[pos])
-            positions.append(pos)
-            slots.append(seq.block_table[pos // block_size] * block_size + pos % block_size)
+        table = seq.block_table
+        ids.extend(seq.token_slice(start, start + count))
+        positions.extend(range(start, start + count))
+        slots.extend(table[pos // block_size] * block_size + pos % block_size
+                     for pos in range(start, start + count))
         if start + count == seq.num_tokens:  # the chunk reaches the end: it yields a token
             sample_rows.append(len(ids) - 1)
             sample_seqs.append(seq)
