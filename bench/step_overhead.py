@@ -6,13 +6,20 @@ microseconds per op call, a few hundred calls a step). This bench shows both, an
 checkouts of the engine in one run (so the ratio shares the machine's load):
 
     python bench/step_overhead.py [--base DIR] [--preset tiny] [--batch 1] [--rounds 7]
+                                  [--workers 2]
 
-Each checkout runs in its own process (PYTHONPATH = that tree), started once; the driver asks them
-for a round in turn (alternating which goes first), each round timing `--steps` decode steps
-(median step). Before timing, each counts the top-level op calls of one step with torch.profiler
-(a count, not a time: it does not depend on the load). Every round is printed, then the median of
-the per-round ratios (base / this tree: above 1 means this tree is faster). The load average is
-printed at the start and the end. Without --base only this tree is measured. A few seconds.
+Each checkout runs in worker processes (PYTHONPATH = that tree), two by default, started in the
+order A B B A; each round times `--steps` decode steps (median step) in every worker, in that
+order or its reverse (alternating), so neither tree always goes first, or starts first. Why two:
+with one worker per tree, an A/A run (two identical trees) favoured one of them by 4-5% (0.950 and
+0.963), whatever the cause (start order, where a process's memory lands), so each round prints
+every worker, a tree's time is the mean of its workers', and an A/A line (each tree's first
+worker / its second) shows how far two processes of one tree differ: a ratio between trees
+within that of 1 is no difference. Before timing, each worker counts the top-level op calls of
+one step with torch.profiler (a count, not a time: it does not depend on the load). Every round
+is printed, then the median of the per-round ratios (base / this tree: above 1 means this tree
+is faster). The load average is printed at the start and the end. Without --base only this tree
+is measured. A few seconds.
 """
 
 from __future__ import annotations
@@ -71,11 +78,11 @@ def worker(preset: str, batch: int, steps: int, rounds: int) -> None:
         print(json.dumps({"ms": 1000 * statistics.median(times)}), flush=True)
 
 
-class Tree:
-    """One checkout's worker process."""
+class Worker:
+    """One worker process of a checkout."""
 
-    def __init__(self, name: str, root: Path, args):
-        self.name = name
+    def __init__(self, tree: str, root: Path, args):
+        self.tree = tree
         env = dict(os.environ, PYTHONPATH=str(root))
         cmd = [sys.executable, str(HERE / "bench" / "step_overhead.py"), "--worker",
                "--preset", args.preset, "--batch", str(args.batch), "--steps", str(args.steps),
@@ -87,7 +94,7 @@ class Tree:
     def _read(self) -> dict:
         line = self.proc.stdout.readline()
         if not line:
-            sys.exit(f"error: the {self.name} worker stopped (see its messages above)")
+            sys.exit(f"error: a worker of {self.tree} stopped (see its messages above)")
         return json.loads(line)
 
     def round(self) -> float:
@@ -100,6 +107,16 @@ class Tree:
         self.proc.wait(timeout=30)
 
 
+def start_workers(trees: dict[str, Path], count: int, args) -> list[Worker]:
+    """`count` workers per tree, started in the order A B B A A B ... (with one tree: A A ...),
+    so no tree's workers all start first."""
+    names = list(trees)
+    order = []
+    for i in range(count):
+        order += names if i % 2 == 0 else names[::-1]
+    return [Worker(name, trees[name], args) for name in order]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, help="another checkout to compare with")
@@ -107,39 +124,54 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--steps", type=int, default=100, help="decode steps per round")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--workers", type=int, default=2, help="worker processes per tree")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.preset, args.batch, args.steps, args.rounds)
         return
+    if args.workers < 1 or args.rounds < 1 or args.steps < 1:
+        sys.exit("error: --workers, --rounds and --steps must be at least 1")
     print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)", flush=True)
     print(f"{args.preset}, batch {args.batch}, {PROMPT_LEN}-token prompts, median of "
-          f"{args.steps} decode steps per round", flush=True)
-    trees = [Tree("this tree", HERE, args)]
-    if args.base:
-        trees.insert(0, Tree("base", args.base.resolve(), args))
-    for tree in trees:
-        print(f"{tree.name}: {tree.info['ops']} op calls per step "
-              f"(attention backend {tree.info['backend']})", flush=True)
-    rows = []
+          f"{args.steps} decode steps per round, {args.workers} worker(s) per tree", flush=True)
+    trees = {"base": args.base.resolve()} if args.base else {}
+    trees["this tree"] = HERE
+    workers = start_workers(trees, args.workers, args)
+    for name in trees:
+        info = next(w.info for w in workers if w.tree == name)
+        print(f"{name}: {info['ops']} op calls per step (attention backend {info['backend']})",
+              flush=True)
+    rows, aa = [], {name: [] for name in trees}
     for r in range(args.rounds):
-        order = trees if r % 2 == 0 else trees[::-1]
-        ms = {tree.name: tree.round() for tree in order}
+        order = workers if r % 2 == 0 else workers[::-1]
+        times = {id(w): w.round() for w in order}
+        per_tree = {name: [times[id(w)] for w in workers if w.tree == name] for name in trees}
+        ms = {name: statistics.fmean(values) for name, values in per_tree.items()}
         rows.append(ms)
-        text = "  ".join(f"{name} {value:.3f} ms" for name, value in ms.items())
+        text = "  ".join(f"{name} {ms[name]:.3f} ms ("
+                         + ", ".join(f"{v:.3f}" for v in values) + ")"
+                         for name, values in per_tree.items())
         if args.base:
             text += f"  base / this tree {ms['base'] / ms['this tree']:.3f}"
+        if args.workers > 1:
+            for name, values in per_tree.items():
+                aa[name].append(values[0] / values[1])
+            text += "  A/A " + ", ".join(f"{name} {aa[name][-1]:.3f}" for name in trees)
         print(f"round {r + 1}: {text}", flush=True)
-    for tree in trees:
-        tree.close()
-    for tree in trees:
-        print(f"{tree.name}: median {statistics.median(row[tree.name] for row in rows):.3f} ms "
-              f"per step", flush=True)
+    for w in workers:
+        w.close()
+    for name in trees:
+        print(f"{name}: median {statistics.median(row[name] for row in rows):.3f} ms per step",
+              flush=True)
+    if args.workers > 1:
+        print("A/A, median of each tree's first worker / its second (1 = processes alike): "
+              + ", ".join(f"{name} {statistics.median(aa[name]):.3f}" for name in trees),
+              flush=True)
     if args.base:
         ratio = statistics.median(row["base"] / row["this tree"] for row in rows)
         print(f"median ratio base / this tree: {ratio:.3f}", flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f} (1 min)", flush=True)
-
 
 if __name__ == "__main__":
     main()
