@@ -25,7 +25,7 @@ from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-ENGINE_VERSION = "0.4.0"  # 0.4: fused C++ layer ops, a decode layer in one call where products are C++
+ENGINE_VERSION = "0.5.0"  # 0.5: a decode step in one C++ call, rows_matmul two rows at a time
 
 
 def default_backend(device: str, dtype: torch.dtype) -> str:
