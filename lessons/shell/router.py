@@ -19,6 +19,7 @@ from ..engine_check import EngineCheckPage
 from ..registry import lesson_class, lesson_info
 from ..url_state import TRUE, raw_value
 from .about import AboutPage
+from .heap import trim_after_session
 from .index import index_content
 from .instructor import instructor_content
 from .not_found import not_found_content
@@ -64,6 +65,7 @@ def build_page(args: Mapping[str, Any] | None = None):
         args = pn.state.session_args if pn.state.curdoc is not None else {}
     embed = raw_value(args.get("embed", "false")).lower() in TRUE
     _not_the_process_default(pn.state.curdoc)
+    trim_after_session(pn.state.curdoc)  # a while after the reader leaves: memory back
     get_service()  # start the engine worker with the first page, before anyone needs it
     if "bokeh-absolute-url" in args:  # embedded by a script tag (bokeh.embed.server_document)
         _fix_autoload_paths(raw_value(args["bokeh-absolute-url"]))  # before building: URLs

@@ -1,0 +1,81 @@
+"""lessons.shell.heap: a while after sessions end the web process collects garbage and trims once
+(however many end together), and a trim hands freed heap memory back to the system, which glibc's
+free alone does not do for memory below a live object. What that does for the served app's memory
+is measured in bench/classroom.py --churn."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+
+import pytest
+from bokeh.document import Document
+
+from engine.lab.memory import process_memory
+from lessons.shell import heap
+
+pytestmark = pytest.mark.skipif(heap._malloc_trim is None, reason="no glibc malloc_trim here")
+
+CHUNK = 2000  # bytes: above pymalloc's 512, so glibc's malloc serves them
+COUNT = 40_000  # about 80 MiB
+
+
+def rss_mib() -> float:
+    return process_memory(os.getpid())["rss_mib"]
+
+
+def test_a_trim_returns_the_holes_that_free_leaves():
+    chunks = [bytearray(CHUNK) for _ in range(COUNT)]  # bytearray(n) writes n zeros: resident
+    keep = chunks[::100]  # every 100th stays, so the freed ones are holes, not the heap's top
+    del chunks
+    held = rss_mib()
+    assert heap.return_freed_memory()
+    returned = held - rss_mib()
+    assert returned > 0.5 * CHUNK * COUNT / 2**20, f"only {returned:.1f} MiB returned"
+    assert len(keep) == COUNT // 100
+
+
+class Context:  # what a served document's session_context stands for here
+    id = "a-session"
+
+
+def served_doc(context: Context) -> Document:
+    doc = Document()
+    doc._session_context = weakref.ref(context)
+    return doc
+
+
+def end_session(doc: Document, context: Context) -> None:
+    """What Bokeh's server does when the reader's session is discarded."""
+    for destroyed in list(doc.callbacks.session_destroyed_callbacks):
+        destroyed(context)
+
+
+def test_sessions_ending_together_cost_one_trim_and_a_later_end_another(monkeypatch):
+    monkeypatch.setattr(heap, "TRIM_AFTER_S", 0.05)
+    context = Context()
+    docs = [served_doc(context) for _ in range(3)]
+
+    async def serve() -> list[int]:
+        for doc in docs:  # on the server's loop, as build_page runs
+            heap.trim_after_session(doc)
+        start = heap.trims
+        end_session(docs[0], context)
+        end_session(docs[1], context)
+        counts = [heap.trims - start]  # nothing yet: the trim waits for TRIM_AFTER_S
+        await asyncio.sleep(0.3)
+        counts.append(heap.trims - start)  # one for both
+        end_session(docs[2], context)
+        await asyncio.sleep(0.3)
+        counts.append(heap.trims - start)
+        return counts
+
+    assert asyncio.run(serve()) == [0, 1, 2]
+
+
+def test_a_page_built_outside_a_server_schedules_nothing():
+    doc = Document()  # no session: a test building a page, a static export
+    heap.trim_after_session(doc)
+    heap.trim_after_session(None)
+    assert doc.callbacks.session_destroyed_callbacks == set()
