@@ -73,7 +73,7 @@ def start_server(cache: str, extra: tuple[str, ...] = (),
     """`panel serve app.py` with the README's options on 127.0.0.1, a page the reader left
     ending its session (and its jobs) within a second; (process, base URL) once /app answers."""
     port = free_port()
-    env = {**os.environ, "LLM_SPEED_CACHE": cache}
+    env = {**os.environ, "LLM_SPEED_CACHE": cache, "PYTHONMALLOC": "malloc"}  # the class command's
     out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (the server keeps it)
     proc = subprocess.Popen(
         [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),

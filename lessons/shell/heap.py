@@ -9,10 +9,17 @@ high-water mark long after everyone left, and a teacher reading the about page s
 looks like it leaks. `malloc_trim(0)` walks every heap and hands each wholly free page back (the
 pages stay mapped; the system gives them zeros if they are touched again).
 
+Python's own allocator for small objects (pymalloc) is worse still: it takes 1 MiB arenas from the
+system and gives one back only when every object in it is gone, so a few objects that outlive a
+session (a cache entry, an interned name) keep whole arenas resident, and no trim reaches them.
+The class command in the README therefore starts the server with PYTHONMALLOC=malloc (every
+object from glibc's malloc, whose free pages a trim returns); app.py drops the variable before
+the engine worker is spawned, so the worker's step loop keeps pymalloc's speed.
+
 So a while after a session ends (TRIM_AFTER_S, one trim however many sessions end meanwhile) the
-process collects garbage and trims. What that returns, and what it costs, is measured in
-`python bench/classroom.py --churn 500` (the notes of issue 16 have the figures). On a system
-without glibc (macOS, musl) there is nothing to call and nothing happens.
+process collects garbage and trims. What that returns is measured by
+`python bench/classroom.py --churn 500` (figures in issue 16's notes). On a system without glibc
+(macOS, musl) there is nothing to call and nothing happens.
 """
 
 from __future__ import annotations
