@@ -10,12 +10,17 @@ with the lesson's own code where the page has it:
   lesson 4: total tokens/s does not fall from one doubling to the next beyond the two points'
             own spread (the page's doubling readout: a fall within it is levelling off);
   lesson 7: prefilling the long prompt in chunks cuts the worst gap between the running
-            requests' tokens by at least 3x (the page's own worst gaps).
+            requests' tokens by at least 3x (the page's own worst gaps);
+  lesson 12: the plan from lesson 4's points (the page's default demand and targets) holds in
+            the page's own check (a load test of one replica's share: 95% of requests within
+            both targets); then lesson 8's sweep at the planned batch limit (its defaults) is
+            measured too, the plan redone with it as the page does, and checked again if its
+            replicas changed. Each stage's seconds are printed (the page's waits).
 A round whose results were disturbed says so; the summary counts, per lesson, the rounds that
 made the point among the undisturbed ones. Prints every round and one JSON object (also saved
 to bench/results/lesson_defaults.json), with the machine's load average before and after.
 
-    python bench/lesson_defaults.py [--rounds 3] [--lessons 2,3,4,7]
+    python bench/lesson_defaults.py [--rounds 3] [--lessons 2,3,4,7,12]
 """
 
 from __future__ import annotations
@@ -33,10 +38,13 @@ sys.path.insert(0, str(ROOT))
 
 from core_split import wait_ready  # noqa: E402  (bench/, this script's own folder)
 
+from engine.calc.deployment import plan  # noqa: E402
 from engine.lab.client import EngineService  # noqa: E402
 from lessons.average_lies import AverageLiesLesson  # noqa: E402
+from lessons.capacity import CapacityLesson, check_verdict, measured_rate, points_from  # noqa: E402
 from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson  # noqa: E402
 from lessons.knob import KnobLesson, doubling, point_of  # noqa: E402
+from lessons.slo_goodput import SLOGoodputLesson  # noqa: E402
 from lessons.three_schedules import ThreeSchedulesLesson, policy_summary  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "lesson_defaults.json"
@@ -107,13 +115,59 @@ def lesson_7(svc: EngineService) -> dict:
                     f"{whole / chunked:.2f}x (target >= {CHUNK_TARGET:g}x)"}
 
 
-LESSONS = {2: lesson_2, 3: lesson_3, 4: lesson_4, 7: lesson_7}
+def timed(svc: EngineService, jobs: list[tuple[str, dict]]) -> tuple[list, float]:
+    start = time.monotonic()
+    return [measure(svc, kind, params) for kind, params in jobs], time.monotonic() - start
+
+
+def lesson_12(svc: EngineService) -> dict:
+    page = CapacityLesson()  # its default demand and targets
+    demand, targets = page.demand(), page.targets()
+    records, points_s = timed(svc, CapacityLesson.warm_jobs())
+    points = points_from({r.batch_size: r for r in records})
+    first = plan(points, demand, targets)
+    if not first.feasible:
+        return {"made": False, "disturbed": disturbed(records), "seconds_points": points_s,
+                "text": f"no plan ({first.why}); points {points_s:.0f} s"}
+    [run], check_s = timed(svc, [("load_test", page.check_params(first))])
+    held, words = check_verdict(run, targets)
+    text = (f"plan {first.replicas} replica(s) at batch {first.batch} (one replica "
+            f"{first.replica_rps:.3g} requests/s by Little's law, each asked for "
+            f"{first.per_replica_rate:.3g}); points {points_s:.0f} s, check {check_s:.0f} s: "
+            + words.replace("**", ""))
+    row = {"batch": first.batch, "replicas": first.replicas, "replica_rps": first.replica_rps,
+           "check_rate": run.workload.rate, "held": held, "seconds_points": points_s,
+           "seconds_check": check_s}
+    # lesson 8's sweep of the planned batch limit, read by the page once the reader ran it
+    [sweep], sweep_s = timed(svc, [("rate_sweep",
+                                    SLOGoodputLesson.default_sweep_params(first.batch))])
+    m = measured_rate(sweep, targets)
+    second = plan(points, demand, targets, measured={first.batch: m} if m else None)
+    runs = [*records, run, sweep]
+    text += (f" | lesson 8's sweep at batch limit {first.batch} ({sweep_s:.0f} s): "
+             + (f"up to {m.rate_rps:g} requests/s within the targets, {m.output_tok_s:.4g} "
+                f"output tokens/s there, {second.replicas_from_load} replica(s) by it"
+                if m else "no rate within the targets"))
+    row.update(sweep_rate=m.rate_rps if m else None, replicas_with_8=second.replicas,
+               seconds_sweep=sweep_s)
+    if second.replicas != first.replicas:
+        [again], again_s = timed(svc, [("load_test", page.check_params(second))])
+        held2, words2 = check_verdict(again, targets)
+        runs.append(again)
+        text += f"; plan now {second.replicas} replica(s), check {again_s:.0f} s: " \
+                + words2.replace("**", "")
+        row.update(held_with_8=held2, seconds_check_with_8=again_s)
+        held = held and held2
+    return {**row, "made": held, "disturbed": disturbed(runs), "text": text}
+
+
+LESSONS = {2: lesson_2, 3: lesson_3, 4: lesson_4, 7: lesson_7, 12: lesson_12}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--lessons", default="2,3,4,7")
+    parser.add_argument("--lessons", default="2,3,4,7,12")
     args = parser.parse_args(argv)
     chosen = [int(n) for n in args.lessons.split(",")]
     unknown = [n for n in chosen if n not in LESSONS]

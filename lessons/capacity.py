@@ -24,15 +24,18 @@ import panel as pn
 import param
 
 from engine.calc.deployment import (
+    ATTAINMENT,
     FILL,
     NVLINK_SOURCES,
     BatchPoint,
     Demand,
+    LoadPoint,
+    MeasuredRate,
     Plan,
-    Targets,
     allreduce_bytes,
     e2e_ms,
     gpu_points,
+    highest_rate_within,
     in_flight,
     kv_bytes_per_sequence,
     plan,
@@ -42,8 +45,8 @@ from engine.calc.deployment import (
 )
 from engine.calc.gpu_scaling import H100, LLAMA_3_8B, Machine
 from engine.calc.kv_math import format_bytes
-from engine.calc.slo_math import CHAT, CHAT_SOURCES, SLO, cost_per_million_tokens
-from engine.lab.results import LoadTestResult, SweepPointResult
+from engine.calc.slo_math import CHAT, CHAT_SOURCES, Targets, cost_per_million_tokens
+from engine.lab.results import LoadTestResult, RateSweepResult, SweepPointResult
 from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane
@@ -54,10 +57,10 @@ from .base import LessonPage
 from .data_record import Run, runs_header
 from .knob import LADDER
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import InstructorNotes, Lookup, check_takeaway
+from .slo_goodput import OUTPUT_LEN, PROMPT_LEN, SLOGoodputLesson, pool_runs
+from .teaching import Cached, InstructorNotes, Lookup, check_takeaway, service_lookup
 
 PRESET = "tiny"
-ATTAINMENT = 0.95  # the check passes when this share of requests meets both targets
 CHECK_SECONDS = 10.0  # the check's arrivals span about this long (within its request limits)
 CHECK_REQUESTS = (24, 96)
 
@@ -65,30 +68,39 @@ INTRO = """
 <p>Every lesson so far measured one thing. A team that puts a model in front of users has to
 answer them all at once: <em>how many machines, set up how, for what money?</em> This page
 answers it for this machine, from measurements the engine makes here: the batch-size points of
-<a href="app?lesson=knob">lesson 4</a>, judged against targets as in
-<a href="app?lesson=slo-goodput">lesson 8</a>, then checks the answer with a load test.</p>
+<a href="app?lesson=knob">lesson 4</a>, the KV cache they hold (<a href="app?lesson=kv-cache">lesson
+6</a>), and the rate sweep of <a href="app?lesson=slo-goodput">lesson 8</a> where you have run it,
+judged against targets as lesson 8 judges them; then it checks the answer with a load test. The
+plan says which lesson each of its numbers came from.</p>
 """
 
 METHOD = f"""
 <h2>From a demand to a plan</h2>
-<p>A <strong>replica</strong> is one copy of the server: here, one machine like this one running
-the engine. Three steps turn the demand into replicas:</p>
+<p>A <a href="app?page=vocabulary#replica">replica</a> is one copy of the server: here, one
+machine like this one running the engine. Three steps turn the demand into replicas, and a
+fourth uses a load test where one was run:</p>
 <ol>
 <li><strong>Pick the batch.</strong> Each batch size measured gives a TTFT (the prefill of that
 many prompts at once, the worst case when they arrive together) and a TPOT. The plan keeps the
 batch sizes within both targets, and of those the one that completes the most requests per
 second: usually the largest, because a bigger batch serves more users with each step (lesson
 4).</li>
-<li><strong>Little's law.</strong> In any system that is not piling up work, <em>requests in
-flight = arrival rate &times; time each spends in the system</em>. A request spends E2E = TTFT +
-(output tokens &minus; 1) &times; TPOT. So a replica holding a batch of B requests completes
-B / E2E requests per second, and the whole service holds arrival rate &times; E2E requests at
+<li><strong><a href="app?page=vocabulary#littles-law">Little's law</a>.</strong> In any system
+that is not piling up work, <em>requests in flight = arrival rate &times; time each spends in
+the system</em>. A request spends E2E = TTFT + (output tokens &minus; 1) &times; TPOT. So a
+replica holding a batch of B requests completes B / E2E requests per second, and the whole service holds arrival rate &times; E2E requests at
 once.</li>
 <li><strong>Leave headroom.</strong> As arrivals approach what a server completes, its queue
 and its TTFT grow without bound (the rate sweep of lesson 8). The plan fills each replica to
 {FILL:.0%} of what it completes: replicas = ceil(arrival rate / ({FILL:g} &times; one replica's
 requests per second)). Cost per million output tokens = replicas &times; price per hour / 3600
 &times; 1,000,000 / (arrival rate &times; output tokens).</li>
+<li><strong>Measured under load.</strong> Where lesson 8's rate sweep has measured a replica with
+the planned batch limit, its highest rate at which {ATTAINMENT:.0%} of requests met your targets
+is what one replica carries with random arrivals and its queue included, so no headroom is added
+to it. Its requests have other lengths than yours, so it counts in output tokens per second:
+requests of yours a replica carries = its output tokens/s there / your output tokens. The plan
+takes the larger count of replicas, this one or Little's law's.</li>
 </ol>
 """
 
@@ -104,12 +116,14 @@ requests meet both targets.</p>
 
 TP_TEXT = """
 <h2>Tensor parallelism or replicas?</h2>
-<p>A model too large for one GPU must be split. <strong>Tensor parallelism</strong> splits every
+<p>A model too large for one GPU must be split.
+<a href="app?page=vocabulary#tensor-parallelism">Tensor parallelism</a> splits every
 layer's weight matrices across t GPUs: each reads 1/t of the weights per step, so the step can
 be up to t times shorter, and the group has t times the memory for the KV cache. The price: after
 attention and after the MLP of every layer, the GPUs sum their partial results with an
-<strong>all-reduce</strong>, two per layer per step. A ring all-reduce of S bytes sends 2 (t
-&minus; 1) / t &times; S bytes from each GPU, and in a decode step S = batch &times; hidden size
+<a href="app?page=vocabulary#all-reduce">all-reduce</a>, two per layer per step. A ring
+all-reduce of S bytes sends 2 (t &minus; 1) / t &times; S bytes from each GPU, and in a
+decode step S = batch &times; hidden size
 &times; 2 bytes. Each all-reduce also pays a fixed start-up time, which no datasheet states; with
 64 of them in every step of an 8B model, that time can outweigh the bytes, and only a measurement
 on the real GPUs says by how much. The floors below count the bytes alone.</p>
@@ -300,28 +314,92 @@ def points_table(points: list[BatchPoint], demand: Demand, targets: Targets,
         css_class="plain capacity-points")
 
 
-def plan_text(p: Plan, price: float, kv_bytes: int | None = None) -> str:
-    """The plan in words, every figure with the formula that gave it; `kv_bytes`: the KV cache
-    the planned batch held, as measured (lesson 6's blocks)."""
+def plan_text(p: Plan, price: float, kv_bytes: int | None = None, lesson_8: str = "") -> str:
+    """The plan in words, every figure with the formula that gave it, then where each number
+    came from; `kv_bytes`: the KV cache the planned batch held, as measured (lesson 6's
+    blocks); `lesson_8`: what lesson 8's rate sweep says of this replica (lesson_8_text)."""
     d, t = p.demand, p.targets
     if not p.feasible:
         return f"**No plan on this machine:** {p.why}."
     cost = p.cost_per_million(price)
+    by_load = (f"; lesson 8's load test of this replica asks for {p.replicas_from_load} (below)"
+               + (", so the plan takes that" if p.set_by_load else "")
+               if p.replicas_from_load else "")
+    kv = (f"- The KV cache: the planned batch held {format_bytes(kv_bytes)} of KV cache at its "
+          "last step, in whole blocks, as lesson 6 counts them: each replica needs that much "
+          "memory beside the weights.\n" if kv_bytes else "")
     return (
         f"**The plan: {p.replicas} replica{'s' if p.replicas != 1 else ''} of this machine at "
         f"batch {p.batch}.** Each request takes E2E = {sig(p.point.ttft_ms)} + "
         f"{d.output_len - 1} x {sig(p.point.tpot_ms)} = {sig(p.e2e_ms)} ms, so one replica "
-        f"completes {p.batch} / {sig(p.e2e_ms / 1000)} s = {sig(p.replica_rps)} requests/s; "
-        f"{sig(d.rate_rps)} requests/s at {p.fill:.0%} fill need ceil({sig(d.rate_rps)} / "
-        f"({p.fill:g} x {sig(p.replica_rps)})) = {p.replicas}. By Little's law about "
+        f"completes {p.batch} / {sig(p.e2e_ms / 1000)} s = {sig(p.replica_rps)} requests/s "
+        f"(Little's law); {sig(d.rate_rps)} requests/s at {p.fill:.0%} fill need "
+        f"ceil({sig(d.rate_rps)} / ({p.fill:g} x {sig(p.replica_rps)})) = "
+        f"{p.replicas_from_points}{by_load}. By Little's law about "
         f"{sig(p.in_flight)} requests are in flight at once ({sig(d.rate_rps)} /s x "
         f"{sig(p.e2e_ms / 1000)} s); each replica is asked for {sig(p.per_replica_rate)} "
-        f"requests/s, {p.utilisation:.0%} of what it completes. At ${price:g} an hour per "
-        f"replica and {sig(d.output_tok_s)} output tokens/s, a million tokens cost "
-        f"**${sig(cost)}** (targets: TTFT {t.ttft_ms:g} ms, TPOT {t.tpot_ms:g} ms)."
-        + (f" The planned batch held {format_bytes(kv_bytes)} of KV cache at its last step, "
-           "in whole blocks: each replica needs that much memory beside the weights (lesson 6)."
-           if kv_bytes else ""))
+        f"requests/s, {p.utilisation:.0%} of what Little's law says it completes. At "
+        f"${price:g} an hour per replica and {sig(d.output_tok_s)} output tokens/s, a million "
+        f"tokens cost **${sig(cost)}**.\n\n"
+        "**Where each number came from**\n\n"
+        f"- TTFT {sig(p.point.ttft_ms)} ms and TPOT {sig(p.point.tpot_ms)} ms at batch "
+        f"{p.batch}: lesson 4's batch points ({PRESET} model, {d.prompt_len}-token prompts, "
+        f"{d.output_len} output tokens), in the table below.\n"
+        + kv +
+        f"- The targets, TTFT {t.ttft_ms:g} ms and TPOT {t.tpot_ms:g} ms: yours (the "
+        "defaults are the chat example lesson 8 quotes).\n"
+        f"- One replica under random arrivals: {lesson_8}")
+
+
+def sweep_points(sweep: RateSweepResult) -> list[LoadPoint]:
+    """Lesson 8's sweep, one point per rate with its runs' requests together."""
+    return [LoadPoint(pt.rate, pt.ttft_ms, pt.tpot_ms, pt.throughput_tok_s)
+            for pt in pool_runs(sweep.points)]
+
+
+def measured_rate(sweep: RateSweepResult, targets: Targets) -> MeasuredRate | None:
+    """What lesson 8's sweep measured one replica carrying within the targets, or None."""
+    best = highest_rate_within(sweep_points(sweep), targets)
+    return MeasuredRate(best.rate_rps, best.output_tok_s, sweep.max_batch) if best else None
+
+
+def lesson_8_text(p: Plan, sweeps: dict[int, Cached]) -> str:
+    """What lesson 8's rate sweep at the planned batch limit says of the plan's replica, or,
+    where the reader has not run it, that the plan rests on lesson 4 alone and how to add it."""
+    d, t = p.demand, p.targets
+    cached = sweeps.get(p.batch)
+    link = f"[lesson 8 with a max batch of {p.batch}](app?lesson=slo-goodput&max_batch={p.batch})"
+    if cached is None:
+        others = sorted(sweeps)
+        measured = (f" (it has measured batch limits {', '.join(map(str, others))}: other "
+                    "replicas than this plan's)" if others else "")
+        return (f"*not measured.* Lesson 8's rate sweep at a batch limit of {p.batch} is not "
+                f"among this machine's measurements{measured}, so the replicas rest on lesson "
+                "4's points and Little's law alone, and the load test below is the only "
+                f"measurement of this replica under load. To add lesson 8's: run {link} at its "
+                "default rates, then come back to this page.")
+    sweep = cached.result
+    points = sweep_points(sweep)
+    rates = ", ".join(sig(pt.rate_rps) for pt in points)
+    mix = (f"its requests, prompts of {PROMPT_LEN[0]}-{PROMPT_LEN[1]} tokens and answers of "
+           f"{OUTPUT_LEN[0]}-{OUTPUT_LEN[1]}, arriving at random at {rates} requests/s")
+    head = f"lesson 8's rate sweep at a batch limit of {p.batch}, the plan's batch ({mix}; " \
+           f"measured {cached.measured_at})"
+    m = p.measured
+    if m is None:
+        lowest = points[0]
+        return (f"{head}: even at its lowest rate, {sig(lowest.rate_rps)} requests/s, only "
+                f"{lowest.met_share(t):.0%} of requests met your targets (the bar is "
+                f"{ATTAINMENT:.0%}). It gives no rate to plan with, and it warns that this "
+                "replica may miss the targets under load: the check below tells.")
+    rps = m.demand_rps(d)
+    return (f"{head}: at least {ATTAINMENT:.0%} of requests met your targets at rates up to "
+            f"**{sig(m.rate_rps)} requests/s**, where the replica delivered "
+            f"{sig(m.output_tok_s)} output tokens/s. In requests of {d.output_len} output "
+            f"tokens that is {sig(m.output_tok_s)} / {d.output_len} = {sig(rps)} requests/s a "
+            f"replica, so ceil({sig(d.rate_rps)} / {sig(rps)}) = {p.replicas_from_load} "
+            f"replicas, against {p.replicas_from_points} from Little's law: the plan takes "
+            f"{p.replicas}.")
 
 
 def request_latencies(run: LoadTestResult) -> list[tuple[float, float | None]]:
@@ -340,7 +418,7 @@ def request_latencies(run: LoadTestResult) -> list[tuple[float, float | None]]:
 def check_verdict(run: LoadTestResult, targets: Targets) -> tuple[bool, str]:
     """Whether the load test met the plan's bar (ATTAINMENT of requests within both targets),
     and the sentence that says so with the run's P95s."""
-    slo = SLO(ttft_ms=targets.ttft_ms, tpot_ms=targets.tpot_ms)
+    slo = targets.slo()
     lat = request_latencies(run)
     good = sum(slo.met(a, b) for a, b in lat)
     share = good / len(lat) if lat else 0.0
@@ -548,14 +626,28 @@ class CapacityLesson(LessonPage):
             self.replan(check=False)
 
     # ---- results ---------------------------------------------------------------------------
+    def lesson_8_sweeps(self) -> dict[int, Cached]:
+        """Lesson 8's rate sweeps (at its default rates) this machine has measured, by batch
+        limit, for the ladder's batches: read from the measurement cache, nothing run."""
+        lookup = service_lookup(self.jobs.service)
+        found = {b: lookup("rate_sweep", SLOGoodputLesson.default_sweep_params(b))
+                 for b in LADDER}
+        return {b: cached for b, cached in found.items() if cached is not None}
+
     def replan(self, check: bool) -> None:
-        """Plan from the measured points; with `check`, run the load test that checks it."""
-        p = plan(points_from(self.results), self.demand(), self.targets())
+        """Plan from the measured points and lesson 8's sweeps where the reader ran them; with
+        `check`, run the load test that checks it."""
+        sweeps = self.lesson_8_sweeps()
+        targets = self.targets()
+        measured = {b: m for b, c in sweeps.items()
+                    if (m := measured_rate(c.result, targets)) is not None}
+        p = plan(points_from(self.results), self.demand(), targets, measured=measured)
         self.current = p
         self.points.object = points_table(points_from(self.results), p.demand, p.targets,
                                           p.batch)
         kv = self.results[p.batch].kv_bytes if p.feasible else None
-        self.plan_pane.object = plan_text(p, float(self.price_per_hour), kv)
+        self.plan_pane.object = plan_text(p, float(self.price_per_hour), kv,
+                                          lesson_8_text(p, sweeps) if p.feasible else "")
         self.prediction_box.reveal(outcome(p), (
             f"{p.replicas} replica(s) at batch {p.batch}, one replica completing "
             f"{sig(p.replica_rps)} requests/s" if p.feasible else p.why))
@@ -610,7 +702,21 @@ class CapacityLesson(LessonPage):
                     "tpot_ms; replica_rps = batch / e2e (Little's law); within_targets: TTFT "
                     "and TPOT within the targets; planned: the batch the plan picked",
             demand=f"{d.rate_rps:g} requests/s of {d.prompt_len} + {d.output_len} tokens",
-            targets=f"TTFT {t.ttft_ms:g} ms, TPOT {t.tpot_ms:g} ms", fill=FILL)
+            targets=f"TTFT {t.ttft_ms:g} ms, TPOT {t.tpot_ms:g} ms", fill=FILL,
+            lesson_8=self.lesson_8_summary())
+
+    def lesson_8_summary(self) -> str:
+        """What the plan took from lesson 8's rate sweep, for the download's header."""
+        p = self.current
+        if p is None or not p.feasible:
+            return "no plan"
+        m = p.measured
+        if m is None:
+            return (f"no rate of lesson 8's sweep at batch limit {p.batch} met the targets, or "
+                    "the sweep is not measured: replicas from lesson 4's points alone")
+        return (f"rate sweep at batch limit {m.batch}: up to {m.rate_rps:g} requests/s within "
+                f"the targets, {m.output_tok_s:.4g} output tokens/s there; "
+                f"{p.replicas_from_load} replicas by it, {p.replicas_from_points} by Little's law")
 
     # ---- the page --------------------------------------------------------------------------
     def body(self) -> list:

@@ -461,6 +461,12 @@ def sweep_rates(max_rate: float, points: int) -> list[float]:
     return [round(max_rate / 2 ** (points - 1 - i), 4) for i in range(points)]
 
 
+def sweep_params(max_rate: float, points: int, requests: int, runs: int, max_batch: int) -> dict:
+    """The `rate_sweep` job's params for these settings, on this lesson's mix of lengths."""
+    return {"rates": sweep_rates(max_rate, points), "requests": requests, "runs": runs,
+            "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN, "max_batch": max_batch}
+
+
 class SLOGoodputLesson(EndpointSource, LessonPage):
     """Lesson 8: the SLO first, then throughput, goodput, attainment and the cost of a token."""
 
@@ -583,9 +589,15 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
 
     # ---- jobs -----------------------------------------------------------------------------------------
     def sweep_params(self) -> dict:
-        return {"rates": sweep_rates(self.max_rate, self.points), "requests": self.requests,
-                "runs": self.runs, "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN,
-                "max_batch": self.max_batch}
+        return sweep_params(self.max_rate, self.points, self.requests, self.runs, self.max_batch)
+
+    @classmethod
+    def default_sweep_params(cls, max_batch: int) -> dict:
+        """This lesson's sweep at its default rates, requests and runs and at a batch limit:
+        the job lesson 12 looks up in the cache to use this lesson's measurement of a replica."""
+        p = cls.param
+        return sweep_params(p.max_rate.default, p.points.default, p.requests.default,
+                            p.runs.default, max_batch)
 
     def sweep_job(self) -> tuple[str, dict]:
         """The built-in engine's sweep, or the same sweep sent to the teacher's endpoint."""
@@ -613,10 +625,7 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
-        jobs = []
-        for use, setting in USES.items():
-            jobs.append(("rate_sweep", cls(use=use, max_batch=setting.max_batch).sweep_params()))
-        return jobs
+        return [("rate_sweep", cls.default_sweep_params(use.max_batch)) for use in USES.values()]
 
     def start(self, fresh: bool = False) -> None:
         self.gpu_box.fetch(self.jobs)

@@ -10,6 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.errors import ResultError
+from engine.lab.results import parse_result
+
 
 @dataclass(frozen=True)
 class InstructorNotes:
@@ -53,6 +56,23 @@ class Cached:
 
 
 Lookup = Callable[[str, dict], Cached | None]  # (kind, params) -> the cached result, or None
+
+
+def service_lookup(service) -> Lookup:
+    """A Lookup on an engine service's measurement cache (its `cached`): it runs nothing, and a
+    record of an older shape reads as not measured."""
+
+    def lookup(kind: str, params: dict) -> Cached | None:
+        record = service.cached(kind, params)
+        if record is None:
+            return None
+        try:
+            result = parse_result(kind, record["result"])
+        except ResultError:  # a record of an older shape: as if not measured
+            return None
+        return Cached(result, record.get("device", ""), record.get("measured_at", ""))
+
+    return lookup
 
 
 def which_is_larger(a: float, b: float, margin: float, words: tuple[str, str, str]) -> str:

@@ -21,6 +21,9 @@ given (the engine on this machine, or a synthetic server of known capacity in th
    and then judged on the pooled figures. So the trials go where the answer is decided, at the
    boundary, and a load far from it costs one trial.
 
+The targets are engine.calc.slo_math.Targets, the record lesson 12's plan uses too: a load's
+P95 TTFT is held to its TTFT, and its tokens/s each user to its per_user_tok_s (1000 / TPOT).
+
 Why the first failing load failed comes from what was measured there (`cause`): requests
 preempted for KV memory, time spent waiting in the queue, or slower steps (compute). The verdict
 is one sentence. Torch-free: the search only calls `measure`.
@@ -36,6 +39,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .slo_math import Targets
 from .stats import Estimate, estimate, ratio_interval
 
 QUEUE_SHARE = 0.5  # a TTFT more than half queue wait failed by queueing
@@ -64,12 +68,6 @@ class Trial:
     @property
     def median_queue_ms(self) -> float:
         return float(np.median(self.queue_ms)) if self.queue_ms else 0.0
-
-
-@dataclass(frozen=True)
-class Targets:
-    ttft_p95_ms: float
-    per_user_tok_s: float
 
 
 @dataclass(frozen=True)
@@ -111,7 +109,7 @@ class Load:
 
     def met(self, targets: Targets) -> bool:
         """Both targets met by the pooled figures."""
-        return (self.ttft.value is not None and self.ttft.value <= targets.ttft_p95_ms
+        return (self.ttft.value is not None and self.ttft.value <= targets.ttft_ms
                 and self.per_user_tok_s >= targets.per_user_tok_s)
 
     def decided(self, targets: Targets) -> bool:
@@ -121,8 +119,8 @@ class Load:
         s_lo, s_hi = self.per_user_interval
         if None in (t_lo, t_hi, s_lo, s_hi):
             return False
-        fails = t_lo > targets.ttft_p95_ms or s_hi < targets.per_user_tok_s
-        passes = t_hi <= targets.ttft_p95_ms and s_lo >= targets.per_user_tok_s
+        fails = t_lo > targets.ttft_ms or s_hi < targets.per_user_tok_s
+        passes = t_hi <= targets.ttft_ms and s_lo >= targets.per_user_tok_s
         return fails or passes
 
 
@@ -149,7 +147,7 @@ class Capacity:
 
     def verdict(self, hi: int) -> str:
         t = self.targets
-        within = f"P95 TTFT <= {t.ttft_p95_ms:g} ms and >= {t.per_user_tok_s:g} tokens/s each"
+        within = f"P95 TTFT <= {t.ttft_ms:g} ms and >= {t.per_user_tok_s:g} tokens/s each"
         if self.users == 0:
             return (f"This machine holds no load tried at {within}: even "
                     f"{self.first_failing.users} user(s) missed them ({self.cause}).")
@@ -166,7 +164,7 @@ def cause(load: Load, targets: Targets) -> str:
         return (f"KV memory: {load.preemptions} request(s) were preempted for want of cache "
                 "blocks and had to start again")
     ttft = load.ttft.value or 0.0
-    if ttft > targets.ttft_p95_ms and load.queue_ms > QUEUE_SHARE * ttft:
+    if ttft > targets.ttft_ms and load.queue_ms > QUEUE_SHARE * ttft:
         return (f"queueing: requests waited {load.queue_ms:.0f} ms (median) for a place in "
                 "the batch before their first token")
     return ("compute: every step serves more users, so each user's tokens come slower "

@@ -19,6 +19,13 @@ tokens (lesson 4). `fill` (below 1) keeps every replica short of full, because a
 without bound as arrivals approach what a server completes (lesson 8's rate sweep): the plan is a
 steady-state estimate, and a load test at the planned rate checks it.
 
+Where a load test has measured the same replica (lesson 8's rate sweep at the planned batch
+limit), the plan also uses it: the highest offered rate at which at least 95% of requests met
+both targets (`highest_rate_within`), converted to requests of the demand's length by the output
+tokens/s delivered there (`MeasuredRate`), gives a second count of replicas, ceil(arrival rate /
+that rate), with no headroom added (the sweep's random arrivals and queue were in it). The plan
+takes the larger count: the more cautious of the arithmetic and the measurement.
+
 Tensor parallelism splits each layer's weights over t GPUs: each reads 1/t of the weights per
 step, and the layer's partial results are summed across the GPUs by two all-reduces per layer
 (after attention and after the MLP, as in Megatron-LM). A ring all-reduce of S bytes sends
@@ -28,7 +35,7 @@ step, and the layer's partial results are summed across the GPUs by two all-redu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .gpu_scaling import (
@@ -40,9 +47,10 @@ from .gpu_scaling import (
     step_floor_ms,
 )
 from .kv_math import blocks_for
-from .slo_math import cost_per_million_tokens
+from .slo_math import Targets, cost_per_million_tokens
 
 FILL = 0.8  # plan each replica to 80% of what it completes, leaving room for bursts
+ATTAINMENT = 0.95  # a load meets the targets when this share of its requests meets both
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch sizes the GPU estimate considers
 
 
@@ -57,14 +65,6 @@ class Demand:
     @property
     def output_tok_s(self) -> float:
         return self.rate_rps * self.output_len
-
-
-@dataclass(frozen=True)
-class Targets:
-    """Per-request latency targets in ms."""
-
-    ttft_ms: float
-    tpot_ms: float
 
 
 @dataclass(frozen=True)
@@ -101,15 +101,65 @@ def replicas_needed(rate_rps: float, per_replica_rps: float, fill: float = FILL)
 
 
 @dataclass(frozen=True)
+class LoadPoint:
+    """One offered rate of a load test on one replica (a rate of lesson 8's sweep, its runs
+    together): each finished request's TTFT and TPOT in ms (None: a one-token answer, which
+    meets any TPOT target) and the output tokens/s the replica delivered."""
+
+    rate_rps: float
+    ttft_ms: Sequence[float]
+    tpot_ms: Sequence[float | None]
+    output_tok_s: float | None
+
+    def met_share(self, targets: Targets) -> float:
+        """Share of the requests that met both targets (0 when none finished)."""
+        slo = targets.slo()
+        met = sum(slo.met(a, b) for a, b in zip(self.ttft_ms, self.tpot_ms, strict=True))
+        return met / len(self.ttft_ms) if self.ttft_ms else 0.0
+
+
+def highest_rate_within(points: Sequence[LoadPoint], targets: Targets,
+                        bar: float = ATTAINMENT) -> LoadPoint | None:
+    """The highest offered rate at which at least `bar` of the requests met both targets, going
+    up from the lowest and stopping at the first that did not: past what the replica completes
+    its queue only grows, so a higher rate that passes again owes it to the luck of its few
+    requests. None when the lowest rate already missed (or delivered no tokens)."""
+    best = None
+    for point in sorted(points, key=lambda p: p.rate_rps):
+        if point.met_share(targets) < bar or not point.output_tok_s:
+            break
+        best = point
+    return best
+
+
+@dataclass(frozen=True)
+class MeasuredRate:
+    """What a load test measured one replica carrying within the targets: the offered rate, the
+    output tokens/s it delivered there, the replica's batch limit, and where it came from."""
+
+    rate_rps: float
+    output_tok_s: float
+    batch: int
+    source: str = "lesson 8's rate sweep"
+
+    def demand_rps(self, demand: Demand) -> float:
+        """The same output tokens/s in requests of the demand's length: output tokens/s /
+        output tokens per request (the load test's requests may be of other lengths)."""
+        return self.output_tok_s / demand.output_len
+
+
+@dataclass(frozen=True)
 class Plan:
     """The chosen batch and what it gives; `batch` is None when no batch meets the targets
-    (`why` says which target, and that more replicas cannot fix it)."""
+    (`why` says which target, and that more replicas cannot fix it). `measured`: a load test of
+    a replica at the chosen batch limit, when there is one (module doc)."""
 
     demand: Demand
     targets: Targets
     fill: float
     point: BatchPoint | None
     why: str = ""
+    measured: MeasuredRate | None = None
 
     @property
     def feasible(self) -> bool:
@@ -130,10 +180,31 @@ class Plan:
         return replica_rps(self.point.batch, self.e2e_ms) if self.point else None
 
     @property
-    def replicas(self) -> int | None:
+    def replicas_from_points(self) -> int | None:
+        """Little's law on the batch point, at `fill`."""
         if self.point is None:
             return None
         return replicas_needed(self.demand.rate_rps, self.replica_rps, self.fill)
+
+    @property
+    def replicas_from_load(self) -> int | None:
+        """ceil(arrival rate / the measured rate in the demand's requests), no headroom."""
+        if self.point is None or self.measured is None:
+            return None
+        return replicas_needed(self.demand.rate_rps, self.measured.demand_rps(self.demand), 1.0)
+
+    @property
+    def replicas(self) -> int | None:
+        """The larger of the two counts (the second only where a load test measured it)."""
+        if self.point is None:
+            return None
+        return max(self.replicas_from_points, self.replicas_from_load or 0)
+
+    @property
+    def set_by_load(self) -> bool:
+        """Whether the measured load test, not Little's law, set the count of replicas."""
+        return bool(self.replicas_from_load) and \
+            self.replicas_from_load > self.replicas_from_points
 
     @property
     def in_flight(self) -> float | None:
@@ -157,16 +228,17 @@ class Plan:
 
 
 def plan(points: Sequence[BatchPoint], demand: Demand, targets: Targets,
-         fill: float = FILL) -> Plan:
+         fill: float = FILL, measured: Mapping[int, MeasuredRate] | None = None) -> Plan:
     """Of the points whose TPOT and TTFT meet the targets, the one serving the most requests/s
-    per replica (module docstring); none meets them: a Plan without a point, saying why."""
+    per replica (module docstring); none meets them: a Plan without a point, saying why.
+    `measured`: load-tested rates by batch limit; the one at the chosen batch joins the plan."""
     if not points:
         raise ValueError("a plan needs at least one measured batch size")
     ok = [p for p in points if p.tpot_ms <= targets.tpot_ms and p.ttft_ms <= targets.ttft_ms]
     if ok:
         best = max(ok, key=lambda p: replica_rps(p.batch, e2e_ms(p.ttft_ms, p.tpot_ms,
                                                                  demand.output_len)))
-        return Plan(demand, targets, fill, best)
+        return Plan(demand, targets, fill, best, measured=(measured or {}).get(best.batch))
     fastest = min(points, key=lambda p: p.tpot_ms)
     quickest = min(points, key=lambda p: p.ttft_ms)
     if fastest.tpot_ms > targets.tpot_ms:

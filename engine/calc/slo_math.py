@@ -22,6 +22,7 @@ Cost per million output tokens = (price per hour / 3600) x (1,000,000 / tokens p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,31 @@ class SLO:
         """Whether one request met every limit (meets_slo, the definition)."""
         return meets_slo(ttft_ms, tpot_ms, e2e_ms, ttft_limit_ms=self.ttft_ms,
                          tpot_limit_ms=self.tpot_ms, e2e_limit_ms=self.e2e_ms)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """A service's two latency targets, both set: TTFT and TPOT in ms. The one record for what
+    lesson 8's capacity search holds a load to (its P95 TTFT, and tokens/s each user) and what
+    lesson 12's plan holds a deployment to: a reader's speed is 1000 / TPOT tokens/s, so "at
+    least 20 tokens/s each" is "TPOT at most 50 ms" (`per_user`). Unlike an SLO, neither may be
+    left out; `slo()` is the same pair as per-request limits."""
+
+    ttft_ms: float
+    tpot_ms: float
+
+    @classmethod
+    def per_user(cls, ttft_ms: float, per_user_tok_s: float) -> Targets:
+        """Targets from a TTFT and the tokens/s each user must get (0: no speed target)."""
+        return cls(ttft_ms, 1000.0 / per_user_tok_s if per_user_tok_s > 0 else math.inf)
+
+    @property
+    def per_user_tok_s(self) -> float:
+        """The slowest reading speed the TPOT target allows: 1000 / TPOT (0 when unlimited)."""
+        return 1000.0 / self.tpot_ms if self.tpot_ms > 0 else math.inf
+
+    def slo(self) -> SLO:
+        return SLO(ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms)
 
 
 # Example limits for a chat, each taken from a published example (CHAT_SOURCES); not measured

@@ -12,13 +12,11 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from engine.errors import ResultError
 from engine.lab.client import get_service
-from engine.lab.results import parse_result
 from widgets.html import html_pane
 
 from ..registry import LESSONS, lesson_class, lesson_info
-from ..teaching import Cached, Lookup
+from ..teaching import Lookup, service_lookup
 from .not_found import not_found_content
 
 GENERAL = """
@@ -44,18 +42,7 @@ def cache_lookup() -> Lookup | None:
     service = get_service()
     if not service.status()["ready"]:
         return None
-
-    def lookup(kind: str, params: dict) -> Cached | None:
-        record = service.cached(kind, params)
-        if record is None:
-            return None
-        try:
-            result = parse_result(kind, record["result"])
-        except ResultError:  # a record of an older shape: as if not measured
-            return None
-        return Cached(result, record.get("device", ""), record.get("measured_at", ""))
-
-    return lookup
+    return service_lookup(service)
 
 
 def index_html() -> str:

@@ -97,6 +97,16 @@ TERMS: tuple[Term, ...] = (
          "What a million output tokens cost on a machine rented by the hour: (price per hour / "
          "3600) x (1,000,000 / tokens per second). Count all tokens (throughput) for batch "
          "work, only tokens of requests within the SLO (goodput) for a chat.", "", LOAD),
+    Term("Replica", "replica",
+         "One whole copy of the server: one machine, or one group of GPUs holding one copy of "
+         "the model, with its own batch and queue. Replicas add requests per second, never "
+         "speed per request: a request is served by one of them, as fast as that one goes.",
+         "Lesson 12 counts the replicas a demand needs and load-tests one of them.", LOAD),
+    Term("Little's law", "littles-law",
+         "In any system that is not piling up work, the average number of requests inside it = "
+         "the arrival rate x the average time each spends there (L = lambda W; J. D. C. Little, "
+         "1961). 10 requests/s that each take 2 s keep 20 in flight; a server holding a batch "
+         "of B requests for E2E seconds each completes B / E2E per second.", "", LOAD),
     # ---- batching and scheduling
     Term("Static batching", "static-batching",
          "Wait until a batch is full (or no more requests are coming), run it until its longest "
@@ -191,6 +201,11 @@ TERMS: tuple[Term, ...] = (
          "Splitting every weight matrix across several GPUs, each computing its share of every "
          "layer and exchanging results after it: more memory bandwidth and room for one model, "
          "paid for in communication at every layer.", "", LATER),
+    Term("All-reduce", "all-reduce",
+         "A collective operation among several GPUs: each holds a partial result, and each ends "
+         "with the sum of all of them. Tensor parallelism needs two per layer of every step. In "
+         "the ring algorithm each GPU sends 2 (t - 1) / t times the data for t GPUs, and each "
+         "all-reduce also pays a fixed start-up time.", "", LATER),
 )
 
 NOTES = """

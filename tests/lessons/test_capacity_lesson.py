@@ -3,19 +3,25 @@ lesson 4's batch points at the reader's lengths, the plan drawn from them (batch
 Little's law, cost), the load test that checks it at the planned rate per replica and batch, the
 verdict recounted from the run's requests, the prediction and the question on the reader's plan;
 a new price re-plans with no run, a new rate re-runs only the check, a target out of reach gives
-no plan and no check."""
+no plan and no check; lesson 8's rate sweep of the planned batch, where the cache holds one,
+joins the plan, and where it does not the plan says so and links to it."""
 
 from __future__ import annotations
 
+import json
+
 import panel as pn
-from in_process_service import attach
+from in_process_service import InProcessService, attach, run_job
 from lesson_stubs import downloaded
 
 from engine.calc.deployment import plan
 from engine.calc.kv_math import format_bytes
+from engine.lab import registry
+from engine.lab.worker import plain
 from lessons.capacity import (
     CapacityLesson,
     check_verdict,
+    measured_rate,
     outcome,
     points_from,
     problems_html,
@@ -23,15 +29,31 @@ from lessons.capacity import (
     worked_problems,
 )
 from lessons.knob import LADDER
+from lessons.slo_goodput import SLOGoodputLesson
+from lessons.teaching import service_lookup
 from widgets.tables import sig
 
 # short requests at a high rate: the check's load test serves them in about a second
 SMALL = {"prompt_len": [b"16"], "output_len": [b"4"], "rate": [b"200"]}
 
 
-def lesson(args=None):
+class WithCache(InProcessService):
+    """The in-process service with a measurement cache that answers `cached` (what the real
+    service's cache would hold after the reader ran lesson 8), recording what was asked."""
+
+    def __init__(self, records: dict | None = None):
+        super().__init__()
+        self.records, self.asked = records or {}, []
+
+    def cached(self, kind, params):
+        key = json.dumps([kind, registry.normalize(kind, params)], sort_keys=True)
+        self.asked.append(key)
+        return self.records.get(key)
+
+
+def lesson(args=None, service=None):
     page = CapacityLesson.from_url(SMALL if args is None else args)
-    service = attach(page)
+    service = attach(page, service)
     pn.panel(page).get_root()
     service.submitted = [j for j in service.submitted if j.kind != "info"]  # the GPU box's
     return page, service
@@ -118,3 +140,44 @@ def test_the_answer_key_follows_the_problems():
 def test_the_default_view_warms_lesson_4s_points():
     assert [p for _, p in CapacityLesson.warm_jobs()] == [
         {"preset": "tiny", "batch_size": b, "prompt_len": 64, "new_tokens": 32} for b in LADDER]
+
+
+def test_without_lesson_8s_sweep_the_plan_says_it_rests_on_lesson_4_and_links_to_lesson_8():
+    page, service = lesson(service=WithCache())
+    p = page.current
+    assert p.measured is None and p.replicas == p.replicas_from_points
+    asked = {json.dumps(["rate_sweep", registry.normalize(
+        "rate_sweep", SLOGoodputLesson.default_sweep_params(b))], sort_keys=True) for b in LADDER}
+    assert asked <= set(service.asked)  # lesson 8's own job at each ladder batch, nothing run
+    assert "rate_sweep" not in service.kinds()
+    text = page.plan_pane.object
+    assert "**Where each number came from**" in text and "lesson 4's batch points" in text
+    assert f"*not measured.* Lesson 8's rate sweep at a batch limit of {p.batch}" in text
+    assert f"(app?lesson=slo-goodput&max_batch={p.batch})" in text
+
+
+def test_lesson_8s_sweep_of_the_planned_batch_joins_the_plan():
+    batch = lesson()[0].current.batch
+    # a real sweep of the planned batch limit (short requests, two rates), held by the cache
+    # under lesson 8's job at that batch limit, as if the reader had run lesson 8 there
+    _, result = run_job("rate_sweep", registry.normalize("rate_sweep", {
+        "rates": [25.0, 400.0], "requests": 8, "runs": 1, "prompt_len": [16, 16],
+        "output_len": [4, 4], "max_batch": batch}))
+    key = json.dumps(["rate_sweep", registry.normalize(
+        "rate_sweep", SLOGoodputLesson.default_sweep_params(batch))], sort_keys=True)
+    record = {"result": plain(result), "device": "cpu", "measured_at": "in this test"}
+    page, service = lesson(service=WithCache({key: record}))
+    p = page.current
+    sweep = service_lookup(service)("rate_sweep", SLOGoodputLesson.default_sweep_params(batch))
+    assert p.batch == batch and p.measured == measured_rate(sweep.result, p.targets)
+    text = page.plan_pane.object
+    assert f"lesson 8's rate sweep at a batch limit of {batch}, the plan's batch" in text
+    assert "measured in this test" in text and "*not measured.*" not in text
+    if p.measured is not None:
+        assert p.replicas == max(p.replicas_from_points, p.replicas_from_load)
+        assert f"**{sig(p.measured.rate_rps)} requests/s**" in text
+        assert f"= {p.replicas_from_load} replicas, against {p.replicas_from_points}" in text
+    else:
+        assert "even at its lowest rate" in text
+    [check] = [j for j in service.submitted if j.kind == "load_test"]
+    assert check.params["rate"] == round(200.0 / p.replicas, 3)

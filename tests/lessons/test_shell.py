@@ -4,6 +4,7 @@ the not-found pages, and the rule that the web process never imports torch."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,10 +78,22 @@ def test_vocabulary_defines_every_term_once():
                    "arithmetic-intensity", "ridge-point", "gqa", "slo-attainment", "poisson",
                    "right-skew", "cost", "prefix-caching", "speculative-decoding",
                    "tensor-parallelism", "compute-bound", "memory-bound", "open-loop",
-                   "closed-loop"):
+                   "closed-loop",
+                   # lesson 12's (issue 15)
+                   "replica", "littles-law", "all-reduce"):
         assert f'id="{needed}"' in table
     assert "TTLT" in table and "MQA" in table
     assert {t.group for t in TERMS} == set(GROUPS)
+
+
+def test_every_link_into_the_vocabulary_names_a_term():
+    anchors = {t.anchor for t in TERMS}
+    linked = {(path.name, name) for folder in ("lessons", "widgets")
+              for path in (ROOT / folder).rglob("*.py")
+              for name in re.findall(r"page=vocabulary#([\w-]+)", path.read_text())}
+    assert {name for _file, name in linked} >= {"replica", "littles-law", "tensor-parallelism",
+                                                 "all-reduce"}  # lesson 12's
+    assert [link for link in sorted(linked) if link[1] not in anchors] == []
 
 
 def test_page_parameters_may_not_take_reserved_query_names():

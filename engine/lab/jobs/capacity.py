@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-from ...calc.capacity import Load, Targets, Trial, find_capacity, grid
+from ...calc.capacity import Load, Trial, find_capacity, grid
+from ...calc.slo_math import Targets
 from ...serve.loop import run
 from ...serve.metrics import tpot_ms, ttft_ms
 from ...serve.workload import make_workload
@@ -60,7 +61,7 @@ def load_dict(load: Load, targets: Targets) -> dict:
 def capacity_search_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     config = scheduler_config(params, **CONTINUOUS)
     engine = engine_from_params(params)
-    targets = Targets(params["ttft_p95_ms"], params["per_user_tok_s"])
+    targets = Targets.per_user(params["ttft_p95_ms"], params["per_user_tok_s"])
     tries, reruns = [0], [0]
     steps = []  # every trial's engine steps: the search's spread
     loads = grid(1, params["max_users"], params["per_doubling"])

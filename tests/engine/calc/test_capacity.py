@@ -5,7 +5,8 @@ on every request and on each run's own speed."""
 import numpy as np
 import pytest
 
-from engine.calc.capacity import Targets, Trial, find_capacity, grid
+from engine.calc.capacity import Trial, find_capacity, grid
+from engine.calc.slo_math import Targets
 
 EVERY_USER = 64  # loads per doubling that make the grid every whole number up to 64
 
@@ -41,7 +42,7 @@ def test_the_grid_is_the_searchs_resolution():
 def test_compute_bound_capacity_is_found_at_the_same_load_in_three_noisy_runs():
     # per user >= 25.3 tokens/s: step <= 39.5 ms: 29 users (30 give 25.0); 27 and 32 users,
     # the grid's loads either side, pass and fail by 6%, well beyond the 3% noise
-    targets = Targets(ttft_p95_ms=500, per_user_tok_s=25.3)
+    targets = Targets.per_user(500, 25.3)
     exact = find_capacity(server(noise=0), targets, hi=64, per_doubling=EVERY_USER)
     assert exact.users == 29 and exact.first_failing.users == 30
     assert len(exact.loads) <= 2 * 7 + 1  # doubling then bisection, not every load
@@ -56,7 +57,7 @@ def test_compute_bound_capacity_is_found_at_the_same_load_in_three_noisy_runs():
 
 def test_queueing_bound_capacity_and_its_cause():
     # batch of 8: 9 users wait 1/8 of an answer (180 ms TTFT), 10 users 2/8 (324 ms)
-    c = find_capacity(server(max_batch=8, noise=0), Targets(300, 10), hi=64,
+    c = find_capacity(server(max_batch=8, noise=0), Targets.per_user(300, 10), hi=64,
                       per_doubling=EVERY_USER)
     assert c.users == 9 and c.first_failing.users == 10 and "queueing" in c.cause
     assert [load.users for load in c.loads] == [1, 2, 4, 8, 9, 10, 12, 16]  # in users order
@@ -64,16 +65,17 @@ def test_queueing_bound_capacity_and_its_cause():
 
 
 def test_kv_memory_cause_and_the_ends_of_the_range():
-    c = find_capacity(server(kv_users=5, noise=0), Targets(5, 10), hi=64)  # TTFT 5 ms: none
+    # TTFT 5 ms: no load meets it
+    c = find_capacity(server(kv_users=5, noise=0), Targets.per_user(5, 10), hi=64)
     assert c.users == 0 and c.first_failing.users == 1
     assert c.verdict(64).startswith("This machine holds no load tried")
-    kv = find_capacity(server(kv_users=5, noise=0), Targets(200, 40), hi=8)
+    kv = find_capacity(server(kv_users=5, noise=0), Targets.per_user(200, 40), hi=8)
     assert kv.first_failing is None and kv.users == 8  # 8 users pass; preempted but on target
     assert "at least 8 users" in kv.verdict(8)
-    tight = find_capacity(server(kv_users=4, noise=0), Targets(50, 70), hi=64)
+    tight = find_capacity(server(kv_users=4, noise=0), Targets.per_user(50, 70), hi=64)
     assert tight.users == 4 and "KV memory" in tight.cause
     with pytest.raises(ValueError):
-        find_capacity(server(), Targets(1, 1), lo=0)
+        find_capacity(server(), Targets.per_user(1, 1), lo=0)
 
 
 def test_a_load_whose_interval_straddles_a_target_is_measured_again_up_to_repeats():
@@ -83,8 +85,8 @@ def test_a_load_whose_interval_straddles_a_target_is_measured_again_up_to_repeat
         calls.append(users)
         # 40 TTFTs spread evenly up to a P95 of 98 ms at 4 users (the target is 100 ms)
         return Trial(users, tuple(np.linspace(0, 98 / 0.95, 40) * users / 4), (10.0,) * 40)
-    c = find_capacity(measure, Targets(100, 10), hi=16, repeats=3)
+    c = find_capacity(measure, Targets.per_user(100, 10), hi=16, repeats=3)
     assert calls == [1, 2, 4, 4, 4, 8, 6, 5] and c.users == 4
     load = c.loads[2]  # 4 users: its interval straddles 100 ms after each trial
     assert load.ttft.n == 120 and load.ttft.lo < 100 < load.ttft.hi  # pooled, 3 trials
-    assert load.met(Targets(100, 10))  # judged on the pooled P95, 98 ms
+    assert load.met(Targets.per_user(100, 10))  # judged on the pooled P95, 98 ms

@@ -1,6 +1,8 @@
 """The deployment plan's arithmetic (engine.calc.deployment): Little's law both ways, the batch the
 plan picks and why none when a target is out of reach, replicas at the fill share, the cost per
-million tokens, and the tensor-parallel floors against replicas on a datasheet GPU."""
+million tokens, a load test's measured rate (lesson 8's sweep) as a second count of replicas,
+one targets record for the plan and the capacity search, and the tensor-parallel floors against
+replicas on a datasheet GPU."""
 
 from __future__ import annotations
 
@@ -8,14 +10,17 @@ import math
 
 import pytest
 
+from engine.calc import capacity
 from engine.calc.deployment import (
     BatchPoint,
     Demand,
-    Targets,
+    LoadPoint,
+    MeasuredRate,
     allreduce_bytes,
     allreduce_ms,
     e2e_ms,
     gpu_points,
+    highest_rate_within,
     in_flight,
     plan,
     replica_rps,
@@ -24,6 +29,7 @@ from engine.calc.deployment import (
     tp_step_ms,
 )
 from engine.calc.gpu_scaling import A100, H100, LLAMA_3_8B, decode_step, step_floor_ms
+from engine.calc.slo_math import SLO, Targets
 
 POINTS = [BatchPoint(1, 20.0, 5.0), BatchPoint(8, 60.0, 9.0), BatchPoint(32, 150.0, 30.0),
           BatchPoint(64, 400.0, 80.0)]
@@ -73,6 +79,52 @@ def test_no_plan_when_even_the_fastest_batch_misses_a_target():
     assert "batch 1's TTFT, 20 ms, is over the 10 ms target" in p.why
     with pytest.raises(ValueError):
         plan([], demand, Targets(1.0, 1.0))
+
+
+def test_one_targets_record_for_the_plan_and_the_capacity_search():
+    assert capacity.Targets is Targets  # lesson 8's search and lesson 12's plan share it
+    t = Targets.per_user(500.0, 20.0)  # at least 20 tokens/s each: TPOT at most 50 ms
+    assert t == Targets(ttft_ms=500.0, tpot_ms=50.0) and t.per_user_tok_s == 20.0
+    assert t.slo() == SLO(ttft_ms=500.0, tpot_ms=50.0)
+    free = Targets.per_user(500.0, 0.0)  # no speed target: any TPOT passes
+    assert free.tpot_ms == math.inf and free.per_user_tok_s == 0.0
+
+
+def load(rate, ttft, tpot=10.0, n=20, tok_s=None):
+    """A rate of a load test: n requests, all with this TTFT and TPOT."""
+    return LoadPoint(rate, [ttft] * n, [tpot] * n, tok_s if tok_s is not None else rate * 30)
+
+
+def test_the_highest_rate_within_the_targets_stops_at_the_first_that_missed():
+    t = Targets(ttft_ms=200.0, tpot_ms=50.0)
+    ok, late = load(4, 100.0), load(8, 300.0)
+    assert highest_rate_within([load(16, 100.0), late, ok], t) == ok  # 16 after a miss: luck
+    assert highest_rate_within([late], t) is None
+    # 19 of 20 within (95%) passes, 18 of 20 does not; a one-token answer has no TPOT
+    edge = LoadPoint(2, [100.0] * 19 + [900.0], [None] * 20, 60.0)
+    assert edge.met_share(t) == 0.95 and highest_rate_within([edge], t) == edge
+    worse = LoadPoint(2, [100.0] * 18 + [900.0] * 2, [10.0] * 20, 60.0)
+    assert highest_rate_within([worse], t) is None
+    assert highest_rate_within([load(4, 100.0, tok_s=0.0)], t) is None  # no tokens: no rate
+
+
+def test_a_load_test_of_the_planned_batch_is_a_second_count_of_replicas():
+    demand = Demand(rate_rps=20.0, prompt_len=64, output_len=33)
+    t = Targets(ttft_ms=200.0, tpot_ms=40.0)
+    alone = plan(POINTS, demand, t)
+    assert alone.batch == 32 and alone.replicas_from_load is None
+    # lesson 8 measured batch limit 32 carrying 4 requests/s of 40 output tokens within targets
+    slow = MeasuredRate(rate_rps=4.0, output_tok_s=160.0, batch=32)
+    assert slow.demand_rps(demand) == pytest.approx(160.0 / 33)
+    p = plan(POINTS, demand, t, measured={32: slow, 8: MeasuredRate(1.0, 1.0, 8)})
+    assert p.measured == slow and p.replicas_from_points == alone.replicas
+    assert p.replicas_from_load == math.ceil(20.0 / (160.0 / 33)) == 5  # no headroom added
+    assert p.replicas == max(alone.replicas, 5) and p.set_by_load is (5 > alone.replicas)
+    fast = plan(POINTS, demand, t, measured={32: MeasuredRate(100.0, 1e6, 32)})
+    assert fast.replicas_from_load == 1 and fast.replicas == alone.replicas
+    assert not fast.set_by_load
+    # a measurement of another batch limit is another replica: not used
+    assert plan(POINTS, demand, t, measured={8: slow}).measured is None
 
 
 def test_gpu_points_are_datasheet_floors_and_stop_where_the_kv_cache_is_full():
