@@ -57,7 +57,7 @@ from .base import LessonPage
 from .data_record import Run, runs_header
 from .knob import LADDER
 from .on_a_gpu import GpuBox, machine_table
-from .slo_goodput import OUTPUT_LEN, PROMPT_LEN, SLOGoodputLesson, pool_runs
+from .slo_goodput import SLOGoodputLesson, pool_runs
 from .teaching import Cached, InstructorNotes, Lookup, check_takeaway, service_lookup
 
 PRESET = "tiny"
@@ -381,8 +381,9 @@ def lesson_8_text(p: Plan, sweeps: dict[int, Cached]) -> str:
     sweep = cached.result
     points = sweep_points(sweep)
     rates = ", ".join(sig(pt.rate_rps) for pt in points)
-    mix = (f"its requests, prompts of {PROMPT_LEN[0]}-{PROMPT_LEN[1]} tokens and answers of "
-           f"{OUTPUT_LEN[0]}-{OUTPUT_LEN[1]}, arriving at random at {rates} requests/s")
+    (p_lo, p_hi), (o_lo, o_hi) = sweep.workload.prompt_len, sweep.workload.output_len
+    mix = (f"its requests, prompts of {p_lo}-{p_hi} tokens and answers of {o_lo}-{o_hi}, "
+           f"arriving at random at {rates} requests/s")
     head = f"lesson 8's rate sweep at a batch limit of {p.batch}, the plan's batch ({mix}; " \
            f"measured {cached.measured_at})"
     m = p.measured
@@ -393,8 +394,10 @@ def lesson_8_text(p: Plan, sweeps: dict[int, Cached]) -> str:
                 f"{ATTAINMENT:.0%}). It gives no rate to plan with, and it warns that this "
                 "replica may miss the targets under load: the check below tells.")
     rps = m.demand_rps(d)
+    top = (" (the highest it tried, so the replica may carry more)"
+           if m.rate_rps >= points[-1].rate_rps else "")
     return (f"{head}: at least {ATTAINMENT:.0%} of requests met your targets at rates up to "
-            f"**{sig(m.rate_rps)} requests/s**, where the replica delivered "
+            f"**{sig(m.rate_rps)} requests/s**{top}, where the replica delivered "
             f"{sig(m.output_tok_s)} output tokens/s. In requests of {d.output_len} output "
             f"tokens that is {sig(m.output_tok_s)} / {d.output_len} = {sig(rps)} requests/s a "
             f"replica, so ceil({sig(d.rate_rps)} / {sig(rps)}) = {p.replicas_from_load} "
