@@ -159,7 +159,9 @@ INSTRUCTOR = InstructorNotes(
     timing="The batch points come from lesson 4's cache when the class has done it (seconds); "
            "otherwise seven points of a few seconds each. The check is one load test of up to "
            f"{CHECK_REQUESTS[1]} requests. Changing the rate or targets re-plans at once and "
-           "re-runs only the check.",
+           "re-runs only the check. Lesson 8's rate sweep joins the plan only where it was run "
+           "with the plan's batch as its max batch (the plan links to it): run that once before "
+           "class to show a plan checked by both.",
     misconceptions=(
         "\"More replicas make each request faster\": they add requests per second; TPOT is "
         "set by the batch and the machine.",
