@@ -135,12 +135,11 @@ def highest_rate_within(points: Sequence[LoadPoint], targets: Targets,
 @dataclass(frozen=True)
 class MeasuredRate:
     """What a load test measured one replica carrying within the targets: the offered rate, the
-    output tokens/s it delivered there, the replica's batch limit, and where it came from."""
+    output tokens/s it delivered there, and the replica's batch limit."""
 
     rate_rps: float
     output_tok_s: float
     batch: int
-    source: str = "lesson 8's rate sweep"
 
     def demand_rps(self, demand: Demand) -> float:
         """The same output tokens/s in requests of the demand's length: output tokens/s /
