@@ -173,7 +173,8 @@ def test_lesson_8s_sweep_of_the_planned_batch_joins_the_plan():
     text = page.plan_pane.object
     assert f"lesson 8's rate sweep at a batch limit of {batch}, the plan's batch" in text
     assert "measured in this test" in text and "*not measured.*" not in text
-    assert "prompts of 16-16 tokens and answers of 4-4, arriving at random at 25, 400" in text
+    assert ("prompts of 16-16 tokens and answers of 4-4, arriving at random at "
+            f"{sig(25.0)}, {sig(400.0)} requests/s") in text
     if p.measured is not None:
         assert p.replicas == max(p.replicas_from_points, p.replicas_from_load)
         assert f"**{sig(p.measured.rate_rps)} requests/s**" in text
