@@ -370,7 +370,9 @@ def lesson_8_text(p: Plan, sweeps: dict[int, Cached]) -> str:
     where the reader has not run it, that the plan rests on lesson 4 alone and how to add it."""
     d, t = p.demand, p.targets
     cached = sweeps.get(p.batch)
-    link = f"[lesson 8 with a max batch of {p.batch}](app?lesson=slo-goodput&max_batch={p.batch})"
+    # an HTML link, not Markdown's: the static export rewrites href="app?..." into its files
+    link = (f'<a href="app?lesson=slo-goodput&max_batch={p.batch}">lesson 8 with a max batch '
+            f"of {p.batch}</a>")
     if cached is None:
         others = sorted(sweeps)
         measured = (f" (it has measured batch limits {', '.join(map(str, others))}: other "
