@@ -2,8 +2,9 @@
 process (pn.serve, threaded), readers come and go as Bokeh client sessions that send the
 browser's "document ready" event (so every lesson starts its measurements), and once the server
 has discarded their sessions no Bokeh document, page, periodic callback or engine job of theirs is
-alive. The same with 500 sessions and the process's memory, against a served app: python
-bench/classroom.py --churn 500."""
+alive. Readers arrive as a class does, a lesson's worth at once (their stays overlap, so the
+test waits one stay per round, not one per reader), then the same again. The same with 500
+sessions and the process's memory, against a served app: python bench/classroom.py --churn 500."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import gc
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import panel as pn
 import pytest
@@ -71,6 +73,14 @@ def visit(url: str, args: dict) -> None:
     timer.join()
 
 
+def visit_together(url: str, pages: list[dict]) -> None:
+    """Readers open these pages at once, each in a thread of its own (a Bokeh client session runs
+    its own event loop), and each leaves HOLD_S after its page loaded; a reader's error is
+    raised here."""
+    with ThreadPoolExecutor(max_workers=len(pages)) as readers:
+        list(readers.map(lambda args: visit(url, args), pages))
+
+
 def alive(kind: type) -> list:
     gc.collect()
     return [o for o in gc.get_objects() if isinstance(o, kind)]
@@ -99,8 +109,8 @@ def test_closed_sessions_leave_nothing_behind(served_app):
     pages_before, docs_before = alive(LessonPage), alive(Document)
     periodic_before, docs_with_jobs_before = set(pn.state._periodic), set(SessionJobs._by_doc)
     pages = [{"lesson": info.slug, **SHORT.get(info.slug, {})} for info in LESSONS]
-    for args in (pages + [{"page": "about"}, {}]) * 2:
-        visit(served_app, args)
+    for _ in range(2):  # a second class after the first has closed its pages
+        visit_together(served_app, pages + [{"page": "about"}, {}])
     service = client.get_service()
     # first the engine: a closed session's queued jobs are cancelled, its running one stops at
     # its next step; until then the job's handler holds its page
