@@ -92,8 +92,11 @@ def start_server(cache: str, extra: tuple[str, ...] = (),
     return proc, url
 
 
-def stop_server(proc: subprocess.Popen) -> None:
-    """Ctrl-C first (the app shuts its engine worker down), then harder."""
+def stop_server(proc: subprocess.Popen) -> float:
+    """Ctrl-C first (the app shuts its engine worker down), then harder; the seconds it took.
+    An app stops within a second or two of Ctrl-C (tests/ui/test_plain_serve.py), so a caller
+    that sees this wait run to the kill has found a defect, not a slow machine."""
+    started = time.monotonic()
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         try:
@@ -101,6 +104,7 @@ def stop_server(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(15)
+    return time.monotonic() - started
 
 
 def rss_mib(pid: int | None) -> float | None:

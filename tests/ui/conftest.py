@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -25,6 +26,32 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/ui/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.browser)
+
+
+STOP_S = 5.0  # a served app stops within this long of Ctrl-C (it takes about a second)
+
+
+def stop_promptly(proc: subprocess.Popen, what: str) -> None:
+    """Stop a served process with Ctrl-C (bench/served_app.py); a warning in the run's summary
+    if it took more than STOP_S, saying whether SIGINT was ignored in it (a process inherits an
+    ignored SIGINT from whatever started it), so a slow session teardown names its cause. A
+    warning, not an error: the session's last test would be charged with it."""
+    ignored = sigint_ignored(proc.pid)
+    took = stop(proc)
+    if took > STOP_S:
+        warnings.warn(f"{what} (pid {proc.pid}) took {took:.1f} s to stop after Ctrl-C, not "
+                      f"{STOP_S:.0f}; SIGINT ignored in it: {ignored}", stacklevel=2)
+
+
+def sigint_ignored(pid: int) -> bool | None:
+    """Whether a process ignores SIGINT (its /proc status's SigIgn mask); None if it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    mask = next(int(line.split()[1], 16) for line in status.splitlines()
+                if line.startswith("SigIgn:"))
+    return bool(mask >> (signal.SIGINT - 1) & 1)
 
 
 def die_with_parent() -> None:
@@ -60,7 +87,7 @@ def served_app(tmp_path_factory, *options: str, cache: Path | None = None):
         wait_for_http(f"{url}/app", proc)
         yield url
     finally:
-        stop(proc)
+        stop_promptly(proc, f"panel serve app.py {' '.join(options)}".rstrip())
         text = log.read_text()
         if "Traceback" in text:
             sys.stderr.write(f"server log with a traceback:\n{text[-4000:]}\n")
@@ -124,7 +151,7 @@ def embed_site(tmp_path_factory, app_url, embed_port):
         wait_for_http(f"{url}/iframe.html", proc)
         yield url
     finally:
-        stop(proc)
+        stop_promptly(proc, "the course site's http.server")
 
 
 @pytest.fixture(scope="session")

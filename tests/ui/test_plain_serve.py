@@ -1,15 +1,21 @@
 """Plain `panel serve app.py` (the command a Panel user tries first, with only --address to keep
 it on this machine) serves the site styled: every page renders, the stylesheet reaches the panes,
-the logo loads, nothing answers an error."""
+the logo loads, nothing answers an error. And Ctrl-C stops a served app, engine worker and all,
+within seconds."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import time
 import urllib.request
 
 import pytest
-from conftest import served_app
+from conftest import STOP_S, served_app
 from playwright.sync_api import expect
 
+from bench.served_app import start_server, stop_server
 from lessons.registry import LESSONS
 from lessons.shell.router import PAGES
 from lessons.shell.template import ROUTE, page_url
@@ -51,3 +57,51 @@ def test_plain_panel_serve_is_styled_without_errors(page, console, plain_url):
     assert logo.evaluate("img => img.naturalWidth") > 0
     assert failed == []
     assert console.errors == []
+
+
+def test_ctrl_c_stops_the_app_and_its_engine_worker_within_seconds(tmp_path):
+    """A teacher's Ctrl-C on the class command (bench/served_app.start_server, as the README
+    runs it) once a page has started the engine worker: the server exits cleanly within STOP_S
+    (about a second here), and its worker with it, nothing left holding the KV pool."""
+    proc, url = start_server(str(tmp_path / "cache"), log=tmp_path / "server.log")
+    try:
+        worker = ready_worker(url)
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        try:
+            code = proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        took = time.monotonic() - started
+    finally:
+        stop_server(proc)
+    assert code == 0, f"not stopped {took:.1f} s after Ctrl-C (exit code {code})"
+    assert gone(worker, STOP_S - took), f"engine worker {worker} outlived the server"
+
+
+def ready_worker(url: str, timeout_s: float = 120) -> int:
+    """The engine worker's pid once it has said hello (the first page starts it)."""
+    urllib.request.urlopen(f"{url}/app", timeout=30).close()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/engine-status", timeout=30) as response:
+            status = json.loads(response.read())
+        if status["ready"]:
+            return status["worker_pid"]
+        time.sleep(0.2)  # polling a worker that is starting up
+    raise AssertionError(f"no engine worker ready within {timeout_s} s: {status}")
+
+
+def gone(pid: int, within_s: float) -> bool:
+    """Whether a process has exited (or is a zombie waiting to be reaped) within a time."""
+    deadline = time.monotonic() + max(within_s, 0.5)
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)  # polling a process that is exiting
