@@ -12,7 +12,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import STOP_S, served_app
+from conftest import STOP_S, served_app, sigint_ignored
 from playwright.sync_api import expect
 
 from bench.served_app import start_server, stop_server
@@ -66,6 +66,7 @@ def test_ctrl_c_stops_the_app_and_its_engine_worker_within_seconds(tmp_path):
     proc, url = start_server(str(tmp_path / "cache"), log=tmp_path / "server.log")
     try:
         worker = ready_worker(url)
+        ignored = sigint_ignored(proc.pid)  # inherited from this process, if ever so
         proc.send_signal(signal.SIGINT)
         started = time.monotonic()
         try:
@@ -75,7 +76,8 @@ def test_ctrl_c_stops_the_app_and_its_engine_worker_within_seconds(tmp_path):
         took = time.monotonic() - started
     finally:
         stop_server(proc)
-    assert code == 0, f"not stopped {took:.1f} s after Ctrl-C (exit code {code})"
+    assert code == 0, (f"not stopped {took:.1f} s after Ctrl-C (exit code {code}; SIGINT "
+                       f"ignored in it: {ignored})")
     assert gone(worker, STOP_S - took), f"engine worker {worker} outlived the server"
 
 
