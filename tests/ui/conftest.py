@@ -33,25 +33,26 @@ STOP_S = 5.0  # a served app stops within this long of Ctrl-C (it takes about a 
 
 def stop_promptly(proc: subprocess.Popen, what: str) -> None:
     """Stop a served process with Ctrl-C (bench/served_app.py); a warning in the run's summary
-    if it took more than STOP_S, saying whether SIGINT was ignored in it (a process inherits an
-    ignored SIGINT from whatever started it), so a slow session teardown names its cause. A
+    if it took more than STOP_S, saying whether SIGINT was ignored or blocked in it (a process
+    inherits either from whatever started it), so a slow session teardown names its cause. A
     warning, not an error: the session's last test would be charged with it."""
     ignored = sigint_ignored(proc.pid)
     took = stop(proc)
     if took > STOP_S:
         warnings.warn(f"{what} (pid {proc.pid}) took {took:.1f} s to stop after Ctrl-C, not "
-                      f"{STOP_S:.0f}; SIGINT ignored in it: {ignored}", stacklevel=2)
+                      f"{STOP_S:.0f}; SIGINT ignored or blocked in it: {ignored}", stacklevel=2)
 
 
 def sigint_ignored(pid: int) -> bool | None:
-    """Whether a process ignores SIGINT (its /proc status's SigIgn mask); None if it is gone."""
+    """Whether a process ignores or blocks SIGINT (its /proc status's SigIgn and SigBlk masks,
+    both inherited through fork and exec); None if it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
-    mask = next(int(line.split()[1], 16) for line in status.splitlines()
-                if line.startswith("SigIgn:"))
-    return bool(mask >> (signal.SIGINT - 1) & 1)
+    masks = [int(line.split()[1], 16) for line in status.splitlines()
+             if line.startswith(("SigIgn:", "SigBlk:"))]
+    return any(mask >> (signal.SIGINT - 1) & 1 for mask in masks)
 
 
 def die_with_parent() -> None:
