@@ -39,8 +39,6 @@ import time
 from bokeh.document import Document
 from tornado.ioloop import IOLoop
 
-from engine.lab.memory import process_memory
-
 log = logging.getLogger(__name__)
 
 TRIM_AFTER_S = 10.0  # after a session ends; Panel's own collection runs 5 s after the last one
@@ -96,8 +94,13 @@ def status() -> dict:
 
 
 def _rss_mib() -> float | None:
-    now = process_memory(os.getpid())
-    return now and now["rss_mib"]
+    """This process's resident memory in MiB (Linux's /proc), None elsewhere."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def trim_after_session(doc: Document | None) -> None:
