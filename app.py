@@ -34,6 +34,7 @@ from widgets.a11y import A11Y_CSS
 pn.extension(sizing_mode="stretch_width", notifications=False, raw_css=[A11Y_CSS])
 # the server's log says what the engine ran: each measured run, its time, disturbed or not
 logging.getLogger("engine.lab.client").setLevel(logging.INFO)
+logging.getLogger("lessons.shell.heap").setLevel(logging.INFO)  # each trim: what it returned
 # PYTHONMALLOC=malloc (the README's class command) is read once, at start: this process already
 # uses glibc's malloc, whose free pages lessons.shell.heap returns; the engine worker, spawned
 # later, keeps Python's own allocator, faster for its step loop

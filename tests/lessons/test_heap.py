@@ -34,6 +34,10 @@ def test_a_trim_returns_the_holes_that_free_leaves():
     returned = held - rss_mib()
     assert returned > 0.5 * CHUNK * COUNT / 2**20, f"only {returned:.1f} MiB returned"
     assert len(keep) == COUNT // 100
+    last = heap.status()["last_trim"]  # what the server logs and /engine-status carries
+    assert last["rss_before_mib"] - last["rss_after_mib"] > 0.5 * CHUNK * COUNT / 2**20
+    if last["malloc_mib"] is not None:  # glibc 2.33 and later
+        assert last["malloc_mib"]["in_use"] < held
 
 
 class Context:  # what a served document's session_context stands for here
@@ -61,14 +65,18 @@ def test_sessions_ending_together_cost_one_trim_and_a_later_end_another(monkeypa
         for doc in docs:  # on the server's loop, as build_page runs
             heap.trim_after_session(doc)
         start = heap.trims
+        assert not heap.status()["trim_pending"]
         end_session(docs[0], context)
         end_session(docs[1], context)
         counts = [heap.trims - start]  # nothing yet: the trim waits for TRIM_AFTER_S
+        assert heap.status()["trim_pending"]  # a bench waits on this before sampling memory
         await asyncio.sleep(0.3)
         counts.append(heap.trims - start)  # one for both
+        assert not heap.status()["trim_pending"]
         end_session(docs[2], context)
         await asyncio.sleep(0.3)
         counts.append(heap.trims - start)
+        assert heap.status()["trims"] == heap.trims
         return counts
 
     assert asyncio.run(serve()) == [0, 1, 2]
