@@ -57,9 +57,9 @@ MAX_TUNED_ROWS = TUNED_ROWS[-1]
 PAD_ROWS = 16
 PLAN_VERSION = 7  # 7: "cpp" kept within ONE_CALL_MARGIN of the fastest
 # How much slower, timed alone, the products may be in "cpp" and still be chosen. On the 2-core
-# machine the tuning picked "w_xt_split" for small at 1 row (and at 5), by a few percent, although
-# the step with every product pinned to "cpp" (one call) was 2% faster than the tuned one (medians
-# 10.07 against 10.32 ms, 3 interleaved rounds; /work/notes/engine-perf.md).
+# machine the tuning picks "w_xt_split" for small at 1 row, by more than this, although the step
+# with every product pinned to "cpp" (one call) was 1.5% faster than the tuned one
+# (`python bench/plan_pins.py`: medians of 3 interleaved rounds 10.37 against 10.53 ms).
 ONE_CALL_MARGIN = 1.05
 
 
