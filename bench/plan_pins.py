@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -23,30 +22,9 @@ from engine.config import EngineConfig  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
 from engine.model.layers import Linear  # noqa: E402
 from engine.model.matmul_plan import MAX_TUNED_ROWS, VARIANTS  # noqa: E402
-from engine.sweep import sweep_prompts  # noqa: E402
+from engine.sweep import measure_point  # noqa: E402
 
-PROMPT_LEN, STEPS, WARMUP = 128, 16, 3
-
-
-def step_ms(engine: LLMEngine, batch: int) -> float:
-    """Median decode step of `batch` sequences after a 128-token prefill."""
-    prompts = sweep_prompts(engine.tokenizer.vocab_size, batch, PROMPT_LEN, 0)
-    seqs = [engine.new_sequence(p, STEPS + 8, ignore_eos=True) for p in prompts]
-    steps = []
-    try:
-        for seq in seqs:
-            engine.reserve(seq, PROMPT_LEN)
-        engine.step([], [(seq, PROMPT_LEN) for seq in seqs])
-        for _ in range(STEPS):
-            for seq in seqs:
-                engine.reserve(seq, 1)
-            start = time.perf_counter()
-            engine.step(seqs, [])
-            steps.append(time.perf_counter() - start)
-    finally:
-        for seq in seqs:
-            engine.release(seq)
-    return 1000 * statistics.median(steps[WARMUP:])
+PROMPT_LEN, NEW_TOKENS = 128, 32  # as bench/engine_speed.py
 
 
 def main() -> int:
@@ -73,7 +51,7 @@ def main() -> int:
             for name in runs:
                 for m in linears:
                     m.plan = tuned if name == "tuned" else [name] * MAX_TUNED_ROWS
-                runs[name].append(step_ms(engine, batch))
+                runs[name].append(measure_point(engine, batch, PROMPT_LEN, NEW_TOKENS).tpot_ms)
             for m in linears:
                 m.plan = tuned
             print(f"  round {r + 1}: " + "  ".join(f"{k} {v[-1]:.2f} ms" for k, v in runs.items()),
