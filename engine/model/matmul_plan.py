@@ -29,6 +29,9 @@ the next turned out slower than any single choice, so one variant serves every l
 row count. A row count between two tuned ones takes the larger one's choice (`rows_plan`). Plans
 are cached per machine (CPU, torch version, threads), model shape and, where "cpp" was timed, the
 C++ library's build (a changed kernel is timed again).
+"cpp" is kept where it is within ONE_CALL_MARGIN of the fastest (`choose`): a plan of "cpp" at a
+row count also makes the whole decode step one C++ call (LlamaModel.decode_logits), which saves
+the Python around every layer that timing the products alone does not see.
 Above MAX_TUNED_ROWS rows (prefill, very large batches) the product is compute-bound and F.linear
 is used.
 
@@ -52,7 +55,12 @@ VARIANTS = ("x_wt", "w_xt", "w_xt_split", "w_xt_pad", "linear", "cpp")
 TUNED_ROWS = (*range(1, 17), 24, 32, 48, 64)
 MAX_TUNED_ROWS = TUNED_ROWS[-1]
 PAD_ROWS = 16
-PLAN_VERSION = 6
+PLAN_VERSION = 7  # 7: "cpp" kept within ONE_CALL_MARGIN of the fastest (choose)
+# How much slower, timed alone, the products may be in "cpp" and still be chosen. On the 2-core
+# machine, with a margin of 5%, the tuning picked "w_xt_split" for small at 1 row, although the
+# step with every product pinned to "cpp" (one call) was 5% faster than the tuned one in every
+# round (`python bench/plan_pins.py`: medians of 3 interleaved rounds 10.05 against 10.56 ms).
+ONE_CALL_MARGIN = 1.10
 
 
 def pieces(out_features: int) -> int:
@@ -135,9 +143,18 @@ def tune_rows_steps(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: 
         for _ in range(repeats):
             for variant in variants:
                 times[variant] = min(times[variant], one_pass(count, variant))
-        plan.append(min(variants, key=times.get))
+        plan.append(choose(times))
         yield f"matrix products timed for {len(plan)} of {len(TUNED_ROWS)} batch sizes"
     return plan
+
+
+def choose(times: dict[str, float]) -> str:
+    """The variant to use at one row count, from each variant's best time: the fastest, or "cpp"
+    where it is within ONE_CALL_MARGIN of it (the one-call step then saves more than that)."""
+    fastest = min(times, key=times.get)
+    if "cpp" in times and times["cpp"] <= ONE_CALL_MARGIN * times[fastest]:
+        return "cpp"
+    return fastest
 
 
 def rows_plan(tuned: list[str]) -> list[str]:

@@ -9,9 +9,11 @@ import torch
 from engine.model.layers import Linear
 from engine.model.matmul_plan import (
     MAX_TUNED_ROWS,
+    ONE_CALL_MARGIN,
     TUNED_ROWS,
     VARIANTS,
     available_variants,
+    choose,
     multiply,
     rows_plan,
     split_transposed,
@@ -58,6 +60,14 @@ def test_tuned_plan_covers_every_row_count():
     assert len(plan) == len(TUNED_ROWS) and set(plan) <= set(available_variants())
     every = rows_plan(plan)
     assert len(every) == MAX_TUNED_ROWS
+
+
+def test_choice_is_the_fastest_or_cpp_within_the_one_call_margin():
+    """"cpp" also makes the whole decode step one call, so it wins a near tie; else the fastest."""
+    assert choose({"linear": 1.0, "w_xt": 0.9}) == "w_xt"
+    assert choose({"cpp": ONE_CALL_MARGIN * 0.99, "w_xt_split": 1.0, "linear": 1.5}) == "cpp"
+    assert choose({"cpp": ONE_CALL_MARGIN * 1.01, "w_xt_split": 1.0}) == "w_xt_split"
+    assert choose({"cpp": 0.5, "w_xt": 1.0}) == "cpp"
 
 
 def test_untuned_row_counts_take_the_next_tuned_choice():
