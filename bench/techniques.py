@@ -13,7 +13,8 @@ mood), each against the same engine without it:
      the batch's sequences) and its ratio to plain decoding's. The outputs must equal plain
      decoding's (checked, every run).
   3. int8 weights: the engine on `small` (random weights) with fp32 and with int8 weights
-     (--weights int8: per-row scales, the engine's C++ kernel), TPOT at each batch size of
+     (--weights int8: per-row scales, the engine's C++ kernel; the Triton kernel --weights int8
+     uses on CUDA is not timed: this bench runs on the CPU), TPOT at each batch size of
      --batches. Target: int8 at most 0.7x fp32's TPOT at batch 1. Then one decode step's
      products alone (every weight matrix of small's step), at 1, 4 and 16 rows: the faster of
      two fp32 layouts (F.linear and (W @ x.T).T), the engine's int8 kernel, and the int8 kernel

@@ -144,7 +144,7 @@ class EngineConfig:
     random_weights: bool = False  # tiny with random weights (for tests that need no real text)
     prefix_caching: bool = False  # keep full KV blocks under their prefix's hash (block_manager)
     # "fp32": the preset's own dtype; "int8": every linear layer's weight as int8 with per-row
-    # scales, multiplied by a C++ kernel (CPU only: engine/model/int8.py)
+    # scales, multiplied by an int8 kernel: C++ on the CPU, Triton on CUDA (engine/model/int8.py)
     weight_format: str = "fp32"
     extra: dict = field(default_factory=dict)
 

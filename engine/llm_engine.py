@@ -45,11 +45,21 @@ def default_backend(device: str, dtype: torch.dtype) -> str:
 
 
 def int8_kernel_for(device: str, dtype: torch.dtype):
-    """The C++ int8 linear kernel for an engine with int8 weights, or a ConfigError saying in one
-    line why there is none: it runs on CPUs, in float32, once built (never built here)."""
+    """The int8 linear kernel for an engine with int8 weights: on CUDA the Triton kernel
+    (model/triton_int8.py), on the CPU the C++ one (float32, once built: never built here); or
+    a ConfigError saying in one line why there is none."""
+    if device.startswith("cuda"):
+        try:
+            from .model.triton_int8 import int8_linear_triton
+        except ImportError:
+            raise ConfigError("int8 weights on CUDA need the Triton int8 kernel, and triton is "
+                              "not installed here: pip install triton, or use --weights fp32"
+                              ) from None
+        return int8_linear_triton
     if not device.startswith("cpu") or dtype != torch.float32:
-        raise ConfigError(f"int8 weights run on the CPU only in this engine (their kernel is a "
-                          f"C++ CPU kernel), not on {device}: use --weights fp32")
+        raise ConfigError(f"int8 weights have kernels for CUDA (Triton) and for the CPU in "
+                          f"float32 (C++) only, not for {device} in {str(dtype)[6:]}: use "
+                          f"--weights fp32")
     from .model.cpu_kernel import int8_linear_kernel
 
     kernel = int8_linear_kernel()

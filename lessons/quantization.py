@@ -78,8 +78,12 @@ done: saving bytes helps only while the bytes are what the step waits for.</p>
 <p>What would make int8 faster here: integer dot products that consume the int8 weights without
 widening them (quantising the activations to int8 too, as llama.cpp's Q8_0 path does with AVX2's
 byte multiply-adds, or AVX-512 VNNI where a CPU has it). A GPU is another case: its arithmetic
-outruns its memory by far more than this CPU's, so the widening hides behind the memory reads
-and the byte saving shows as speed.</p>
+outruns its memory by far more than this CPU's, so the widening should hide behind the memory
+reads and the byte saving show as speed. On CUDA the engine runs int8 weights through a Triton
+kernel of its own (engine/model/triton_int8.py) that reads the int8 tiles and widens them in
+registers the same way. That kernel is tested for correctness in Triton's interpreter on this
+CPU and has not been timed on a GPU here: how much faster it makes a GPU step is not measured in
+this course.</p>
 """
 
 QUALITY_SETUP = """

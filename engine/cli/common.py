@@ -76,8 +76,8 @@ def add_engine_options(parser: argparse.ArgumentParser, default_preset: str = "t
                              "python -m engine build-kernel has built it, else torch")
     parser.add_argument("--weights", default="fp32", choices=WEIGHT_FORMATS,
                         help="fp32: the preset's own dtype; int8: every linear layer's weight as "
-                             "int8 with a scale per row (CPU, after python -m engine "
-                             "build-kernel)")
+                             "int8 with a scale per row (CPU after python -m engine "
+                             "build-kernel; CUDA with triton)")
     parser.add_argument("--kv-budget-mib", type=positive_int("KV budget (MiB)"), default=None,
                         help="KV cache memory budget in MiB (default: a share of free memory)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")

@@ -43,7 +43,8 @@ class RMSNorm(nn.Module):
 
 class Linear(nn.Module):
     """y = x @ W.T without bias; on CPU, with a measured plan for how to multiply few rows, or
-    with W held as int8 rows and scales, multiplied by the C++ int8 kernel."""
+    with W held as int8 rows and scales, multiplied by an int8 kernel (C++ on the CPU, Triton
+    on CUDA)."""
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
@@ -63,7 +64,7 @@ class Linear(nn.Module):
 
     def quantize_int8(self, kernel) -> None:
         """Hold the weight as int8 rows and scales (int8.quantize_rows) and multiply with
-        `kernel` (cpu_kernel.int8_linear_kernel()); the float weight is let go (a tied one stays
+        `kernel` (llm_engine.int8_kernel_for); the float weight is let go (a tied one stays
         with the embedding, which looks rows up in it)."""
         self.qweight, self.scale = int8.quantize_rows(self.weight)
         self.int8_kernel = kernel
@@ -90,7 +91,7 @@ class Linear(nn.Module):
             if count <= int8.KERNEL_ROWS:
                 out = self.int8_kernel(rows, self.qweight, self.scale)
             else:  # a prefill: widen once, then the library's matmul (compute-bound anyway)
-                out = F.linear(rows, int8.dequantize(self.qweight, self.scale))
+                out = F.linear(rows, int8.dequantize(self.qweight, self.scale).to(rows.dtype))
         elif count <= len(self.plan):
             out = multiply(rows, self.weight, self.weight_t, self.plan[count - 1])
         else:  # many rows (prefill): compute-bound, the library's own choice

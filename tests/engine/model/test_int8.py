@@ -1,4 +1,5 @@
-"""Weight-only int8 (engine/model/int8.py, csrc/int8_linear.cpp, EngineConfig.weight_format):
+"""Weight-only int8 (engine/model/int8.py, csrc/int8_linear.cpp, EngineConfig.weight_format;
+the Triton kernel for CUDA has its own tests, test_triton_int8.py):
 the rounding is what the scheme says, the kernel computes x @ (q * scale).T, and the int8 engine
 decodes exactly as a float model holding the same rounded weights would (greedy tokens equal,
 logits close) while reading a quarter of the bytes."""
@@ -16,7 +17,7 @@ from torch import nn
 
 from engine.config import EngineConfig, checkpoint_path, get_preset
 from engine.errors import ConfigError
-from engine.llm_engine import LLMEngine
+from engine.llm_engine import LLMEngine, int8_kernel_for
 from engine.model import int8
 from engine.model.layers import Linear
 from engine.model.model import LlamaModel, full_logits, load_checkpoint
@@ -116,6 +117,30 @@ def test_int8_weights_read_a_quarter_of_the_bytes(int8_engine, engine):
 def test_unknown_weight_format_is_refused():
     with pytest.raises(ConfigError, match="unknown weight format 'int4'"):
         LLMEngine(EngineConfig(preset="tiny", device="cpu", weight_format="int4"))
+
+
+def test_cuda_int8_weights_use_the_triton_kernel():
+    pytest.importorskip("triton")
+    from engine.model.triton_int8 import int8_linear_triton
+
+    assert int8_kernel_for("cuda", torch.bfloat16) is int8_linear_triton
+    assert int8_kernel_for("cuda:1", torch.float16) is int8_linear_triton
+
+
+def test_cuda_int8_without_triton_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "engine.model.triton_int8", None)  # as if triton were absent
+    with pytest.raises(ConfigError) as refused:
+        int8_kernel_for("cuda", torch.bfloat16)
+    assert str(refused.value) == ("int8 weights on CUDA need the Triton int8 kernel, and triton "
+                                  "is not installed here: pip install triton, or use --weights "
+                                  "fp32")
+
+
+@pytest.mark.parametrize("device, dtype", [("mps", torch.float32), ("cpu", torch.bfloat16)])
+def test_int8_where_no_kernel_exists_is_refused_in_one_line(device, dtype):
+    with pytest.raises(ConfigError, match=f"not for {device} in {str(dtype)[6:]}: use --weights "
+                                          "fp32$"):
+        int8_kernel_for(device, dtype)
 
 
 def run_engine(args: list[str], cache) -> subprocess.CompletedProcess:
