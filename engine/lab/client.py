@@ -526,8 +526,9 @@ class EngineService:
             self._requeue(run)
             return
         type_, data = message[2], message[3]
-        if type_ == "progress" and data.get("so_far"):
+        if type_ == "progress" and (data.get("so_far") or {}).get("e2e_p50_ms") is not None:
             with self._lock:  # a run's first partial figure is on its readers' pages
+                # (widgets.job_status.so_far_text: none before the first request is answered)
                 for job in jobs:
                     self._answered(job)
         if type_ == "progress" and "building" in data:

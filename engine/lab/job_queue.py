@@ -16,6 +16,12 @@ arrives after them. The rules here, in order:
    on the reader's status line, so its answer ends nothing and it is never a newcomer's first:
    before this, the knob's info lookup, answered from the cache at once, made every knob reader
    a non-newcomer with an empty chart (bench/classroom.py: knob's first number p95 46 s).
+   Before even those goes a reader's first queued point once it has waited OVERDUE_S (rank
+   OVERDUE; one per reader, so a reader's dozen points still take turns): a slider's
+   release is to be drawn within 5 s and a point takes a second at most, while thirty arriving
+   readers' first jobs (a schedule run, a load test until its first partial figure) queued
+   before it would take far longer (bench/classroom.py at 30 students: knob release to point
+   drawn p95 54 s with the newcomers first).
 1. Short before long: each job kind declares its size in the registry ("point" < "run" <
    "load"); a smaller size goes first. A bigger job that has waited AGE_S or more goes right
    behind the points (rank AGED), before younger runs and load tests: a busy class delays it but
@@ -45,10 +51,12 @@ from collections.abc import Iterable
 from .events import Job
 
 SIZES = ("point", "run", "load")  # what a job kind declares (engine.lab.registry), shortest first
+OVERDUE = -2  # the rank of a point that has waited OVERDUE_S: before everything (rule 0)
 NEWCOMER = -1  # the rank of a newcomer's first job: before every size (rule 0)
 AGED = 0.5  # the rank of a run or load test that has waited AGE_S: behind points, before the rest
 AGE_S = 30.0  # a bigger job waiting this long moves up to AGED
 STARVE_S = 90.0  # ... and this long, to a point's rank: big jobs wait, they never starve
+OVERDUE_S = 2.0  # a point waiting this long goes before everything (rule 0)
 MAX_SESSIONS_REMEMBERED = 4096  # when each reader was last served, for the newest readers
 
 
@@ -100,7 +108,7 @@ class JobQueue:
     def take(self, now: float, sizes: Iterable[str] = SIZES) -> list[Job]:
         """The job to run next (of these sizes, or a newcomer's first) followed by the queued
         jobs it also answers (same question); all leave the queue. Empty when none waits."""
-        sizes, firsts = tuple(sizes), self._newcomers_firsts()
+        sizes, firsts = tuple(sizes), self._firsts()
         order = [j for j in self.order(now) if self._of(j, sizes, firsts)]
         if not order:
             return []
@@ -134,38 +142,45 @@ class JobQueue:
                 and job.question == lead.question)
 
     # ---- the order ------------------------------------------------------------------------------
-    def rank(self, job: Job, now: float, firsts: dict | None = None) -> float:
-        """NEWCOMER (-1) for the first queued job of a reader with nothing on screen; else 0 for
-        points, 1 for runs, 2 for load tests; AGED (0.5) for a bigger job that has waited
-        age_s, and 0 once it has waited STARVE_S. `firsts`: newcomers' first jobs, if known."""
-        if firsts is None:
-            firsts = self._newcomers_firsts()
-        if firsts.get(job.session_id) is job:
-            return NEWCOMER
+    def rank(self, job: Job, now: float, firsts: tuple | None = None) -> float:
+        """OVERDUE (-2) for a point that has waited OVERDUE_S; NEWCOMER (-1) for the first
+        queued job of a reader with nothing on screen; else 0 for points, 1 for runs, 2 for load
+        tests; AGED (0.5) for a bigger job that has waited age_s, and 0 once it has waited
+        STARVE_S. `firsts`: newcomers' first jobs, if known."""
         size = SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
         waited = now - job.submitted_at
+        newcomers, points = self._firsts() if firsts is None else firsts
+        if not size and waited >= OVERDUE_S and points.get(job.session_id) is job:
+            return OVERDUE
+        if newcomers.get(job.session_id) is job:
+            return NEWCOMER
         if size and waited >= STARVE_S:
             return 0
         if size and waited >= self.age_s:
             return AGED
         return size
 
-    def _newcomers_firsts(self) -> dict[str | None, Job]:
-        """Each newcomer's first queued job (not one submitted aside), by session: one pass."""
-        firsts: dict[str | None, Job] = {}
+    def _firsts(self) -> tuple[dict, dict]:
+        """By session, in one pass: each newcomer's first queued job (not one asked aside), and
+        each reader's first queued point."""
+        newcomers: dict[str | None, Job] = {}
+        points: dict[str | None, Job] = {}
         for j in self._jobs:
-            if (j.session_id is not None and not j.aside and j.session_id not in firsts
+            if (j.session_id is not None and not j.aside and j.session_id not in newcomers
                     and j.session_id not in self._answered):
-                firsts[j.session_id] = j
-        return firsts
+                newcomers[j.session_id] = j
+            if j.size == "point" and j.session_id not in points:
+                points[j.session_id] = j
+        return newcomers, points
 
     def order(self, now: float) -> list[Job]:
         """The waiting jobs in the order they will run if nothing else arrives; a job that one
         run answers together with an earlier one is left out (it runs with that one)."""
         by_rank: dict[float, dict[str | None, list[Job]]] = {}
-        firsts = self._newcomers_firsts()
+        firsts = self._firsts()
         for job in self._jobs:  # arrival order: each reader's jobs stay in their order
-            by_rank.setdefault(self.rank(job, now, firsts), {}).setdefault(job.session_id, []).append(job)
+            rank = self.rank(job, now, firsts)
+            by_rank.setdefault(rank, {}).setdefault(job.session_id, []).append(job)
         order: list[Job] = []
         for rank in sorted(by_rank):
             sessions = by_rank[rank]
@@ -186,7 +201,7 @@ class JobQueue:
                      besides: Iterable[str | None] = ()) -> float:
         """Seconds the longest-waiting job of this rank (or smaller) and of these sizes has
         waited, of readers other than `besides`; 0 for none."""
-        sizes, mine, firsts = tuple(sizes), set(besides), self._newcomers_firsts()
+        sizes, mine, firsts = tuple(sizes), set(besides), self._firsts()
         waits = [now - j.submitted_at for j in self._jobs
                  if self.rank(j, now, firsts) <= rank and self._of(j, sizes, firsts)
                  and j.session_id not in mine]
@@ -194,15 +209,15 @@ class JobQueue:
 
     def waiting(self, sizes: Iterable[str]) -> int:
         """How many queued jobs are of these sizes (a newcomer's first job counts as any)."""
-        sizes, firsts = tuple(sizes), self._newcomers_firsts()
+        sizes, firsts = tuple(sizes), self._firsts()
         return sum(self._of(j, sizes, firsts) for j in self._jobs)
 
-    def _of(self, job: Job, sizes: tuple[str, ...], firsts: dict | None = None) -> bool:
+    def _of(self, job: Job, sizes: tuple[str, ...], firsts: tuple | None = None) -> bool:
         """True if the job is of these sizes, or a newcomer's first (rule 0: of any size, it
         is taken even inside another job's pause, and counts as waiting for one)."""
         if job.size in sizes:
             return True
-        return (self._newcomers_firsts() if firsts is None else firsts).get(job.session_id) is job
+        return (self._firsts() if firsts is None else firsts)[0].get(job.session_id) is job
 
     def position(self, job: Job, now: float) -> int | None:
         """How many runs come before this job's; None if it is not queued."""
