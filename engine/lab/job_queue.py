@@ -5,7 +5,7 @@ lets one reader's dozen roofline points, or a 20-second load test, sit in front 
 arrives after them. The rules here, in order:
 
 0. Newcomers first: the first queued job of a reader who has nothing on screen yet goes before
-   everything else, whatever its size: a reader who just opened a page has nothing on it, while
+   everything else (but overdue points, below), whatever its size: a reader who just opened a page has nothing on it, while
    everyone else has a number already. (Before this rule a newcomer whose first job was a
    schedule run or a load test waited behind every job that had aged into rank 0: in a class of
    30 that was all of them, and its first number came after two minutes.) Newcomers among
@@ -51,7 +51,7 @@ from collections.abc import Iterable
 from .events import Job
 
 SIZES = ("point", "run", "load")  # what a job kind declares (engine.lab.registry), shortest first
-OVERDUE = -2  # the rank of a point that has waited OVERDUE_S: before everything (rule 0)
+OVERDUE = -2  # the rank of a reader's first point once it has waited OVERDUE_S (rule 0)
 NEWCOMER = -1  # the rank of a newcomer's first job: before every size (rule 0)
 AGED = 0.5  # the rank of a run or load test that has waited AGE_S: behind points, before the rest
 AGE_S = 30.0  # a bigger job waiting this long moves up to AGED
@@ -143,10 +143,10 @@ class JobQueue:
 
     # ---- the order ------------------------------------------------------------------------------
     def rank(self, job: Job, now: float, firsts: tuple | None = None) -> float:
-        """OVERDUE (-2) for a point that has waited OVERDUE_S; NEWCOMER (-1) for the first
-        queued job of a reader with nothing on screen; else 0 for points, 1 for runs, 2 for load
-        tests; AGED (0.5) for a bigger job that has waited age_s, and 0 once it has waited
-        STARVE_S. `firsts`: newcomers' first jobs, if known."""
+        """OVERDUE (-2) for a reader's first queued point once it has waited OVERDUE_S; NEWCOMER
+        (-1) for the first queued job of a reader with nothing on screen; else 0 for points, 1
+        for runs, 2 for load tests; AGED (0.5) for a bigger job that has waited age_s, and 0
+        once it has waited STARVE_S. `firsts`: what _firsts() returns, if known."""
         size = SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
         waited = now - job.submitted_at
         newcomers, points = self._firsts() if firsts is None else firsts
