@@ -77,7 +77,9 @@ class GpuBox(pn.viewable.Viewer):
         if self._asked:
             return
         self._asked = True
-        jobs.submit("info", {}, lambda e: self.set_info(e.data) if e.type == "result" else None)
+        # aside: the box's answer is not the reader's first number (engine.lab.job_queue rule 0)
+        jobs.submit("info", {}, lambda e: self.set_info(e.data) if e.type == "result" else None,
+                    aside=True)
 
     def set_info(self, info: dict) -> None:
         self.here = machine_from_info(info)

@@ -185,14 +185,17 @@ class EngineService:
     def submit(self, kind: str, params: dict | None = None,
                on_event: Callable[[JobEvent], None] | None = None,
                session_id: str | None = None, use_cache: bool = True,
-               demo: str | None = None, replace: bool = False, nearby: bool = False) -> Job:
+               demo: str | None = None, replace: bool = False, nearby: bool = False,
+               aside: bool = False) -> Job:
         """Queue a job; returns at once. Its events go to on_event on the service's thread.
         With replace, it replaces the session's queued jobs of the same demo (they end
         cancelled, with {"replaced_by": its id}): a slider's newest position wins. With nearby,
         a job that has to wait gets a cached result of nearby params first (a "nearby" event).
+        With aside, the job is a lookup beside the page's measurements (the GPU box's machine
+        description): its answer does not count as the reader's first number (job_queue rule 0).
         Bad parameters or an unknown kind end the job with an error event, never an exception."""
         job = Job(next(self._ids), kind, dict(params or {}), on_event, session_id, use_cache,
-                  demo, nearby=nearby)
+                  demo, nearby=nearby, aside=aside)
         try:
             spec = registry.get_spec(kind)
             job.params = spec.normalize(job.params)
@@ -274,10 +277,8 @@ class EngineService:
     def cancel_session(self, session_id: str) -> int:
         """Cancel every queued or running job of a session (a closed browser tab); the count."""
         with self._lock:
-            mine = [j for j in self._queue if j.session_id == session_id]
-            for run in (self._running, *self._paused):
-                if run is not None:
-                    mine += [j for j in run.jobs if j.session_id == session_id]
+            mine = [j for j in (*self._queue, *_jobs_of(self._running, *self._paused))
+                    if j.session_id == session_id]
             self._queue.forget(session_id)
         return sum(self.cancel(j) for j in mine)
 
@@ -357,7 +358,7 @@ class EngineService:
                 self._worker.cancel_id.value = run.id
         for job in pending:
             self._finish(job, "cancelled", {})
-        for job in [j for r in (run, *paused) if r is not None for j in r.jobs]:
+        for job in _jobs_of(run, *paused):
             self._finish(job, "error", {"message": "the engine service has shut down"})
         self._wake()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -414,7 +415,7 @@ class EngineService:
                 failed = []
                 self.restarts += 1
                 self._worker = self._spawn()
-        for job in [j for r in (run, *paused) if r is not None for j in r.jobs]:
+        for job in _jobs_of(run, *paused):
             self._finish(job, "error", {"message": (
                 f"the engine worker stopped unexpectedly (exit code {code}) while running this "
                 "job; it has been restarted, try again")}, deliver_later=True)
@@ -525,6 +526,11 @@ class EngineService:
             self._requeue(run)
             return
         type_, data = message[2], message[3]
+        if type_ == "progress" and (data.get("so_far") or {}).get("e2e_p50_ms") is not None:
+            with self._lock:  # a run's first partial figure is on its readers' pages
+                # (widgets.job_status.so_far_text: none before the first request is answered)
+                for job in jobs:
+                    self._answered(job)
         if type_ == "progress" and "building" in data:
             with self._lock:
                 run.building = bool(data["building"])
@@ -547,7 +553,7 @@ class EngineService:
         with self._lock:
             self.remeasured += 1
             for job in jobs:
-                self._queue.answered(job.session_id)  # it has a number, labelled
+                self._answered(job)  # it has a number, labelled
                 job.remeasures += 1
                 job.result, job.state, job.started_at = result, "queued", None
                 job.device, job.measured_at = meta["device"], meta["measured_at"]
@@ -723,10 +729,16 @@ class EngineService:
                     {"ahead": ahead, "preempted": True, "resumes": run.building})))
         self._wake()
 
+    def _answered(self, job: Job) -> None:
+        """The job's reader has a number on the page now, unless it was a lookup aside."""
+        if not job.aside:
+            self._queue.answered(job.session_id)
+
     def _offer_nearby(self, job: Job, w: _Worker) -> None:
         """Queue a "nearby" event for a job that waits: the closest cached result, if any."""
         record = self._cache.nearest(self._key(job, w))
         if record is not None:
+            self._answered(job)  # a number is on the page, labelled nearby
             self._ready_results.append((job, JobEvent(
                 job.id, job.kind, "nearby", record["result"], cached=True,
                 device=record["device"], measured_at=record["measured_at"],
@@ -759,7 +771,7 @@ class EngineService:
             if type_ == "cancelled":
                 self.jobs_cancelled += 1
             if type_ == "result":
-                self._queue.answered(job.session_id)  # no newcomer any more
+                self._answered(job)  # no newcomer any more
                 job.result = data
                 job.cached = meta.get("cached", False)
                 job.device = meta.get("device", "")
@@ -802,6 +814,11 @@ def _smaller(run: _Run) -> tuple[str, ...]:
     job counts as any size)."""
     size = run.lead.size
     return SIZES[:SIZES.index(size)] if size in SIZES else PAUSED_RUNS_TAKE
+
+
+def _jobs_of(*runs: _Run | None) -> list[Job]:
+    """Every job these runs answer (the running one and the paused ones; None for none)."""
+    return [job for run in runs if run is not None for job in run.jobs]
 
 
 # ---- one service per server process -----------------------------------------------------------

@@ -4,16 +4,31 @@ One worker runs one job at a time, so the order of the queue is what thirty read
 lets one reader's dozen roofline points, or a 20-second load test, sit in front of everyone who
 arrives after them. The rules here, in order:
 
-0. Newcomers first: the first queued job of a reader who has had no result yet goes before
-   everything else, whatever its size: a reader who just opened a page has nothing on it, while
+0. Newcomers first: the first queued job of a reader who has nothing on screen yet goes before
+   everything else (but overdue points, below), whatever its size: a reader who just opened a page has nothing on it, while
    everyone else has a number already. (Before this rule a newcomer whose first job was a
    schedule run or a load test waited behind every job that had aged into rank 0: in a class of
    30 that was all of them, and its first number came after two minutes.) Newcomers among
-   themselves go in order of arrival; a newcomer's later jobs queue by the rules below.
+   themselves go in order of arrival; a newcomer's later jobs queue by the rules below. A reader
+   stops being a newcomer once a number is on their page (`answered`): a result, a cached
+   result of nearby settings, or a long run's first partial figure. A job submitted `aside`
+   (a page's lookup beside its measurements: the GPU box's machine description) puts no number
+   on the reader's status line, so its answer ends nothing and it is never a newcomer's first:
+   before this, the knob's info lookup, answered from the cache at once, made every knob reader
+   a non-newcomer with an empty chart (bench/classroom.py: knob's first number p95 46 s).
+   Before even those goes a reader's first queued point once it has waited OVERDUE_S (rank
+   OVERDUE; one per reader, so a reader's dozen points still take turns): a slider's
+   release is to be drawn within 5 s and a point takes a second at most, while thirty arriving
+   readers' first jobs (a schedule run, a load test until its first partial figure) queued
+   before it would take far longer (bench/classroom.py at 30 students: knob release to point
+   drawn p95 54 s with the newcomers first).
 1. Short before long: each job kind declares its size in the registry ("point" < "run" <
-   "load"); a smaller size goes first. A job that has waited AGE_S or more counts as a point, so a
-   load test is delayed by a busy class, never starved.
-2. Readers take turns: among jobs of the same size, the reader (session) served least recently
+   "load"); a smaller size goes first. A bigger job that has waited AGE_S or more goes right
+   behind the points (rank AGED), before younger runs and load tests: a busy class delays it but
+   a slider's point does not wait for it (before, aged jobs joined the points, and in a class of
+   30 with 40 aged jobs queued a knob point waited 40 s for its turn). One that has waited
+   STARVE_S counts as a point, so it is never starved, even by a class that asks only points.
+2. Readers take turns: among jobs of the same rank, the reader (session) served least recently
    goes next, so a reader who just arrived is served before one who has had a job run already;
    a reader's own jobs run in the order they asked for them.
 3. One run answers many: queued jobs that ask the same question (same kind and parameters, results
@@ -36,8 +51,12 @@ from collections.abc import Iterable
 from .events import Job
 
 SIZES = ("point", "run", "load")  # what a job kind declares (engine.lab.registry), shortest first
+OVERDUE = -2  # the rank of a reader's first point once it has waited OVERDUE_S (rule 0)
 NEWCOMER = -1  # the rank of a newcomer's first job: before every size (rule 0)
-AGE_S = 30.0  # a job waiting this long counts as a point: big jobs wait, they never starve
+AGED = 0.5  # the rank of a run or load test that has waited AGE_S: behind points, before the rest
+AGE_S = 30.0  # a bigger job waiting this long moves up to AGED
+STARVE_S = 90.0  # ... and this long, to a point's rank: big jobs wait, they never starve
+OVERDUE_S = 2.0  # a point waiting this long goes before everything (rule 0)
 MAX_SESSIONS_REMEMBERED = 4096  # when each reader was last served, for the newest readers
 
 
@@ -89,8 +108,8 @@ class JobQueue:
     def take(self, now: float, sizes: Iterable[str] = SIZES) -> list[Job]:
         """The job to run next (of these sizes, or a newcomer's first) followed by the queued
         jobs it also answers (same question); all leave the queue. Empty when none waits."""
-        sizes = tuple(sizes)
-        order = [j for j in self.order(now) if self._of(j, sizes)]
+        sizes, firsts = tuple(sizes), self._firsts()
+        order = [j for j in self.order(now) if self._of(j, sizes, firsts)]
         if not order:
             return []
         lead = order[0]
@@ -103,8 +122,9 @@ class JobQueue:
         return jobs
 
     def answered(self, session_id: str | None) -> None:
-        """A reader got a result (measured or cached): no newcomer any more (rule 0). Readers
-        without a session (scripts, the warm-up) are never newcomers."""
+        """A reader has a number on the page (a result, measured or cached, a nearby cached one,
+        a run's partial figure): no newcomer any more (rule 0). Readers without a session
+        (scripts, the warm-up) are never newcomers."""
         if session_id is not None:
             self._answered[session_id] = next(self._ticks)
             self._forget_oldest()
@@ -122,26 +142,45 @@ class JobQueue:
                 and job.question == lead.question)
 
     # ---- the order ------------------------------------------------------------------------------
-    def rank(self, job: Job, now: float) -> int:
-        """NEWCOMER (-1) for the first queued job of a reader with no result yet; else 0 for
-        points, 1 for runs, 2 for load tests, and 0 for any job that has waited age_s."""
-        if self._is_newcomers_first(job):
+    def rank(self, job: Job, now: float, firsts: tuple | None = None) -> float:
+        """OVERDUE (-2) for a reader's first queued point once it has waited OVERDUE_S; NEWCOMER
+        (-1) for the first queued job of a reader with nothing on screen; else 0 for points, 1
+        for runs, 2 for load tests; AGED (0.5) for a bigger job that has waited age_s, and 0
+        once it has waited STARVE_S. `firsts`: what _firsts() returns, if known."""
+        size = SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
+        waited = now - job.submitted_at
+        newcomers, points = self._firsts() if firsts is None else firsts
+        if not size and waited >= OVERDUE_S and points.get(job.session_id) is job:
+            return OVERDUE
+        if newcomers.get(job.session_id) is job:
             return NEWCOMER
-        if now - job.submitted_at >= self.age_s:
+        if size and waited >= STARVE_S:
             return 0
-        return SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
+        if size and waited >= self.age_s:
+            return AGED
+        return size
 
-    def _is_newcomers_first(self, job: Job) -> bool:
-        if job.session_id is None or job.session_id in self._answered:
-            return False
-        return next(j for j in self._jobs if j.session_id == job.session_id) is job
+    def _firsts(self) -> tuple[dict, dict]:
+        """By session, in one pass: each newcomer's first queued job (not one asked aside), and
+        each reader's first queued point."""
+        newcomers: dict[str | None, Job] = {}
+        points: dict[str | None, Job] = {}
+        for j in self._jobs:
+            if (j.session_id is not None and not j.aside and j.session_id not in newcomers
+                    and j.session_id not in self._answered):
+                newcomers[j.session_id] = j
+            if j.size == "point" and j.session_id not in points:
+                points[j.session_id] = j
+        return newcomers, points
 
     def order(self, now: float) -> list[Job]:
         """The waiting jobs in the order they will run if nothing else arrives; a job that one
         run answers together with an earlier one is left out (it runs with that one)."""
-        by_rank: dict[int, dict[str | None, list[Job]]] = {}
+        by_rank: dict[float, dict[str | None, list[Job]]] = {}
+        firsts = self._firsts()
         for job in self._jobs:  # arrival order: each reader's jobs stay in their order
-            by_rank.setdefault(self.rank(job, now), {}).setdefault(job.session_id, []).append(job)
+            rank = self.rank(job, now, firsts)
+            by_rank.setdefault(rank, {}).setdefault(job.session_id, []).append(job)
         order: list[Job] = []
         for rank in sorted(by_rank):
             sessions = by_rank[rank]
@@ -158,24 +197,27 @@ class JobQueue:
         mine = set(sessions)
         return sum(j.session_id not in mine for j in self._jobs)
 
-    def longest_wait(self, now: float, rank: int = 0, sizes: Iterable[str] = SIZES,
+    def longest_wait(self, now: float, rank: float = 0, sizes: Iterable[str] = SIZES,
                      besides: Iterable[str | None] = ()) -> float:
         """Seconds the longest-waiting job of this rank (or smaller) and of these sizes has
         waited, of readers other than `besides`; 0 for none."""
-        sizes, mine = tuple(sizes), set(besides)
+        sizes, mine, firsts = tuple(sizes), set(besides), self._firsts()
         waits = [now - j.submitted_at for j in self._jobs
-                 if self.rank(j, now) <= rank and self._of(j, sizes) and j.session_id not in mine]
+                 if self.rank(j, now, firsts) <= rank and self._of(j, sizes, firsts)
+                 and j.session_id not in mine]
         return max(waits, default=0.0)
 
     def waiting(self, sizes: Iterable[str]) -> int:
         """How many queued jobs are of these sizes (a newcomer's first job counts as any)."""
-        sizes = tuple(sizes)
-        return sum(self._of(j, sizes) for j in self._jobs)
+        sizes, firsts = tuple(sizes), self._firsts()
+        return sum(self._of(j, sizes, firsts) for j in self._jobs)
 
-    def _of(self, job: Job, sizes: tuple[str, ...]) -> bool:
+    def _of(self, job: Job, sizes: tuple[str, ...], firsts: tuple | None = None) -> bool:
         """True if the job is of these sizes, or a newcomer's first (rule 0: of any size, it
         is taken even inside another job's pause, and counts as waiting for one)."""
-        return job.size in sizes or self._is_newcomers_first(job)
+        if job.size in sizes:
+            return True
+        return (self._firsts() if firsts is None else firsts)[0].get(job.session_id) is job
 
     def position(self, job: Job, now: float) -> int | None:
         """How many runs come before this job's; None if it is not queued."""

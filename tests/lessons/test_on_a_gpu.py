@@ -46,10 +46,11 @@ def test_it_asks_the_engine_once():
     asked = []
 
     class Jobs:
-        def submit(self, kind, params, on_event):
-            asked.append(kind)
+        def submit(self, kind, params, on_event, **queue):
+            asked.append((kind, queue))
 
     box = GpuBox(finding)
     box.fetch(Jobs())
     box.fetch(Jobs())
-    assert asked == ["info"]
+    # aside: the box's machine description is not the reader's first number (job_queue rule 0)
+    assert asked == [("info", {"aside": True})]

@@ -8,20 +8,29 @@ from __future__ import annotations
 import itertools
 
 from engine.lab.events import Job
-from engine.lab.job_queue import AGE_S, JobQueue, question
+from engine.lab.job_queue import (
+    AGE_S,
+    AGED,
+    NEWCOMER,
+    OVERDUE,
+    OVERDUE_S,
+    STARVE_S,
+    JobQueue,
+    question,
+)
 from engine.lab.registry import JOBS, get_spec, normalize
 
 _ids = itertools.count(1)
 
 
 def job(kind: str = "sweep_point", session: str | None = "a", at: float = 0.0,
-        demo: str | None = None, use_cache: bool = True, **params) -> Job:
+        demo: str | None = None, use_cache: bool = True, aside: bool = False, **params) -> Job:
     """A job as the service makes it (normalized params, the kind's size and question)."""
     params = normalize(kind, params)
     spec = get_spec(kind)
     return Job(next(_ids), kind, params, session_id=session, use_cache=use_cache and
                spec.cacheable, demo=demo, size=spec.size, submitted_at=at,
-               question=question(kind, params) if spec.cacheable else None)
+               question=question(kind, params) if spec.cacheable else None, aside=aside)
 
 
 def ids(jobs) -> list[int]:
@@ -63,28 +72,28 @@ def test_one_reader_alone_is_served_in_order_of_asking():
 
 def test_readers_take_turns_so_one_readers_five_jobs_do_not_block_the_next():
     q = JobQueue()
-    many = [job(session="a", at=i, batch_size=b) for i, b in enumerate((1, 2, 3, 4, 5))]
-    late = job(session="b", at=10, batch_size=9)
+    many = [job(session="a", at=i / 10, batch_size=b) for i, b in enumerate((1, 2, 3, 4, 5))]
+    late = job(session="b", at=1.0, batch_size=9)
     for j in [*many, late]:
         q.add(j)
-    first = q.take(11)  # both unserved: the one who has waited longest goes first
+    first = q.take(1.1)  # both unserved: the one who has waited longest goes first
     assert ids(first) == [many[0].id]
-    assert q.position(late, 11) == 0  # and then the other reader, not a's second job
-    assert ids(q.take(11)) == [late.id]
+    assert q.position(late, 1.1) == 0  # and then the other reader, not a's second job
+    assert ids(q.take(1.1)) == [late.id]
     assert [ids(r) for r in drain(q)] == [[j.id] for j in many[1:]]
 
 
 def test_a_reader_who_just_arrived_goes_before_readers_already_served():
     q = JobQueue()
     for i in range(3):
-        q.add(job(session=f"s{i}", at=i, batch_size=1 + i))
-        q.add(job(session=f"s{i}", at=i, batch_size=10 + i))
+        q.add(job(session=f"s{i}", at=i / 10, batch_size=1 + i))
+        q.add(job(session=f"s{i}", at=i / 10, batch_size=10 + i))
     for _ in range(3):
-        q.take(5)  # each of the three readers has had a job run
-    newcomer = job(session="new", at=6, batch_size=40)
+        q.take(0.5)  # each of the three readers has had a job run
+    newcomer = job(session="new", at=0.6, batch_size=40)
     q.add(newcomer)
-    assert q.order(7)[0] is newcomer
-    assert ids(q.take(7)) == [newcomer.id]
+    assert q.order(0.7)[0] is newcomer
+    assert ids(q.take(0.7)) == [newcomer.id]
 
 
 def test_points_run_before_schedule_runs_and_load_tests():
@@ -98,14 +107,41 @@ def test_points_run_before_schedule_runs_and_load_tests():
 
 
 def test_a_load_test_that_has_waited_long_enough_is_not_starved():
-    q = with_numbers(JobQueue(), "a", *(f"p{i}" for i in range(5)))
+    """Aged (AGE_S), a load test goes behind the points but before younger runs; a slider's
+    fresh point does not wait for it. Waited STARVE_S, it is a point like the others."""
+    q = with_numbers(JobQueue(), "a", "r", *(f"p{i}" for i in range(5)))
     load = job("load_test", session="a", at=0)
     q.add(load)
     for i in range(5):
         q.add(job(session=f"p{i}", at=AGE_S - 1, batch_size=1 + i))
-    assert q.order(AGE_S - 0.5)[-1] is load  # young: behind every point
-    # aged: a point like the others, and its reader has waited longest of the unserved
-    assert q.order(AGE_S)[0] is load
+    run = job("serve_run", session="r", at=AGE_S - 1)
+    q.add(run)
+    assert q.order(AGE_S - 0.5)[-1] is load  # young: behind every point and the run
+    assert q.rank(load, AGE_S) == AGED
+    assert q.order(AGE_S)[-2:] == [load, run]  # aged: behind the points, before the run
+    assert q.order(STARVE_S - 1)[-2:] == [load, run]  # the run has aged too: still in arrival
+    # starving: a point like the others (the points, overdue by now, go first: rule 0)
+    assert q.rank(load, STARVE_S) == 0 and q.order(STARVE_S)[-2:] == [load, run]
+
+
+def test_fresh_points_go_before_many_aged_jobs_of_readers_served_less_recently():
+    """A class's backlog: thirty aged schedule runs and load tests of readers not served for a
+    while, and a knob reader who was served a moment ago releases the slider. Their point goes
+    first: aged jobs do not join the points' turn (before, it waited for one job of every
+    other reader; bench/classroom.py: release to drawn p95 50 s)."""
+    q = with_numbers(JobQueue(), "knob", *(f"r{i}" for i in range(30)))
+    backlog = [job("serve_run" if i % 2 else "load_test", session=f"r{i}", at=i / 10, seed=i)
+               for i in range(30)]
+    for j in backlog:
+        q.add(j)
+    q.add(job(session="knob", at=AGE_S + 5, batch_size=2))
+    q.take(AGE_S + 5, sizes=("point",))  # the knob reader was served just now
+    point = job(session="knob", at=AGE_S + 10, batch_size=3)
+    q.add(point)
+    now = AGE_S + 10.5
+    assert all(q.rank(j, now) == AGED for j in backlog)
+    assert q.order(now)[0] is point and q.position(point, now) == 0
+    assert q.take(now) == [point]
 
 
 def test_the_same_question_from_several_readers_runs_once():
@@ -217,20 +253,81 @@ def test_a_newcomers_first_job_goes_before_aged_jobs_whatever_its_size():
     all of them: in a class of 30, two minutes); it counts as waiting inside another run's
     pause, and is taken there whatever its size. Once answered, the reader is no newcomer."""
     q = with_numbers(JobQueue(), "a", "b")
-    old = [job(session=s, at=0, batch_size=b) for s, b in (("a", 2), ("b", 3))]
+    old = [job("serve_run", session=s, at=0, seed=b) for s, b in (("a", 2), ("b", 3))]
     load = job("load_test", session="c", at=AGE_S)  # the newcomer's first job
-    later = job(session="c", at=AGE_S + 1, batch_size=4)  # and their second
+    later = job(session="c", at=AGE_S + 4, batch_size=4)  # and their second
     for j in (*old, load, later):
         q.add(j)
-    now = AGE_S + 5  # the old points have aged; the load test is young (rank 2 by size)
-    assert q.order(now) == [load, *old, later]
+    now = AGE_S + 5  # the old runs have aged; the load test is young (rank 2 by size)
+    assert q.order(now) == [load, later, *old]
     assert q.longest_wait(now, sizes=("point",), besides=["a", "b"]) == 5  # it waits: pause
     assert q.waiting(("point", "run")) == 4  # the load test counts as any size
     assert q.take(now, sizes=("point", "run")) == [load]  # taken inside a pause too
     q.answered("c")
-    assert q.order(now) == [*old, later]  # now a reader like the others
+    assert q.order(now) == [later, *old]  # now a reader like the others
     anonymous = job("load_test", session=None, at=AGE_S + 2)  # a script: never a newcomer
     q.add(anonymous)
     assert q.order(now)[-1] is anonymous
     q.forget("c")  # left: nothing of theirs is kept
     assert "c" not in q._answered and "c" not in q._served
+
+
+def test_a_job_asked_aside_is_never_a_newcomers_first_and_hides_nothing():
+    """A page's lookup beside its measurements (the GPU box's machine description, submitted
+    aside) is not what the reader waits for: it gets no newcomer's rank, and the reader's first
+    real job behind it keeps its own (before, the cached lookup's answer ended the newcomer's
+    rank and the knob reader's first point waited with everyone's: p95 46 s)."""
+    q = with_numbers(JobQueue(), "old")
+    old = job(session="old", at=1, batch_size=2)
+    info = job("info", session="new", at=1, aside=True)
+    first = job("serve_run", session="new", at=2)
+    for j in (old, info, first):
+        q.add(j)
+    assert q.rank(info, 2.5) == 0 and q.rank(first, 2.5) == NEWCOMER
+    assert q.order(2.5) == [first, old, info]
+
+
+def test_a_readers_first_job_loses_its_newcomers_rank_once_a_number_is_on_their_page():
+    """Once a reader has a number (a nearby cached result, a run's partial figure: the service
+    calls answered), the queue prefers the readers who have nothing on screen."""
+    q = with_numbers(JobQueue(), "old")
+    shown = job("load_test", session="shown", at=0, seed=1)
+    bare = job("load_test", session="bare", at=1, seed=2)
+    point = job(session="old", at=2, batch_size=4)
+    for j in (shown, bare, point):
+        q.add(j)
+    assert q.order(3) == [shown, bare, point]
+    q.answered("shown")  # a nearby result is on that reader's page
+    assert q.order(3) == [bare, point, shown]
+
+
+def test_ordering_a_long_queue_takes_linear_time_in_newcomer_checks(monkeypatch):
+    """Each newcomer's first job is found once per order, not once per job (it was a scan of
+    the queue for every job: quadratic in a class's 60-job backlog)."""
+    q = JobQueue()
+    for i in range(200):
+        q.add(job(session=f"s{i % 50}", at=i, batch_size=1 + i))
+    calls = []
+    real = JobQueue._firsts
+    monkeypatch.setattr(JobQueue, "_firsts", lambda self: calls.append(1) or real(self))
+    order = q.order(300)
+    assert len(order) == 200 and len(calls) == 1
+    firsts = real(q)
+    assert order[:50] == [firsts[0][f"s{i}"] for i in range(50)]
+
+
+def test_a_readers_first_point_that_has_waited_goes_before_newcomers_first_runs():
+    """A slider's point that has waited OVERDUE_S goes before the newcomers' first jobs (its
+    target is 5 s, theirs 10 s; a point is short); only the reader's first queued point, so a
+    reader's dozen points still take turns with everyone."""
+    q = with_numbers(JobQueue(), "knob", "roof")
+    knob = job(session="knob", at=0, batch_size=12)
+    dozen = [job(session="roof", at=0, batch_size=b) for b in (1, 2, 3)]
+    runs = [job("serve_run", session=f"new{i}", at=1 + i / 10, seed=i) for i in range(5)]
+    for j in (knob, *dozen, *runs):
+        q.add(j)
+    assert q.order(1.9)[:5] == runs  # young points: the newcomers first
+    now = OVERDUE_S
+    assert q.rank(knob, now) == q.rank(dozen[0], now) == OVERDUE
+    assert q.rank(dozen[1], now) == 0
+    assert q.order(now) == [knob, dozen[0], *runs, *dozen[1:]]

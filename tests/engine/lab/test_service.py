@@ -523,3 +523,59 @@ def so_far(rec: Recorder, job) -> list[int]:
     first = next((i for i, e in enumerate(events) if e.type == "result"), len(events))
     return [e.data["so_far"]["answered"] for e in events[:first]
             if e.type == "progress" and "so_far" in e.data]
+
+
+def test_a_newcomer_keeps_their_rank_past_a_lookup_aside_and_loses_it_to_a_nearby_number(service):
+    """Rule 0 (engine.lab.job_queue) as the service applies it: a reader whose only answer is a
+    lookup aside (the GPU box's machine description, from the cache at once) has nothing on
+    screen, so their first load test still goes before a point of a reader who has a number;
+    a reader shown a nearby cached result has a number, and waits by the size rule."""
+    rec = Recorder()
+    finished(service.submit("info", {}))  # the machine's description is cached from now on
+    near = finished(service.submit("load_test", {**LOAD, "requests": 4, "seed": 40}))
+    if busy(near):
+        pytest.skip("the machine was too busy to cache a result (disturbed after re-measures)")
+    finished(service.submit("sweep_point", {**QUICK, "seed": 40}, session_id="has-a-number",
+                            use_cache=False))
+    blocker = service.submit("sweep_point", LONG, rec, session_id="blocker", use_cache=False)
+    rec.wait_for(blocker, "started")
+    try:
+        info = finished(service.submit("info", {}, rec, session_id="aside", aside=True))
+        assert info.cached
+        first = service.submit("load_test", {**LOAD, "requests": 6, "seed": 41}, rec,
+                               session_id="aside", use_cache=False)
+        shown = service.submit("load_test", {**LOAD, "requests": 5, "seed": 40}, rec,
+                               session_id="nearby", nearby=True)
+        rec.wait_for(shown, "nearby")
+        point = service.submit("sweep_point", {**QUICK, "seed": 41}, rec,
+                               session_id="has-a-number", use_cache=False)
+        assert service.position(first) < service.position(point) < service.position(shown)
+    finally:
+        for job in (blocker, first, shown, point):
+            service.cancel(job)
+
+
+def test_a_runs_first_partial_figure_ends_its_readers_newcomer_rank(service):
+    """While a newcomer's first load test runs, their next job would be their first queued one;
+    once the run has shown a partial figure (so_far) the reader has a number, and that next
+    job waits by the size rule, behind another reader's point."""
+    rec = Recorder()
+    finished(service.submit("sweep_point", {**QUICK, "seed": 42}, session_id="has-a-number",
+                            use_cache=False))
+    service.preempt_after_s = 1000.0  # nothing pauses the load test while the test looks
+    try:
+        load = service.submit("load_test", {**LOAD, "requests": 30, "seed": 42}, rec,
+                              session_id="new", use_cache=False)  # 5 s of arrivals
+        deadline = time.monotonic() + TIMEOUT
+        while not so_far(rec, load):
+            assert time.monotonic() < deadline, rec.types(load)
+            time.sleep(0.02)
+        later = service.submit("load_test", {**LOAD, "requests": 7, "seed": 42}, rec,
+                               session_id="new", use_cache=False)
+        point = service.submit("sweep_point", {**QUICK, "seed": 43}, rec,
+                               session_id="has-a-number", use_cache=False)
+        assert load.state == "running" and service.position(point) < service.position(later)
+    finally:
+        service.preempt_after_s = client.PREEMPT_AFTER_S
+        for job in (load, later, point):
+            service.cancel(job)
