@@ -27,11 +27,13 @@ def rss_mib() -> float:
 
 
 @pytest.fixture(autouse=True)
-def unfrozen():
+def unfrozen(monkeypatch):
     """A trim may gc.freeze() this test process (lessons.shell.heap): each test starts and ends
-    with nothing frozen."""
+    with nothing frozen, and sees only its own sessions' documents (not those another test's
+    served app left alive)."""
     gc.unfreeze()
     heap.frozen = None
+    monkeypatch.setattr(heap, "_documents", weakref.WeakSet())
     yield
     gc.unfreeze()
     heap.frozen = None
