@@ -24,17 +24,6 @@ and free) and `status()` says how many ran and whether one is coming: /engine-st
 "web_heap", so a bench samples the memory after the trim, not before it. What that returns is
 measured by `python bench/classroom.py --churn 500` (figures in issue 16's notes). On a system
 without glibc (macOS, musl) there is nothing to call and nothing happens.
-
-The trim's gc.collect() runs on the server's loop, so every session waits for it; a full
-collection walks every object the process tracks, most of them the server's own (modules,
-Panel's and Bokeh's classes, the lessons' tables) and alive for good. So the first trim after
-whose collection no session's document is alive moves what is left into gc.freeze()'s permanent
-generation: later collections (the trims' and Python's own full ones) no longer walk it. Only
-then: an object frozen while a session held it would, once that session ended, be cyclic
-garbage no collection frees; and "no session open" is not enough, since a closed session's
-running engine job holds its page, and so its document, until the job stops. Freezing once
-bounds what a mistake can cost (an object alive at that moment that turns into garbage later
-stays, once). What it saves is measured by the same churn (the trims' "gc ms" in the server log).
 """
 
 from __future__ import annotations
@@ -46,7 +35,6 @@ import logging
 import os
 import threading
 import time
-import weakref
 
 from bokeh.document import Document
 from tornado.ioloop import IOLoop
@@ -57,8 +45,6 @@ TRIM_AFTER_S = 10.0  # after a session ends; Panel's own collection runs 5 s aft
 
 _lock = threading.Lock()
 _scheduled = False
-_documents: weakref.WeakSet = weakref.WeakSet()  # every session's document still alive
-frozen: int | None = None  # objects gc.freeze() moved out of collections' way (once, idle)
 trims = 0  # trims done in this process (the served memory test reads it)
 _last: dict | None = None  # what the last trim did (status)
 
@@ -104,7 +90,7 @@ def malloc_mib() -> dict | None:
 def status() -> dict:
     """For /engine-status: trims done, whether one is coming, and what the last one did."""
     return {"trims": trims, "trim_pending": _scheduled, "trim_after_s": TRIM_AFTER_S,
-            "last_trim": _last, "frozen_objects": frozen}
+            "last_trim": _last}
 
 
 def _rss_mib() -> float | None:
@@ -123,8 +109,6 @@ def trim_after_session(doc: Document | None) -> None:
     if doc is None or doc.session_context is None or _malloc_trim is None:
         return
     loop = IOLoop.current()  # the server's loop: session callbacks run on it
-    with _lock:
-        _documents.add(doc)
     doc.on_session_destroyed(lambda _context: _schedule(loop))
 
 
@@ -149,7 +133,6 @@ def return_freed_memory() -> bool:
         return False
     start, before = time.perf_counter(), _rss_mib()
     gc.collect()
-    _freeze_when_idle()
     collected = time.perf_counter()
     released = bool(_malloc_trim(0))
     trimmed = time.perf_counter()
@@ -157,20 +140,8 @@ def return_freed_memory() -> bool:
     _last = {"rss_before_mib": before, "rss_after_mib": _rss_mib(), "malloc_mib": malloc_mib(),
              "gc_ms": round(1000 * (collected - start)),
              "trim_ms": round(1000 * (trimmed - collected))}
-    # on the server's loop: every session waits meanwhile (churn 500: gc 249-807 ms a trim,
-    # 144-521 ms once the server's own objects are frozen)
-    log.info("trim %d: resident %s -> %s MiB, malloc %s MiB, gc %d ms, trim %d ms, frozen %s",
-             trims, _last["rss_before_mib"], _last["rss_after_mib"], _last["malloc_mib"],
-             _last["gc_ms"], _last["trim_ms"], frozen)
+    # on the server's loop: every session waits meanwhile (0.1-1.2 s in the 100-reader churn)
+    log.info("trim %d: resident %s -> %s MiB, malloc %s MiB, gc %d ms, trim %d ms", trims,
+             _last["rss_before_mib"], _last["rss_after_mib"], _last["malloc_mib"],
+             _last["gc_ms"], _last["trim_ms"])
     return released
-
-
-def _freeze_when_idle() -> None:
-    """Once, with the garbage just collected and no session's document left alive: freeze what is
-    left (the server's own objects) so that later full collections skip it (module doc)."""
-    global frozen
-    with _lock:
-        if frozen is not None or len(_documents) > 0:
-            return
-        gc.freeze()
-        frozen = gc.get_freeze_count()

@@ -6,7 +6,6 @@ is measured in bench/classroom.py --churn."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import weakref
 
@@ -24,19 +23,6 @@ COUNT = 40_000  # about 80 MiB
 
 def rss_mib() -> float:
     return process_memory(os.getpid())["rss_mib"]
-
-
-@pytest.fixture(autouse=True)
-def unfrozen(monkeypatch):
-    """A trim may gc.freeze() this test process (lessons.shell.heap): each test starts and ends
-    with nothing frozen, and sees only its own sessions' documents (not those another test's
-    served app left alive)."""
-    gc.unfreeze()
-    heap.frozen = None
-    monkeypatch.setattr(heap, "_documents", weakref.WeakSet())
-    yield
-    gc.unfreeze()
-    heap.frozen = None
 
 
 def test_a_trim_returns_the_holes_that_free_leaves():
@@ -101,28 +87,3 @@ def test_a_page_built_outside_a_server_schedules_nothing():
     heap.trim_after_session(doc)
     heap.trim_after_session(None)
     assert doc.callbacks.session_destroyed_callbacks == set()
-
-
-def test_the_first_trim_with_no_session_document_alive_freezes_and_only_that_one(monkeypatch):
-    monkeypatch.setattr(heap, "TRIM_AFTER_S", 60.0)  # the trims below are called, not waited for
-    context = Context()
-
-    async def serve() -> None:
-        doc = served_doc(context)
-        heap.trim_after_session(doc)
-        end_session(doc, context)  # its session is gone, but a running job's handler holds it
-        heap.return_freed_memory()
-        assert heap.frozen is None and gc.get_freeze_count() == 0  # it would be frozen with it
-        del doc  # the job ended
-        heap.return_freed_memory()
-        count = heap.frozen  # what gc.freeze() moved (refcounting still frees some of it)
-        assert count and 0 < gc.get_freeze_count() <= count
-        assert heap.status()["frozen_objects"] == count
-        later = served_doc(context)  # a later session's objects are never frozen
-        heap.trim_after_session(later)
-        end_session(later, context)
-        del later
-        heap.return_freed_memory()
-        assert heap.frozen == count and gc.get_freeze_count() <= count  # no second freeze
-
-    asyncio.run(serve())
