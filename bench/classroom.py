@@ -29,7 +29,9 @@ It prints and saves (bench/results/classroom-<N>.json):
   a second), with its counts of runs, cache answers and disturbed results; the server log
   (bench/results/classroom-<N>-server.log) has a line per measured run with its time;
 - resident memory (RSS) of the web process and the engine worker before the class, the most
-  during it, and after every session has closed.
+  during it, and after every session has closed and the server has trimmed after them (as
+  --churn below; up to this change the "after" was sampled 10 s after the close, before that
+  trim).
 Targets (issue 16, N = 30 on 2 cores, empty cache): first number p95 <= 10 s, release to drawn p95
 <= 5 s, web RSS after within 20% of before.
 
@@ -319,6 +321,22 @@ def exceptions_logged(log) -> int | None:
             - text.count("The above exception was the direct cause"))
 
 
+def after_trim(url: str) -> str:
+    """Wait (bounded) until the server has discarded the closed sessions and trimmed after
+    them, so a memory sample after the readers left is not taken just before the server gives
+    memory back (lessons.shell.heap trims TRIM_AFTER_S after the last discard); says which
+    trim, for the printed line."""
+    time.sleep(5)  # the server discards closed sessions (its flags: within about a second)
+    heap = (engine_status(url) or {}).get("web_heap") or {}
+    deadline = time.monotonic() + heap.get("trim_after_s", 10.0) + 20
+    while heap.get("trim_pending") and time.monotonic() < deadline:
+        time.sleep(0.5)  # a trim pending: discarding a session schedules one
+        heap = (engine_status(url) or {}).get("web_heap") or {}
+    if heap.get("trim_pending") or "trims" not in heap:
+        return "no trim seen"
+    return f"after trim {heap['trims']}"
+
+
 def memory(server_pid: int, worker_pid: int | None) -> dict:
     return {"web_mib": _round(rss_mib(server_pid)), "worker_mib": _round(rss_mib(worker_pid))}
 
@@ -356,19 +374,6 @@ def churn(count: int, at_once: int) -> int:
         student.close()
         thread.join(30)
 
-    def after_trim() -> str:
-        """Wait (bounded) until the server has discarded the closed sessions and trimmed after
-        them; says which trim, for the printed line."""
-        time.sleep(5)  # the server discards closed sessions (its flags: within about a second)
-        heap = (engine_status(url) or {}).get("web_heap") or {}
-        deadline = time.monotonic() + heap.get("trim_after_s", 10.0) + 20
-        while heap.get("trim_pending") and time.monotonic() < deadline:
-            time.sleep(0.5)  # a trim pending: discarding a session schedules one
-            heap = (engine_status(url) or {}).get("web_heap") or {}
-        if heap.get("trim_pending") or "trims" not in heap:
-            return "no trim seen"
-        return f"after trim {heap['trims']}"
-
     try:
         time.sleep(2)
         sample(0, "server started")
@@ -376,7 +381,7 @@ def churn(count: int, at_once: int) -> int:
         for args in CHURN_PAGES:  # every page once: its modules imported, the worker warm
             visit(opened, args)
             opened += 1
-        sample(opened, f"baseline, {after_trim()}")
+        sample(opened, f"baseline, {after_trim(url)}")
         baseline = samples[-1]["web_mib"]
         while opened < count:
             batch = [threading.Thread(target=visit, args=(opened + i, CHURN_PAGES[
@@ -390,7 +395,7 @@ def churn(count: int, at_once: int) -> int:
                 sample(opened, "just closed")
         time.sleep(5)
         sample(opened, "5 s after the last left")
-        sample(opened, f"end, {after_trim()}")
+        sample(opened, f"end, {after_trim(url)}")
     finally:
         stop_server(proc)
     end = samples[-1]["web_mib"]
@@ -518,8 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         settle = time.monotonic() + 30
         while time.monotonic() < settle and (engine_status(url) or {}).get("queued"):
             time.sleep(1)  # the closed sessions' jobs are cancelled; let the last one end
-        time.sleep(10)  # Bokeh discards closed sessions within a few seconds (the server flags)
-        rss["after"] = memory(proc.pid, worker)
+        trimmed = after_trim(url)  # as --churn: the sessions discarded, the trim after them run
+        rss["after"] = {**memory(proc.pid, worker), "when": trimmed}
     finally:
         stop.set()
         stop_server(proc)
@@ -638,7 +643,7 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
     print(f"  RSS MiB web / worker: before {before.get('web_mib')} / {before.get('worker_mib')}, "
           f"during max {rss.get('during_max', {}).get('web_mib')} / "
           f"{rss.get('during_max', {}).get('worker_mib')}, after {after.get('web_mib')} / "
-          f"{after.get('worker_mib')} (web growth {_pct(web_growth)})")
+          f"{after.get('worker_mib')} ({after.get('when')}; web growth {_pct(web_growth)})")
     print(f"  targets met: {met}; errors: {len(result['errors'])}; server log tracebacks: "
           f"{result['server_log_tracebacks']}; never showed a number: "
           f"{result['first_number']['never']}")

@@ -123,6 +123,14 @@ class SessionJobs:
             self.frames += 1
         if self.closed or not batch:
             return
+        if not self.served:
+            # The document was destroyed (Bokeh clears its models' data; Panel's destroy sets
+            # no session context) before the session-destroyed hook set `closed`: Bokeh
+            # destroys the document under its lock, then runs the hooks, and a frame already
+            # waiting for that lock runs in between. A handler would read emptied models
+            # (KeyError 'left' in RequestLanes._patch, seen once on three-schedules).
+            self.closed = True
+            return
         with set_curdoc(self.doc), pn.io.hold(self.doc):
             for handler, event in batch:
                 try:

@@ -8,12 +8,17 @@ import math
 import socket
 import threading
 import time
+import weakref
+from functools import partial
 
 import panel as pn
 from bokeh.client import pull_session
+from bokeh.document import Document
+from panel.io.document import _destroy_document
 
 from engine.lab.events import Job, JobEvent
 from lessons.session_jobs import FRAME_S, SessionJobs
+from widgets.request_lanes import RequestLanes
 
 
 class StubService:
@@ -60,6 +65,40 @@ def test_a_destroyed_session_cancels_its_jobs_and_ignores_late_events():
     assert service.cancelled_sessions == ["abc"] and jobs.closed
     jobs._receive(seen.append, JobEvent(7, "info", "progress", {}))
     assert [e.type for e in seen] == ["queued", "result"]
+
+
+class _Context:
+    """Stands for a served session's context: a document with one counts as served."""
+    id = "reader-1"
+
+
+def test_a_frame_after_the_document_was_destroyed_runs_no_handler():
+    """Bokeh destroys a closed session's document under its lock and only then runs the
+    session-destroyed hooks (which set `closed`); a frame already waiting for the lock runs in
+    between. Its handlers would read emptied models: three-schedules' lanes raised KeyError
+    'left' in RequestLanes._patch on a step event."""
+    context = _Context()
+    doc = Document()
+    doc._session_context = weakref.ref(context)
+    doc.destroy = partial(_destroy_document, doc)  # as Panel's server sets it on each document
+    lanes = RequestLanes()
+    doc.add_root(lanes.figure)
+    lanes.arrive(0, 0.0)
+    jobs = SessionJobs(doc=doc, service=StubService())
+    seen = []
+
+    def on_step(event: JobEvent) -> None:
+        seen.append(event.data["t_ms"])
+        lanes.advance(event.data["t_ms"])
+
+    assert jobs.served
+    jobs._batch = [(on_step, JobEvent(1, "serve_run", "step", {"t_ms": 5.0}))]
+    jobs._flush()  # live: the bar grows
+    assert seen == [5.0] and lanes.spans(0) == {"queued": (0.0, 5.0)}
+    doc.destroy(None)  # the session closed; its destroyed hooks have not run yet
+    jobs._batch = [(on_step, JobEvent(1, "serve_run", "step", {"t_ms": 9.0}))]
+    jobs._flush()
+    assert seen == [5.0] and jobs.closed
 
 
 def test_a_burst_of_token_events_reaches_the_page_in_few_frames_none_lost_in_order():
