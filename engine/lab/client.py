@@ -498,12 +498,14 @@ class EngineService:
                                                            f"{one_line(e)}"}, deliver_later=True)
                 return
             ran_s = time.time() - (run.lead.started_at or time.time())
+            waited_s = (run.lead.started_at or run.lead.submitted_at) - run.lead.submitted_at
             if disturbed(result):
                 self.disturbed += 1
                 with self._lock:
                     waiting = self._queue.others_waiting(j.session_id for j in jobs)
-                log.info("job %s (%s, %d readers) ran %.1f s: disturbed (%s); %s", run.id,
-                         run.lead.kind, len(jobs), ran_s, "; ".join(
+                log.info("job %s (%s %s, %d readers) waited %.1f s, ran %.1f s: disturbed (%s); "
+                         "%s", run.id, run.lead.kind, run.lead.size, len(jobs), waited_s, ran_s,
+                         "; ".join(
                              result["check"].get("reasons") or ["?"]),
                          f"not measured again: {waiting} jobs of others wait" if waiting else
                          "measured again" if run.lead.remeasures < self.remeasures else "final")
@@ -513,8 +515,8 @@ class EngineService:
                     return
                 self.disturbed_final += bool(waiting)
             else:
-                log.info("job %s (%s, %d readers) ran %.1f s", run.id, run.lead.kind, len(jobs),
-                         ran_s)
+                log.info("job %s (%s %s, %d readers) waited %.1f s, ran %.1f s", run.id,
+                         run.lead.kind, run.lead.size, len(jobs), waited_s, ran_s)
                 if any(job.use_cache for job in jobs):
                     self._cache.put(self._key(run.lead, w), result, measured_at)
                     self._cache_generation += 1
@@ -665,8 +667,9 @@ class EngineService:
         else:
             run.pausing = True
             w.pause_id.value = run.id
-        log.info("pausing %s%s (job %s) to let %d waiting jobs through", run.lead.kind,
-                 "'s engine build" if run.building else "", run.id, len(self._queue))
+        log.info("pausing %s%s (job %s; %d paused) to let %d waiting jobs through",
+                 run.lead.kind, "'s engine build" if run.building else "", run.id,
+                 len(self._paused) + (not run.building), len(self._queue))
 
     def _was_paused(self, w: _Worker, job_id: int) -> None:
         """The worker has paused the running job (a pausable run, between two steps) and waits
