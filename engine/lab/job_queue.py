@@ -105,10 +105,12 @@ class JobQueue:
                 return True
         return False
 
-    def take(self, now: float, sizes: Iterable[str] = SIZES) -> list[Job]:
-        """The job to run next (of these sizes, or a newcomer's first) followed by the queued
-        jobs it also answers (same question); all leave the queue. Empty when none waits."""
-        sizes, firsts = tuple(sizes), self._firsts()
+    def take(self, now: float, sizes: Iterable[str] = SIZES,
+             newcomers: bool = True) -> list[Job]:
+        """The job to run next (of these sizes, or a newcomer's first unless `newcomers` is
+        False) followed by the queued jobs it also answers (same question); all leave the
+        queue. Empty when none waits."""
+        sizes, firsts = tuple(sizes), self._firsts() if newcomers else ({}, {})
         order = [j for j in self.order(now) if self._of(j, sizes, firsts)]
         if not order:
             return []
@@ -198,23 +200,27 @@ class JobQueue:
         return sum(j.session_id not in mine for j in self._jobs)
 
     def longest_wait(self, now: float, rank: float = 0, sizes: Iterable[str] = SIZES,
-                     besides: Iterable[str | None] = ()) -> float:
-        """Seconds the longest-waiting job of this rank (or smaller) and of these sizes has
-        waited, of readers other than `besides`; 0 for none."""
+                     besides: Iterable[str | None] = (), newcomers: bool = True) -> float:
+        """Seconds the longest-waiting job of this rank (or smaller) and of these sizes (or a
+        newcomer's first, unless `newcomers` is False) has waited, of readers other than
+        `besides`; 0 for none."""
         sizes, mine, firsts = tuple(sizes), set(besides), self._firsts()
+        of = firsts if newcomers else ({}, {})
         waits = [now - j.submitted_at for j in self._jobs
-                 if self.rank(j, now, firsts) <= rank and self._of(j, sizes, firsts)
+                 if self.rank(j, now, firsts) <= rank and self._of(j, sizes, of)
                  and j.session_id not in mine]
         return max(waits, default=0.0)
 
-    def waiting(self, sizes: Iterable[str]) -> int:
-        """How many queued jobs are of these sizes (a newcomer's first job counts as any)."""
-        sizes, firsts = tuple(sizes), self._firsts()
+    def waiting(self, sizes: Iterable[str], newcomers: bool = True) -> int:
+        """How many queued jobs are of these sizes (a newcomer's first job counts as any,
+        unless `newcomers` is False)."""
+        sizes, firsts = tuple(sizes), self._firsts() if newcomers else ({}, {})
         return sum(self._of(j, sizes, firsts) for j in self._jobs)
 
     def _of(self, job: Job, sizes: tuple[str, ...], firsts: tuple | None = None) -> bool:
         """True if the job is of these sizes, or a newcomer's first (rule 0: of any size, it
-        is taken even inside another job's pause, and counts as waiting for one)."""
+        is taken even inside another job's pause, and counts as waiting for one; `firsts`
+        ({}, {}) leaves newcomers out)."""
         if job.size in sizes:
             return True
         return (self._firsts() if firsts is None else firsts)[0].get(job.session_id) is job

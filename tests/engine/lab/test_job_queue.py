@@ -331,3 +331,25 @@ def test_a_readers_first_point_that_has_waited_goes_before_newcomers_first_runs(
     assert q.rank(knob, now) == q.rank(dozen[0], now) == OVERDUE
     assert q.rank(dozen[1], now) == 0
     assert q.order(now) == [knob, dozen[0], *runs, *dozen[1:]]
+
+
+def test_newcomers_first_jobs_can_be_left_out_where_only_points_may_start():
+    """With the service's pause stack full (engine.lab.client._may_start) a newcomer's long
+    first job must not start: nothing could pause it for the points behind it. take, waiting
+    and longest_wait then count points only; a newcomer's first point is still taken first."""
+    q = with_numbers(JobQueue(), "old")
+    load = job("load_test", session="new", at=0)
+    point = job(session="old", at=2.5, batch_size=3)  # not overdue yet at 4
+    first_point = job(session="fresh", at=3, batch_size=5)
+    for j in (load, point):
+        q.add(j)
+    now = 4.0
+    assert q.waiting(("point",)) == 2 and q.waiting(("point",), newcomers=False) == 1
+    assert q.longest_wait(now, sizes=("point",)) == 4
+    assert q.longest_wait(now, sizes=("point",), newcomers=False) == 1.5
+    assert q.take(now, ("point",)) == [load]  # as before: a newcomer's first, any size
+    q.add(load)
+    q.add(first_point)
+    assert q.take(now, ("point",), newcomers=False) == [first_point]
+    assert q.take(now, ("point",), newcomers=False) == [point]
+    assert q.take(now, ("point",), newcomers=False) == [] and q.take(now) == [load]
