@@ -29,7 +29,10 @@ disturbance check leave the pause out: engine.lab.worker), and a model's build i
 between two of its steps (the worker keeps the half-built engine). Either goes on where it
 stopped once no smaller job waits, or after MAX_PAUSE_S, so it always ends; nothing it had done
 is lost or run again. A run started inside a pause may be paused in turn, up to MAX_PAUSED
-deep; the innermost goes on first.
+deep; the innermost goes on first. One more place is kept for points: the run started inside the
+MAX_PAUSED-th pause is paused for points only, and inside that pause only points start (a
+newcomer's long first job waits for the innermost run to end), so whatever runs, a point gets in
+within one step of it.
 
 Measurement quality (engine.lab.cores, engine.lab.quality): the worker pins itself to the
 engine's cores (ENGINE_CORES, or `core_setting=`) and, once it has said which, this process
@@ -74,12 +77,16 @@ from .results import parse_result
 
 log = logging.getLogger(__name__)
 
-PREEMPT_AFTER_S = 2.0  # a short job waiting this long pauses a load test or an engine's build
+PREEMPT_AFTER_S = 1.0  # a short job waiting this long pauses a load test or an engine's build
+# (2 s until bench/classroom.py at 30 students showed a knob point's wait in the engine made of
+# it: p50 2.4 s, the pause requested at 2 s; a slider's release is to be drawn within 5 s)
 TURN_S = 2.0  # ... once that has run this long since it started or went on
 MAX_PAUSE_S = 10.0  # a paused run goes on after this long, even while short jobs wait
 PAUSED_RUNS_TAKE = ("point", "run")  # the sizes of jobs an engine's build is stopped for
-MAX_PAUSED = 4  # runs paused inside each other's pauses at most (each holds an engine: tiny's
-# is about 130 MiB with its KV pool, so 4 deep adds about half a GiB to the worker)
+MAX_PAUSED = 4  # runs paused inside each other's pauses for any shorter job at most (each holds
+# an engine: tiny's is about 130 MiB with its KV pool, so 4 deep adds about half a GiB to the
+# worker); the run inside the last of them may be paused once more, for points alone (as many
+# runs at once as before, when that one could not be paused at all)
 REMEASURES = 2  # a disturbed result is measured again at most this many times
 QUIET_WAIT_S = 5.0  # before measuring again, the worker waits at most this long for quiet
 
@@ -498,12 +505,14 @@ class EngineService:
                                                            f"{one_line(e)}"}, deliver_later=True)
                 return
             ran_s = time.time() - (run.lead.started_at or time.time())
+            waited_s = (run.lead.started_at or run.lead.submitted_at) - run.lead.submitted_at
             if disturbed(result):
                 self.disturbed += 1
                 with self._lock:
                     waiting = self._queue.others_waiting(j.session_id for j in jobs)
-                log.info("job %s (%s, %d readers) ran %.1f s: disturbed (%s); %s", run.id,
-                         run.lead.kind, len(jobs), ran_s, "; ".join(
+                log.info("job %s (%s %s, %d readers) waited %.1f s, ran %.1f s: disturbed (%s); "
+                         "%s", run.id, run.lead.kind, run.lead.size, len(jobs), waited_s, ran_s,
+                         "; ".join(
                              result["check"].get("reasons") or ["?"]),
                          f"not measured again: {waiting} jobs of others wait" if waiting else
                          "measured again" if run.lead.remeasures < self.remeasures else "final")
@@ -513,8 +522,8 @@ class EngineService:
                     return
                 self.disturbed_final += bool(waiting)
             else:
-                log.info("job %s (%s, %d readers) ran %.1f s", run.id, run.lead.kind, len(jobs),
-                         ran_s)
+                log.info("job %s (%s %s, %d readers) waited %.1f s, ran %.1f s", run.id,
+                         run.lead.kind, run.lead.size, len(jobs), waited_s, ran_s)
                 if any(job.use_cache for job in jobs):
                     self._cache.put(self._key(run.lead, w), result, measured_at)
                     self._cache_generation += 1
@@ -619,7 +628,7 @@ class EngineService:
                 if self._running is None and self._paused:
                     self._maybe_resume(w)
                 jobs = [] if self._running is not None else self._queue.take(
-                    time.time(), _smaller(self._paused[-1]) if self._paused else SIZES)
+                    time.time(), *self._may_start())
                 if jobs:
                     run = self._running = _Run(jobs[0].id, jobs)
                     for job in jobs:
@@ -642,20 +651,24 @@ class EngineService:
         point on a CPU) is paused between two steps, for jobs of a smaller size (_smaller).
         Either goes on later where it stopped (the worker keeps it), so each turn adds to it
         and it always ends. A run inside another's pause is paused in turn only for points (up
-        to MAX_PAUSED deep: each holds an engine). A newcomer's first job counts as any size
-        (job_queue)."""
+        to MAX_PAUSED deep: each holds an engine, and one more for points alone). A newcomer's
+        first job counts as any size (job_queue), except for that last place (_may_start)."""
         run, now = self._running, time.time()
         if run is None or run.cancelling or run.preempting or run.pausing:
             return
         if run.building:
             sizes = PAUSED_RUNS_TAKE
-        elif (len(self._paused) < MAX_PAUSED and run.lead.size != "point"
+        elif (len(self._paused) <= MAX_PAUSED and run.lead.size != "point"
               and all(j.pausable for j in run.jobs)):
             sizes = ("point",) if self._paused else _smaller(run)
         else:
             return
+        # the place past MAX_PAUSED is for points: a run paused into it is paused for them alone
+        # (not for a newcomer's long first job), so what runs there is a point, never a run
+        # that nothing could pause
+        newcomers = run.building or len(self._paused) < MAX_PAUSED
         if (now - run.started_at < self.turn_s
-                or self._queue.longest_wait(now, sizes=sizes,
+                or self._queue.longest_wait(now, sizes=sizes, newcomers=newcomers,
                                             besides=(j.session_id for j in run.jobs))
                 < self.preempt_after_s):
             return  # (a reader's own jobs wait behind theirs in any case)
@@ -665,8 +678,24 @@ class EngineService:
         else:
             run.pausing = True
             w.pause_id.value = run.id
-        log.info("pausing %s%s (job %s) to let %d waiting jobs through", run.lead.kind,
-                 "'s engine build" if run.building else "", run.id, len(self._queue))
+        log.info("pausing %s%s (job %s; %d paused) to let %d waiting jobs through",
+                 run.lead.kind, "'s engine build" if run.building else "", run.id,
+                 len(self._paused) + (not run.building), len(self._queue))
+
+    def _may_start(self) -> tuple[tuple[str, ...], bool]:
+        """The sizes of the jobs the free worker may start now, and whether a newcomer's first
+        job of any size may: any with nothing paused; those smaller than the innermost paused
+        run (and newcomers' firsts) inside its pause; points alone with more than MAX_PAUSED
+        runs paused, the place kept for them (before it was kept, what started inside the
+        MAX_PAUSED-th pause could not be paused, and a point arriving behind it waited for all
+        of it: bench/classroom.py at 30 students, a rate sweep ran 32 s there with 45 jobs
+        waiting, a schedule run 6 s with points waiting 16 s). The rest wait for the innermost
+        run to end."""
+        if not self._paused:
+            return SIZES, True
+        if len(self._paused) > MAX_PAUSED:
+            return ("point",), False
+        return _smaller(self._paused[-1]), True
 
     def _was_paused(self, w: _Worker, job_id: int) -> None:
         """The worker has paused the running job (a pausable run, between two steps) and waits
@@ -694,7 +723,7 @@ class EngineService:
         inside its pause) when no short job waits, when it has waited max_pause_s (it always
         ends), or to stop (cancelled meanwhile)."""
         run, now = self._paused[-1], time.time()
-        if not (run.cancelling or not self._queue.waiting(_smaller(run))
+        if not (run.cancelling or not self._queue.waiting(*self._may_start())
                 or now - run.paused_at >= self.max_pause_s):
             return
         self._paused.pop()

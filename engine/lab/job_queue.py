@@ -21,7 +21,12 @@ arrives after them. The rules here, in order:
    release is to be drawn within 5 s and a point takes a second at most, while thirty arriving
    readers' first jobs (a schedule run, a load test until its first partial figure) queued
    before it would take far longer (bench/classroom.py at 30 students: knob release to point
-   drawn p95 54 s with the newcomers first).
+   drawn p95 54 s with the newcomers first). A reader's first queued point that has not waited
+   that long yet (rank FIRST_POINT) still goes before a newcomer's first run or load test
+   (a newcomer's first job, if a point, is such a point itself; a newcomer's later point
+   waits behind their first job): started ahead of it, a run holds the point for a turn of
+   2 s before it can be paused (bench/classroom.py: a point 1.7 s old lost to a newcomer's
+   rate sweep and waited 5.0 s).
 1. Short before long: each job kind declares its size in the registry ("point" < "run" <
    "load"); a smaller size goes first. A bigger job that has waited AGE_S or more goes right
    behind the points (rank AGED), before younger runs and load tests: a busy class delays it but
@@ -52,6 +57,7 @@ from .events import Job
 
 SIZES = ("point", "run", "load")  # what a job kind declares (engine.lab.registry), shortest first
 OVERDUE = -2  # the rank of a reader's first point once it has waited OVERDUE_S (rule 0)
+FIRST_POINT = -1.5  # a reader's first queued point, younger: before newcomers' first runs
 NEWCOMER = -1  # the rank of a newcomer's first job: before every size (rule 0)
 AGED = 0.5  # the rank of a run or load test that has waited AGE_S: behind points, before the rest
 AGE_S = 30.0  # a bigger job waiting this long moves up to AGED
@@ -105,10 +111,12 @@ class JobQueue:
                 return True
         return False
 
-    def take(self, now: float, sizes: Iterable[str] = SIZES) -> list[Job]:
-        """The job to run next (of these sizes, or a newcomer's first) followed by the queued
-        jobs it also answers (same question); all leave the queue. Empty when none waits."""
-        sizes, firsts = tuple(sizes), self._firsts()
+    def take(self, now: float, sizes: Iterable[str] = SIZES,
+             newcomers: bool = True) -> list[Job]:
+        """The job to run next (of these sizes, or a newcomer's first unless `newcomers` is
+        False) followed by the queued jobs it also answers (same question); all leave the
+        queue. Empty when none waits."""
+        sizes, firsts = tuple(sizes), self._firsts() if newcomers else ({}, {})
         order = [j for j in self.order(now) if self._of(j, sizes, firsts)]
         if not order:
             return []
@@ -143,15 +151,19 @@ class JobQueue:
 
     # ---- the order ------------------------------------------------------------------------------
     def rank(self, job: Job, now: float, firsts: tuple | None = None) -> float:
-        """OVERDUE (-2) for a reader's first queued point once it has waited OVERDUE_S; NEWCOMER
-        (-1) for the first queued job of a reader with nothing on screen; else 0 for points, 1
-        for runs, 2 for load tests; AGED (0.5) for a bigger job that has waited age_s, and 0
-        once it has waited STARVE_S. `firsts`: what _firsts() returns, if known."""
+        """OVERDUE (-2) for a reader's first queued point once it has waited OVERDUE_S, and
+        FIRST_POINT (-1.5) before; NEWCOMER (-1) for the first queued job of a reader with
+        nothing on screen (bigger than a point); else 0 for points, 1 for runs, 2 for load
+        tests; AGED (0.5) for a bigger job that has waited age_s, and 0 once it has waited
+        STARVE_S. `firsts`: what _firsts() returns, if known."""
         size = SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
         waited = now - job.submitted_at
         newcomers, points = self._firsts() if firsts is None else firsts
-        if not size and waited >= OVERDUE_S and points.get(job.session_id) is job:
-            return OVERDUE
+        if not size and points.get(job.session_id) is job:
+            if waited >= OVERDUE_S:
+                return OVERDUE
+            if newcomers.get(job.session_id, job) is job:  # a newcomer's first job goes first
+                return FIRST_POINT
         if newcomers.get(job.session_id) is job:
             return NEWCOMER
         if size and waited >= STARVE_S:
@@ -198,23 +210,27 @@ class JobQueue:
         return sum(j.session_id not in mine for j in self._jobs)
 
     def longest_wait(self, now: float, rank: float = 0, sizes: Iterable[str] = SIZES,
-                     besides: Iterable[str | None] = ()) -> float:
-        """Seconds the longest-waiting job of this rank (or smaller) and of these sizes has
-        waited, of readers other than `besides`; 0 for none."""
+                     besides: Iterable[str | None] = (), newcomers: bool = True) -> float:
+        """Seconds the longest-waiting job of this rank (or smaller) and of these sizes (or a
+        newcomer's first, unless `newcomers` is False) has waited, of readers other than
+        `besides`; 0 for none."""
         sizes, mine, firsts = tuple(sizes), set(besides), self._firsts()
+        of = firsts if newcomers else ({}, {})
         waits = [now - j.submitted_at for j in self._jobs
-                 if self.rank(j, now, firsts) <= rank and self._of(j, sizes, firsts)
+                 if self.rank(j, now, firsts) <= rank and self._of(j, sizes, of)
                  and j.session_id not in mine]
         return max(waits, default=0.0)
 
-    def waiting(self, sizes: Iterable[str]) -> int:
-        """How many queued jobs are of these sizes (a newcomer's first job counts as any)."""
-        sizes, firsts = tuple(sizes), self._firsts()
+    def waiting(self, sizes: Iterable[str], newcomers: bool = True) -> int:
+        """How many queued jobs are of these sizes (a newcomer's first job counts as any,
+        unless `newcomers` is False)."""
+        sizes, firsts = tuple(sizes), self._firsts() if newcomers else ({}, {})
         return sum(self._of(j, sizes, firsts) for j in self._jobs)
 
     def _of(self, job: Job, sizes: tuple[str, ...], firsts: tuple | None = None) -> bool:
         """True if the job is of these sizes, or a newcomer's first (rule 0: of any size, it
-        is taken even inside another job's pause, and counts as waiting for one)."""
+        is taken even inside another job's pause, and counts as waiting for one; `firsts`
+        ({}, {}) leaves newcomers out)."""
         if job.size in sizes:
             return True
         return (self._firsts() if firsts is None else firsts)[0].get(job.session_id) is job

@@ -112,7 +112,7 @@ def test_tail_sentence_without_data():
 
 def test_warm_jobs_are_the_defaults():
     [(kind, params)] = AverageLiesLesson.warm_jobs()
-    assert kind == "load_test" and params["requests"] == 80 and params["rate"] == 4.0
+    assert kind == "load_test" and params["requests"] == 40 and params["rate"] == 4.0
 
 
 def test_the_download_holds_the_values_both_histograms_draw(shown):

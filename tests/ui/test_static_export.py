@@ -97,7 +97,7 @@ def test_command_reports_and_writes_every_lesson_and_the_index(site):
     out, said = site
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["index.html", *(f"{info.slug}.html" for info in LESSONS)])
-    # the settings given took: lesson 2's load test sent 10 requests, not its default 80
+    # the settings given took: lesson 2's load test sent 10 requests, not its default 40
     assert "Percentiles over 10 requests" in (out / "average-lies.html").read_text()
     assert "knob: sweep_point" in said and "knob: wrote" in said  # progress per job, then the file
     index = (out / "index.html").read_text()

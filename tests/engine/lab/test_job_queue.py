@@ -11,6 +11,7 @@ from engine.lab.events import Job
 from engine.lab.job_queue import (
     AGE_S,
     AGED,
+    FIRST_POINT,
     NEWCOMER,
     OVERDUE,
     OVERDUE_S,
@@ -284,7 +285,7 @@ def test_a_job_asked_aside_is_never_a_newcomers_first_and_hides_nothing():
     for j in (old, info, first):
         q.add(j)
     assert q.rank(info, 2.5) == 0 and q.rank(first, 2.5) == NEWCOMER
-    assert q.order(2.5) == [first, old, info]
+    assert q.order(2.5) == [old, first, info]  # a reader's first point: before newcomers' runs
 
 
 def test_a_readers_first_job_loses_its_newcomers_rank_once_a_number_is_on_their_page():
@@ -293,12 +294,12 @@ def test_a_readers_first_job_loses_its_newcomers_rank_once_a_number_is_on_their_
     q = with_numbers(JobQueue(), "old")
     shown = job("load_test", session="shown", at=0, seed=1)
     bare = job("load_test", session="bare", at=1, seed=2)
-    point = job(session="old", at=2, batch_size=4)
-    for j in (shown, bare, point):
+    run = job("serve_run", session="old", at=2, seed=4)
+    for j in (shown, bare, run):
         q.add(j)
-    assert q.order(3) == [shown, bare, point]
+    assert q.order(3) == [shown, bare, run]
     q.answered("shown")  # a nearby result is on that reader's page
-    assert q.order(3) == [bare, point, shown]
+    assert q.order(3) == [bare, run, shown]
 
 
 def test_ordering_a_long_queue_takes_linear_time_in_newcomer_checks(monkeypatch):
@@ -316,18 +317,48 @@ def test_ordering_a_long_queue_takes_linear_time_in_newcomer_checks(monkeypatch)
     assert order[:50] == [firsts[0][f"s{i}"] for i in range(50)]
 
 
-def test_a_readers_first_point_that_has_waited_goes_before_newcomers_first_runs():
-    """A slider's point that has waited OVERDUE_S goes before the newcomers' first jobs (its
-    target is 5 s, theirs 10 s; a point is short); only the reader's first queued point, so a
-    reader's dozen points still take turns with everyone."""
+def test_a_readers_first_point_goes_before_newcomers_first_runs_and_overdue_ones_first():
+    """A slider's point goes before the newcomers' first runs and load tests (its target is
+    5 s, theirs 10 s; a point is short, while a run started ahead of it would hold it for a
+    turn): only the reader's first queued point, so a reader's dozen points still take turns
+    with everyone. Once it has waited OVERDUE_S it goes before the younger first points too,
+    a newcomer's first point among them."""
     q = with_numbers(JobQueue(), "knob", "roof")
     knob = job(session="knob", at=0, batch_size=12)
     dozen = [job(session="roof", at=0, batch_size=b) for b in (1, 2, 3)]
     runs = [job("serve_run", session=f"new{i}", at=1 + i / 10, seed=i) for i in range(5)]
     for j in (knob, *dozen, *runs):
         q.add(j)
-    assert q.order(1.9)[:5] == runs  # young points: the newcomers first
+    young = 1.9
+    assert q.rank(knob, young) == q.rank(dozen[0], young) == FIRST_POINT
+    assert q.rank(dozen[1], young) == 0 and q.rank(runs[0], young) == NEWCOMER
+    assert q.order(young) == [knob, dozen[0], *runs, *dozen[1:]]
     now = OVERDUE_S
     assert q.rank(knob, now) == q.rank(dozen[0], now) == OVERDUE
     assert q.rank(dozen[1], now) == 0
-    assert q.order(now) == [knob, dozen[0], *runs, *dozen[1:]]
+    arrived = job(session="new-knob", at=now - 0.5, batch_size=5)  # a newcomer's first point
+    q.add(arrived)
+    assert q.rank(arrived, now) == FIRST_POINT
+    assert q.order(now) == [knob, dozen[0], arrived, *runs, *dozen[1:]]
+
+
+def test_newcomers_first_jobs_can_be_left_out_where_only_points_may_start():
+    """With the service's pause stack full (engine.lab.client._may_start) a newcomer's long
+    first job must not start: nothing could pause it for the points behind it. take, waiting
+    and longest_wait then count points only; a newcomer's first point is still taken first."""
+    q = with_numbers(JobQueue(), "old")
+    load = job("load_test", session="new", at=0)
+    point = job(session="old", at=2.5, batch_size=3)  # not overdue yet at 4
+    first_point = job(session="fresh", at=3, batch_size=5)
+    for j in (load, point):
+        q.add(j)
+    now = 4.0
+    assert q.waiting(("point",)) == 2 and q.waiting(("point",), newcomers=False) == 1
+    assert q.longest_wait(now, sizes=("point",)) == 4
+    assert q.longest_wait(now, sizes=("point",), newcomers=False) == 1.5
+    assert q.take(now, ("point",)) == [point]  # a reader's first point, then
+    assert q.take(now, ("point",)) == [load]  # as before: a newcomer's first, any size
+    q.add(load)
+    q.add(first_point)
+    assert q.take(now, ("point",), newcomers=False) == [first_point]
+    assert q.take(now, ("point",), newcomers=False) == [] and q.take(now) == [load]
