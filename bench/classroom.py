@@ -299,18 +299,24 @@ def probe_arrival(browser, url: str, slug: str, knob_batch: int) -> dict:
 # ---- the server's side ---------------------------------------------------------------------------
 def keep_off_engine_cores(status: dict | None, anywhere: bool) -> str:
     """Pin this process (the students, and the Chromium it starts later) to the web server's
-    cores, off the engine's. In a class the readers' browsers run on their own machines; here
-    they must share this one, and on the engine's core they would disturb every measurement
-    (engine.lab.quality), which the service then labels or measures again: a cost no real class
-    pays. On the web server's cores their cost shows where a real class's would not, as slower
-    pages, so the figures err on the slow side. Returns where they run, for the report."""
+    cores, off the engine's, at the lowest CPU priority (nice 19). In a class the readers'
+    browsers run on their own machines; here they must share this one, and on the engine's core
+    they would disturb every measurement (engine.lab.quality), which the service then labels or
+    measures again: a cost no real class pays. On the web server's core at the same priority
+    they took a quarter to a third of it while the class arrived (the students' Bokeh clients
+    0.9-1.7 CPU s per 5 s, Chromium up to 0.9: proc_cpu, 20:01 UTC run), time the server then
+    lacked. At nice 19 they get the core's idle time; a student whom a busy server keeps from
+    the core reads its number late, so the figures still err on the slow side. Called before any
+    student thread or Chromium starts: Linux keeps a niceness and a CPU mask per thread, and new
+    threads and processes inherit them. Returns where they run, for the report."""
+    os.nice(19 - os.nice(0))
     split = (status or {}).get("cores") or {}
     if anywhere or not split.get("isolated"):
-        return "every core (the engine's too)"
+        return "every core (the engine's too), at nice 19"
     from engine.lab import cores
 
     cores.pin(0, split["web"])
-    return f"the web server's {cores.describe(split['web'])}"
+    return f"the web server's {cores.describe(split['web'])}, at nice 19"
 
 
 def engine_status(url: str) -> dict | None:
