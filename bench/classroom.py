@@ -29,7 +29,15 @@ It prints and saves (bench/results/classroom-<N>.json):
   a second), with its counts of runs, cache answers and disturbed results; the server log
   (bench/results/classroom-<N>-server.log) has a line per measured run with its time;
 - resident memory (RSS) of the web process and the engine worker before the class, the most
-  during it, and after every session has closed.
+  during it, and after every session has closed;
+- where a student's wait went (p50 / p95 seconds after opening): its page received (the server
+  built and serialized it, the client rebuilt it), the ready event and the skip sent, the first
+  number; and, every 5 s, the share of a core used by the web server, the worker, this process
+  (the students) and Chromium, and each core's busy share (bench/proc_cpu.py, from /proc), so a
+  slow arrival can be told apart as the server's own work, the load generator's or the engine's.
+What the bench costs the web core: in a real class the browsers are elsewhere; here the students'
+Bokeh clients took 0.2-0.35 of that core while 30 arrived in 30 s, and Chromium up to 0.2
+(20:01 UTC run). They run at nice 19 (keep_off_engine_cores), on its idle time only.
 Targets (issue 16, N = 30 on 2 cores, empty cache): first number p95 <= 10 s, release to drawn p95
 <= 5 s, web RSS after within 20% of before.
 
@@ -500,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sampler = threading.Thread(target=sample_queue, daemon=True)
         sampler.start()
-        cpu_sampler = CpuSampler(cpu_groups(proc.pid, worker), start).__enter__()
+        cpu_sampler = CpuSampler(cpu_groups(proc.pid, worker), start).start()
         lessons = [slug for slug, (weight, _, _) in MIX.items() for _ in range(weight)]
         for n in range(args.students):
             slug = lessons[n % len(lessons)]
@@ -528,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         if prober.ident is not None:
             prober.join(max(1.0, hard_stop - time.monotonic()))  # its waits are bounded too
-        cpu_sampler.__exit__()
+        cpu_sampler.stop()
         rss["during_max"] = {k: max((q[k] for q in queue if q[k] is not None), default=None)
                              for k in ("web_mib", "worker_mib")}
         for s in students:
@@ -649,7 +657,7 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
                                                   if s.slug == slug and s.first_number_s])
                                    for slug in MIX},
         "arrival_timeline": arrival_timeline(students),
-        "cpu_s_every_5_s": windows(cpu, CPU_GROUPS + _cores(cpu), 5.0, args.class_s + 30),
+        "cpu_share_every_5_s": windows(cpu, CPU_GROUPS + _cores(cpu), 5.0, args.class_s + 30),
         "cpu_samples": cpu,
         "student_timelines": [
             {"n": s.n, "lesson": s.slug, "session_id": s.session_id,
@@ -683,10 +691,11 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
     timeline = result["arrival_timeline"]
     print("  arrival timeline, students (s after opening, p50 / p95): " + ", ".join(
         f"{k} {v['p50_s']} / {v['p95_s']}" for k, v in timeline.items()))
-    print("  CPU seconds used per 5 s (web / worker / students / chromium; core busy shares):")
-    for w in result["cpu_s_every_5_s"]:
+    print("  share of a core used, every 5 s (web / worker / students / chromium; each core "
+          "busy):")
+    for w in result["cpu_share_every_5_s"]:
         print(f"    {w['from_s']:>5.0f}-{w['to_s']:<4.0f} s  " + " / ".join(
-            f"{w[g]}" for g in CPU_GROUPS) + "   " + " ".join(
+            f"{w[g]:.2f}" for g in CPU_GROUPS) + "   " + " ".join(
             f"{c} {w[c]}" for c in _cores(cpu)))
     last = next((q for q in reversed(queue) if q.get("jobs_done") is not None), {})
     print("  engine: " + ", ".join(f"{k} {last.get(k)}" for k in ENGINE_COUNTS)

@@ -57,7 +57,8 @@ def core_busy() -> dict[int, tuple[float, float]]:
 
 
 class CpuSampler:
-    """Once a second, the CPU seconds each group used in that second and each core's busy share.
+    """Once a second, the CPU seconds each group used since the last sample and each core's busy
+    share over that interval.
 
     groups: name -> a function giving that group's pids now (a process's children come and go:
     Chromium's renderers, a restarted worker). A process that exits between two samples loses its
@@ -65,17 +66,17 @@ class CpuSampler:
 
     def __init__(self, groups: dict, start: float, period_s: float = 1.0):
         self.groups = groups
-        self.start = start
+        self.t0 = start
         self.period_s = period_s
         self.samples: list[dict] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="cpu-sampler")
 
-    def __enter__(self) -> CpuSampler:
+    def start(self) -> CpuSampler:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
 
@@ -84,10 +85,12 @@ class CpuSampler:
                 self.groups.items()}
 
     def _run(self) -> None:
-        last, last_cores = self._totals(), core_busy()
+        last, last_cores, last_t = self._totals(), core_busy(), time.monotonic()
         while not self._stop.wait(self.period_s):
-            now, cores = self._totals(), core_busy()
-            sample = {"t_s": round(time.monotonic() - self.start, 1)}
+            now, cores, t = self._totals(), core_busy(), time.monotonic()
+            # dt_s: the sampler itself may be kept waiting (the bench runs at nice 19), so a
+            # sample can cover more than a period; shares are taken over the real interval
+            sample = {"t_s": round(t - self.t0, 1), "dt_s": round(t - last_t, 2)}
             for name, pids in now.items():  # a new pid counts from 0: its whole life so far
                 used = sum(t - last[name].get(pid, 0.0) for pid, t in pids.items())
                 sample[name] = round(max(used, 0.0), 2)
@@ -95,24 +98,27 @@ class CpuSampler:
                 b0, t0 = last_cores.get(core, (busy, total))
                 sample[f"core{core}"] = round((busy - b0) / (total - t0), 2) if total > t0 else None
             self.samples.append(sample)
-            last, last_cores = now, cores
+            last, last_cores, last_t = now, cores, t
 
 
 def windows(samples: list[dict], names: list[str], every_s: float, until_s: float) -> list[dict]:
-    """The samples summed (CPU seconds) or averaged (core shares) over windows of every_s seconds,
-    up to until_s seconds."""
+    """Each group's share of one core (CPU seconds over the seconds the samples cover) and each
+    core's busy share, over windows of every_s seconds (by when each sample was taken), up to
+    until_s seconds."""
     out = []
     t = 0.0
     while t < until_s:
         inside = [s for s in samples if t < s["t_s"] <= t + every_s]
         if inside:
-            row = {"from_s": t, "to_s": t + every_s}
+            covered = sum(s["dt_s"] for s in inside)
+            row = {"from_s": t, "to_s": t + every_s, "covered_s": round(covered, 1)}
             for name in names:
-                values = [s[name] for s in inside if s.get(name) is not None]
-                if name.startswith("core"):
-                    row[name] = round(sum(values) / len(values), 2) if values else None
+                if name.startswith("core"):  # weighted by the interval each sample covers
+                    pairs = [(s[name], s["dt_s"]) for s in inside if s.get(name) is not None]
+                    span = sum(dt for _, dt in pairs)
+                    row[name] = round(sum(v * dt for v, dt in pairs) / span, 2) if span else None
                 else:
-                    row[name] = round(sum(values), 1)
+                    row[name] = round(sum(s.get(name, 0.0) for s in inside) / covered, 2)
             out.append(row)
         t += every_s
     return out
