@@ -146,6 +146,7 @@ class Student:
     # returned: the server built the page, serialized it and this client rebuilt it), the
     # ready event and the skip click sent
     pulled_s: float | None = None
+    pull_cpu_s: float | None = None  # of which this client's own CPU (rebuilding the document)
     ready_s: float | None = None
     skip_s: float | None = None
     session_id: str = ""
@@ -161,6 +162,7 @@ class Student:
         from bokeh.events import DocumentReady
 
         self.opened_at, self.opened_unix = time.monotonic(), time.time()
+        cpu = time.thread_time()  # pull_session runs its connection's loop on this thread
         try:
             session = pull_session(url=f"{self.url}/app", arguments=self.args)
         except Exception as e:  # a refused or failed connection: a finding, not a crash
@@ -168,6 +170,7 @@ class Student:
             return
         self._session = session
         self.pulled_s = time.monotonic() - self.opened_at
+        self.pull_cpu_s = time.thread_time() - cpu
         self.session_id = session.id
         if self._closing:  # left while the page was still loading (a busy server)
             session.close()
@@ -662,8 +665,9 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
         "student_timelines": [
             {"n": s.n, "lesson": s.slug, "session_id": s.session_id,
              "opened_unix": round(s.opened_unix, 3),
-             **{k: _round(getattr(s, k)) for k in ("pulled_s", "ready_s", "skip_s",
-                                                   "first_number_s", "first_result_s")}}
+             **{k: _round(getattr(s, k)) for k in ("pulled_s", "pull_cpu_s", "ready_s",
+                                                   "skip_s", "first_number_s",
+                                                   "first_result_s")}}
             for s in students],
         "queue": queue, "queue_max": max((q["queued"] or 0 for q in queue), default=0),
         "rss_mib": rss, "web_rss_growth": _round(web_growth), "targets": TARGETS, "met": met,
@@ -713,10 +717,11 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
 
 
 def arrival_timeline(students: list[Student]) -> dict:
-    """Where a student's wait for its first number went: the page received (pulled), the
-    ready event and the skip sent, the first number; each as seconds after opening."""
-    steps = {"pulled": "pulled_s", "ready_sent": "ready_s", "skip_sent": "skip_s",
-             "first_number": "first_number_s"}
+    """Where a student's wait for its first number went: the page received (pulled; pull_cpu is
+    the student's own CPU seconds in it), the ready event and the skip sent, the first number;
+    each as seconds after opening."""
+    steps = {"pulled": "pulled_s", "pull_cpu": "pull_cpu_s", "ready_sent": "ready_s",
+             "skip_sent": "skip_s", "first_number": "first_number_s"}
     out = {name: summary([getattr(s, a) for s in students if getattr(s, a) is not None])
            for name, a in steps.items()}
     out["skip_to_number"] = summary([s.first_number_s - s.skip_s for s in students
