@@ -31,7 +31,15 @@ It prints and saves (bench/results/classroom-<N>.json):
 - resident memory (RSS) of the web process and the engine worker before the class, the most
   during it, and after every session has closed and the server has trimmed after them (as
   --churn below; up to this change the "after" was sampled 10 s after the close, before that
-  trim).
+  trim);
+- where a student's wait went (p50 / p95 seconds after opening): its page received (the server
+  built and serialized it, the client rebuilt it), the ready event and the skip sent, the first
+  number; and, every 5 s, the share of a core used by the web server, the worker, this process
+  (the students) and Chromium, and each core's busy share (bench/proc_cpu.py, from /proc), so a
+  slow arrival can be told apart as the server's own work, the load generator's or the engine's.
+What the bench costs the web core: in a real class the browsers are elsewhere; here the students'
+Bokeh clients took 0.2-0.35 of that core while 30 arrived in 30 s, and Chromium up to 0.2
+(20:01 UTC run). They run at nice 19 (keep_off_engine_cores), on its idle time only.
 Targets (issue 16, N = 30 on 2 cores, empty cache): first number p95 <= 10 s, release to drawn p95
 <= 5 s, web RSS after within 20% of before.
 
@@ -63,6 +71,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 
+from proc_cpu import CpuSampler, descendants, windows
 from served_app import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -130,10 +139,19 @@ class Student:
     slider: tuple[str, list] | None
     rng: random.Random
     opened_at: float = 0.0
+    opened_unix: float = 0.0  # the same moment on the wall clock, to match the server's log
     first_number_s: float | None = None
     first_result_s: float | None = None  # the first full result (no partial figure)
     releases: list[dict] = field(default_factory=list)  # {"value", "at", "drawn_s"}
     error: str = ""
+    # the arrival's timeline (seconds after opening): the document received (pull_session
+    # returned: the server built the page, serialized it and this client rebuilt it), the
+    # ready event and the skip click sent
+    pulled_s: float | None = None
+    pull_cpu_s: float | None = None  # of which this client's own CPU (rebuilding the document)
+    ready_s: float | None = None
+    skip_s: float | None = None
+    session_id: str = ""
     _session: object = None
     _skipped: bool = False
     _closing: bool = False  # close() came: a session still being pulled is closed once it is
@@ -145,18 +163,23 @@ class Student:
         from bokeh.client import pull_session
         from bokeh.events import DocumentReady
 
-        self.opened_at = time.monotonic()
+        self.opened_at, self.opened_unix = time.monotonic(), time.time()
+        cpu = time.thread_time()  # pull_session runs its connection's loop on this thread
         try:
             session = pull_session(url=f"{self.url}/app", arguments=self.args)
         except Exception as e:  # a refused or failed connection: a finding, not a crash
             self.error = f"{type(e).__name__}: {e}"
             return
         self._session = session
+        self.pulled_s = time.monotonic() - self.opened_at
+        self.pull_cpu_s = time.thread_time() - cpu
+        self.session_id = session.id
         if self._closing:  # left while the page was still loading (a busy server)
             session.close()
             return
         session.document.on_change(self._changed)
         session.document.callbacks.send_event(DocumentReady())  # the browser's "loaded"
+        self.ready_s = time.monotonic() - self.opened_at
         self._skip_prediction()
         try:
             session._loop_until_closed()  # process the server's updates until closed
@@ -174,6 +197,7 @@ class Student:
             if isinstance(model, Button) and model.label == SKIP_PREDICTION:
                 self._skipped = True
                 self._session.document.callbacks.send_event(ButtonClick(model))
+                self.skip_s = time.monotonic() - self.opened_at
                 return
 
     def _changed(self, event) -> None:
@@ -288,18 +312,24 @@ def probe_arrival(browser, url: str, slug: str, knob_batch: int) -> dict:
 # ---- the server's side ---------------------------------------------------------------------------
 def keep_off_engine_cores(status: dict | None, anywhere: bool) -> str:
     """Pin this process (the students, and the Chromium it starts later) to the web server's
-    cores, off the engine's. In a class the readers' browsers run on their own machines; here
-    they must share this one, and on the engine's core they would disturb every measurement
-    (engine.lab.quality), which the service then labels or measures again: a cost no real class
-    pays. On the web server's cores their cost shows where a real class's would not, as slower
-    pages, so the figures err on the slow side. Returns where they run, for the report."""
+    cores, off the engine's, at the lowest CPU priority (nice 19). In a class the readers'
+    browsers run on their own machines; here they must share this one, and on the engine's core
+    they would disturb every measurement (engine.lab.quality), which the service then labels or
+    measures again: a cost no real class pays. On the web server's core at the same priority
+    they took a quarter to a third of it while the class arrived (the students' Bokeh clients
+    0.9-1.7 CPU s per 5 s, Chromium up to 0.9: proc_cpu, 20:01 UTC run), time the server then
+    lacked. At nice 19 they get the core's idle time; a student whom a busy server keeps from
+    the core reads its number late, so the figures still err on the slow side. Called before any
+    student thread or Chromium starts: Linux keeps a niceness and a CPU mask per thread, and new
+    threads and processes inherit them. Returns where they run, for the report."""
+    os.nice(19 - os.nice(0))
     split = (status or {}).get("cores") or {}
     if anywhere or not split.get("isolated"):
-        return "every core (the engine's too)"
+        return "every core (the engine's too), at nice 19"
     from engine.lab import cores
 
     cores.pin(0, split["web"])
-    return f"the web server's {cores.describe(split['web'])}"
+    return f"the web server's {cores.describe(split['web'])}, at nice 19"
 
 
 def engine_status(url: str) -> dict | None:
@@ -486,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sampler = threading.Thread(target=sample_queue, daemon=True)
         sampler.start()
+        cpu_sampler = CpuSampler(cpu_groups(proc.pid, worker), start).start()
         lessons = [slug for slug, (weight, _, _) in MIX.items() for _ in range(weight)]
         for n in range(args.students):
             slug = lessons[n % len(lessons)]
@@ -513,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         if prober.ident is not None:
             prober.join(max(1.0, hard_stop - time.monotonic()))  # its waits are bounded too
+        cpu_sampler.stop()
         rss["during_max"] = {k: max((q[k] for q in queue if q[k] is not None), default=None)
                              for k in ("web_mib", "worker_mib")}
         for s in students:
@@ -528,7 +560,25 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         stop_server(proc)
-    return report(args, students, probes, queue, rss, load_before, log, clients_on)
+    return report(args, students, probes, queue, rss, load_before, log, clients_on,
+                  cpu_sampler.samples)
+
+
+CPU_GROUPS = ["web", "worker", "students", "chromium"]
+
+
+def cpu_groups(server: int, worker: int | None) -> dict:
+    """The processes whose CPU the report shows: the web server, the engine worker, this
+    process (the students' threads, the samplers, Playwright's client) and Chromium (with
+    Playwright's driver: every other process below this one)."""
+    me = os.getpid()
+
+    def chromium() -> list[int]:
+        ours = {server, *descendants(server)}
+        return [p for p in descendants(me) if p not in ours]
+
+    return {"web": lambda: [server], "worker": lambda: [worker] if worker else [],
+            "students": lambda: [me], "chromium": chromium}
 
 
 def chromium_readers(url: str, every_s: float, start: float, until: float,
@@ -574,7 +624,8 @@ class _browser:
             self._pw.stop()
 
 
-def report(args, students, probes, queue, rss, load_before, log, clients_on: str) -> int:
+def report(args, students, probes, queue, rss, load_before, log, clients_on: str,
+           cpu: list[dict]) -> int:
     first = [s.first_number_s for s in students if s.first_number_s is not None]
     full = [s.first_result_s for s in students if s.first_result_s is not None]
     knob = [r["drawn_s"] for s in students for r in s.releases if r["kind"] == "point"]
@@ -613,6 +664,16 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
         "first_number_by_lesson": {slug: summary([s.first_number_s for s in students
                                                   if s.slug == slug and s.first_number_s])
                                    for slug in MIX},
+        "arrival_timeline": arrival_timeline(students),
+        "cpu_share_every_5_s": windows(cpu, CPU_GROUPS + _cores(cpu), 5.0, args.class_s + 30),
+        "cpu_samples": cpu,
+        "student_timelines": [
+            {"n": s.n, "lesson": s.slug, "session_id": s.session_id,
+             "opened_unix": round(s.opened_unix, 3),
+             **{k: _round(getattr(s, k)) for k in ("pulled_s", "pull_cpu_s", "ready_s",
+                                                   "skip_s", "first_number_s",
+                                                   "first_result_s")}}
+            for s in students],
         "queue": queue, "queue_max": max((q["queued"] or 0 for q in queue), default=0),
         "rss_mib": rss, "web_rss_growth": _round(web_growth), "targets": TARGETS, "met": met,
         "errors": [f"{s.slug}: {s.error}" for s in students if s.error],
@@ -636,6 +697,15 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
         f"{k} p95 {v['p95_s']} s (n={v['n']})" for k, v in result["first_number_by_lesson"].items()))
     print("  queue length (every 5 s): " + " ".join(
         str(q["queued"]) for q in queue[::5]) + f"; max {result['queue_max']}")
+    timeline = result["arrival_timeline"]
+    print("  arrival timeline, students (s after opening, p50 / p95): " + ", ".join(
+        f"{k} {v['p50_s']} / {v['p95_s']}" for k, v in timeline.items()))
+    print("  share of a core used, every 5 s (web / worker / students / chromium; each core "
+          "busy):")
+    for w in result["cpu_share_every_5_s"]:
+        print(f"    {w['from_s']:>5.0f}-{w['to_s']:<4.0f} s  " + " / ".join(
+            f"{w[g]:.2f}" for g in CPU_GROUPS) + "   " + " ".join(
+            f"{c} {w[c]}" for c in _cores(cpu)))
     last = next((q for q in reversed(queue) if q.get("jobs_done") is not None), {})
     print("  engine: " + ", ".join(f"{k} {last.get(k)}" for k in ENGINE_COUNTS)
           + "; seconds running, by kind (samples): " + ", ".join(
@@ -649,6 +719,23 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
           f"{result['first_number']['never']}")
     print(f"  saved {out.relative_to(ROOT)}")
     return 0 if all(met.values()) else 1
+
+
+def arrival_timeline(students: list[Student]) -> dict:
+    """Where a student's wait for its first number went: the page received (pulled; pull_cpu is
+    the student's own CPU seconds in it), the ready event and the skip sent, the first number;
+    each as seconds after opening."""
+    steps = {"pulled": "pulled_s", "pull_cpu": "pull_cpu_s", "ready_sent": "ready_s",
+             "skip_sent": "skip_s", "first_number": "first_number_s"}
+    out = {name: summary([getattr(s, a) for s in students if getattr(s, a) is not None])
+           for name, a in steps.items()}
+    out["skip_to_number"] = summary([s.first_number_s - s.skip_s for s in students
+                                     if s.first_number_s is not None and s.skip_s is not None])
+    return out
+
+
+def _cores(cpu: list[dict]) -> list[str]:
+    return sorted({k for s in cpu for k in s if k.startswith("core")})
 
 
 def _running_by_kind(queue: list[dict]) -> dict[str, int]:

@@ -67,6 +67,18 @@ class SiteTemplate(pn.template.BootstrapTemplate):
 
     _template = Path(__file__).with_name("site_template.html")
 
+    def __init__(self, **params):
+        # No busy spinner in the header. Panel's shows one process-wide flag: every template
+        # registers its spinner in a list shared by all sessions (pn.state.sync_busy), and every
+        # session's periodic callback (a status line's timer, 4 a second while a job runs) sets
+        # that flag on and off, so each tick changed every open page's spinner twice and sent
+        # each reader two messages: work growing with the square of the readers, all on the web
+        # server's one core (in a 30-student class 50-80% of it, bench/classroom.py), and a
+        # spinner turning on a reader's page for other readers' timers. Each page says what it
+        # is doing in its own status line (widgets.job_status).
+        params.setdefault("busy_indicator", None)
+        super().__init__(**params)
+
 
 def page(content: Sequence, title: str, current: str, embed: bool = False):
     """The page: content inside the site's template, or alone when embedded (?embed=true)."""

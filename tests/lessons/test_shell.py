@@ -47,6 +47,29 @@ def test_every_lesson_page_builds(slug):
     assert info.title in text and "Course map" in text and page.started
 
 
+def test_a_periodic_callback_changes_no_open_page():
+    """Every periodic callback (a status line's timer, 4 a second per reader) flips Panel's
+    process-wide busy flag on and off; a template's busy spinner follows that flag on every open
+    page, so each reader's tick updated and messaged every other reader's page (work growing
+    with the square of the readers, most of the web core in a class of 30). The site's pages
+    have no spinner: the flag's flips change no page."""
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+
+    from lessons.shell.template import page
+
+    docs = [Document(), Document()]
+    for doc in docs:
+        with set_curdoc(doc):
+            page([pn.pane.HTML("a lesson")], "A lesson", "index").server_doc(doc)
+    changes = []
+    for doc in docs:
+        doc.on_change(changes.append)
+    pn.state._add_busy_event("a-readers-tick")  # what PeriodicCallback does around each call
+    pn.state._remove_busy_event("a-readers-tick")
+    assert changes == []
+
+
 def test_router_picks_pages():
     content, title, current = choose({})
     assert current == "index" and "LLM serving speed" in title
