@@ -4,6 +4,10 @@
     python bench/classroom.py --churn 500 [--at-once 10]
 
 Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty cache, then:
+(The cache directory holds no result; the C++ kernels are built into it first, as the README's
+class set-up does (`python -m lessons.warm` runs `python -m engine build-kernel`): a build is the
+machine's, not a measurement. Up to 4773566 they were not, so every class figure measured before
+ran on plain torch attention and torch products; `--no-kernels` keeps that.)
 - N lightweight students, each a Bokeh client session (bokeh.client.pull_session) that sends the
   browser's "document ready" event, so the lesson starts its measurements as in a browser. They
   arrive evenly over --arrive-s seconds, each on a lesson of MIX with settings of its own (its
@@ -64,6 +68,7 @@ import json
 import os
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -379,9 +384,25 @@ CHURN_PAGES = [{"lesson": slug} for slug in MIX] + [{"lesson": "two-clocks"}, {"
 CHURN_HOLD_S = 5.0
 
 
-def churn(count: int, at_once: int) -> int:
+def fresh_cache(prefix: str, kernels: bool) -> str:
+    """A cache directory with no result in it, and the C++ kernels built there unless not
+    `kernels` (about 16 s on 2 cores; a class's machine has them from its set-up)."""
+    cache = tempfile.mkdtemp(prefix=prefix)
+    if kernels:
+        start = time.monotonic()
+        built = subprocess.run([sys.executable, "-m", "engine", "build-kernel"], text=True,
+                               env={**os.environ, "LLM_SPEED_CACHE": cache},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        ok = built.returncode == 0
+        why = "" if ok else ": " + (built.stdout.strip().splitlines() or ["?"])[-1]
+        print(f"C++ kernels {'built' if ok else 'NOT built'} in the bench's cache "
+              f"({time.monotonic() - start:.0f} s){why}", flush=True)
+    return cache
+
+
+def churn(count: int, at_once: int, kernels: bool = True) -> int:
     """Open and close `count` sessions; the web process's memory on the way (see --churn)."""
-    cache = tempfile.mkdtemp(prefix="classroom-churn-cache-")
+    cache = fresh_cache("classroom-churn-cache-", kernels)
     RESULTS.mkdir(parents=True, exist_ok=True)
     log = RESULTS / f"classroom-churn-{count}-server.log"
     proc, url = start_server(cache, log=log)
@@ -470,16 +491,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--churn", type=int, default=0,
                         help="memory only: open and close this many sessions (up to 2000)")
     parser.add_argument("--at-once", type=int, default=10, help="with --churn (1-50)")
+    parser.add_argument("--no-kernels", action="store_true",
+                        help="leave the C++ kernels unbuilt in the bench's cache (plain torch "
+                             "attention and products, as every class figure before 4773566)")
     args = parser.parse_args(argv)
     if args.churn:
         if not 1 <= args.churn <= 2000 or not 1 <= args.at_once <= 50:
             parser.error("--churn 1-2000, --at-once 1-50")
-        return churn(args.churn, args.at_once)
+        return churn(args.churn, args.at_once, kernels=not args.no_kernels)
     if not 1 <= args.students <= 200 or not 10 <= args.class_s <= 600 or args.arrive_s < 0:
         parser.error("--students 1-200, --class-s 10-600, --arrive-s >= 0")
     rng = random.Random(args.seed)
     load_before = os.getloadavg()
-    cache = tempfile.mkdtemp(prefix="classroom-cache-")
+    cache = fresh_cache("classroom-cache-", kernels=not args.no_kernels)
     log = RESULTS / f"classroom-{args.students}-server.log"
     RESULTS.mkdir(parents=True, exist_ok=True)
     proc, url = start_server(cache, log=log)
