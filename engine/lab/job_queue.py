@@ -116,7 +116,7 @@ class JobQueue:
         """The job to run next (of these sizes, or a newcomer's first unless `newcomers` is
         False) followed by the queued jobs it also answers (same question); all leave the
         queue. Empty when none waits."""
-        sizes, firsts = tuple(sizes), self._firsts() if newcomers else ({}, {})
+        sizes, firsts = tuple(sizes), self._firsts()[0] if newcomers else {}
         order = [j for j in self.order(now) if self._of(j, sizes, firsts)]
         if not order:
             return []
@@ -215,7 +215,7 @@ class JobQueue:
         newcomer's first, unless `newcomers` is False) has waited, of readers other than
         `besides`; 0 for none."""
         sizes, mine, firsts = tuple(sizes), set(besides), self._firsts()
-        of = firsts if newcomers else ({}, {})
+        of = firsts[0] if newcomers else {}
         waits = [now - j.submitted_at for j in self._jobs
                  if self.rank(j, now, firsts) <= rank and self._of(j, sizes, of)
                  and j.session_id not in mine]
@@ -224,16 +224,14 @@ class JobQueue:
     def waiting(self, sizes: Iterable[str], newcomers: bool = True) -> int:
         """How many queued jobs are of these sizes (a newcomer's first job counts as any,
         unless `newcomers` is False)."""
-        sizes, firsts = tuple(sizes), self._firsts() if newcomers else ({}, {})
+        sizes, firsts = tuple(sizes), self._firsts()[0] if newcomers else {}
         return sum(self._of(j, sizes, firsts) for j in self._jobs)
 
-    def _of(self, job: Job, sizes: tuple[str, ...], firsts: tuple | None = None) -> bool:
+    def _of(self, job: Job, sizes: tuple[str, ...], newcomers: dict) -> bool:
         """True if the job is of these sizes, or a newcomer's first (rule 0: of any size, it
-        is taken even inside another job's pause, and counts as waiting for one; `firsts`
-        ({}, {}) leaves newcomers out)."""
-        if job.size in sizes:
-            return True
-        return (self._firsts() if firsts is None else firsts)[0].get(job.session_id) is job
+        is taken even inside another job's pause, and counts as waiting for one). `newcomers`:
+        each newcomer's first job by session (_firsts()[0]); empty to leave newcomers out."""
+        return job.size in sizes or newcomers.get(job.session_id) is job
 
     def position(self, job: Job, now: float) -> int | None:
         """How many runs come before this job's; None if it is not queued."""
