@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+from served_app import child_pids
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -33,14 +35,9 @@ def descendants(pid: int) -> list[int]:
     """Every process below `pid` (children, theirs, ...)."""
     found, todo = [], [pid]
     while todo:
-        parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                kids = [int(p) for p in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += kids
-            todo += kids
+        kids = child_pids(todo.pop())
+        found += kids
+        todo += kids
     return found
 
 
