@@ -82,8 +82,10 @@ def visit_together(url: str, pages: list[dict]) -> None:
 
 
 def alive(kind: type) -> list:
+    """Every live object of `kind`. The test is by the object's real type: isinstance() falls back
+    to an object's __class__, and on torch's deprecated module aliases that lookup warns."""
     gc.collect()
-    return [o for o in gc.get_objects() if isinstance(o, kind)]
+    return [o for o in gc.get_objects() if issubclass(type(o), kind)]
 
 
 def wait_until(predicate, what: str) -> None:
