@@ -44,18 +44,21 @@ It prints and saves (bench/results/classroom-<N>.json):
 - the engine queue's length over time and what the worker runs (the app's /engine-status, once
   a second), with its counts of runs, cache answers and disturbed results; the server log
   (bench/results/classroom-<N>-server.log) has a line per measured run with its time;
-- resident memory (RSS) of the web process and the engine worker before the class, the most
-  during it, and after every session has closed and the server has trimmed after them (as
+- resident memory (RSS) of the web process and the engine worker before the class (cold and
+  warm, above), the most during it, and after every session has closed and the server has trimmed after them (as
   --churn below; up to this change the "after" was sampled 10 s after the close, before that
   trim);
 - where a student's wait went (p50 / p95 seconds after opening): its page received (the server
-  built and serialized it, the client rebuilt it), the ready event and the skip sent, the first
-  number; and, every 5 s, the share of a core used by the web server, the worker, this process
+  built and serialized it, the student read it), the ready event and the skip sent, the first
+  number; what the students cost: each one's own CPU to read its page and over its visit, the
+  students' thread's CPU per student, and how late the students' loop ran (a late loop would be
+  the bench measuring itself); and, every 5 s, the share of a core used by the web server, the worker, this process
   (the students) and Chromium, and each core's busy share (bench/proc_cpu.py, from /proc), so a
   slow arrival can be told apart as the server's own work, the load generator's or the engine's.
-What the bench costs the web core: in a real class the browsers are elsewhere; here the students'
-Bokeh clients took 0.2-0.35 of that core while 30 arrived in 30 s, and Chromium up to 0.2
-(20:01 UTC run). They run at nice 19 (keep_off_engine_cores), on its idle time only.
+What the bench costs the web core: in a real class the browsers are elsewhere. Here the protocol
+students took 0.01-0.04 of that core with 30 of them (Bokeh client sessions 0.05-0.45), at the
+server's priority; Chromium up to 0.5, at nice 19, on its idle time only
+(students_and_chromium).
 Targets (issue 16, N = 30 on 2 cores, empty cache): first number p95 <= 10 s, release to drawn p95
 <= 5 s, web RSS after within 20% of before.
 

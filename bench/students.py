@@ -175,8 +175,8 @@ class Reader:
     # the arrival's timeline (seconds after opening): the document received, the ready event and
     # the skip click sent
     pulled_s: float | None = None
-    pull_cpu_s: float | None = None  # of which this student's own CPU (reading the document)
-    cpu_s: float | None = None  # this student's own CPU over its whole visit
+    pull_cpu_s: float | None = None  # of which its own CPU (reading, or rebuilding, the page)
+    cpu_s: float | None = None  # its own CPU over its whole visit
     ready_s: float | None = None
     skip_s: float | None = None
     session_id: str = ""
@@ -311,7 +311,8 @@ class ProtocolStudent(Reader):
                 max_message_size=MAX_MESSAGE_BYTES)
             doc = await asyncio.wait_for(self._pull(), PULL_TIMEOUT_S)
         except Exception as e:  # a refused, failed or timed-out connection: a finding, not a crash
-            self.error = f"{type(e).__name__}: {e}"
+            if not self._closing:  # (not a reader who left while the page loaded)
+                self.error = f"{type(e).__name__}: {e}"
             self._close()
             return
         now = time.monotonic()
