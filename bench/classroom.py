@@ -1,6 +1,7 @@
 """A class on one machine: N students on the served app, from an empty measurement cache.
 
     python bench/classroom.py [--students 30] [--arrive-s 30] [--class-s 90] [--seed 0]
+                              [--bokeh-clients]
     python bench/classroom.py --churn 500 [--at-once 10]
 
 Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty cache, then:
@@ -8,9 +9,16 @@ Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty ca
 class set-up does (`python -m lessons.warm` runs `python -m engine build-kernel`): a build is the
 machine's, not a measurement. Up to 4773566 they were not, so every class figure measured before
 ran on plain torch attention and torch products; `--no-kernels` keeps that.)
-- N lightweight students, each a Bokeh client session (bokeh.client.pull_session) that sends the
-  browser's "document ready" event, so the lesson starts its measurements as in a browser. They
-  arrive evenly over --arrive-s seconds, each on a lesson of MIX with settings of its own (its
+- N lightweight students (bench/students.py), each a websocket speaking the Bokeh server's
+  protocol as a browser's BokehJS does, reading the page and its changes as JSON without
+  building Bokeh models, all on one asyncio loop: the load a class's browsers put on the server,
+  at 1-3 ms of the bench's CPU per page received. Each sends the browser's "document ready"
+  event, so the lesson starts its measurements as in a browser. Up to here each student was a
+  Bokeh client session (bokeh.client.pull_session), a thread each, rebuilding every page and
+  every patch as Bokeh models: 0.1-0.3 s of CPU per page on the web server's core, waiting for
+  the GIL and the core, so their pages arrived 7-11 s after opening at 30 students and part of
+  every first number was the bench's own wait. --bokeh-clients keeps them, for comparison
+  (bench/results/classroom-<N>-bokeh.json). They arrive evenly over --arrive-s seconds, each on a lesson of MIX with settings of its own (its
   URL). Every lesson measures nothing fresh before its reader predicts or skips (lessons.base):
   each student skips at once ("Skip the prediction and measure"), so the figures below leave out a
   reader's own thinking time. While the class lasts each moves one of its lesson's sliders every
@@ -21,6 +29,10 @@ ran on plain torch attention and torch products; `--no-kernels` keeps that.)
   batch nobody asked for. It runs in a thread of its own, so its waits hold up no student.
 The students and Chromium keep to the web server's cores, off the engine's (keep_off_engine_cores;
 --clients-anywhere lets them run anywhere): a class's browsers are on other machines.
+Before the class the web server's memory is sampled cold (no lesson page built yet) and warm:
+every page of MIX and PROBE_LESSONS opened once without the ready event (nothing measured),
+closed, and the server's trim after them awaited (as after_trim): a server as after a first
+class, the baseline the "after" is fairest against (both are printed).
 It prints and saves (bench/results/classroom-<N>.json):
 - time to first number for a newly arriving reader: from opening the page to the first measured
   number on it (the status line's "measured live" / "cached: measured" / "nearby", or a run's
@@ -32,18 +44,21 @@ It prints and saves (bench/results/classroom-<N>.json):
 - the engine queue's length over time and what the worker runs (the app's /engine-status, once
   a second), with its counts of runs, cache answers and disturbed results; the server log
   (bench/results/classroom-<N>-server.log) has a line per measured run with its time;
-- resident memory (RSS) of the web process and the engine worker before the class, the most
-  during it, and after every session has closed and the server has trimmed after them (as
+- resident memory (RSS) of the web process and the engine worker before the class (cold and
+  warm, above), the most during it, and after every session has closed and the server has trimmed after them (as
   --churn below; up to this change the "after" was sampled 10 s after the close, before that
   trim);
 - where a student's wait went (p50 / p95 seconds after opening): its page received (the server
-  built and serialized it, the client rebuilt it), the ready event and the skip sent, the first
-  number; and, every 5 s, the share of a core used by the web server, the worker, this process
+  built and serialized it, the student read it), the ready event and the skip sent, the first
+  number; what the students cost: each one's own CPU to read its page and over its visit, the
+  students' thread's CPU per student, and how late the students' loop ran (a late loop would be
+  the bench measuring itself); and, every 5 s, the share of a core used by the web server, the worker, this process
   (the students) and Chromium, and each core's busy share (bench/proc_cpu.py, from /proc), so a
   slow arrival can be told apart as the server's own work, the load generator's or the engine's.
-What the bench costs the web core: in a real class the browsers are elsewhere; here the students'
-Bokeh clients took 0.2-0.35 of that core while 30 arrived in 30 s, and Chromium up to 0.2
-(20:01 UTC run). They run at nice 19 (keep_off_engine_cores), on its idle time only.
+What the bench costs the web core: in a real class the browsers are elsewhere. Here the protocol
+students took 0.01-0.04 of that core with 30 of them (Bokeh client sessions 0.05-0.45), at the
+server's priority; Chromium up to 0.5, at nice 19, on its idle time only
+(students_and_chromium).
 Targets (issue 16, N = 30 on 2 cores, empty cache): first number p95 <= 10 s, release to drawn p95
 <= 5 s, web RSS after within 20% of before.
 
@@ -67,14 +82,12 @@ import argparse
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass, field
 
 from proc_cpu import CpuSampler, descendants, windows
 from served_app import (
@@ -87,11 +100,10 @@ from served_app import (
     start_server,
     stop_server,
 )
+from students import SHOWN, BokehStudent, ProtocolStudent, StudentLoop, deep_client_stacks
 
 RESULTS = ROOT / "bench" / "results"
 TARGETS = {"first_number_p95_s": 10.0, "release_to_drawn_p95_s": 5.0, "rss_after_within": 0.20}
-SHOWN = re.compile(r"measured live|cached: measured|nearby")  # a number on the page, and whence
-PARTIAL = re.compile(r"measured live so far")  # a run's figure while it goes on (job_status)
 WAIT_S = 120.0  # the most any one reader waits for anything
 GRACE_S = 120.0  # after the class: for the last results, the sessions to close, memory to settle
 
@@ -123,156 +135,14 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def summary(values: list[float]) -> dict:
-    return {"n": len(values), "p50_s": _round(percentile(values, 50)),
-            "p95_s": _round(percentile(values, 95)), "max_s": _round(max(values, default=None))}
+def summary(values: list[float], digits: int = 2) -> dict:
+    return {"n": len(values), "p50_s": _round(percentile(values, 50), digits),
+            "p95_s": _round(percentile(values, 95), digits),
+            "max_s": _round(max(values, default=None), digits)}
 
 
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 2)
-
-
-# ---- the lightweight students ------------------------------------------------------------------
-@dataclass
-class Student:
-    """One reader as a Bokeh client session in a thread of its own."""
-
-    n: int
-    url: str
-    slug: str
-    args: dict  # the page's query: {"lesson": slug, settings...}
-    slider: tuple[str, list] | None
-    rng: random.Random
-    opened_at: float = 0.0
-    opened_unix: float = 0.0  # the same moment on the wall clock, to match the server's log
-    first_number_s: float | None = None
-    first_result_s: float | None = None  # the first full result (no partial figure)
-    releases: list[dict] = field(default_factory=list)  # {"value", "at", "drawn_s"}
-    error: str = ""
-    # the arrival's timeline (seconds after opening): the document received (pull_session
-    # returned: the server built the page, serialized it and this client rebuilt it), the
-    # ready event and the skip click sent
-    pulled_s: float | None = None
-    pull_cpu_s: float | None = None  # of which this client's own CPU (rebuilding the document)
-    ready_s: float | None = None
-    skip_s: float | None = None
-    session_id: str = ""
-    _session: object = None
-    _skipped: bool = False
-    _closing: bool = False  # close() came: a session still being pulled is closed once it is
-    _pending: dict | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def run(self) -> None:
-        import panel.models  # noqa: F401 (registers Panel's Bokeh models, so the client can read the page)
-        from bokeh.client import pull_session
-        from bokeh.events import DocumentReady
-
-        self.opened_at, self.opened_unix = time.monotonic(), time.time()
-        cpu = time.thread_time()  # pull_session runs its connection's loop on this thread
-        try:
-            session = pull_session(url=f"{self.url}/app", arguments=self.args)
-        except Exception as e:  # a refused or failed connection: a finding, not a crash
-            self.error = f"{type(e).__name__}: {e}"
-            return
-        self._session = session
-        self.pulled_s = time.monotonic() - self.opened_at
-        self.pull_cpu_s = time.thread_time() - cpu
-        self.session_id = session.id
-        if self._closing:  # left while the page was still loading (a busy server)
-            session.close()
-            return
-        session.document.on_change(self._changed)
-        session.document.callbacks.send_event(DocumentReady())  # the browser's "loaded"
-        self.ready_s = time.monotonic() - self.opened_at
-        self._skip_prediction()
-        try:
-            session._loop_until_closed()  # process the server's updates until closed
-        except Exception as e:
-            self.error = f"{type(e).__name__}: {e}"
-
-    def _skip_prediction(self) -> None:
-        """Click the lesson's skip button once it is on the page (on this session's thread)."""
-        from bokeh.events import ButtonClick
-        from bokeh.models import Button
-
-        if self._skipped:
-            return
-        for model in list(self._session.document.models):
-            if isinstance(model, Button) and model.label == SKIP_PREDICTION:
-                self._skipped = True
-                self._session.document.callbacks.send_event(ButtonClick(model))
-                self.skip_s = time.monotonic() - self.opened_at
-                return
-
-    def _changed(self, event) -> None:
-        """Every change the server sends, on this session's thread."""
-        now = time.monotonic()
-        if not self._skipped:
-            self._skip_prediction()
-        new = getattr(event, "new", None)
-        if isinstance(new, str) and SHOWN.search(new):
-            partial = PARTIAL.search(new) is not None
-            if self.first_number_s is None:
-                self.first_number_s = now - self.opened_at
-            if self.first_result_s is None and not partial:
-                self.first_result_s = now - self.opened_at
-            with self._lock:
-                pending = self._pending
-            if pending and pending["kind"] == "shown" and now > pending["at"] and not partial:
-                self._drawn(now)
-        with self._lock:
-            pending = self._pending
-        if pending and pending["kind"] == "point":
-            source = self._session.document.get_model_by_name("points")
-            batch = list(source.data.get("batch", [])) if source is not None else []
-            if pending["value"] in batch:
-                self._drawn(now)
-
-    def _drawn(self, now: float) -> None:
-        with self._lock:
-            if self._pending is not None:
-                self._pending["drawn_s"] = now - self._pending["at"]
-                self.releases.append(self._pending)
-                self._pending = None
-
-    def release(self) -> None:
-        """Move the lesson's slider to another value and release it (from any thread)."""
-        if self._session is None or self.slider is None or self._pending is not None:
-            return
-        title, values = self.slider
-        value = self.rng.choice(values)
-
-        def move() -> None:
-            from bokeh.document.events import ModelChangedEvent
-            from bokeh.models import Slider
-
-            sliders = [m for m in self._session.document.models
-                       if isinstance(m, Slider) and title in (m.title or "")]
-            if not sliders or sliders[0].value == value:
-                return
-            kind = "point" if self.slug == "knob" else "shown"
-            with self._lock:
-                self._pending = {"slider": title, "value": value, "kind": kind,
-                                 "at": time.monotonic(), "drawn_s": None}
-            slider = sliders[0]
-            slider.value = value
-            # A mouse release sends value_throttled, which a Bokeh client may not set (it is
-            # read-only in Python): send the same change the browser's release sends.
-            self._session._document_patched(ModelChangedEvent(
-                self._session.document, slider, "value_throttled", value))
-
-        self._session._connection.io_loop.add_callback(move)
-
-    def close(self) -> None:
-        """Leave (from any thread): the session closes now, or as soon as its page has loaded
-        (without that, a reader who left during a slow load stayed connected for good: in the
-        lead's churn run the server had opened 110 connections and closed 11 by the 100th
-        reader)."""
-        self._closing = True
-        session = self._session
-        if session is not None:
-            session._connection.io_loop.add_callback(session.close)
+def _round(x: float | None, digits: int = 2) -> float | None:
+    return None if x is None else round(x, digits)
 
 
 # ---- the Chromium reader -------------------------------------------------------------------------
@@ -316,25 +186,39 @@ def probe_arrival(browser, url: str, slug: str, knob_batch: int) -> dict:
 
 # ---- the server's side ---------------------------------------------------------------------------
 def keep_off_engine_cores(status: dict | None, anywhere: bool) -> str:
-    """Pin this process (the students, and the Chromium it starts later) to the web server's
-    cores, off the engine's, at the lowest CPU priority (nice 19). In a class the readers'
-    browsers run on their own machines; here they must share this one, and on the engine's core
-    they would disturb every measurement (engine.lab.quality), which the service then labels or
-    measures again: a cost no real class pays. On the web server's core at the same priority
-    they took a quarter to a third of it while the class arrived (the students' Bokeh clients
-    0.9-1.7 CPU s per 5 s, Chromium up to 0.9: proc_cpu, 20:01 UTC run), time the server then
-    lacked. At nice 19 they get the core's idle time; a student whom a busy server keeps from
-    the core reads its number late, so the figures still err on the slow side. Called before any
-    student thread or Chromium starts: Linux keeps a niceness and a CPU mask per thread, and new
-    threads and processes inherit them. Returns where they run, for the report."""
-    os.nice(19 - os.nice(0))
+    """Pin this thread (and so the students' and Chromium, started after it) to the web
+    server's cores, off the engine's. In a class the readers' browsers run on their own machines;
+    here they must share this one, and on the engine's core they would disturb every measurement
+    (engine.lab.quality), which the service then labels or measures again: a cost no real class
+    pays. Called before any student thread or Chromium starts: Linux keeps a CPU mask (and a
+    niceness) per thread, and new threads and processes inherit them. Returns where, for the
+    report."""
     split = (status or {}).get("cores") or {}
     if anywhere or not split.get("isolated"):
-        return "every core (the engine's too), at nice 19"
+        return "every core (the engine's too)"
     from engine.lab import cores
 
     cores.pin(0, split["web"])
-    return f"the web server's {cores.describe(split['web'])}, at nice 19"
+    return f"the web server's {cores.describe(split['web'])}"
+
+
+def students_and_chromium(bokeh_clients: bool) -> tuple[Cohort, str]:
+    """The students, then this thread at the lowest CPU priority (nice 19) for what it starts
+    after: Chromium (and with --bokeh-clients, the students too); says who runs at which.
+
+    Chromium and Bokeh client sessions cost the web core: at the server's priority they took a
+    quarter to a third of it while 30 students arrived (Bokeh clients 0.9-1.7 CPU s per 5 s,
+    Chromium up to 0.9: proc_cpu, 20:01 UTC run), so they get its idle time only. A protocol
+    student costs it 2-4 ms a page and about 10 ms a visit (0.01-0.03 of the core for 30), and
+    at nice 19 it was kept from the core the server kept busy: its loop took 0.9 s (p50) to
+    send the ready event after reading the page, a few microseconds of work (22:26 UTC run, 30
+    students), so its page-received times measured the scheduler. A browser on a machine of its
+    own reads what the server sends at once: protocol students run at the server's priority."""
+    cohort = None if bokeh_clients else Cohort(False)
+    os.nice(19 - os.nice(0))
+    if cohort is None:
+        return Cohort(True), "Bokeh client students and Chromium at nice 19"
+    return cohort, "protocol students at nice 0, Chromium at nice 19"
 
 
 def engine_status(url: str) -> dict | None:
@@ -400,8 +284,62 @@ def fresh_cache(prefix: str, kernels: bool) -> str:
     return cache
 
 
-def churn(count: int, at_once: int, kernels: bool = True) -> int:
+class Cohort:
+    """The students of one run, all of one kind: protocol students on one StudentLoop (the
+    default), or Bokeh client sessions, a thread each (--bokeh-clients, the way up to here)."""
+
+    def __init__(self, bokeh_clients: bool):
+        self.kind = "Bokeh client sessions" if bokeh_clients else "protocol students"
+        self.loop = None
+        if bokeh_clients:
+            deep_client_stacks()
+        else:
+            self.loop = StudentLoop()
+
+    def new(self, n: int, url: str, slug: str, query: dict, slider, rng: random.Random,
+            ready: bool = True):
+        if self.loop is None:
+            return BokehStudent(n, url, slug, query, slider, rng, ready=ready)
+        return ProtocolStudent(n, url, slug, query, slider, rng, ready=ready, loop=self.loop)
+
+    def cpu_s(self, students: list) -> float | None:
+        """Every student's CPU seconds so far: the loop's thread, or each client's thread (its
+        whole visit, known once it has ended)."""
+        if self.loop is not None:
+            return self.loop.cpu_s()
+        return sum(s.cpu_s for s in students if s.cpu_s is not None)
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.stop()
+
+
+def visit(student, hold_s: float, until=lambda s: s.first_number_s is not None) -> None:
+    """Open a page, stay until `until(student)` or hold_s seconds, leave (bounded waits)."""
+    student.start()
+    deadline = time.monotonic() + hold_s
+    while not until(student) and time.monotonic() < deadline and not student.error:
+        time.sleep(0.1)
+    student.close()
+    student.join(30)
+
+
+def warm_up(cohort: Cohort, url: str) -> list[str]:
+    """Every page of MIX and PROBE_LESSONS opened once, one after the other, without the ready
+    event (so no lesson starts a measurement), and closed: the server has built each and
+    imported its modules, as after a first class. Returns the errors met."""
+    slugs = list(dict.fromkeys([*MIX, *PROBE_LESSONS]))
+    pages = [cohort.new(-1 - i, url, slug, {"lesson": slug}, None, random.Random(i), ready=False)
+             for i, slug in enumerate(slugs)]
+    for page in pages:
+        visit(page, WAIT_S, until=lambda s: s.pulled_s is not None)
+    return [f"warm-up {p.slug}: {p.error or 'no page'}" for p in pages
+            if p.error or p.pulled_s is None]
+
+
+def churn(count: int, at_once: int, kernels: bool = True, bokeh_clients: bool = False) -> int:
     """Open and close `count` sessions; the web process's memory on the way (see --churn)."""
+    cohort = Cohort(bokeh_clients)
     cache = fresh_cache("classroom-churn-cache-", kernels)
     RESULTS.mkdir(parents=True, exist_ok=True)
     log = RESULTS / f"classroom-churn-{count}-server.log"
@@ -415,27 +353,21 @@ def churn(count: int, at_once: int, kernels: bool = True) -> int:
         print(f"  {what:<26} sessions {opened:>4}: web {samples[-1]['web_mib']} MiB, worker "
               f"{samples[-1]['worker_mib']} MiB", flush=True)
 
-    def visit(n: int, args: dict) -> None:
-        student = Student(n, url, args.get("lesson", ""), args, None, random.Random(n))
-        thread = threading.Thread(target=student.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + CHURN_HOLD_S
-        while student.first_number_s is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        student.close()
-        thread.join(30)
+    def reader(n: int, args: dict) -> None:
+        visit(cohort.new(n, url, args.get("lesson", ""), args, None, random.Random(n)),
+              CHURN_HOLD_S)
 
     try:
         time.sleep(2)
         sample(0, "server started")
         opened = 0
         for args in CHURN_PAGES:  # every page once: its modules imported, the worker warm
-            visit(opened, args)
+            reader(opened, args)
             opened += 1
         sample(opened, f"baseline, {after_trim(url)}")
         baseline = samples[-1]["web_mib"]
         while opened < count:
-            batch = [threading.Thread(target=visit, args=(opened + i, CHURN_PAGES[
+            batch = [threading.Thread(target=reader, args=(opened + i, CHURN_PAGES[
                 (opened + i) % len(CHURN_PAGES)]), daemon=True) for i in range(at_once)]
             for t in batch:
                 t.start()
@@ -449,6 +381,7 @@ def churn(count: int, at_once: int, kernels: bool = True) -> int:
         sample(opened, f"end, {after_trim(url)}")
     finally:
         stop_server(proc)
+        cohort.stop()
     end = samples[-1]["web_mib"]
     growth = end / baseline - 1 if baseline and end else None
     result = {"bench": "classroom-churn", "sessions": opened, "at_once": at_once,
@@ -464,18 +397,7 @@ def churn(count: int, at_once: int, kernels: bool = True) -> int:
     return 0 if result["met"] else 1
 
 
-def deep_client_stacks() -> None:
-    """A Bokeh client session handles each message the server sends one await deeper than the
-    last (bokeh.client.connection: _handle_messages awaits _next, which awaits the next
-    _handle_messages), so a session that gets a few hundred page updates hits Python's recursion
-    limit and stops listening (RecursionError in the lead's N=50 run and the churn run). A student
-    lives for a class: give its thread room for tens of thousands of messages."""
-    sys.setrecursionlimit(200_000)
-    threading.stack_size(512 * 2**20)  # address space only, until used
-
-
 def main(argv: list[str] | None = None) -> int:
-    deep_client_stacks()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30, help="lightweight sessions (1-200)")
     parser.add_argument("--arrive-s", type=float, default=30.0,
@@ -491,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--churn", type=int, default=0,
                         help="memory only: open and close this many sessions (up to 2000)")
     parser.add_argument("--at-once", type=int, default=10, help="with --churn (1-50)")
+    parser.add_argument("--bokeh-clients", action="store_true",
+                        help="students as Bokeh client sessions, a thread each (the way up to "
+                             "here, for comparison) instead of protocol students")
     parser.add_argument("--no-kernels", action="store_true",
                         help="leave the C++ kernels unbuilt in the bench's cache (plain torch "
                              "attention and products, as every class figure before 4773566)")
@@ -498,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.churn:
         if not 1 <= args.churn <= 2000 or not 1 <= args.at_once <= 50:
             parser.error("--churn 1-2000, --at-once 1-50")
-        return churn(args.churn, args.at_once, kernels=not args.no_kernels)
+        return churn(args.churn, args.at_once, kernels=not args.no_kernels,
+                     bokeh_clients=args.bokeh_clients)
     if not 1 <= args.students <= 200 or not 10 <= args.class_s <= 600 or args.arrive_s < 0:
         parser.error("--students 1-200, --class-s 10-600, --arrive-s >= 0")
     rng = random.Random(args.seed)
@@ -508,8 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     proc, url = start_server(cache, log=log)
     hard_stop = time.monotonic() + args.arrive_s + args.class_s + GRACE_S + 60
-    students: list[Student] = []
-    threads: list[threading.Thread] = []
+    students: list = []
+    cohort: Cohort | None = None
+    students_cpu: float | None = None
+    warm_errors: list[str] = []
     probes: list[dict] = []
     queue: list[dict] = []
     rss: dict = {}
@@ -522,9 +450,16 @@ def main(argv: list[str] | None = None) -> int:
             status = engine_status(url)
         worker = (status or {}).get("worker_pid") or next(iter(child_pids(proc.pid)), None)
         clients_on = keep_off_engine_cores(status, args.clients_anywhere)
+        cohort, priority = students_and_chromium(args.bokeh_clients)
+        clients_on = f"{clients_on}; {priority}"
         time.sleep(2)
-        rss["before"] = memory(proc.pid, worker)
+        rss["cold"] = memory(proc.pid, worker)
+        warm_errors = warm_up(cohort, url)
+        rss["warm"] = {**memory(proc.pid, worker), "when": after_trim(url)}
+        print(f"web RSS cold {rss['cold']['web_mib']} MiB, warm (every page built once) "
+              f"{rss['warm']['web_mib']} MiB ({rss['warm']['when']})", flush=True)
         start = time.monotonic()
+        cpu_before = cohort.cpu_s([])  # the warm-up's pages on the students' loop: not the class's
 
         def sample_queue() -> None:
             while not stop.is_set():
@@ -546,10 +481,8 @@ def main(argv: list[str] | None = None) -> int:
             slug = lessons[n % len(lessons)]
             weight, choices, slider = MIX[slug]
             query = {"lesson": slug, **{k: str(rng.choice(v)) for k, v in choices.items()}}
-            student = Student(n, url, slug, query, slider, random.Random(args.seed * 1000 + n))
-            students.append(student)
-            threads.append(threading.Thread(target=student.run, daemon=True,
-                                            name=f"student-{n}"))
+            students.append(cohort.new(n, url, slug, query, slider,
+                                       random.Random(args.seed * 1000 + n)))
         arrivals = [start + i * args.arrive_s / max(1, args.students) for i in range(args.students)]
         next_release = {s.n: arrivals[s.n] + rng.uniform(15, 25) for s in students}
         class_end = start + args.class_s
@@ -559,10 +492,10 @@ def main(argv: list[str] | None = None) -> int:
             prober.start()  # its own thread: a reader waiting on a page holds up no student
         while time.monotonic() < class_end and time.monotonic() < hard_stop:
             now = time.monotonic()
-            for s, t in zip(students, threads, strict=True):
-                if not t.is_alive() and t.ident is None and now >= arrivals[s.n]:
-                    t.start()
-                if t.ident is not None and now >= next_release[s.n]:
+            for s in students:
+                if not s.started and now >= arrivals[s.n]:
+                    s.start()
+                if s.started and now >= next_release[s.n]:
                     s.release()
                     next_release[s.n] = now + s.rng.uniform(10, 25)
             time.sleep(0.2)
@@ -573,9 +506,9 @@ def main(argv: list[str] | None = None) -> int:
                              for k in ("web_mib", "worker_mib")}
         for s in students:
             s.close()
-        for t in threads:
-            if t.ident is not None:
-                t.join(max(1.0, min(30.0, hard_stop - time.monotonic())))
+        for s in students:
+            s.join(max(1.0, min(30.0, hard_stop - time.monotonic())))
+        students_cpu = cohort.cpu_s(students) - cpu_before
         settle = time.monotonic() + 30
         while time.monotonic() < settle and (engine_status(url) or {}).get("queued"):
             time.sleep(1)  # the closed sessions' jobs are cancelled; let the last one end
@@ -584,8 +517,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         stop_server(proc)
-    return report(args, students, probes, queue, rss, load_before, log, clients_on,
-                  cpu_sampler.samples)
+        if cohort is not None:
+            cohort.stop()
+    lags = [lag for lag in (cohort.loop.lags if cohort.loop else []) if lag[0] >= start]
+    return report(args, cohort.kind, students, students_cpu, lags, probes, queue, rss,
+                  load_before, log, clients_on, cpu_sampler.samples, warm_errors)
 
 
 CPU_GROUPS = ["web", "worker", "students", "chromium"]
@@ -648,8 +584,8 @@ class _browser:
             self._pw.stop()
 
 
-def report(args, students, probes, queue, rss, load_before, log, clients_on: str,
-           cpu: list[dict]) -> int:
+def report(args, kind: str, students, students_cpu: float | None, lags: list, probes, queue,
+           rss, load_before, log, clients_on: str, cpu: list[dict], warm_errors: list[str]) -> int:
     first = [s.first_number_s for s in students if s.first_number_s is not None]
     full = [s.first_result_s for s in students if s.first_result_s is not None]
     knob = [r["drawn_s"] for s in students for r in s.releases if r["kind"] == "point"]
@@ -658,9 +594,10 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
     probe_knob = [p["release_to_drawn_s"] for p in probes if p["release_to_drawn_s"] is not None]
     arrivals_first = first + probe_first
     releases = knob + probe_knob
-    before, after = rss.get("before", {}), rss.get("after", {})
-    web_growth = (after["web_mib"] / before["web_mib"] - 1
-                  if before.get("web_mib") and after.get("web_mib") else None)
+    after = rss.get("after", {})
+    growth = {base: (after["web_mib"] / rss[base]["web_mib"] - 1
+                     if rss.get(base, {}).get("web_mib") and after.get("web_mib") else None)
+              for base in ("cold", "warm")}
     first_p95 = percentile(arrivals_first, 95)
     release_p95 = percentile(releases, 95)
     met = {
@@ -668,12 +605,14 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
         and len(arrivals_first) == len(students) + len(probes),
         "release_to_drawn": release_p95 is not None
         and release_p95 <= TARGETS["release_to_drawn_p95_s"],
-        "rss_after": web_growth is not None and web_growth <= TARGETS["rss_after_within"],
+        **{f"rss_after_vs_{base}": g is not None and g <= TARGETS["rss_after_within"]
+           for base, g in growth.items()},
     }
+    pulled = [s for s in students if s.pulled_s is not None]
     result = {
         "bench": "classroom", "students": args.students, "arrive_s": args.arrive_s,
         "class_s": args.class_s, "probe_every_s": args.probe_every, "seed": args.seed,
-        "clients_on": clients_on,
+        "clients_on": clients_on, "student_kind": kind,
         "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "first_number": {"all_new_readers": summary(arrivals_first),
@@ -689,6 +628,13 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
                                                   if s.slug == slug and s.first_number_s])
                                    for slug in MIX},
         "arrival_timeline": arrival_timeline(students),
+        "students_loop_late": summary([lag for t, lag in lags], 3),
+        "students_cpu": {
+            "pull_cpu": summary([s.pull_cpu_s for s in pulled if s.pull_cpu_s is not None], 4),
+            "visit_cpu": summary([s.cpu_s for s in pulled if s.cpu_s is not None], 4),
+            "all_students_s": _round(students_cpu, 3),
+            "per_page_s": _round(students_cpu / len(pulled) if pulled and students_cpu else None,
+                                 4)},
         "cpu_share_every_5_s": windows(cpu, CPU_GROUPS + _cores(cpu), 5.0, args.class_s + 30),
         "cpu_samples": cpu,
         "student_timelines": [
@@ -699,16 +645,17 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
                                                    "first_result_s")}}
             for s in students],
         "queue": queue, "queue_max": max((q["queued"] or 0 for q in queue), default=0),
-        "rss_mib": rss, "web_rss_growth": _round(web_growth), "targets": TARGETS, "met": met,
-        "errors": [f"{s.slug}: {s.error}" for s in students if s.error],
+        "rss_mib": rss, "web_rss_growth": {k: _round(g) for k, g in growth.items()},
+        "targets": TARGETS, "met": met,
+        "errors": [f"{s.slug}: {s.error}" for s in students if s.error] + warm_errors,
         "probes": probes,
         "server_log_tracebacks": exceptions_logged(log),
     }
-    out = RESULTS / f"classroom-{args.students}.json"
+    out = RESULTS / f"classroom-{args.students}{'-bokeh' if args.bokeh_clients else ''}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"classroom: {args.students} students over {args.arrive_s:g} s, class {args.class_s:g} s,"
-          f" {len(probes)} Chromium arrivals; {os.cpu_count()} CPUs, load before "
-          f"{load_before[0]:.2f}; students and Chromium on {clients_on}")
+    print(f"classroom: {args.students} students ({kind}) over {args.arrive_s:g} s, class "
+          f"{args.class_s:g} s, {len(probes)} Chromium arrivals; {os.cpu_count()} CPUs, load "
+          f"before {load_before[0]:.2f}; students and Chromium on {clients_on}")
     for what, s in [("first number, every new reader", result["first_number"]["all_new_readers"]),
                     ("first number, students", result["first_number"]["students"]),
                     ("first number, Chromium", result["first_number"]["chromium"]),
@@ -724,6 +671,15 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
     timeline = result["arrival_timeline"]
     print("  arrival timeline, students (s after opening, p50 / p95): " + ", ".join(
         f"{k} {v['p50_s']} / {v['p95_s']}" for k, v in timeline.items()))
+    cost = result["students_cpu"]
+    print(f"  students' own CPU, s per page: receiving it p50 {cost['pull_cpu']['p50_s']} / p95 "
+          f"{cost['pull_cpu']['p95_s']}, the whole visit p50 {cost['visit_cpu']['p50_s']} / p95 "
+          f"{cost['visit_cpu']['p95_s']}; all the students' threads {cost['all_students_s']} s "
+          f"= {cost['per_page_s']} s per page")
+    late = result["students_loop_late"]
+    if late["n"]:
+        print(f"  the students' loop, late by (its 0.1 s timer): p50 {late['p50_s']} s, p95 "
+              f"{late['p95_s']} s, max {late['max_s']} s")
     print("  share of a core used, every 5 s (web / worker / students / chromium; each core "
           "busy):")
     for w in result["cpu_share_every_5_s"]:
@@ -734,10 +690,13 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
     print("  engine: " + ", ".join(f"{k} {last.get(k)}" for k in ENGINE_COUNTS)
           + "; seconds running, by kind (samples): " + ", ".join(
               f"{kind} {n}" for kind, n in _running_by_kind(queue).items()))
-    print(f"  RSS MiB web / worker: before {before.get('web_mib')} / {before.get('worker_mib')}, "
-          f"during max {rss.get('during_max', {}).get('web_mib')} / "
+    cold, warm = rss.get("cold", {}), rss.get("warm", {})
+    print(f"  RSS MiB web / worker: cold {cold.get('web_mib')} / {cold.get('worker_mib')}, warm "
+          f"{warm.get('web_mib')} / {warm.get('worker_mib')} ({warm.get('when')}), during max "
+          f"{rss.get('during_max', {}).get('web_mib')} / "
           f"{rss.get('during_max', {}).get('worker_mib')}, after {after.get('web_mib')} / "
-          f"{after.get('worker_mib')} ({after.get('when')}; web growth {_pct(web_growth)})")
+          f"{after.get('worker_mib')} ({after.get('when')}); web after vs cold "
+          f"{_pct(growth['cold'])}, vs warm {_pct(growth['warm'])}")
     print(f"  targets met: {met}; errors: {len(result['errors'])}; server log tracebacks: "
           f"{result['server_log_tracebacks']}; never showed a number: "
           f"{result['first_number']['never']}")
@@ -745,13 +704,14 @@ def report(args, students, probes, queue, rss, load_before, log, clients_on: str
     return 0 if all(met.values()) else 1
 
 
-def arrival_timeline(students: list[Student]) -> dict:
+def arrival_timeline(students: list) -> dict:
     """Where a student's wait for its first number went: the page received (pulled; pull_cpu is
     the student's own CPU seconds in it), the ready event and the skip sent, the first number;
     each as seconds after opening."""
     steps = {"pulled": "pulled_s", "pull_cpu": "pull_cpu_s", "ready_sent": "ready_s",
              "skip_sent": "skip_s", "first_number": "first_number_s"}
-    out = {name: summary([getattr(s, a) for s in students if getattr(s, a) is not None])
+    out = {name: summary([getattr(s, a) for s in students if getattr(s, a) is not None],
+                         4 if name == "pull_cpu" else 2)
            for name, a in steps.items()}
     out["skip_to_number"] = summary([s.first_number_s - s.skip_s for s in students
                                      if s.first_number_s is not None and s.skip_s is not None])
