@@ -137,6 +137,19 @@ class JobQueue:
             self._answered[session_id] = next(self._ticks)
             self._forget_oldest()
 
+    def newcomer(self, session_id: str | None) -> bool:
+        """True for a reader with nothing on screen yet (rule 0); never for a job without a
+        reader (a script, the warm-up)."""
+        return session_id is not None and session_id not in self._answered
+
+    def urgent(self, besides: Iterable[str | None] = ()) -> int:
+        """How many queued jobs of readers other than `besides` are points or newcomers' first
+        jobs: what a newcomer's run, once its first figure is on the page, is cut short for
+        (engine.lab.client) rather than holding them for its whole length."""
+        mine, newcomers = set(besides), self._firsts()[0]
+        return sum(self._of(j, ("point",), newcomers) and j.session_id not in mine
+                   for j in self._jobs)
+
     def forget(self, session_id: str | None) -> None:
         """A reader has left: nothing of theirs is kept."""
         self._served.pop(session_id, None)

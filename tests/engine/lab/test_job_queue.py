@@ -362,3 +362,20 @@ def test_newcomers_first_jobs_can_be_left_out_where_only_points_may_start():
     q.add(first_point)
     assert q.take(now, ("point",), newcomers=False) == [first_point]
     assert q.take(now, ("point",), newcomers=False) == [] and q.take(now) == [load]
+
+
+def test_what_a_newcomers_run_is_cut_short_for_points_and_newcomers_first_jobs_of_others():
+    """JobQueue.urgent counts what engine.lab.client cuts a newcomer's run short for once its
+    first figure shows: other readers' points and newcomers' first jobs, not runs or load
+    tests of readers who have a number, nor the run's own readers' jobs."""
+    q = JobQueue()
+    q.answered("old")
+    q.add(job("load_test", session="old", at=0.0))  # a reader with a number: waits its turn
+    q.add(job("serve_run", session="mine", at=0.0))  # the running run's reader: theirs wait
+    assert q.urgent(besides=["mine"]) == 0
+    assert q.newcomer("new") and not q.newcomer("old") and not q.newcomer(None)
+    q.add(job("load_test", session="new", at=1.0))  # a newcomer's first job
+    q.add(job("load_test", session="new", at=1.0, seed=2))  # ... their second: not urgent
+    q.add(job("sweep_point", session="old", at=2.0))  # a point
+    assert q.urgent(besides=["mine"]) == 2
+    assert q.urgent(besides=["mine", "new", "old"]) == 0
