@@ -546,7 +546,7 @@ class EngineService:
                 firsts = any(not job.aside and self._queue.newcomer(job.session_id)
                              for job in jobs)
                 for job in jobs:
-                    self._answered(job)
+                    self._answered(job, "first figure")
                 if firsts:
                     self._cut_short(w, run)
         if type_ == "progress" and "building" in data:
@@ -571,7 +571,7 @@ class EngineService:
         with self._lock:
             self.remeasured += 1
             for job in jobs:
-                self._answered(job)  # it has a number, labelled
+                self._answered(job, "disturbed result")  # it has a number, labelled
                 job.remeasures += 1
                 job.result, job.state, job.started_at = result, "queued", None
                 job.device, job.measured_at = meta["device"], meta["measured_at"]
@@ -787,19 +787,29 @@ class EngineService:
         run.preempting = True
         w.cancel_id.value = run.id  # the job stops at its next check and says "cancelled"
         self.cut_short += 1
-        log.info("cutting %s (job %s) short at its first figure to let %d waiting points and "
-                 "first jobs through; queued again in full", run.lead.kind, run.id, waiting)
+        lead, now = run.lead, time.time()
+        log.info("cutting %s (job %s) short at its first figure (waited %.1f s, ran %.1f s) to "
+                 "let %d waiting points and first jobs through; queued again in full", lead.kind,
+                 run.id, (lead.started_at or now) - lead.submitted_at,
+                 now - (lead.started_at or now), waiting)
 
-    def _answered(self, job: Job) -> None:
-        """The job's reader has a number on the page now, unless it was a lookup aside."""
-        if not job.aside:
-            self._queue.answered(job.session_id)
+    def _answered(self, job: Job, how: str) -> None:
+        """The job's reader has a number on the page now, unless it was a lookup aside. The
+        log says when a newcomer's first number came, `how` and how long after the job was
+        asked: the engine's part of a new reader's wait (bench/classroom.py measures the
+        whole, page included)."""
+        if job.aside:
+            return
+        if self._queue.newcomer(job.session_id):
+            log.info("first number for a reader: job %s (%s, %s) %.1f s after it was asked",
+                     job.id, job.kind, how, time.time() - job.submitted_at)
+        self._queue.answered(job.session_id)
 
     def _offer_nearby(self, job: Job, w: _Worker) -> None:
         """Queue a "nearby" event for a job that waits: the closest cached result, if any."""
         record = self._cache.nearest(self._key(job, w))
         if record is not None:
-            self._answered(job)  # a number is on the page, labelled nearby
+            self._answered(job, "nearby")  # a number is on the page, labelled nearby
             self._ready_results.append((job, JobEvent(
                 job.id, job.kind, "nearby", record["result"], cached=True,
                 device=record["device"], measured_at=record["measured_at"],
@@ -832,7 +842,7 @@ class EngineService:
             if type_ == "cancelled":
                 self.jobs_cancelled += 1
             if type_ == "result":
-                self._answered(job)  # no newcomer any more
+                self._answered(job, "cached result" if meta.get("cached") else "result")
                 job.result = data
                 job.cached = meta.get("cached", False)
                 job.device = meta.get("device", "")
