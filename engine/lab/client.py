@@ -127,6 +127,7 @@ class _Run:
     preempting: bool = False  # stopped to let short jobs through: its jobs are queued again
     building: bool = False  # the worker is building its engine (engine.lab.worker.prepare_engine)
     pausing: bool = False  # the worker was told to pause it (a pausable job)
+    figured: bool = False  # it has shown a first partial figure ("so_far")
     started_at: float = field(default_factory=time.time)  # or when it last went on
     paused_at: float = 0.0
 
@@ -547,8 +548,9 @@ class EngineService:
                              for job in jobs)
                 for job in jobs:
                     self._answered(job, "first figure")
-                if firsts:
-                    self._cut_short(w, run)
+                if firsts and not run.figured:  # not for a newcomer who joined it late:
+                    self._cut_short(w, run)  # what it has done would be lost
+                run.figured = True
         if type_ == "progress" and "building" in data:
             with self._lock:
                 run.building = bool(data["building"])

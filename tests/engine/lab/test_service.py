@@ -725,6 +725,27 @@ def test_a_newcomers_run_is_cut_short_at_its_first_figure_when_others_wait(tmp_p
             svc.shutdown()
 
 
+def test_a_run_is_not_cut_short_for_a_newcomer_who_joined_it_after_its_first_figure(tmp_path):
+    """A newcomer who asked the same question while a run goes on joins it (one run answers
+    many) and gets their first figure from its next progress event: the run, well under way,
+    goes on (cut there, a load test 19 s in was thrown away: bench/classroom.py at 30)."""
+    svc, w, _ = _pause_stack(tmp_path, 0)
+    try:
+        run = svc._running
+        svc._handle(w, _first_figure(run.id))  # its own reader's first figure: nobody waits
+        assert not run.preempting
+        joined = Job(3, "load_test", {}, session_id="late", size="load")
+        run.jobs.append(joined)
+        point = Job(2, "sweep_point", {}, session_id="knob", size="point")
+        svc._queue.answered("knob")
+        svc._queue.add(point)
+        svc._handle(w, _first_figure(run.id, 12))
+        assert not svc._queue.newcomer("late")  # a number on their page
+        assert not run.preempting and w.cancel_id.value == 0 and svc.cut_short == 0
+    finally:
+        svc.shutdown()
+
+
 def test_a_newcomers_load_test_cut_short_runs_again_in_full_after_the_next_newcomer(service):
     """With the real worker: of two newcomers' load tests, the first shows its first figure, is
     cut short for the second (whose reader has nothing on screen yet), and then runs again from
