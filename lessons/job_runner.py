@@ -14,8 +14,11 @@ nearby settings while a job waits; its handlers get it as a "nearby" event, and 
 what it is. A handler that raises leaves a message in the status, never a stuck spinner. A
 disturbed result that the engine measures again (engine.lab.client: remeasuring) is shown by the
 status ("re-measuring", disturbed) and not passed to the handler; nor are the new measurement's
-live events (steps, tokens), only its result: a page draws one result per job, never two runs'
-streams over each other. Predict first: after `hold_fresh(waiting)`, while `waiting()` is true a
+live events (steps, tokens, request changes), only its result: a page draws one result per job,
+never two runs' streams over each other. The same holds for a run the engine cut short after its
+first partial figure and queued again to start over (engine.lab.client._cut_short): the page
+keeps what it drew of the first part, the status keeps its partial figure labelled, and the full
+run's result replaces both. Predict first: after `hold_fresh(waiting)`, while `waiting()` is true a
 job the engine's cache cannot answer is parked instead of run (a cached one is answered at once,
 as ever), and `release()` sends the parked ones: a lesson holds its first fresh measurement until
 the reader has made a prediction. Each job's events reach its handler on the session's own loop
@@ -42,7 +45,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[JobEvent], None]
 R = TypeVar("R", bound=Record)
 QUEUE_POLL_MS = 500
-STREAMED = ("token", "step")  # a run's live events, drawn as they come
+STREAMED = ("token", "step", "request")  # a run's live events, drawn as they come
 HELD = "held"  # the state of a parked job's placeholder: not sent to the engine yet
 
 
@@ -61,6 +64,8 @@ class _Entry:
         self.final = False
         self.dropped = False
         self.remeasuring = False  # a disturbed result came; the engine measures it again
+        self.streamed = False  # the handler has drawn some of the run's live events
+        self.restarted = False  # ... and the run was stopped and queued again, to start over
         self.parked: tuple[str, dict, bool] | None = None  # (kind, params, use_cache) if held
 
     @property
@@ -193,12 +198,16 @@ class JobRunner:
             self._start_polling()
         if event.type == "nearby" and entry.job is not None:
             self.status.nearby(event, entry.job.params)
+        if (event.type == "queued" and event.data.get("preempted")
+                and not event.data.get("resumes") and entry.streamed):
+            entry.restarted = True  # cut short after its first figure (engine.lab.client)
         self.status.handle(event)
         if event.remeasuring:  # disturbed: the status says so; the page waits for the new one
             entry.remeasuring = True
             return
-        if entry.remeasuring and event.type in STREAMED:
-            return  # the new measurement's stream, not drawn over the first one's
+        if (entry.remeasuring or entry.restarted) and event.type in STREAMED:
+            return  # the new run's stream, not drawn over the first one's
+        entry.streamed = entry.streamed or event.type in STREAMED
         try:
             entry.handler(event)
         except Exception as e:  # the page's own bug: say so on the page, keep the session
@@ -222,7 +231,9 @@ class JobRunner:
             log.debug("service position failed", exc_info=True)
             return
         if ahead is not None and self.status.running:
-            self.status.queued(ahead, bool(first.job.preempted), bool(first.job.paused))
+            # a run cut short (preempted) starts over, whatever pauses it had before
+            self.status.queued(ahead, bool(first.job.preempted),
+                               bool(first.job.paused) and not first.job.preempted)
 
     def _start_polling(self) -> None:
         if self._poll is not None or not self.page.jobs.served:

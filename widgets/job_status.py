@@ -124,17 +124,20 @@ def _setting(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def so_far_text(so_far: dict | None) -> str:
+def so_far_text(so_far: dict | None, stopped: bool = False) -> str:
     """A run's figure while it goes on (engine.lab.jobs.serving.SoFar), labelled as partial:
     'measured live so far: median end-to-end latency 143 ms over the 5 requests answered (the
-    run goes on)'; '' before the first answer."""
+    run goes on)'; '' before the first answer. stopped: the run was cut short after this figure
+    and starts again in full (engine.lab.client._cut_short)."""
     if not isinstance(so_far, dict) or not isinstance(so_far.get("e2e_p50_ms"), int | float):
         return ""
     answered = so_far.get("answered", 0)
     which = "the first request answered" if answered == 1 else \
         f"the {answered} requests answered"
+    then = ("the run was stopped there for other readers and starts again in full after them"
+            if stopped else "the run goes on")
     return (f"measured live so far: median end-to-end latency {so_far['e2e_p50_ms']:,.0f} ms "
-            f"over {which} (the run goes on)")
+            f"over {which} ({then})")
 
 
 def queue_message(ahead: int, preempted: bool = False, resumes: bool = False) -> str:
@@ -206,6 +209,8 @@ class JobStatus(pn.viewable.Viewer):
         self.what = what  # what the jobs are, in the plural: "measurements", "runs"
         self.results: dict[int, Measurement] = {}  # by job id: the latest result of each
         self.so_far = ""  # the running job's partial figure (so_far_text), until its result
+        self._so_far_data: dict | None = None  # what so_far says, as the engine sent it
+        self._stopped = False  # the run was cut short after so_far: kept until a new figure
         self._since: float | None = None
         self._callback = None
         self._bar = pn.indicators.Progress(value=-1, max=BAR_MAX, bar_color="info", height=14,
@@ -231,7 +236,7 @@ class JobStatus(pn.viewable.Viewer):
     def start(self, total: int = 1, message: str = "starting") -> None:
         """A new group of `total` jobs (forgets the previous group's provenance and error)."""
         self.results = {}
-        self.so_far = ""
+        self.so_far, self._so_far_data, self._stopped = "", None, False
         self.error.message = ""
         self._page_error.visible = False
         self.param.update(total=total, finished=0, running=total > 0, message=message, done=0,
@@ -262,12 +267,14 @@ class JobStatus(pn.viewable.Viewer):
         if kind == "started":
             self.job_progress(0, 0, "measuring")
         elif kind == "progress":
-            if "so_far" in event.data:
-                self.so_far = so_far_text(event.data["so_far"])
+            text = so_far_text(event.data.get("so_far"))
+            if "so_far" in event.data and (text or not self._stopped):
+                # a run started again keeps its first part's figure until it has its own
+                self.so_far, self._so_far_data, self._stopped = text, event.data["so_far"], False
             self.job_progress(event.data.get("done", 0), event.data.get("total", 0),
                               event.data.get("message"))
         elif kind == "result":
-            self.so_far = ""
+            self.so_far, self._so_far_data, self._stopped = "", None, False
             self.results[event.job_id] = measurement = Measurement.of(event)
             if measurement.remeasuring:  # disturbed: the engine measures it again
                 self.job_progress(0, 0, "re-measuring: other work ran on the engine's core "
@@ -312,6 +319,9 @@ class JobStatus(pn.viewable.Viewer):
         """The group waits behind `ahead` jobs of other readers (again, if preempted; with its
         model's loading paused, if resumes)."""
         message = queue_message(ahead, preempted, resumes)
+        if preempted and not resumes and self.so_far:  # cut short: its figure stays, so labelled
+            self._stopped = True
+            self.so_far = so_far_text(self._so_far_data, stopped=True)
         if ahead > 0 and message != self.message:
             self.announce(message[0].upper() + message[1:] + ".")
         self.message = message

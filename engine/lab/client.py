@@ -32,7 +32,10 @@ is lost or run again. A run started inside a pause may be paused in turn, up to 
 deep; the innermost goes on first. One more place is kept for points: the run started inside the
 MAX_PAUSED-th pause is paused for points only, and inside that pause only points start (a
 newcomer's long first job waits for the innermost run to end), so whatever runs, a point gets in
-within one step of it.
+within one step of it. A newcomer's first run (a schedule run, a load test, a rate sweep) is
+wanted urgently only until its first partial figure is on the page: then, if other readers'
+points or newcomers' first jobs wait, it is cut short and queued again whole, to wait by the
+size rule (_cut_short), so newcomers' runs do not fill the pause stack.
 
 Measurement quality (engine.lab.cores, engine.lab.quality): the worker pins itself to the
 engine's cores (ENGINE_CORES, or `core_setting=`) and, once it has said which, this process
@@ -124,6 +127,7 @@ class _Run:
     preempting: bool = False  # stopped to let short jobs through: its jobs are queued again
     building: bool = False  # the worker is building its engine (engine.lab.worker.prepare_engine)
     pausing: bool = False  # the worker was told to pause it (a pausable job)
+    figured: bool = False  # it has shown a first partial figure ("so_far")
     started_at: float = field(default_factory=time.time)  # or when it last went on
     paused_at: float = 0.0
 
@@ -169,6 +173,7 @@ class EngineService:
         self.cache_hits = 0
         self.shared_runs = 0  # runs that answered more than one reader's job
         self.preemptions = 0  # jobs stopped to let short ones through, and queued again
+        self.cut_short = 0  # newcomers' runs stopped at their first figure, and queued again
         self.worker_idle_mib: float | None = None  # the worker's RSS when it last fell idle
         self._runs_ended = 0
         self._idle_checked = -1  # runs ended when it was read
@@ -320,6 +325,7 @@ class EngineService:
                 "cache_hits": self.cache_hits,
                 "shared_runs": self.shared_runs,
                 "preemptions": self.preemptions,
+                "cut_short": self.cut_short,
                 "cache_entries": len(self._cache),
                 "restarts": self.restarts,
                 "start_error": self._start_error,
@@ -538,8 +544,13 @@ class EngineService:
         if type_ == "progress" and (data.get("so_far") or {}).get("e2e_p50_ms") is not None:
             with self._lock:  # a run's first partial figure is on its readers' pages
                 # (widgets.job_status.so_far_text: none before the first request is answered)
+                firsts = any(not job.aside and self._queue.newcomer(job.session_id)
+                             for job in jobs)
                 for job in jobs:
-                    self._answered(job)
+                    self._answered(job, "first figure")
+                if firsts and not run.figured:  # not for a newcomer who joined it late:
+                    self._cut_short(w, run)  # what it has done would be lost
+                run.figured = True
         if type_ == "progress" and "building" in data:
             with self._lock:
                 run.building = bool(data["building"])
@@ -562,7 +573,7 @@ class EngineService:
         with self._lock:
             self.remeasured += 1
             for job in jobs:
-                self._answered(job)  # it has a number, labelled
+                self._answered(job, "disturbed result")  # it has a number, labelled
                 job.remeasures += 1
                 job.result, job.state, job.started_at = result, "queued", None
                 job.device, job.measured_at = meta["device"], meta["measured_at"]
@@ -739,9 +750,11 @@ class EngineService:
             pass  # it died: the sentinel tells us next
 
     def _requeue(self, run: _Run) -> None:
-        """A run stopped while it built its engine: its jobs wait again (their arrival time
-        kept: they soon count as points), each told so with a queued event ("resumes": the
-        build goes on where it stopped; had it just ended, the job's own work starts over)."""
+        """A run stopped while it built its engine, or cut short at a newcomer's first figure
+        (_cut_short): its jobs wait again (their arrival time kept: they soon count as points,
+        or as aged runs), each told so with a queued event ("resumes": the build goes on where
+        it stopped; without it, the job's own work starts over, and a page that drew its first
+        part keeps that until the result: lessons.job_runner)."""
         with self._lock:
             for job in run.jobs:
                 if run.building:
@@ -758,16 +771,47 @@ class EngineService:
                     {"ahead": ahead, "preempted": True, "resumes": run.building})))
         self._wake()
 
-    def _answered(self, job: Job) -> None:
-        """The job's reader has a number on the page now, unless it was a lookup aside."""
-        if not job.aside:
-            self._queue.answered(job.session_id)
+    def _cut_short(self, w: _Worker, run: _Run) -> None:
+        """A newcomer's run has just put its first figure on the page (a "so_far" progress
+        event): that figure is what their first job was urgent for. If other readers' points or
+        newcomers' first jobs wait, the run is stopped now, between two steps, and queued again
+        whole (_requeue, its arrival time kept) to wait by the size rule like any run of a
+        reader with a number. Paused instead, it would hold a place on the pause stack: at 30
+        students the first readers' schedule runs, load tests and a rate sweep filled it, and
+        later newcomers' first runs waited 45-53 s for the innermost to end (bench/classroom.py,
+        main 4ee85ab). The cost: the run's start (its engine is kept, so a second or two) is
+        served again in the full run."""
+        if run.cancelling or run.preempting or run.pausing or run.building:
+            return  # stopping, or being paused already (which loses nothing)
+        waiting = self._queue.urgent(j.session_id for j in run.jobs)
+        if not waiting:
+            return  # nobody waits: it runs on
+        run.preempting = True
+        w.cancel_id.value = run.id  # the job stops at its next check and says "cancelled"
+        self.cut_short += 1
+        lead, now = run.lead, time.time()
+        log.info("cutting %s (job %s) short at its first figure (waited %.1f s, ran %.1f s) to "
+                 "let %d waiting points and first jobs through; queued again in full", lead.kind,
+                 run.id, (lead.started_at or now) - lead.submitted_at,
+                 now - (lead.started_at or now), waiting)
+
+    def _answered(self, job: Job, how: str) -> None:
+        """The job's reader has a number on the page now, unless it was a lookup aside. The
+        log says when a newcomer's first number came, `how` and how long after the job was
+        asked: the engine's part of a new reader's wait (bench/classroom.py measures the
+        whole, page included)."""
+        if job.aside:
+            return
+        if self._queue.newcomer(job.session_id):
+            log.info("first number for a reader: job %s (%s, %s) %.1f s after it was asked",
+                     job.id, job.kind, how, time.time() - job.submitted_at)
+        self._queue.answered(job.session_id)
 
     def _offer_nearby(self, job: Job, w: _Worker) -> None:
         """Queue a "nearby" event for a job that waits: the closest cached result, if any."""
         record = self._cache.nearest(self._key(job, w))
         if record is not None:
-            self._answered(job)  # a number is on the page, labelled nearby
+            self._answered(job, "nearby")  # a number is on the page, labelled nearby
             self._ready_results.append((job, JobEvent(
                 job.id, job.kind, "nearby", record["result"], cached=True,
                 device=record["device"], measured_at=record["measured_at"],
@@ -800,7 +844,7 @@ class EngineService:
             if type_ == "cancelled":
                 self.jobs_cancelled += 1
             if type_ == "result":
-                self._answered(job)  # no newcomer any more
+                self._answered(job, "cached result" if meta.get("cached") else "result")
                 job.result = data
                 job.cached = meta.get("cached", False)
                 job.device = meta.get("device", "")

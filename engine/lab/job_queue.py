@@ -22,11 +22,13 @@ arrives after them. The rules here, in order:
    readers' first jobs (a schedule run, a load test until its first partial figure) queued
    before it would take far longer (bench/classroom.py at 30 students: knob release to point
    drawn p95 54 s with the newcomers first). A reader's first queued point that has not waited
-   that long yet (rank FIRST_POINT) still goes before a newcomer's first run or load test
-   (a newcomer's first job, if a point, is such a point itself; a newcomer's later point
-   waits behind their first job): started ahead of it, a run holds the point for a turn of
-   2 s before it can be paused (bench/classroom.py: a point 1.7 s old lost to a newcomer's
-   rate sweep and waited 5.0 s).
+   that long yet (rank FIRST_POINT) goes behind the newcomers' first jobs (a newcomer's later
+   point waits behind their first job). It went before them while a newcomer's run, started
+   ahead of it, held it for a turn of 2 s before it could be paused (a point 1.7 s old lost to
+   a newcomer's rate sweep and waited 5.0 s); since a newcomer's run is cut short at its first
+   figure when others wait (engine.lab.client), it holds the engine for 0.1-1.1 s, about a
+   point's time (server log, bench/classroom.py at 30), and with the points first newcomers'
+   first runs waited 7-8 s behind them.
 1. Short before long: each job kind declares its size in the registry ("point" < "run" <
    "load"); a smaller size goes first. A bigger job that has waited AGE_S or more goes right
    behind the points (rank AGED), before younger runs and load tests: a busy class delays it but
@@ -57,8 +59,8 @@ from .events import Job
 
 SIZES = ("point", "run", "load")  # what a job kind declares (engine.lab.registry), shortest first
 OVERDUE = -2  # the rank of a reader's first point once it has waited OVERDUE_S (rule 0)
-FIRST_POINT = -1.5  # a reader's first queued point, younger: before newcomers' first runs
-NEWCOMER = -1  # the rank of a newcomer's first job: before every size (rule 0)
+FIRST_POINT = -1.5  # a reader's first queued point, younger: behind newcomers' first jobs
+NEWCOMER = -1.75  # the rank of a newcomer's first job: before every size (rule 0)
 AGED = 0.5  # the rank of a run or load test that has waited AGE_S: behind points, before the rest
 AGE_S = 30.0  # a bigger job waiting this long moves up to AGED
 STARVE_S = 90.0  # ... and this long, to a point's rank: big jobs wait, they never starve
@@ -137,6 +139,19 @@ class JobQueue:
             self._answered[session_id] = next(self._ticks)
             self._forget_oldest()
 
+    def newcomer(self, session_id: str | None) -> bool:
+        """True for a reader with nothing on screen yet (rule 0); never for a job without a
+        reader (a script, the warm-up)."""
+        return session_id is not None and session_id not in self._answered
+
+    def urgent(self, besides: Iterable[str | None] = ()) -> int:
+        """How many queued jobs of readers other than `besides` are points or newcomers' first
+        jobs: what a newcomer's run, once its first figure is on the page, is cut short for
+        (engine.lab.client) rather than holding them for its whole length."""
+        mine, newcomers = set(besides), self._firsts()[0]
+        return sum(self._of(j, ("point",), newcomers) and j.session_id not in mine
+                   for j in self._jobs)
+
     def forget(self, session_id: str | None) -> None:
         """A reader has left: nothing of theirs is kept."""
         self._served.pop(session_id, None)
@@ -151,21 +166,22 @@ class JobQueue:
 
     # ---- the order ------------------------------------------------------------------------------
     def rank(self, job: Job, now: float, firsts: tuple | None = None) -> float:
-        """OVERDUE (-2) for a reader's first queued point once it has waited OVERDUE_S, and
-        FIRST_POINT (-1.5) before; NEWCOMER (-1) for the first queued job of a reader with
-        nothing on screen (bigger than a point); else 0 for points, 1 for runs, 2 for load
-        tests; AGED (0.5) for a bigger job that has waited age_s, and 0 once it has waited
-        STARVE_S. `firsts`: what _firsts() returns, if known."""
+        """OVERDUE (-2) for a reader's first queued point once it has waited OVERDUE_S;
+        NEWCOMER (-1.75) for the first queued job of a reader with nothing on screen, of any
+        size; FIRST_POINT (-1.5) for the first queued point of a reader who has a number; else
+        0 for points, 1 for runs, 2 for load tests; AGED (0.5) for a bigger job that has waited
+        age_s, and 0 once it has waited STARVE_S. `firsts`: what _firsts() returns, if
+        known."""
         size = SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
         waited = now - job.submitted_at
         newcomers, points = self._firsts() if firsts is None else firsts
-        if not size and points.get(job.session_id) is job:
-            if waited >= OVERDUE_S:
-                return OVERDUE
-            if newcomers.get(job.session_id, job) is job:  # a newcomer's first job goes first
-                return FIRST_POINT
+        first_point = not size and points.get(job.session_id) is job
+        if first_point and waited >= OVERDUE_S:
+            return OVERDUE
         if newcomers.get(job.session_id) is job:
             return NEWCOMER
+        if first_point and job.session_id not in newcomers:  # a newcomer's later point waits
+            return FIRST_POINT  # behind their first job
         if size and waited >= STARVE_S:
             return 0
         if size and waited >= self.age_s:

@@ -150,6 +150,48 @@ def test_a_re_measured_job_passes_on_its_first_stream_and_only_the_new_result():
     assert not runner.busy and not runner.status.running
 
 
+def test_a_run_cut_short_keeps_its_first_part_and_its_figure_until_the_full_result():
+    """engine.lab.client cuts a newcomer's run short at its first figure and queues it again to
+    start over: the page keeps what it drew (the new run's stream is not drawn over it), the
+    status keeps the partial figure, labelled as stopped, until the full run's own."""
+    runner, service = runner_on_a_page()
+    seen = []
+    job = runner.submit("serve_run", {}, seen.append)
+    service.send(job, "started")
+    service.send(job, "request", {"kind": "arrived", "request_id": 0, "t_s": 0.0})
+    service.send(job, "step", {"index": 0})
+    figure = {"answered": 1, "e2e_p50_ms": 143.0}
+    service.send(job, "progress", {"done": 1, "total": 30, "so_far": figure})
+    service.send(job, "queued", {"ahead": 2, "preempted": True, "resumes": False})
+    assert "measured live so far" in runner.status.progress_text
+    assert "starts again in full" in runner.status.progress_text
+    service.send(job, "started")
+    service.send(job, "request", {"kind": "arrived", "request_id": 0, "t_s": 0.0})
+    service.send(job, "step", {"index": 0})  # the new run's stream: not drawn over the first
+    service.send(job, "progress", {"done": 0, "total": 30,
+                                   "so_far": {"answered": 0, "e2e_p50_ms": None}})
+    assert "starts again in full" in runner.status.progress_text  # still its only figure
+    service.send(job, "progress", {"done": 1, "total": 30, "so_far": figure})
+    assert "(the run goes on)" in runner.status.progress_text  # the full run's own
+    service.finish(job, {"run": 2})
+    assert [e.type for e in seen] == ["started", "request", "step", "progress", "queued",
+                                      "started", "progress", "progress", "result"]
+    assert not runner.busy and not runner.status.running
+
+
+def test_a_run_stopped_before_it_drew_anything_draws_its_new_stream():
+    """A run stopped before the page drew any of it (its engine's build stopped just as it
+    ended) has nothing to keep: its new stream is drawn."""
+    runner, service = runner_on_a_page()
+    seen = []
+    job = runner.submit("serve_run", {}, seen.append)
+    service.send(job, "started")
+    service.send(job, "queued", {"ahead": 1, "preempted": True, "resumes": False})
+    service.send(job, "started")
+    service.send(job, "step", {"index": 0})
+    assert [e.type for e in seen][-1] == "step"
+
+
 def test_held_fresh_jobs_wait_for_release_and_cached_ones_do_not():
     """Predict first: while the page waits for the reader, a job the cache cannot answer is
     parked (not sent); a cached one is sent at once (the service answers it from the cache);

@@ -285,7 +285,7 @@ def test_a_job_asked_aside_is_never_a_newcomers_first_and_hides_nothing():
     for j in (old, info, first):
         q.add(j)
     assert q.rank(info, 2.5) == 0 and q.rank(first, 2.5) == NEWCOMER
-    assert q.order(2.5) == [old, first, info]  # a reader's first point: before newcomers' runs
+    assert q.order(2.5) == [first, old, info]  # a newcomer's first job, then a reader's point
 
 
 def test_a_readers_first_job_loses_its_newcomers_rank_once_a_number_is_on_their_page():
@@ -317,12 +317,12 @@ def test_ordering_a_long_queue_takes_linear_time_in_newcomer_checks(monkeypatch)
     assert order[:50] == [firsts[0][f"s{i}"] for i in range(50)]
 
 
-def test_a_readers_first_point_goes_before_newcomers_first_runs_and_overdue_ones_first():
-    """A slider's point goes before the newcomers' first runs and load tests (its target is
-    5 s, theirs 10 s; a point is short, while a run started ahead of it would hold it for a
-    turn): only the reader's first queued point, so a reader's dozen points still take turns
-    with everyone. Once it has waited OVERDUE_S it goes before the younger first points too,
-    a newcomer's first point among them."""
+def test_newcomers_first_jobs_go_before_a_readers_first_point_until_it_is_overdue():
+    """A reader's first queued point goes behind the newcomers' first jobs (a newcomer's run
+    holds the engine only until its first figure: engine.lab.client cuts it short there) and
+    before everything else: only the reader's first queued point, so a reader's dozen points
+    still take turns with everyone. Once it has waited OVERDUE_S it goes before the
+    newcomers' first jobs too, a newcomer's first point among them."""
     q = with_numbers(JobQueue(), "knob", "roof")
     knob = job(session="knob", at=0, batch_size=12)
     dozen = [job(session="roof", at=0, batch_size=b) for b in (1, 2, 3)]
@@ -332,14 +332,14 @@ def test_a_readers_first_point_goes_before_newcomers_first_runs_and_overdue_ones
     young = 1.9
     assert q.rank(knob, young) == q.rank(dozen[0], young) == FIRST_POINT
     assert q.rank(dozen[1], young) == 0 and q.rank(runs[0], young) == NEWCOMER
-    assert q.order(young) == [knob, dozen[0], *runs, *dozen[1:]]
+    assert q.order(young) == [*runs, knob, dozen[0], *dozen[1:]]
     now = OVERDUE_S
     assert q.rank(knob, now) == q.rank(dozen[0], now) == OVERDUE
     assert q.rank(dozen[1], now) == 0
     arrived = job(session="new-knob", at=now - 0.5, batch_size=5)  # a newcomer's first point
     q.add(arrived)
-    assert q.rank(arrived, now) == FIRST_POINT
-    assert q.order(now) == [knob, dozen[0], arrived, *runs, *dozen[1:]]
+    assert q.rank(arrived, now) == NEWCOMER
+    assert q.order(now) == [knob, dozen[0], *runs, arrived, *dozen[1:]]
 
 
 def test_newcomers_first_jobs_can_be_left_out_where_only_points_may_start():
@@ -356,9 +356,26 @@ def test_newcomers_first_jobs_can_be_left_out_where_only_points_may_start():
     assert q.waiting(("point",)) == 2 and q.waiting(("point",), newcomers=False) == 1
     assert q.longest_wait(now, sizes=("point",)) == 4
     assert q.longest_wait(now, sizes=("point",), newcomers=False) == 1.5
-    assert q.take(now, ("point",)) == [point]  # a reader's first point, then
-    assert q.take(now, ("point",)) == [load]  # as before: a newcomer's first, any size
+    assert q.take(now, ("point",)) == [load]  # a newcomer's first, any size, then
+    assert q.take(now, ("point",)) == [point]  # a reader's first point
     q.add(load)
     q.add(first_point)
     assert q.take(now, ("point",), newcomers=False) == [first_point]
     assert q.take(now, ("point",), newcomers=False) == [] and q.take(now) == [load]
+
+
+def test_what_a_newcomers_run_is_cut_short_for_points_and_newcomers_first_jobs_of_others():
+    """JobQueue.urgent counts what engine.lab.client cuts a newcomer's run short for once its
+    first figure shows: other readers' points and newcomers' first jobs, not runs or load
+    tests of readers who have a number, nor the run's own readers' jobs."""
+    q = JobQueue()
+    q.answered("old")
+    q.add(job("load_test", session="old", at=0.0))  # a reader with a number: waits its turn
+    q.add(job("serve_run", session="mine", at=0.0))  # the running run's reader: theirs wait
+    assert q.urgent(besides=["mine"]) == 0
+    assert q.newcomer("new") and not q.newcomer("old") and not q.newcomer(None)
+    q.add(job("load_test", session="new", at=1.0))  # a newcomer's first job
+    q.add(job("load_test", session="new", at=1.0, seed=2))  # ... their second: not urgent
+    q.add(job("sweep_point", session="old", at=2.0))  # a point
+    assert q.urgent(besides=["mine"]) == 2
+    assert q.urgent(besides=["mine", "new", "old"]) == 0

@@ -449,7 +449,7 @@ def test_a_load_test_is_paused_for_a_point_and_goes_on_where_it_stopped(service)
     rec = Recorder()
     load = service.submit("load_test", {**LOAD, "requests": 30, "seed": 25}, rec,
                           session_id="teacher", use_cache=False)
-    rec.wait_for(load, "progress")
+    wait_first_figure(rec, load)  # (asked before it, a point cuts it short)
     point = service.submit("sweep_point", {**QUICK, "seed": 25}, rec, session_id="student",
                            use_cache=False)
     assert finished(point).state == "done"
@@ -470,7 +470,7 @@ def test_a_paused_load_test_stops_within_a_step_when_its_reader_cancels(service)
     rec = Recorder()
     load = service.submit("load_test", {**LOAD, "requests": 600, "seed": 28}, rec,
                           session_id="teacher", use_cache=False)  # 100 s of arrivals
-    rec.wait_for(load, "progress")
+    wait_first_figure(rec, load)  # (asked before it, a point cuts it short)
     blocker = service.submit("sweep_point", LONG, rec, session_id="student", use_cache=False)
     rec.wait_for(blocker, "started")  # inside the load test's pause
     assert load.paused == 1 and service.status()["paused"]["id"] == load.id
@@ -491,7 +491,7 @@ def test_a_schedule_run_inside_a_paused_load_test_is_paused_in_turn_for_a_point(
     try:
         load = service.submit("load_test", {**LOAD, "requests": 30, "seed": 31}, rec,
                               session_id="teacher", use_cache=False)  # 5 s of arrivals
-        rec.wait_for(load, "progress")
+        wait_first_figure(rec, load)  # (asked before it, a point cuts it short)
         lanes = service.submit("serve_run", {
             "preset": "tiny", "kv_budget_mib": KV, "rate": 6.0, "requests": 30,
             "prompt_len": [8, 16], "output_len": [4, 8], "stream_tokens": False, "seed": 31},
@@ -607,6 +607,14 @@ def test_with_the_pause_stack_full_only_points_start_and_the_innermost_goes_on(t
         svc.shutdown()
 
 
+def wait_first_figure(rec: Recorder, job) -> None:
+    """Until a serving run has put its first partial figure on its reader's page."""
+    deadline = time.monotonic() + TIMEOUT
+    while not so_far(rec, job):
+        assert time.monotonic() < deadline, rec.types(job)
+        time.sleep(0.02)
+
+
 def so_far(rec: Recorder, job) -> list[int]:
     """The requests answered so far, as a serving run's progress events said them up to its
     first result (a disturbed result is measured again from the start)."""
@@ -671,3 +679,100 @@ def test_a_runs_first_partial_figure_ends_its_readers_newcomer_rank(service):
         service.preempt_after_s = client.PREEMPT_AFTER_S
         for job in (load, later, point):
             service.cancel(job)
+
+
+def _first_figure(run_id: int, answered: int = 1) -> tuple:
+    """The worker's message for a serving run's progress with its partial figure."""
+    return ("event", run_id, "progress", {"done": answered, "total": 30, "message": "",
+                                          "so_far": {"answered": answered, "e2e_p50_ms": 90.0}})
+
+
+def test_a_newcomers_run_is_cut_short_at_its_first_figure_when_others_wait(tmp_path):
+    """Rule of engine.lab.client._cut_short, decided on its own (no worker): a newcomer's load
+    test that shows its first figure while another reader's point waits is stopped there and
+    queued again whole (starting over: "resumes" False), behind the point; a run whose reader
+    had a number already, or one nobody waits behind, runs on."""
+    now = time.time()
+    for reader_had_a_number, point_waits, cut in [(False, True, True), (True, True, False),
+                                                  (False, False, False)]:
+        svc, w, _ = _pause_stack(tmp_path, 0)
+        try:
+            run = svc._running
+            reader = run.lead.session_id
+            if reader_had_a_number:
+                svc._queue.answered(reader)
+            point = Job(2, "sweep_point", {}, session_id="knob", size="point",
+                        submitted_at=now - 0.1)
+            if point_waits:
+                svc._queue.answered("knob")
+                svc._queue.add(point)
+            svc._handle(w, _first_figure(run.id))
+            assert not svc._queue.newcomer(reader)  # a number on the page, either way
+            assert run.preempting is cut and (w.cancel_id.value == run.id) is cut
+            assert svc.status()["cut_short"] == cut
+            if not cut:
+                continue
+            svc._handle(w, _first_figure(run.id, 2))  # the job has not stopped yet
+            assert svc.cut_short == 1
+            svc._handle(w, ("event", run.id, "cancelled", {}))  # stopped at its next check
+            assert svc._running is None and run.lead in svc._queue
+            assert run.lead.state == "queued" and run.lead.preempted == 1
+            queued = [e for j, e in svc._ready_results if j is run.lead and e.type == "queued"]
+            assert queued[-1].data["preempted"] and not queued[-1].data["resumes"]
+            assert svc._queue.take(now) == [point]  # the point first, then the full run
+            assert svc._queue.take(now) == [run.lead]
+        finally:
+            svc.shutdown()
+
+
+def test_a_run_is_not_cut_short_for_a_newcomer_who_joined_it_after_its_first_figure(tmp_path):
+    """A newcomer who asked the same question while a run goes on joins it (one run answers
+    many) and gets their first figure from its next progress event: the run, well under way,
+    goes on (cut there, a load test 19 s in was thrown away: bench/classroom.py at 30)."""
+    svc, w, _ = _pause_stack(tmp_path, 0)
+    try:
+        run = svc._running
+        svc._handle(w, _first_figure(run.id))  # its own reader's first figure: nobody waits
+        assert not run.preempting
+        joined = Job(3, "load_test", {}, session_id="late", size="load")
+        run.jobs.append(joined)
+        point = Job(2, "sweep_point", {}, session_id="knob", size="point")
+        svc._queue.answered("knob")
+        svc._queue.add(point)
+        svc._handle(w, _first_figure(run.id, 12))
+        assert not svc._queue.newcomer("late")  # a number on their page
+        assert not run.preempting and w.cancel_id.value == 0 and svc.cut_short == 0
+    finally:
+        svc.shutdown()
+
+
+def test_a_newcomers_load_test_cut_short_runs_again_in_full_after_the_next_newcomer(service):
+    """With the real worker: of two newcomers' load tests, the first shows its first figure, is
+    cut short for the second (whose reader has nothing on screen yet), and then runs again from
+    its first request to its last."""
+    rec = Recorder()
+    blocker = service.submit("sweep_point", LONG, rec, session_id="cut-blocker", use_cache=False)
+    rec.wait_for(blocker, "started")
+    service.turn_s = 1000.0  # no pauses: what happens is the cut at the first figure
+    try:
+        first = service.submit("load_test", {**LOAD, "requests": 30, "seed": 50}, rec,
+                               session_id="cut-first", use_cache=False)  # 5 s of arrivals
+        second = service.submit("load_test", {**LOAD, "requests": 12, "seed": 51}, rec,
+                                session_id="cut-second", use_cache=False)
+        service.cancel(blocker)  # the newcomers' load tests go, in order of arrival
+        assert finished(first).state == "done" and finished(second).state == "done"
+    finally:
+        service.turn_s = client.TURN_S
+    assert first.preempted == 1 and second.preempted == 0, (rec.types(first), rec.types(second))
+    assert service.status()["cut_short"] >= 1
+    events = rec.of(first)
+    events = events[:next(i for i, e in enumerate(events) if e.type == "result")]
+    cut = next(i for i, e in enumerate(events) if e.type == "queued" and e.data.get("preempted"))
+    assert any(e.type == "progress" and "so_far" in e.data for e in events[:cut])
+    assert not events[cut].data["resumes"]
+    results = [e.job_id for e in rec.events if e.type == "result"]
+    assert results.index(second.id) < results.index(first.id)
+    again = [e.data["so_far"]["answered"] for e in events[cut:]
+             if e.type == "progress" and "so_far" in e.data]
+    assert again[0] == 1 and again[-1] == 30  # started over, and ran to the end
+    assert len(first.result["requests"]) == 30
