@@ -24,7 +24,7 @@ import panel as pn
 
 from engine.errors import ConfigError
 from engine.lab.endpoint import configure
-from lessons.shell.router import build_page
+from lessons.shell.router import build_page, import_lessons
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
 from widgets.a11y import A11Y_CSS
@@ -62,6 +62,7 @@ if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs onc
         configure(sys.argv[1:])  # `--args --endpoint URL --model M`, or the environment
     except ConfigError as e:  # the site still serves, with the built-in engine only
         print(f"app.py: no endpoint to measure: {e}", file=sys.stderr)
+    import_lessons()  # with --warm: as the server starts, before the first reader
     serve_page(pn.state.curdoc)
 
 
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(e))
     if args.num_threads:
         pn.config.nthreads = args.num_threads
+    import_lessons()  # before the first reader
     pn.serve(
         {ROUTE: lambda: serve_page(pn.state.curdoc)}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
         admin=args.admin, show=args.show,

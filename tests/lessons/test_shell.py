@@ -183,6 +183,28 @@ def test_a_page_sends_each_stylesheet_text_once(tmp_path):
     assert site_panes >= 10 and a11y_models >= 50  # a lesson page: ~20 panes, ~80 models
 
 
+def test_every_lesson_module_is_imported_when_the_app_first_runs(tmp_path):
+    """`panel serve app.py --warm` (the README's class command) runs app.py once as the server
+    starts: by then every lesson's module is imported, so no reader pays for one (each was
+    imported by its first reader, while the class arrived)."""
+    code = """if True:
+        import runpy, sys
+        import lessons.shell.router as router
+        router.get_service = lambda: None  # no engine worker for a page that is only built
+        from bokeh.document import Document
+        from panel.io.state import set_curdoc
+        from lessons.registry import LESSONS
+        with set_curdoc(Document()):  # the warm-up's session: the course map
+            runpy.run_path("app.py", run_name="bokeh_app_warm")
+        print([i.view for i in LESSONS if i.view.partition(":")[0] not in sys.modules])
+    """
+    env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_the_web_process_never_imports_torch(tmp_path):
     code = ("import sys, app; from lessons.shell.router import build_page; "
             "build_page({'page': [b'about']}); build_page({'lesson': [b'knob']}); "
