@@ -211,13 +211,18 @@ class JobRunner:
     def refresh_queue_position(self) -> None:
         """Say how many jobs are ahead of the group's first unfinished job while it waits in
         the queue; stop polling once it has started (the group's own jobs follow it)."""
-        change = self._queue_due()
-        if change is not None:
-            change()
+        news = self._queue_news()
+        if news is not None:
+            self.status.queued(*news)
 
     def _queue_due(self, now: float | None = None) -> Callable[[], None] | None:
-        """The status's new queue line, or None when the count it shows still holds (asked
-        outside the session's lock by the process's clock: no change, no call, no message)."""
+        """For the process's clock, which asks outside the session's lock: the refresh when
+        the line would change (done on the session's loop, where it asks once more), None when
+        the count shown still holds (no call, no message)."""
+        return None if self._queue_news() is None else self.refresh_queue_position
+
+    def _queue_news(self) -> tuple[int, bool, bool] | None:
+        """(ahead, preempted, resumes) for the status when its queue line would change."""
         first = self._first_open()
         if first is None or first.job is None or first.job.state != "queued":
             self._stop_polling()
@@ -229,10 +234,8 @@ class JobRunner:
             return None
         if ahead is None or not self.status.running:
             return None
-        preempted, resumes = bool(first.job.preempted), bool(first.job.paused)
-        if queue_message(ahead, preempted, resumes) == self.status.message:
-            return None
-        return lambda: self.status.queued(ahead, preempted, resumes)
+        news = (ahead, bool(first.job.preempted), bool(first.job.paused))
+        return None if queue_message(*news) == self.status.message else news
 
     def _start_polling(self) -> None:
         if self._poll is not None or not self.page.jobs.served:

@@ -371,7 +371,7 @@ class JobStatus(pn.viewable.Viewer):
     def _view(self, now: float | None = None) -> tuple[str, int, bool]:
         """(the progress line, the bar's value, whether the bar is due) at `now`."""
         now = time.monotonic() if now is None else now
-        elapsed = now - self._since
+        elapsed = max(0.0, now - self._since)  # a new group may have started since `now`
         fraction = min(self.done, self.steps) / self.steps if self.steps else 0.0
         if self.total > 1:
             value = int(BAR_MAX * (self.finished + fraction) / self.total)
