@@ -24,10 +24,11 @@ import panel as pn
 
 from engine.errors import ConfigError
 from engine.lab.endpoint import configure
-from lessons.shell.router import build_page
+from lessons.shell.router import build_page, import_lessons
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
 from widgets.a11y import A11Y_CSS
+from widgets.site_css import share_stylesheets
 
 # raw_css goes into every component's shadow DOM and the template's head: focus always visible,
 # no animation for readers who ask for reduced motion (widgets.a11y)
@@ -40,17 +41,29 @@ logging.getLogger("lessons.shell.heap").setLevel(logging.INFO)  # each trim: wha
 # later, keeps Python's own allocator, faster for its step loop
 os.environ.pop("PYTHONMALLOC", None)
 
+
+def serve_page(doc, args=None) -> None:
+    """This session's page into its document `doc`, built at the least CPU: a class arriving at
+    once queues behind each page's build on the web server's one core."""
+    # One recomputation of the document's model index for the whole page: Bokeh recomputes it
+    # (a walk over every model) each time a root is added or a freeze ends, seven times per
+    # lesson page; under one freeze, once: 12-20% of a page's build CPU (a lesson page 150-340 ms).
+    with doc.models.freeze():
+        page = build_page(args)
+        if doc.session_context is not None:
+            page.servable(title=APP_TITLE)
+        else:  # built outside a server (tests, bench): what servable() does in a session
+            page.server_doc(doc, title=APP_TITLE)
+    share_stylesheets(doc)  # each repeated stylesheet text sent once (widgets.site_css)
+
+
 if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs once per session
     try:
         configure(sys.argv[1:])  # `--args --endpoint URL --model M`, or the environment
     except ConfigError as e:  # the site still serves, with the built-in engine only
         print(f"app.py: no endpoint to measure: {e}", file=sys.stderr)
-    # One recomputation of the document's model index for the whole page: Bokeh recomputes it
-    # (a walk over every model) each time a root is added or a freeze ends, seven times per
-    # lesson page; under one freeze, once: 12-20% of a page's build CPU on the web server's
-    # core (a lesson page 150-340 ms), which a class arriving at once queues behind.
-    with pn.state.curdoc.models.freeze():
-        build_page().servable(title=APP_TITLE)
+    import_lessons()  # with --warm: as the server starts, before the first reader
+    serve_page(pn.state.curdoc)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,8 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(e))
     if args.num_threads:
         pn.config.nthreads = args.num_threads
+    import_lessons()  # before the first reader
     pn.serve(
-        {ROUTE: build_page}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
+        {ROUTE: lambda: serve_page(pn.state.curdoc)}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
         admin=args.admin, show=args.show,
         title=APP_TITLE, default_handler_class=NotFoundHandler, extra_patterns=[STATUS_ROUTE],
     )

@@ -24,8 +24,9 @@ as ever), and `release()` sends the parked ones: a lesson holds its first fresh 
 the reader has made a prediction. Each job's events reach its handler on the session's own loop
 (lessons.session_jobs), after the status has taken them. While the group's first job waits in the
 engine's queue behind other readers' jobs, the status says how many are ahead, refreshed twice a
-second: in a classroom of thirty, a reader sees "queued behind 4 jobs"
-rather than a frozen page.
+second (on the web process's one clock, widgets.ticker, which changes the page only when the
+count does): in a classroom of thirty, a reader sees "queued behind 4 jobs" rather than a frozen
+page.
 """
 
 from __future__ import annotations
@@ -34,17 +35,15 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-import panel as pn
-
 from engine.lab.events import Job, JobEvent
 from engine.lab.results import Record
-from widgets.job_status import JobStatus
+from widgets.job_status import JobStatus, queue_message
+from widgets.ticker import QUEUE_TICKER
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[JobEvent], None]
 R = TypeVar("R", bound=Record)
-QUEUE_POLL_MS = 500
 STREAMED = ("token", "step", "request")  # a run's live events, drawn as they come
 HELD = "held"  # the state of a parked job's placeholder: not sent to the engine yet
 
@@ -221,27 +220,39 @@ class JobRunner:
     def refresh_queue_position(self) -> None:
         """Say how many jobs are ahead of the group's first unfinished job while it waits in
         the queue; stop polling once it has started (the group's own jobs follow it)."""
+        news = self._queue_news()
+        if news is not None:
+            self.status.queued(*news)
+
+    def _queue_due(self, now: float | None = None) -> Callable[[], None] | None:
+        """For the process's clock, which asks outside the session's lock: the refresh when
+        the line would change (done on the session's loop, where it asks once more), None when
+        the count shown still holds (no call, no message)."""
+        return None if self._queue_news() is None else self.refresh_queue_position
+
+    def _queue_news(self) -> tuple[int, bool, bool] | None:
+        """(ahead, preempted, resumes) for the status when its queue line would change."""
         first = self._first_open()
         if first is None or first.job is None or first.job.state != "queued":
             self._stop_polling()
-            return
+            return None
         try:
             ahead = self.page.jobs.service.position(first.job)
         except Exception:  # the service is restarting: say nothing new
             log.debug("service position failed", exc_info=True)
-            return
-        if ahead is not None and self.status.running:
-            # a run cut short (preempted) starts over, whatever pauses it had before
-            self.status.queued(ahead, bool(first.job.preempted),
-                               bool(first.job.paused) and not first.job.preempted)
+            return None
+        if ahead is None or not self.status.running:
+            return None
+        # a run cut short (preempted) starts over, whatever pauses it had before
+        news = (ahead, bool(first.job.preempted),
+                bool(first.job.paused) and not first.job.preempted)
+        return None if queue_message(*news) == self.status.message else news
 
     def _start_polling(self) -> None:
         if self._poll is not None or not self.page.jobs.served:
             return
-        self._poll = pn.state.add_periodic_callback(self.refresh_queue_position,
-                                                    period=QUEUE_POLL_MS)
+        self._poll = QUEUE_TICKER.watch(self.page.jobs.doc, self._queue_due)
 
     def _stop_polling(self) -> None:
-        if self._poll is not None:
-            self._poll.stop()
-            self._poll = None
+        QUEUE_TICKER.unwatch(self._poll)
+        self._poll = None

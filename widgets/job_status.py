@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import html
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import panel as pn
 import param
@@ -35,6 +37,7 @@ from engine.errors import ResultError
 from engine.lab.results import DisturbanceCheck, Spread
 
 from .a11y import LiveRegion
+from .ticker import STATUS_TICKER
 
 WRAP_CSS = "pre { white-space: pre-wrap; overflow-wrap: anywhere; overflow: visible; }"
 SHOW_PROGRESS_AFTER_S = 1.0  # quick jobs finish without a bar flashing up
@@ -212,7 +215,7 @@ class JobStatus(pn.viewable.Viewer):
         self._so_far_data: dict | None = None  # what so_far says, as the engine sent it
         self._stopped = False  # the run was cut short after so_far: kept until a new figure
         self._since: float | None = None
-        self._callback = None
+        self._watch: int | None = None  # on the process's clock while the group runs
         self._bar = pn.indicators.Progress(value=-1, max=BAR_MAX, bar_color="info", height=14,
                                            sizing_mode="stretch_width")
         # wrapped, never scrolled: a long message ("re-measuring: waiting for the engine's
@@ -338,9 +341,8 @@ class JobStatus(pn.viewable.Viewer):
     def stop(self) -> None:
         self.param.update(running=False, message="")
         self._since = None
-        if self._callback is not None:
-            self._callback.stop()
-            self._callback = None
+        STATUS_TICKER.unwatch(self._watch)
+        self._watch = None
         self._progress.visible = False
 
     def _finish_one(self) -> None:
@@ -370,23 +372,41 @@ class JobStatus(pn.viewable.Viewer):
         """Show the bar once the group has taken SHOW_PROGRESS_AFTER_S; refresh its value."""
         if not self.running or self._since is None:
             return
+        text, value, show = self._view(now)
+        self._bar.value = value
+        self._text.object = text
+        if show:
+            self._progress.visible = True
+
+    def _view(self, now: float | None = None) -> tuple[str, int, bool]:
+        """(the progress line, the bar's value, whether the bar is due) at `now`."""
         now = time.monotonic() if now is None else now
-        elapsed = now - self._since
+        elapsed = max(0.0, now - self._since)  # a new group may have started since `now`
         fraction = min(self.done, self.steps) / self.steps if self.steps else 0.0
         if self.total > 1:
-            self._bar.value = int(BAR_MAX * (self.finished + fraction) / self.total)
+            value = int(BAR_MAX * (self.finished + fraction) / self.total)
             now_doing = f" (now: {self.message})" if self.message else ""
             text = f"{self.finished} of {self.total} {self.what} done{now_doing}, {elapsed:.0f} s"
         elif self.steps:
-            self._bar.value = int(BAR_MAX * fraction)
+            value = int(BAR_MAX * fraction)
             text = (f"{self.message or 'measuring'}: {self.done} of {self.steps} steps "
                     f"({elapsed:.0f} s)")
         else:
-            self._bar.value = -1  # indeterminate
+            value = -1  # indeterminate
             text = f"{self.message or 'working'} ({elapsed:.0f} s)"
-        self._text.object = f"{text}; {self.so_far}" if self.so_far else text
-        if elapsed >= SHOW_PROGRESS_AFTER_S:
-            self._progress.visible = True
+        text = f"{text}; {self.so_far}" if self.so_far else text
+        return text, value, elapsed >= SHOW_PROGRESS_AFTER_S
+
+    def _due(self, now: float) -> Callable[[], None] | None:
+        """For the process's clock (widgets.ticker): this status's tick when it would change
+        what the page shows (the seconds, once a second), None when it would not."""
+        if not self.running or self._since is None:
+            return None
+        text, value, show = self._view(now)
+        if (text == self._text.object and value == self._bar.value
+                and (self._progress.visible or not show)):
+            return None
+        return partial(self.tick, now)
 
     @property
     def label_line(self) -> str:
@@ -451,9 +471,11 @@ class JobStatus(pn.viewable.Viewer):
         return any(r.remeasuring for r in self.results.values())
 
     def _start_timer(self) -> None:
-        if self._callback is None and pn.state.curdoc is not None \
-                and pn.state.curdoc.session_context is not None:
-            self._callback = pn.state.add_periodic_callback(self.tick, period=250)
+        """The seconds go on while the group runs: one clock for every page (widgets.ticker),
+        which calls tick only when the line would change, not a timer of this page's own."""
+        doc = pn.state.curdoc
+        if self._watch is None and doc is not None and doc.session_context is not None:
+            self._watch = STATUS_TICKER.watch(doc, self._due)
 
     def __panel__(self):
         return self._layout

@@ -4,12 +4,17 @@
 stylesheet URL like assets/app.css answers 404 unless the server was started with
 --static-dirs. Inline, the look needs no server option, works on a page embedded in another
 site by a script tag (no URL to resolve against the wrong origin), and survives a static export.
-The cost: each pane carries the CSS text (about 3 kB) in the page's document.
+Panel puts the text in every pane's model (about 6 kB each, ~20 panes a lesson), beside its
+own loading CSS and A11Y_CSS in every model: `share_stylesheets(doc)` sends each such text once
+per page instead (one stylesheet model the others name by id).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import cache
+
+from bokeh.models import InlineStyleSheet
 
 from engine.config import ASSETS
 
@@ -31,3 +36,32 @@ def site_stylesheets() -> list[str]:
     which the page's own stylesheet does not reach): the CSS text itself. Panel accepts only
     strings here (a shared stylesheet model is refused), and turns only URLs into imports."""
     return [site_css()]
+
+
+# A text shorter than this costs less inline than as a model of its own plus a reference.
+SHARE_MIN_CHARS = 100
+
+
+def share_stylesheets(doc) -> int:
+    """Every stylesheet text that several models of `doc` carry inline becomes one
+    InlineStyleSheet model of the page, which those models name by id; the count replaced.
+
+    Panel's `stylesheets` takes strings only, so each pane holds its own copy: the site's CSS in
+    ~20 panes, Panel's loading CSS and A11Y_CSS (pn.extension's raw_css) in every model, about
+    200 of a lesson page's 270 kB, serialized and sent to each reader. BokehJS installs a
+    stylesheet model into each view's shadow root just as it does a string (a <style> of its own
+    per view), so the page looks the same. Run it once the page's models are built and before
+    the page is sent; a pane built later (a result's new chart) carries its texts inline again."""
+    carriers = [m for m in doc.models if getattr(m, "stylesheets", None)]
+    counts = Counter(css for m in carriers for css in m.stylesheets
+                     if isinstance(css, str) and len(css) >= SHARE_MIN_CHARS)
+    shared = {css: InlineStyleSheet(css=css) for css, n in counts.items() if n > 1}
+    replaced = 0
+    with doc.models.freeze():  # one recomputation of the model index, not one per model
+        for model in carriers:
+            sheets = [shared.get(css, css) if isinstance(css, str) else css
+                      for css in model.stylesheets]
+            if any(a is not b for a, b in zip(sheets, model.stylesheets)):
+                model.stylesheets = sheets
+                replaced += 1
+    return replaced

@@ -62,6 +62,25 @@ def test_runner_shows_the_live_queue_and_replaces_its_job():
     assert "cached" not in runner.status.label_text and DEVICE in runner.status.label_text
 
 
+def test_the_queue_poll_changes_the_page_only_when_the_count_does():
+    """The process's clock asks each waiting page twice a second (widgets.ticker); a page whose
+    place in the queue has not moved is not called (30 waiting readers: 60 calls a second that
+    each re-set the same line before)."""
+    runner, service = runner_on_a_page()
+    first = runner.submit("sweep_point", {"batch_size": 2}, lambda e: None)
+    service.queue, service.running = [Job(98, "info", {}), first], Job(99, "info", {})
+    service.send(first, "queued", {"ahead": 2})
+    assert runner._queue_due() is None  # still 2 ahead
+    service.queue = [first]
+    change = runner._queue_due()
+    assert "queued behind 2 jobs" in runner.status.message  # asked, not changed yet
+    change()
+    assert "queued behind 1 job " in runner.status.message and runner._queue_due() is None
+    first.state = "running"  # the service's part
+    service.send(first, "started")
+    assert runner._queue_due() is None
+
+
 def test_errors_become_a_message():
     runner, service = runner_on_a_page()
     job = runner.submit("sweep_point", {"batch_size": 2}, lambda e: None)

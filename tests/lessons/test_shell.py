@@ -3,6 +3,7 @@ the not-found pages, and the rule that the web process never imports torch."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -137,6 +138,71 @@ def test_lesson_parameters_come_from_the_url_clamped():
     assert page.batch_size == 64
     assert page.notices and "largest allowed (64)" in page.notices[0]
     assert page._notice_pane.visible
+
+
+def test_a_page_sends_each_stylesheet_text_once(tmp_path):
+    """The site's CSS (in every prose pane), Panel's loading CSS and A11Y_CSS (in every model)
+    were about 200 of a lesson page's 270 kB, each copy serialized and sent to every reader.
+    Built as `panel serve app.py` builds it, the page's JSON holds each text once, and every
+    pane that carried one still names it."""
+    code = """if True:
+        import json, sys
+        import lessons.shell.router as router
+        router.get_service = lambda: None  # no engine worker for a page that is only built
+        import app
+        from bokeh.core.json_encoder import serialize_json
+        from bokeh.document import Document
+        from bokeh.models import InlineStyleSheet
+        from panel.io.state import set_curdoc
+        from widgets.a11y import A11Y_CSS
+        from widgets.site_css import site_css
+        doc = Document()
+        with set_curdoc(doc):
+            app.serve_page(doc, {"lesson": [b"knob"]})
+        def strings(o):
+            if isinstance(o, dict):
+                for v in o.values(): yield from strings(v)
+            elif isinstance(o, list):
+                for v in o: yield from strings(v)
+            elif isinstance(o, str):
+                yield o
+        sent = list(strings(json.loads(serialize_json(doc.to_json()))))
+        def naming(text):
+            return sum(any(isinstance(s, InlineStyleSheet) and s.css == text
+                           for s in getattr(m, "stylesheets", None) or ()) for m in doc.models)
+        a11y = next(s for s in sent if A11Y_CSS.strip() in s)
+        print(json.dumps([sent.count(site_css()), sent.count(a11y),
+                          naming(site_css()), naming(a11y)]))
+    """
+    env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    site_sent, a11y_sent, site_panes, a11y_models = json.loads(out.stdout.splitlines()[-1])
+    assert (site_sent, a11y_sent) == (1, 1)
+    assert site_panes >= 10 and a11y_models >= 50  # a lesson page: ~20 panes, ~80 models
+
+
+def test_every_lesson_module_is_imported_when_the_app_first_runs(tmp_path):
+    """`panel serve app.py --warm` (the README's class command) runs app.py once as the server
+    starts: by then every lesson's module is imported, so no reader pays for one (each was
+    imported by its first reader, while the class arrived)."""
+    code = """if True:
+        import runpy, sys
+        import lessons.shell.router as router
+        router.get_service = lambda: None  # no engine worker for a page that is only built
+        from bokeh.document import Document
+        from panel.io.state import set_curdoc
+        from lessons.registry import LESSONS
+        with set_curdoc(Document()):  # the warm-up's session: the course map
+            runpy.run_path("app.py", run_name="bokeh_app_warm")
+        print([i.view for i in LESSONS if i.view.partition(":")[0] not in sys.modules])
+    """
+    env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_the_web_process_never_imports_torch(tmp_path):
