@@ -10,7 +10,7 @@ import torch
 
 from engine.generate import generate
 from engine.lab.jobs import engines
-from engine.lab.jobs.engines import build, engine_for, is_built
+from engine.lab.jobs.engines import build, engine_for, is_built, put_back, set_aside
 from engine.lab.worker import prepare_engine
 
 KEY = ("tiny", "cpu", "auto", None, True, "fp32", False)  # random weights: no other test's
@@ -18,14 +18,14 @@ KEY = ("tiny", "cpu", "auto", None, True, "fp32", False)  # random weights: no o
 
 @pytest.fixture
 def fresh_engines():
-    saved, paused = dict(engines._engines), dict(engines._paused)
-    engines._engines.clear()
-    engines._paused.clear()
+    kept = (engines._engines, engines._paused, engines._spares, engines._aside)
+    saved = [dict(d) for d in kept]
+    for d in kept:
+        d.clear()
     yield
-    engines._engines.clear()
-    engines._paused.clear()
-    engines._engines.update(saved)
-    engines._paused.update(paused)
+    for d, s in zip(kept, saved, strict=True):
+        d.clear()
+        d.update(s)
 
 
 def test_a_paused_build_goes_on_where_it_stopped(fresh_engines):
@@ -62,3 +62,39 @@ def test_the_worker_says_it_loads_the_model_and_stops_when_told(fresh_engines):
     events.clear()
     assert prepare_engine(params, emit, lambda: True) and events == []  # built: nothing to do
     assert prepare_engine({"preset": "tiny"}, emit, lambda: True)  # no engine params: nothing
+
+
+def test_jobs_inside_nested_pauses_share_the_paused_jobs_model_and_build_none(
+        fresh_engines, monkeypatch):
+    """Finding of bench/classroom.py at 30 students: points run inside a paused load test's
+    pause built the model again (3 s and more each, with other readers' points waiting), once
+    per level of nested pauses. They get a sibling now: the same weights, a pool of their own,
+    decoding exactly as the paused job's engine does while that one's blocks stay held."""
+    outer = build(KEY)
+    prompt = [5, 6, 7, 8]
+    reference = [g.seq.output_ids for g in generate(outer, [prompt], 6, ignore_eos=True)]
+
+    def no_model_build(key):
+        raise AssertionError("the model was built again inside a pause")
+
+    monkeypatch.setattr(engines, "_engine_steps", no_model_build)
+    held = outer.new_sequence([1] * 40, 4, ignore_eos=True)
+    outer.reserve(held, 40)  # the paused job's request holds blocks
+    assert set_aside(KEY) is outer and is_built(KEY)  # nothing to wait for
+    inner = build(KEY)
+    assert inner is not outer and inner.model is outer.model and inner.cache is not outer.cache
+    assert inner.blocks.num_used == 0 and outer.blocks.num_used > 0
+    tokens = [g.seq.output_ids for g in generate(inner, [prompt], 6, ignore_eos=True)]
+    assert tokens == reference
+    assert set_aside(KEY) is inner  # a job run inside the pause is paused in turn
+    innermost = build(KEY)
+    assert innermost.model is outer.model and innermost not in (outer, inner)
+    engines.fit_kv(innermost, [160] * 48)  # its pool follows its jobs, as the first one's does
+    assert innermost.cache.capacity_tokens >= 48 * 160 and outer.blocks.num_used > 0
+    assert [g.seq.output_ids for g in generate(innermost, [prompt], 6,
+                                               ignore_eos=True)] == reference
+    put_back(KEY, inner)
+    assert build(KEY) is inner
+    put_back(KEY, outer)
+    assert build(KEY) is outer and outer.blocks.num_used > 0 and not engines._aside
+    outer.release(held)
