@@ -10,12 +10,16 @@ big is refused with the engine's own message), and a job needing a quarter of it
 it again, so an idle worker holds little. Resizing happens before a job's timed steps, and the
 engine warms up again after it.
 
-While a job is paused (engine.lab.worker.pause) its engine is set aside, since its requests hold
-KV blocks; the jobs run inside the pause get a sibling: the same model (one copy of the weights,
-read only) with a KV pool of its own, made in milliseconds. Before, they built the model again
-(3 s and more for tiny, a turn of the queue with other readers' points waiting behind it, and
-again for each level of nested pauses; bench/classroom.py at 30 students logged such a build
-every 10-20 s).
+Engines that differ only in their pool (a KV budget of their own, as the KV cache lesson's
+block_snapshots asks; prefix caching) share one model: a sibling has the same weights (read
+only) with a pool, block manager and runner of its own, made in milliseconds, and MAX_ENGINES
+counts models, not engines. So is the engine of a paused job (engine.lab.worker.pause): it is
+set aside, since its requests hold KV blocks, and the jobs run inside the pause get a sibling.
+Before, both built the model again: bench/classroom.py at 30 students kept tiny, tiny with
+block_snapshots' 2 MiB budget and the roofline's small (2 engines kept), so small was evicted
+and rebuilt (1.2 s with its matrix-product plan on disk, 22 s on a fresh cache, pinned as the
+worker is) for each of its points, in 2 s turns with other readers' points waiting; and every level of
+nested pauses built tiny again.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from ...model.kv_cache import default_budget
 from ...scheduler import kv_tokens_needed
 from ...steps import Steps
 
-MAX_ENGINES = 2
+MAX_ENGINES = 2  # models kept (their engines, and siblings sharing them, engine_for)
 SHRINK_AT = 4  # a pool this many times larger than a job needs is shrunk to fit it
 _engines: dict[tuple, LLMEngine] = {}
 _fitted: weakref.WeakSet[LLMEngine] = weakref.WeakSet()  # engines whose pool follows the jobs
@@ -45,8 +49,9 @@ _aside: dict[tuple, list[LLMEngine]] = {}  # engines of paused jobs, the innermo
 def engine_for(preset: str, device: str = "auto", backend: str = "auto",
                kv_budget_mib: int | None = None, random_weights: bool = False,
                weight_format: str = "fp32", prefix_caching: bool = False) -> LLMEngine:
-    """The worker's engine for these settings, built on first use and kept (the MAX_ENGINES most
-    recently used), warmed up so no first-call cost lands in a measurement. Prefix caching is
+    """The worker's engine for these settings, built on first use and kept (those of the
+    MAX_ENGINES most recently used models; a key differing only in its KV budget or prefix
+    caching gets a sibling sharing the model, engines.sibling), warmed up so no first-call cost lands in a measurement. Prefix caching is
     off, and the weights float, except for the jobs of the lessons that teach them, which ask
     for an engine of their own."""
     key = (preset, device, backend, kv_budget_mib, random_weights, weight_format, prefix_caching)
@@ -70,20 +75,21 @@ def engine_key(params: dict) -> tuple:
 
 def build(key: tuple, cancelled: Callable[[], bool] | None = None,
           on_step: Callable[[str], None] | None = None) -> LLMEngine | None:
-    """The engine for engine_for's key: the kept one, or built now, in steps (engine.steps).
-    After each step on_step(what is done) is called, then cancelled(): when that is True the
-    build stops there and None is returned; the half-built engine is kept (the most recent
-    MAX_ENGINES of them) and the next build of that key goes on where this one stopped, so a
-    build paused for other readers' jobs loses nothing."""
+    """The engine for engine_for's key: the kept one, a sibling of an engine with the same
+    model (made at once), or built now, in steps (engine.steps). After each step on_step(what
+    is done) is called, then cancelled(): when that is True the build stops there and None is
+    returned; the half-built engine is kept (the most recent MAX_ENGINES of them) and the next
+    build of that key goes on where this one stopped, so a build paused for other readers'
+    jobs loses nothing."""
     engine = _engines.pop(key, None)
-    if engine is None and _aside.get(key):
-        engine = sibling(_aside[key][-1])  # its model is built: a pool of its own is enough
-        _evict(MAX_ENGINES - 1)
+    if engine is None:
+        twin = _with_model_of(key)
+        if twin is not None:
+            engine = sibling(twin, key)
     if engine is None:
         steps = _paused.pop(key, None)
         if steps is None:
-            while len(_engines) >= MAX_ENGINES:
-                _engines.pop(next(iter(_engines)))  # the least recently used, before the build
+            _evict(MAX_ENGINES - 1)  # the least recently used model goes before the build
             steps = _engine_steps(key)
         while True:
             try:
@@ -98,34 +104,58 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
                 while len(_paused) > MAX_ENGINES:
                     _paused.pop(next(iter(_paused)))  # the oldest paused build is given up
                 return None
-        while len(_engines) >= MAX_ENGINES:
-            _engines.pop(next(iter(_engines)))
     _engines[key] = engine  # most recently used last
+    _evict(MAX_ENGINES)
     return engine
 
 
-def _evict(keep: int) -> None:
-    while len(_engines) > keep:
-        _engines.pop(next(iter(_engines)))  # the least recently used
+def model_key(key: tuple) -> tuple:
+    """The part of an engine key that makes its model (the KV budget and the prefix cache are
+    the pool's: engines differing only in them share one model)."""
+    preset, device, backend, _, random_weights, weight_format, _ = key
+    return preset, device, backend, random_weights, weight_format
+
+
+def _with_model_of(key: tuple) -> LLMEngine | None:
+    """A kept engine, or a paused job's, whose model is the one key asks for."""
+    wanted = model_key(key)
+    kept = [e for k, e in _engines.items() if model_key(k) == wanted]
+    held = [e for k, held in _aside.items() if model_key(k) == wanted for e in held]
+    return next(iter(kept + held), None)
+
+
+def _evict(models: int) -> None:
+    """Keep the engines of the `models` most recently used models; an engine sharing its model
+    with a kept one costs only its pool, so it does not count as one more."""
+    while True:
+        last_use = {model_key(k): i for i, k in enumerate(_engines)}
+        if len(last_use) <= models:
+            return
+        oldest = min(last_use, key=last_use.__getitem__)
+        for k in [k for k in _engines if model_key(k) == oldest]:
+            del _engines[k]
 
 
 def is_built(key: tuple) -> bool:
-    """True if the worker keeps an engine for this key, or the model of a paused job's (a
-    sibling is made at once): building it would take no time."""
-    return key in _engines or bool(_aside.get(key))
+    """True if the worker keeps an engine for this key, or one with its model (a sibling is
+    made at once): building it would take no time."""
+    return key in _engines or _with_model_of(key) is not None
 
 
-def sibling(engine: LLMEngine) -> LLMEngine:
-    """An engine sharing `engine`'s model (its weights are only read) with a KV pool, block
-    manager and runner of its own, for a job run while `engine`'s is paused holding blocks;
-    warmed up, so a new pool's first-touch costs stay out of a measurement. Its pool starts
-    at one full context and follows the jobs as the fitted engines' do; an explicit budget
-    is kept."""
+def sibling(engine: LLMEngine, key: tuple) -> LLMEngine:
+    """An engine for `key` sharing `engine`'s model (its weights are only read) with a KV pool,
+    block manager and runner of its own: for a job run while `engine`'s is paused holding
+    blocks, or for a key asking for the same model with another KV budget or prefix caching.
+    Its pool is the key's explicit budget, else one full context that follows the jobs as
+    fitted engines' do; warmed up, so a new pool's first-touch costs stay out of a
+    measurement."""
+    kv_budget_mib, prefix_caching = key[3], key[6]
     twin = copy.copy(engine)
     twin.config = copy.copy(engine.config)
-    fitted = engine in _fitted
-    if fitted:
-        twin.config.kv_budget_bytes = smallest_pool_bytes(engine.config.preset, engine.device)
+    twin.config.prefix_caching = prefix_caching
+    twin.config.kv_budget_bytes = (kv_budget_mib * 2**20 if kv_budget_mib else
+                                   smallest_pool_bytes(engine.config.preset, engine.device))
+    if not kv_budget_mib:
         _fitted.add(twin)
     twin._build_kv_cache(twin.config.kv_budget_bytes)
     twin._ids = itertools.count()
@@ -135,8 +165,8 @@ def sibling(engine: LLMEngine) -> LLMEngine:
 
 def set_aside(key: tuple) -> LLMEngine | None:
     """Take the key's engine out of use while the job using it is paused (its requests hold
-    KV blocks, and the jobs run inside the pause resize pools): they get the spare one built in
-    an earlier pause, or build one. Returns the engine set aside, for put_back."""
+    KV blocks, and the jobs run inside the pause resize pools): they get the spare one made in
+    an earlier pause, or a sibling (build). Returns the engine set aside, for put_back."""
     mine = _engines.pop(key, None)
     if mine is not None:
         _aside.setdefault(key, []).append(mine)
@@ -147,7 +177,7 @@ def set_aside(key: tuple) -> LLMEngine | None:
 
 
 def put_back(key: tuple, mine: LLMEngine | None) -> None:
-    """The paused job goes on: its engine is the key's again; one built meanwhile is kept as
+    """The paused job goes on: its engine is the key's again; one made meanwhile is kept as
     the spare for its next pause (one spare at most)."""
     if mine is not None and mine in _aside.get(key, ()):
         _aside[key].remove(mine)

@@ -98,3 +98,36 @@ def test_jobs_inside_nested_pauses_share_the_paused_jobs_model_and_build_none(
     put_back(KEY, outer)
     assert build(KEY) is outer and outer.blocks.num_used > 0 and not engines._aside
     outer.release(held)
+
+
+def test_engines_differing_only_in_their_pool_share_one_model_and_count_as_one(
+        fresh_engines, monkeypatch):
+    """Finding of bench/classroom.py at 30 students: tiny, tiny with block_snapshots' own 2 MiB
+    budget and the roofline's small were three engines for two kept, so small was evicted and
+    built again for each of its points. A key differing only in its KV budget or prefix caching
+    now gets a sibling of the kept model, and the models are what is counted."""
+    other = ("tiny", "cpu", "auto", None, False, "fp32", False)  # the trained weights
+    first = build(other)
+    base = build(KEY)  # random weights: a second model
+    built: list[tuple] = []
+    real_steps = engines._engine_steps
+    monkeypatch.setattr(engines, "_engine_steps", lambda key: built.append(key) or
+                        real_steps(key))
+    budget = KEY[:3] + (2,) + KEY[4:]
+    prefix = KEY[:6] + (True,)
+    assert is_built(budget) and is_built(prefix)
+    small_pool, cached = build(budget), build(prefix)
+    assert built == [] and small_pool.model is base.model and cached.model is base.model
+    assert small_pool.cache.allocated_bytes <= 2 * 2**20 and cached.blocks.prefix_caching
+    engines.fit_kv(small_pool, [160] * 48)  # an explicit budget is kept
+    assert small_pool.cache.allocated_bytes <= 2 * 2**20
+    prompt = [5, 6, 7, 8]
+    reference = [g.seq.output_ids for g in generate(base, [prompt], 6, ignore_eos=True)]
+    for engine in (small_pool, cached):
+        assert [g.seq.output_ids for g in generate(engine, [prompt], 6,
+                                                   ignore_eos=True)] == reference
+    assert build(other) is first and built == []  # two models: both kept
+    assert engines.MAX_ENGINES == 2
+    third = ("tiny", "cpu", "torch", None, True, "fp32", False)  # a third model
+    build(third)
+    assert built == [third] and not is_built(KEY) and is_built(other)  # the oldest model went
