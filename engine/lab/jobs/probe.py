@@ -32,6 +32,7 @@ ROWS, WIDTH = 64, 1024  # a (ROWS x WIDTH) @ (WIDTH x WIDTH) fp32 product: 4 MiB
 SWEEP_BYTES = 64 * 2**20  # twice a 32 MiB last-level cache: the sweep reads from memory
 FIRST_PROBES = 5  # a new machine's profile starts from these
 HISTORY = 100  # the profile is a low percentile of this many recent figures
+FRESH_S = 0.25  # a probe this recent is the next job's before-probe
 
 
 class Probe:
@@ -43,6 +44,7 @@ class Probe:
         self.w = torch.randn(WIDTH, WIDTH, generator=gen)
         self.sweep = torch.ones(SWEEP_BYTES // 4)
         self.path = cache_dir() / f"probe-{_machine_key()}.json"
+        self.last: tuple[float, float] | None = None  # (ms, time.monotonic() when it ended)
         self.figures = self._load()
         if not self.figures:
             self.figures = [self.measure(keep=False) for _ in range(FIRST_PROBES)]
@@ -69,7 +71,15 @@ class Probe:
         if keep:
             self.figures = [*self.figures, ms][-HISTORY:]
             self._save()
+            self.last = (ms, time.monotonic())
         return ms
+
+    def measure_before(self) -> float:
+        """The figure just before a job: the last probe's if it ended within FRESH_S (the
+        previous job's after-probe), else a new one."""
+        if self.last is not None and time.monotonic() - self.last[1] <= FRESH_S:
+            return self.last[0]
+        return self.measure()
 
     def _load(self) -> list[float]:
         try:
@@ -103,7 +113,7 @@ def measure_checked(measure: Callable[[], T],
     around it, less `paused` (the snapshots around the job's pauses, engine.lab.worker: read
     once measure() has returned). Returns what measure returned and the check."""
     probe = get_probe()
-    before_ms = probe.measure()
+    before_ms = probe.measure_before()
     start = quality.Usage.now(cores.available_cores())
     value = measure()
     end = quality.Usage.now(start.cores)
