@@ -25,6 +25,8 @@ from ..quality import spread
 from ..registry import Cancelled, Emit
 from .engines import engine_from_params, fit_kv
 
+PROGRESS_EVERY_S = 0.1  # a point's progress events: at most this often, and its last step
+
 
 def sweep_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     """One batch size of the sweep: TTFT, median decode step (TPOT), tokens/s, KV bytes."""
@@ -36,8 +38,7 @@ def measure_sweep_point(engine, params: dict, emit: Emit, cancelled: Cancelled) 
     measures one on an engine with int8 weights)."""
     fit_kv(engine, [params["prompt_len"] + params["new_tokens"]] * params["batch_size"])
 
-    def on_step(done: int, total: int) -> None:
-        emit("progress", {"done": done, "total": total})
+    on_step = progress_every(emit, PROGRESS_EVERY_S)
 
     point = measure_point(engine, params["batch_size"], params["prompt_len"],
                           params["new_tokens"], params["seed"], on_step=on_step,
@@ -49,6 +50,23 @@ def measure_sweep_point(engine, params: dict, emit: Emit, cancelled: Cancelled) 
     return {"device": engine.device, "preset": params["preset"],
             "weights": engine.model_config.weights, "backend": engine.backend,
             "weight_bytes": engine.model.weight_bytes(), **point.to_dict(), "spread": steps}
+
+
+def progress_every(emit: Emit, every_s: float):
+    """on_step(done, total) that sends a "progress" event at most every every_s, and at the
+    last step. A knob point's decode steps take about a millisecond each on tiny: an event for
+    each was 31 a point, each one crossing to the web process and redrawing its reader's
+    status on the class's busiest core. Called between timed steps, never inside one."""
+    last = time.perf_counter()
+
+    def on_step(done: int, total: int) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if done == total or now - last >= every_s:
+            last = now
+            emit("progress", {"done": done, "total": total})
+
+    return on_step
 
 
 # ---- prefill on the roofline --------------------------------------------------------------------

@@ -114,3 +114,16 @@ def test_rate_sweep_refuses_bad_rates(rates, words):
 
 def _engines_hold_blocks() -> bool:
     return any(e.blocks.num_used for e in _engines.values())
+
+
+def test_a_knob_point_sends_a_few_progress_events_and_its_last_step():
+    """Each of a point's 31 decode steps sent an event to the web process (on tiny a step is a
+    millisecond): now at most one a PROGRESS_EVERY_S, and the last."""
+    events = []
+    result = worker.run("sweep_point", {"batch_size": 2, "prompt_len": 16, "new_tokens": 32,
+                                        "device": "cpu"},
+                        lambda type_, data: events.append((type_, data)), lambda: False)
+    progress = [d for t, d in events if t == "progress" and "building" not in d]
+    assert result["decode_steps_timed"] > 0
+    assert progress[-1] == {"done": 31, "total": 31}
+    assert len(progress) < 31 / 3
