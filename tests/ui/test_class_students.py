@@ -6,6 +6,7 @@ and skipped, and a released slider's point. No browser: the served app and a web
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import random
 import time
@@ -50,7 +51,10 @@ def fragments(msg) -> list:
         async def write_message(self, fragment, binary=False, locked=True):
             out.append(fragment)
 
-    asyncio.run(msg.send(Conn()))
+    # in a thread of its own: in the whole suite a Playwright test before this one leaves an
+    # event loop running in the main thread, and asyncio.run refuses to start inside it
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, msg.send(Conn())).result()
     return out
 
 
