@@ -152,6 +152,9 @@ def sibling(engine: LLMEngine, key: tuple) -> LLMEngine:
     measurement."""
     kv_budget_mib, prefix_caching = key[3], key[6]
     twin = copy.copy(engine)
+    for name in [n for n in vars(twin) if hasattr(type(twin), n)]:
+        del twin.__dict__[name]  # a job's wrapper of a method (serving.record_block_tables
+        # wraps engine.step) belongs to that job and calls into `engine`'s own pool
     twin.config = copy.copy(engine.config)
     twin.config.prefix_caching = prefix_caching
     twin.config.kv_budget_bytes = (kv_budget_mib * 2**20 if kv_budget_mib else

@@ -100,6 +100,30 @@ def test_jobs_inside_nested_pauses_share_the_paused_jobs_model_and_build_none(
     outer.release(held)
 
 
+def test_a_sibling_of_a_paused_block_snapshots_engine_steps_its_own_pool(fresh_engines):
+    """block_snapshots (a pausable run) wraps its engine's step to record block tables. A job
+    run inside its pause gets a sibling of that engine: the wrapper must not come with it, or the
+    sibling's steps would run on the paused job's pool and land in its snapshots."""
+    from engine.lab.jobs.serving import record_block_tables
+
+    outer = build(KEY)
+    prompt = [5, 6, 7, 8]
+    reference = [g.seq.output_ids for g in generate(outer, [prompt], 6, ignore_eos=True)]
+    snapshots: list = []
+    unwrap = record_block_tables(outer, snapshots)
+    held = outer.new_sequence([1] * 40, 4, ignore_eos=True)
+    outer.reserve(held, 40)
+    assert set_aside(KEY) is outer
+    inner = build(KEY)
+    assert inner.model is outer.model and "step" not in vars(inner)
+    assert [g.seq.output_ids for g in generate(inner, [prompt], 6,
+                                               ignore_eos=True)] == reference
+    assert snapshots == []  # none of the sibling's steps went through the paused job's wrapper
+    put_back(KEY, outer)
+    unwrap()
+    outer.release(held)
+
+
 def test_engines_differing_only_in_their_pool_share_one_model_and_count_as_one(
         fresh_engines, monkeypatch):
     """Finding of bench/classroom.py at 30 students: tiny, tiny with block_snapshots' own 2 MiB
