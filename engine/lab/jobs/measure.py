@@ -24,6 +24,7 @@ from ...sweep import measure_point, sweep_prompts
 from ..quality import spread
 from ..registry import Cancelled, Emit
 from .engines import engine_from_params, fit_kv
+from .serving import Every
 
 PROGRESS_EVERY_S = 0.1  # a point's progress events: at most this often, and its last step
 
@@ -57,13 +58,10 @@ def progress_every(emit: Emit, every_s: float):
     last step. A knob point's decode steps take about a millisecond each on tiny: an event for
     each was 31 a point, each one crossing to the web process and redrawing its reader's
     status on the class's busiest core. Called between timed steps, never inside one."""
-    last = time.perf_counter()
+    every = Every(every_s)
 
     def on_step(done: int, total: int) -> None:
-        nonlocal last
-        now = time.perf_counter()
-        if done == total or now - last >= every_s:
-            last = now
+        if every.due() or done == total:
             emit("progress", {"done": done, "total": total})
 
     return on_step
