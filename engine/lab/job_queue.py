@@ -148,9 +148,7 @@ class JobQueue:
         """How many queued jobs of readers other than `besides` are points or newcomers' first
         jobs: what a newcomer's run, once its first figure is on the page, is cut short for
         (engine.lab.client) rather than holding them for its whole length."""
-        mine, newcomers = set(besides), self._firsts()[0]
-        return sum(self._of(j, ("point",), newcomers) and j.session_id not in mine
-                   for j in self._jobs)
+        return self.waiting(("point",), besides=besides)
 
     def forget(self, session_id: str | None) -> None:
         """A reader has left: nothing of theirs is kept."""
@@ -237,11 +235,13 @@ class JobQueue:
                  and j.session_id not in mine]
         return max(waits, default=0.0)
 
-    def waiting(self, sizes: Iterable[str], newcomers: bool = True) -> int:
-        """How many queued jobs are of these sizes (a newcomer's first job counts as any,
-        unless `newcomers` is False)."""
-        sizes, firsts = tuple(sizes), self._firsts()[0] if newcomers else {}
-        return sum(self._of(j, sizes, firsts) for j in self._jobs)
+    def waiting(self, sizes: Iterable[str], newcomers: bool = True,
+                besides: Iterable[str | None] = ()) -> int:
+        """How many queued jobs of readers other than `besides` are of these sizes (a
+        newcomer's first job counts as any, unless `newcomers` is False)."""
+        sizes, mine = tuple(sizes), set(besides)
+        firsts = self._firsts()[0] if newcomers else {}
+        return sum(self._of(j, sizes, firsts) and j.session_id not in mine for j in self._jobs)
 
     def _of(self, job: Job, sizes: tuple[str, ...], newcomers: dict) -> bool:
         """True if the job is of these sizes, or a newcomer's first (rule 0: of any size, it
