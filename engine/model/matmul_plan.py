@@ -32,6 +32,12 @@ C++ library's build (a changed kernel is timed again).
 "cpp" is kept where it is within ONE_CALL_MARGIN of the fastest (`choose`): a plan of "cpp" at a
 row count also makes the whole decode step one C++ call (LlamaModel.decode_logits), which saves
 the Python around every layer that timing the products alone does not see.
+Timing costs the first use of a model on a machine: 20 s for small on one core of the 2-core
+machine, one pass through 440 MB of weights for each variant, round and row count. So every
+variant is timed once at a row count, and only those within DROP of the best are timed again
+(`time_variants`; "w_xt_pad" is not timed from PAD_ROWS rows on, where it is "w_xt"), which
+halves it (`python bench/plan_tuning.py`); `python -m engine tune` times the lessons' presets
+as part of a machine's set-up, so that no reader waits for it.
 Above MAX_TUNED_ROWS rows (prefill, very large batches) the product is compute-bound and F.linear
 is used.
 
@@ -43,6 +49,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +69,10 @@ PLAN_VERSION = 7  # 7: "cpp" kept within ONE_CALL_MARGIN of the fastest (choose)
 # step with every product pinned to "cpp" (one call) was 5% faster than the tuned one in every
 # round (`python bench/plan_pins.py`: medians of 3 interleaved rounds 10.05 against 10.56 ms).
 ONE_CALL_MARGIN = 1.10
+# After a round, a variant slower than the round's best by more than this (by `choose`'s measure)
+# is not timed again at that row count. The first pass of a variant at a new row count was up to
+# 43% slower than its next ones on the 2-core machine (x_wt on tiny): 1.5 drops only clear losers.
+DROP = 1.5
 
 
 def pieces(out_features: int) -> int:
@@ -109,21 +121,23 @@ def available_variants() -> tuple[str, ...]:
 
 
 def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float = 3.0,
-              max_repeats: int = 5, variants: tuple[str, ...] | None = None) -> list[str]:
+              max_repeats: int = 5, variants: tuple[str, ...] | None = None,
+              drop: float | None = DROP) -> list[str]:
     """The fastest of `variants` (default: available_variants()) for each row count of
     TUNED_ROWS, over passes through all (W, split_transposed(W)) pairs in order. Variants are
     timed interleaved and the best pass kept, so a passing hiccup on a shared machine rarely
-    decides."""
-    return run_steps(tune_rows_steps(weights, budget_s, max_repeats, variants))
+    decides; drop=None times every variant in every round (as before DROP)."""
+    return run_steps(tune_rows_steps(weights, budget_s, max_repeats, variants, drop))
 
 
 def tune_rows_steps(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float = 3.0,
                     max_repeats: int = 5, variants: tuple[str, ...] | None = None,
-                    ) -> Steps[list[str]]:
-    """tune_rows one row count at a time: yields after each (what is done, in words) and
-    returns the plan. Its caller may stop between two counts and go on later (the engine
-    service pauses a model's build for other readers' short jobs): every count is timed in
-    one go, so a pause never falls inside a comparison."""
+                    drop: float | None = DROP) -> Steps[list[str]]:
+    """tune_rows in steps: yields after each round of a row count's timing and after each
+    count (what is done, in words) and returns the plan. Its caller may stop between two steps
+    and go on later (the engine service pauses a model's build for other readers' short jobs,
+    in 2 s turns; a step is at most one pass of each variant, 1 s for small at 64 rows on one
+    core): a round is timed in one go, so every variant of it meets the same machine."""
     variants = variants or available_variants()
     inputs = {w.shape[1]: torch.randn(MAX_TUNED_ROWS, w.shape[1], dtype=w.dtype)
               for w, _ in weights}
@@ -139,22 +153,54 @@ def tune_rows_steps(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: 
     repeats = int(min(max_repeats, max(2, budget_s / (calls * first))))
     plan = []
     for count in TUNED_ROWS:
-        times = dict.fromkeys(variants, float("inf"))
-        for _ in range(repeats):
-            for variant in variants:
-                times[variant] = min(times[variant], one_pass(count, variant))
+        timed = variants
+        if drop is not None and count >= PAD_ROWS:  # no padding there: the same as "w_xt"
+            timed = tuple(v for v in variants if v != "w_xt_pad" or "w_xt" not in variants)
+        said = f"matrix products timed for {len(plan)} of {len(TUNED_ROWS)} batch sizes"
+        times = yield from time_variants_steps(partial(one_pass, count), timed, repeats, drop,
+                                               f"{said}, {count} rows")
         plan.append(choose(times))
         yield f"matrix products timed for {len(plan)} of {len(TUNED_ROWS)} batch sizes"
     return plan
 
 
+def time_variants(one_pass: Callable[[str], float], variants: tuple[str, ...], repeats: int,
+                  drop: float | None = DROP) -> dict[str, float]:
+    """Each variant's best of up to `repeats` passes (`one_pass(variant)`: seconds), in
+    interleaved rounds. After each round the variants more than `drop` times slower than the
+    best, as `choose` weighs them, are not timed again (they keep their time, which cannot be
+    chosen); once one is left the choice is clear and timing stops. drop=None: every round
+    times every variant."""
+    return run_steps(time_variants_steps(one_pass, variants, repeats, drop))
+
+
+def time_variants_steps(one_pass: Callable[[str], float], variants: tuple[str, ...],
+                        repeats: int, drop: float | None = DROP, said: str = "timing",
+                        ) -> Steps[dict[str, float]]:
+    """time_variants, yielding after each round but the last ("<said>: round r")."""
+    times = dict.fromkeys(variants, float("inf"))
+    left = list(variants)
+    for done in range(1, repeats + 1):
+        for variant in left:
+            times[variant] = min(times[variant], one_pass(variant))
+        if drop is not None:
+            best = min(_weighed(v, times[v]) for v in left)
+            left = [v for v in left if _weighed(v, times[v]) <= drop * best]
+        if len(left) == 1 or done == repeats:
+            break
+        yield f"{said}: round {done}"
+    return times
+
+
 def choose(times: dict[str, float]) -> str:
     """The variant to use at one row count, from each variant's best time: the fastest, or "cpp"
     where it is within ONE_CALL_MARGIN of it (the one-call step then saves more than that)."""
-    fastest = min(times, key=times.get)
-    if "cpp" in times and times["cpp"] <= ONE_CALL_MARGIN * times[fastest]:
-        return "cpp"
-    return fastest
+    return min(times, key=lambda v: (_weighed(v, times[v]), v != "cpp"))
+
+
+def _weighed(variant: str, seconds: float) -> float:
+    """A time as `choose` compares it: "cpp"'s divided by ONE_CALL_MARGIN."""
+    return seconds / ONE_CALL_MARGIN if variant == "cpp" else seconds
 
 
 def rows_plan(tuned: list[str]) -> list[str]:
