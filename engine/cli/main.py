@@ -1,5 +1,5 @@
-"""`python -m engine info | generate | sweep | run | serve | bench-client | build-kernel`: the
-command line.
+"""`python -m engine info | generate | sweep | run | serve | bench-client | build-kernel | tune`:
+the command line.
 
 `--json` prints exactly one JSON object on stdout. Bad arguments exit with status 2 and a single
 line naming the limit; no command prints a traceback to a user (ENGINE_DEBUG=1 shows them).
@@ -35,6 +35,7 @@ from .common import (
 )
 from .run import add_run_parser
 from .serve import add_serve_parser
+from .tune import add_tune_parser
 
 
 # ---- info ------------------------------------------------------------------------------------
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     kernel = sub.add_parser("build-kernel", help="compile the CPU decode-attention kernel (once "
                                                  "per machine, about a minute)")
     kernel.set_defaults(func=cmd_build_kernel)
+    add_tune_parser(sub)
     return parser
 
 

@@ -1,0 +1,96 @@
+"""`python -m engine tune`: time the lessons' models' matrix-product plans as part of a machine's
+set-up, after `build-kernel`.
+
+A plan (engine/model/matmul_plan.py) is a fact about the machine (CPU, torch, threads, the C++
+library's build) and a model's shapes, like the kernels' build: timed on first use, it costs a
+reader's first engine 20 s for small on the 2-core machine, in the middle of a class. Here each
+preset is timed the way the lab's worker will use it: pinned to the engine's cores of the core
+split (engine/lab/cores.py: ENGINE_CORES, as for the server), with one torch thread per core,
+so the plan lands under the key the worker reads. A plan already on disk is not timed again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+
+from ..config import get_preset
+from ..device import configure_threads, resolve_device
+from ..lab import cores
+from ..llm_engine import build_model_steps
+
+# The presets the lessons run: the model selectors' choices (lessons/*.py) and the speculative
+# lesson's draft model (tests/engine/cli/test_tune.py checks the selectors against it).
+LESSON_PRESETS = ("tiny", "small", "draft")
+PROGRESS_EVERY_S = 2.0
+
+
+def pin_like_the_worker() -> cores.CoreSplit:
+    """Pin this process to the engine's cores, as the lab's worker pins itself (engine.lab.worker),
+    and use one torch thread per core: a plan is timed, and keyed, per thread count."""
+    split = cores.plan(cores.available_cores(), os.environ.get(cores.ENV, "auto"),
+                       gpu=torch.cuda.is_available())
+    try:
+        cores.pin(0, split.engine)
+    except OSError as e:  # a container that forbids it: timed unpinned, with the same threads
+        print(f"could not pin to cores {list(split.engine)} ({e}): timing unpinned",
+              file=sys.stderr)
+    configure_threads()
+    return split
+
+
+def plan_preset(name: str) -> float | None:
+    """Build the preset's model on the CPU, which times its plan where the cache has none;
+    the seconds the timing took, or None where the plan was on disk."""
+    timed_from = None
+    last_said = time.monotonic()
+    start = time.monotonic()
+    for said in build_model_steps(name, "cpu"):
+        if said.startswith("matrix products timed"):
+            if timed_from is None:
+                timed_from = start
+            if time.monotonic() - last_said >= PROGRESS_EVERY_S:
+                print(f"  {name}: {said} ({time.monotonic() - timed_from:.0f} s)",
+                      file=sys.stderr, flush=True)
+                last_said = time.monotonic()
+        start = time.monotonic()  # the timing begins after the step before it
+    return None if timed_from is None else time.monotonic() - timed_from
+
+
+def cmd_tune(args) -> int:
+    presets = args.preset or list(LESSON_PRESETS)
+    for name in presets:
+        get_preset(name)  # an unknown name: ConfigError, one line, before anything is timed
+    if resolve_device("auto") != "cpu":
+        print("the engine runs on the GPU here: CPU matrix-product plans are not used")
+        return 0
+    split = pin_like_the_worker()
+    where = (f"{torch.get_num_threads()} thread(s) on core(s) "
+             f"{','.join(map(str, split.engine))}, as the lab's worker runs")
+    print(f"timing matrix-product plans for {', '.join(presets)}: {where}", file=sys.stderr,
+          flush=True)
+    failed = 0
+    for name in presets:
+        try:
+            timed = plan_preset(name)
+        except Exception as e:  # a missing checkpoint, an unwritable cache: one line each
+            failed += 1
+            print(f"error: {name}'s plan not timed: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        if timed is None:
+            print(f"{name:<6} plan already on disk")
+        else:
+            print(f"{name:<6} plan timed in {timed:.1f} s")
+    return 1 if failed else 0
+
+
+def add_tune_parser(sub) -> None:
+    tune = sub.add_parser("tune", help="time the lessons' models' matrix-product plans (once "
+                                       "per machine, after build-kernel)")
+    tune.add_argument("--preset", action="append", metavar="P",
+                      help=f"only this preset (repeat for more); default: "
+                           f"{', '.join(LESSON_PRESETS)}")
+    tune.set_defaults(func=cmd_tune)

@@ -1,0 +1,76 @@
+"""`python -m engine tune`: the lessons' models' plans timed at set-up, where the lab's worker reads
+them, so no reader's first engine times one; bad input and failures in one line each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from engine.cli.tune import LESSON_PRESETS
+
+# What the lab's worker does before its first job (engine.lab.worker.isolate), then a model build:
+# prints each step's words, so a plan timed here (not found on disk) shows.
+BUILD_AS_THE_WORKER = (
+    "import sys; from engine.lab.worker import isolate; from engine.llm_engine import "
+    "build_model_steps; isolate(None, None); "
+    "[print(step) for step in build_model_steps(sys.argv[1], 'cpu')]")
+
+
+def run(args: list[str], cache, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LLM_SPEED_CACHE": str(cache), **env})
+
+
+def test_tune_leaves_each_presets_plan_where_the_worker_reads_it(tmp_path):
+    out = run(["-m", "engine", "tune", "--preset", "tiny", "--preset", "draft"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    said = out.stdout.splitlines()
+    assert [line.split()[:3] for line in said] == [["tiny", "plan", "timed"],
+                                                    ["draft", "plan", "timed"]]
+    assert "thread(s) on core(s)" in out.stderr and "Traceback" not in out.stderr
+
+    built = run(["-c", BUILD_AS_THE_WORKER, "tiny"], tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert "weights laid out for small batches" in built.stdout
+    assert "matrix products timed" not in built.stdout  # read from disk, not timed again
+
+    again = run(["-m", "engine", "tune", "--preset", "draft"], tmp_path)
+    assert again.returncode == 0 and again.stdout.split() == ["draft", "plan", "already", "on",
+                                                              "disk"]
+
+
+def test_a_worker_without_the_set_up_times_the_plan_itself(tmp_path):
+    """The other side of the test above: without `tune` the build times it."""
+    built = run(["-c", BUILD_AS_THE_WORKER, "draft"], tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert "matrix products timed for 20 of 20 batch sizes" in built.stdout
+
+
+def test_unknown_preset_is_refused_in_one_line_before_any_timing(tmp_path):
+    out = run(["-m", "engine", "tune", "--preset", "tiny", "--preset", "huge"], tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        "error: unknown preset 'huge': choose one of tiny, small, large (or a draft model: draft)"]
+
+
+def test_a_plan_that_cannot_be_saved_says_why_in_one_line(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    out = run(["-m", "engine", "tune", "--preset", "draft"], not_a_dir)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: draft's plan not timed: ")
+
+
+def test_lesson_presets_cover_every_model_a_lesson_offers_or_warms():
+    from lessons.registry import LESSONS, lesson_class
+
+    offered = set()
+    for lesson in LESSONS:
+        page = lesson_class(lesson)
+        if "preset" in page.param:
+            offered.update(page.param.preset.objects)
+        offered.update(params["preset"] for _, params in page.warm_jobs() if "preset" in params)
+    assert offered and offered <= set(LESSON_PRESETS)
+    assert "draft" in LESSON_PRESETS  # the speculative lesson's draft model
