@@ -5,10 +5,13 @@
     python bench/classroom.py --churn 500 [--at-once 10]
 
 Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty cache, then:
-(The cache directory holds no result; the C++ kernels are built into it first, as the README's
-class set-up does (`python -m lessons.warm` runs `python -m engine build-kernel`): a build is the
-machine's, not a measurement. Up to 4773566 they were not, so every class figure measured before
-ran on plain torch attention and torch products; `--no-kernels` keeps that.)
+(The cache directory holds no result; the C++ kernels are built into it first and the lessons'
+models' matrix-product plans timed, as the README's class set-up does (`python -m lessons.warm`
+runs `python -m engine build-kernel`, then `python -m engine tune`): a build or a plan is the
+machine's, not a measurement. Up to 4773566 the kernels were not built, so every class figure
+measured before ran on plain torch attention and torch products; before `engine tune` the plans
+were timed by the worker during the class (small's: 20 s of it). `--no-kernels` keeps the first
+way: nothing built, nothing timed.)
 - N lightweight students (bench/students.py), each a websocket speaking the Bokeh server's
   protocol as a browser's BokehJS does, reading the page and its changes as JSON without
   building Bokeh models, all on one asyncio loop: the load a class's browsers put on the server,
@@ -269,18 +272,22 @@ CHURN_HOLD_S = 5.0
 
 
 def fresh_cache(prefix: str, kernels: bool) -> str:
-    """A cache directory with no result in it, and the C++ kernels built there unless not
-    `kernels` (about 16 s on 2 cores; a class's machine has them from its set-up)."""
+    """A cache directory with no result in it, set up as a class's machine is unless not
+    `kernels`: the C++ kernels built there (about 16 s on 2 cores), then the lessons' models'
+    plans timed (`python -m engine tune`, pinned like the worker: about 15 s). Without `kernels`
+    neither: the worker then times each plan, without "cpp", when a reader first needs it."""
     cache = tempfile.mkdtemp(prefix=prefix)
     if kernels:
-        start = time.monotonic()
-        built = subprocess.run([sys.executable, "-m", "engine", "build-kernel"], text=True,
-                               env={**os.environ, "LLM_SPEED_CACHE": cache},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        ok = built.returncode == 0
-        why = "" if ok else ": " + (built.stdout.strip().splitlines() or ["?"])[-1]
-        print(f"C++ kernels {'built' if ok else 'NOT built'} in the bench's cache "
-              f"({time.monotonic() - start:.0f} s){why}", flush=True)
+        for what, done_as, command in (("C++ kernels", "built", "build-kernel"),
+                                       ("matrix-product plans", "timed", "tune")):
+            start = time.monotonic()
+            done = subprocess.run([sys.executable, "-m", "engine", command], text=True,
+                                  env={**os.environ, "LLM_SPEED_CACHE": cache},
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            ok = done.returncode == 0
+            why = "" if ok else ": " + (done.stdout.strip().splitlines() or ["?"])[-1]
+            print(f"set-up: {what} {done_as if ok else 'NOT ' + done_as} in the bench's cache "
+                  f"({time.monotonic() - start:.0f} s){why}", flush=True)
     return cache
 
 
@@ -417,8 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="students as Bokeh client sessions, a thread each (the way up to "
                              "here, for comparison) instead of protocol students")
     parser.add_argument("--no-kernels", action="store_true",
-                        help="leave the C++ kernels unbuilt in the bench's cache (plain torch "
-                             "attention and products, as every class figure before 4773566)")
+                        help="leave the C++ kernels unbuilt and the plans untimed in the "
+                             "bench's cache (plain torch attention and products, as every "
+                             "class figure before 4773566)")
     args = parser.parse_args(argv)
     if args.churn:
         if not 1 <= args.churn <= 2000 or not 1 <= args.at_once <= 50:
