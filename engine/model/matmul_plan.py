@@ -33,11 +33,12 @@ C++ library's build (a changed kernel is timed again).
 row count also makes the whole decode step one C++ call (LlamaModel.decode_logits), which saves
 the Python around every layer that timing the products alone does not see.
 Timing costs the first use of a model on a machine: 20 s for small on one core of the 2-core
-machine, one pass through 440 MB of weights for each variant, round and row count. So every
+machine, one pass through 510 MB of weights for each variant, round and row count. So every
 variant is timed once at a row count, and only those within DROP of the best are timed again
-(`time_variants`; "w_xt_pad" is not timed from PAD_ROWS rows on, where it is "w_xt"), which
-halves it (`python bench/plan_tuning.py`); `python -m engine tune` times the lessons' presets
-as part of a machine's set-up, so that no reader waits for it.
+(`time_variants`; "w_xt_pad" is not timed from PAD_ROWS rows on, where it is "w_xt"): 12 s
+for small, 0.58 of timing every variant every round, with the same choices (`python
+bench/plan_tuning.py`); `python -m engine tune` times the lessons' presets as part of a
+machine's set-up, so that no reader waits for it.
 Above MAX_TUNED_ROWS rows (prefill, very large batches) the product is compute-bound and F.linear
 is used.
 
