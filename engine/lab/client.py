@@ -27,8 +27,11 @@ sweep, a small preset's point on a CPU) is paused between two of its steps, outs
 times, for smaller jobs (the worker runs them inside the pause, and the run's clock and
 disturbance check leave the pause out: engine.lab.worker), and a model's build is stopped
 between two of its steps (the worker keeps the half-built engine). Either goes on where it
-stopped once no smaller job waits, or after MAX_PAUSE_S, so it always ends; nothing it had done
-is lost or run again. A run started inside a pause may be paused in turn, up to MAX_PAUSED
+stopped, so nothing it had done is lost or run again: a paused run once no smaller job waits;
+after MAX_PAUSE_S, before the runs and load tests that wait, at the first moment no other
+reader's point or newcomer's first job waits (points keep their priority: a turn given while
+they wait made each of them wait it out); after HARD_PAUSE_S whatever waits, so it always
+ends. A run started inside a pause may be paused in turn, up to MAX_PAUSED
 deep; the innermost goes on first. One more place is kept for points: the run started inside the
 MAX_PAUSED-th pause is paused for points only, and inside that pause only points start (a
 newcomer's long first job waits for the innermost run to end), so whatever runs, a point gets in
@@ -84,7 +87,11 @@ PREEMPT_AFTER_S = 1.0  # a short job waiting this long pauses a load test or an 
 # (2 s until bench/classroom.py at 30 students showed a knob point's wait in the engine made of
 # it: p50 2.4 s, the pause requested at 2 s; a slider's release is to be drawn within 5 s)
 TURN_S = 2.0  # ... once that has run this long since it started or went on
-MAX_PAUSE_S = 10.0  # a paused run goes on after this long, even while short jobs wait
+MAX_PAUSE_S = 10.0  # a paused run goes on after this long, before the runs and load tests that
+# wait, at the first moment no other reader's point or newcomer's first job waits (it used to go
+# on here whatever waited: a 2 s turn every 10-15 s that 20-40 waiting jobs sat behind, and knob
+# points waited p95 5-6 s; bench/classroom.py at 30 students, server logs of main ba10dfb)
+HARD_PAUSE_S = 30.0  # ... and after this long even while they wait: a paused run always ends
 PAUSED_RUNS_TAKE = ("point", "run")  # the sizes of jobs an engine's build is stopped for
 MAX_PAUSED = 4  # runs paused inside each other's pauses for any shorter job at most (each holds
 # an engine: tiny's is about 130 MiB with its KV pool, so 4 deep adds about half a GiB to the
@@ -153,6 +160,7 @@ class EngineService:
         self.preempt_after_s = PREEMPT_AFTER_S
         self.turn_s = TURN_S
         self.max_pause_s = MAX_PAUSE_S
+        self.hard_pause_s = HARD_PAUSE_S
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._queue = JobQueue()
@@ -731,12 +739,27 @@ class EngineService:
 
     def _maybe_resume(self, w: _Worker) -> None:
         """The worker is free and runs are paused: let the innermost go on (the worker is
-        inside its pause) when no short job waits, when it has waited max_pause_s (it always
-        ends), or to stop (cancelled meanwhile)."""
+        inside its pause) when no job it gives way to waits; once it has been paused
+        max_pause_s, when no other reader's point or newcomer's first job waits (the runs and
+        load tests queued inside its pause wait behind it now); once hard_pause_s, whatever
+        waits (it always ends); or to stop (cancelled meanwhile). A turn given while points
+        wait costs each of them the turn (TURN_S) and more: points are drawn within seconds,
+        the paused run's reader has its first figure already."""
         run, now = self._paused[-1], time.time()
-        if not (run.cancelling or not self._queue.waiting(*self._may_start())
-                or now - run.paused_at >= self.max_pause_s):
+        sizes, newcomers = self._may_start()
+        paused_s = now - run.paused_at
+        if run.cancelling or not self._queue.waiting(sizes, newcomers):
+            why = ""
+        elif paused_s >= self.hard_pause_s:
+            why = "paused longest"
+        elif paused_s >= self.max_pause_s and not self._queue.waiting(
+                ("point",), newcomers, besides=(j.session_id for j in run.jobs)):
+            why = "no point waits"
+        else:
             return
+        if why:
+            log.info("%s (job %s) goes on after %.1f s paused (%s; %d jobs wait)",
+                     run.lead.kind, run.id, paused_s, why, len(self._queue))
         self._paused.pop()
         self._running = run
         run.started_at = now

@@ -28,7 +28,11 @@ arrives after them. The rules here, in order:
    a newcomer's rate sweep and waited 5.0 s); since a newcomer's run is cut short at its first
    figure when others wait (engine.lab.client), it holds the engine for 0.1-1.1 s, about a
    point's time (server log, bench/classroom.py at 30), and with the points first newcomers'
-   first runs waited 7-8 s behind them.
+   first runs waited 7-8 s behind them. A newcomer's first job that has waited NEWCOMER_DUE_S
+   goes before the overdue points too (rank OVERDUE, and a reader never served goes first
+   there): in the class's arrival a stream of points, each overdue after 2 s, kept newcomers'
+   first runs waiting 4-8 s behind them (server logs, bench/classroom.py at 30 students), while
+   such a run holds the engine 0.1-1 s before it is cut short at its first figure.
 1. Short before long: each job kind declares its size in the registry ("point" < "run" <
    "load"); a smaller size goes first. A bigger job that has waited AGE_S or more goes right
    behind the points (rank AGED), before younger runs and load tests: a busy class delays it but
@@ -36,7 +40,8 @@ arrives after them. The rules here, in order:
    30 with 40 aged jobs queued a knob point waited 40 s for its turn). One that has waited
    STARVE_S counts as a point, so it is never starved, even by a class that asks only points.
 2. Readers take turns: among jobs of the same rank, the reader (session) served least recently
-   goes next, so a reader who just arrived is served before one who has had a job run already;
+   goes next, so a reader who just arrived is served before one who has had a job run already
+   (and one with nothing on screen yet before one never served who has a cached number);
    a reader's own jobs run in the order they asked for them.
 3. One run answers many: queued jobs that ask the same question (same kind and parameters, results
    cacheable) leave the queue together with the first of them (`take` returns them as riders).
@@ -65,6 +70,7 @@ AGED = 0.5  # the rank of a run or load test that has waited AGE_S: behind point
 AGE_S = 30.0  # a bigger job waiting this long moves up to AGED
 STARVE_S = 90.0  # ... and this long, to a point's rank: big jobs wait, they never starve
 OVERDUE_S = 2.0  # a point waiting this long goes before everything (rule 0)
+NEWCOMER_DUE_S = 3.0  # ... and a newcomer's first job waiting this long, before those points
 MAX_SESSIONS_REMEMBERED = 4096  # when each reader was last served, for the newest readers
 
 
@@ -166,10 +172,10 @@ class JobQueue:
     def rank(self, job: Job, now: float, firsts: tuple | None = None) -> float:
         """OVERDUE (-2) for a reader's first queued point once it has waited OVERDUE_S;
         NEWCOMER (-1.75) for the first queued job of a reader with nothing on screen, of any
-        size; FIRST_POINT (-1.5) for the first queued point of a reader who has a number; else
-        0 for points, 1 for runs, 2 for load tests; AGED (0.5) for a bigger job that has waited
-        age_s, and 0 once it has waited STARVE_S. `firsts`: what _firsts() returns, if
-        known."""
+        size, and OVERDUE once it has waited NEWCOMER_DUE_S; FIRST_POINT (-1.5) for the first
+        queued point of a reader who has a number; else 0 for points, 1 for runs, 2 for load
+        tests; AGED (0.5) for a bigger job that has waited age_s, and 0 once it has waited
+        STARVE_S. `firsts`: what _firsts() returns, if known."""
         size = SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
         waited = now - job.submitted_at
         newcomers, points = self._firsts() if firsts is None else firsts
@@ -177,7 +183,7 @@ class JobQueue:
         if first_point and waited >= OVERDUE_S:
             return OVERDUE
         if newcomers.get(job.session_id) is job:
-            return NEWCOMER
+            return OVERDUE if waited >= NEWCOMER_DUE_S else NEWCOMER
         if first_point and job.session_id not in newcomers:  # a newcomer's later point waits
             return FIRST_POINT  # behind their first job
         if size and waited >= STARVE_S:
@@ -211,9 +217,9 @@ class JobQueue:
         for rank in sorted(by_rank):
             sessions = by_rank[rank]
             # least recently served first; a reader never served (-1) before everyone else,
-            # ties by who has waited longest
-            turns = sorted(sessions, key=lambda s: (self._served.get(s, -1),
-                                                    sessions[s][0].submitted_at))
+            # one with nothing on screen yet (-2) before those, ties by who has waited longest
+            turns = sorted(sessions, key=lambda s: (
+                self._served.get(s, -2 if self.newcomer(s) else -1), sessions[s][0].submitted_at))
             order += _round_robin(sessions[s] for s in turns)
         return _first_of_each_question(order)
 

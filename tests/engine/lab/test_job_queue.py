@@ -13,6 +13,7 @@ from engine.lab.job_queue import (
     AGED,
     FIRST_POINT,
     NEWCOMER,
+    NEWCOMER_DUE_S,
     OVERDUE,
     OVERDUE_S,
     STARVE_S,
@@ -340,6 +341,24 @@ def test_newcomers_first_jobs_go_before_a_readers_first_point_until_it_is_overdu
     q.add(arrived)
     assert q.rank(arrived, now) == NEWCOMER
     assert q.order(now) == [knob, dozen[0], *runs, arrived, *dozen[1:]]
+
+
+def test_a_newcomers_first_job_that_has_waited_goes_before_overdue_points():
+    """bench/classroom.py at 30 students (server logs of main ba10dfb): in the class's arrival
+    points kept coming, each overdue after OVERDUE_S, and newcomers' first runs waited 4-8 s
+    behind them. Once it has waited NEWCOMER_DUE_S a newcomer's first job goes before them (a
+    run holds the engine only until its first figure); younger, it waits behind them."""
+    q = with_numbers(JobQueue(), "knob", "roof")
+    points = [job(session=s, at=0, batch_size=b) for s, b in (("knob", 12), ("roof", 3))]
+    load = job("load_test", session="new", at=1)
+    for j in (*points, load):
+        q.add(j)
+    now = 1 + NEWCOMER_DUE_S - 0.1
+    assert q.rank(load, now) == NEWCOMER and q.order(now) == [*points, load]
+    now = 1 + NEWCOMER_DUE_S
+    assert q.rank(load, now) == q.rank(points[0], now) == OVERDUE
+    assert q.order(now) == [load, *points]
+    assert q.take(now) == [load]
 
 
 def test_newcomers_first_jobs_can_be_left_out_where_only_points_may_start():

@@ -607,6 +607,43 @@ def test_with_the_pause_stack_full_only_points_start_and_the_innermost_goes_on(t
         svc.shutdown()
 
 
+def test_a_paused_load_test_goes_on_after_max_pause_only_once_no_point_waits(tmp_path):
+    """bench/classroom.py at 30 students (server logs of main ba10dfb): a paused load test
+    went on for a 2 s turn every MAX_PAUSE_S however many points waited, and knob points
+    waited p95 5-6 s behind it. Past max_pause_s it now goes on when no other reader's point
+    waits (before the schedule runs queued in its pause: they wait now), and past
+    hard_pause_s whatever waits: it always ends."""
+    now = time.time()
+    point = Job(2, "sweep_point", {}, session_id="knob", size="point", submitted_at=now - 1)
+    schedule = Job(3, "serve_run", {}, session_id="lanes", size="run", submitted_at=now - 4)
+    svc, w, sent = _pause_stack(tmp_path, 1)
+    try:
+        svc._running, load = None, svc._paused[-1]  # the worker free
+        for reader in ("knob", "lanes"):
+            svc._queue.answered(reader)
+        svc._queue.add(point)
+        svc._queue.add(schedule)
+        load.paused_at = now - svc.max_pause_s - 1
+        svc._maybe_resume(w)
+        assert svc._paused == [load] and not sent  # a point waits: it goes first
+        assert svc._queue.take(now, *svc._may_start()) == [point]
+        svc._maybe_resume(w)  # a schedule run waits, no point: the load test's turn
+        assert svc._running is load and sent == [("resume", load.id)]
+        assert list(svc._queue) == [schedule]
+    finally:
+        svc.shutdown()
+    svc, w, sent = _pause_stack(tmp_path, 1)
+    try:
+        svc._running, load = None, svc._paused[-1]
+        svc._queue.answered("knob")
+        svc._queue.add(point)
+        load.paused_at = now - svc.hard_pause_s - 1
+        svc._maybe_resume(w)  # paused past hard_pause_s: it goes on even while a point waits
+        assert svc._running is load and sent == [("resume", load.id)]
+    finally:
+        svc.shutdown()
+
+
 def wait_first_figure(rec: Recorder, job) -> None:
     """Until a serving run has put its first partial figure on its reader's page."""
     deadline = time.monotonic() + TIMEOUT
