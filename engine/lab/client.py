@@ -70,7 +70,7 @@ from typing import Any
 
 from ..errors import ResultError
 from ..paths import cache_dir
-from . import cores, registry
+from . import cores, registry, trace
 from .cache import CacheStore, disturbed
 from .endpoint import measured_on
 from .events import FINAL_EVENTS, FINAL_STATES, Job, JobEvent, one_line
@@ -442,6 +442,7 @@ class EngineService:
         while True:
             with self._lock:
                 if self._stopping:
+                    trace.flush()
                     return
                 w = self._worker
             waitables = [self._wake_r] + ([w.events, w.process.sentinel] if w else [])
@@ -458,11 +459,16 @@ class EngineService:
                     except (EOFError, OSError, ValueError, TypeError, AttributeError):
                         self._worker_died(w)  # it died, perhaps mid-message
                     else:
+                        trace.mark("got", message[1] if len(message) > 1 else 0,
+                                   tag=message[0], type=message[2] if message[0] == "event"
+                                   else None, queued=len(self._queue))
                         self._handle(w, message)
+                        trace.mark("handled")
                 elif w.process.sentinel in ready:
                     self._drain(w)
                     self._worker_died(w)
             self._pump()
+            trace.flush(due=True)
 
     def _drain(self, w: _Worker) -> None:
         """Handle what a worker sent before it exited."""
@@ -648,11 +654,13 @@ class EngineService:
                                                                   {})))
                     w.cancel_id.value = w.pause_id.value = 0
                     options = {"quiet_first": QUIET_WAIT_S} if run.lead.remeasures else {}
+                    trace.mark("send", run.id, kind=run.lead.kind, queued=len(self._queue))
                     try:
                         w.jobs.send(("run", run.id, run.lead.kind, run.lead.params, options))
                     except (OSError, ValueError):
                         pass  # it died: the sentinel tells us next
         self._deliver_ready()
+        trace.mark("delivered")
 
     def _maybe_preempt(self, w: _Worker) -> None:
         """Let other readers' shorter jobs that have waited preempt_after_s go before a run that

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import signal
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any
 import torch
 
 from ..device import configure_threads
-from . import cores, quality
+from . import cores, quality, trace
 from .events import now_iso, one_line
 from .jobs.engines import build, engine_key, is_built, put_back, set_aside
 from .jobs.machine import worker_identity
@@ -66,6 +67,7 @@ def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled,
     stop = stop_build or cancelled
     if not (prepare_engine(checked, emit, stop) and prepare_more(spec, checked, emit, stop)):
         return None  # stopped while building
+    trace.mark("prepared")
     if not issubclass(spec.result, Measured):  # a kind whose record carries no spread or check
         return body(spec)(checked, emit, cancelled)
     if not spec.timed:  # it times nothing, or checks what it times itself (info's limits)
@@ -167,10 +169,12 @@ class _Pipes:
     pause_id: Any = None
 
     def receive(self) -> tuple:
+        trace.mark("idle")
         try:
             message = self.jobs.recv()
         except (EOFError, OSError):
             raise _Stop from None
+        trace.mark("recv", message[1] if len(message) > 1 else 0, tag=message[0])
         if message[0] == "stop":
             raise _Stop
         return message
@@ -203,14 +207,20 @@ def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
             # anything else ("resume" of a job that is no longer paused) has nothing to do
     except _Stop:
         return
+    finally:
+        trace.flush()
 
 
 def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) -> None:
     """Run one job the service sent, sending its events and its result (or error)."""
     paused: list[tuple[quality.Usage, quality.Usage]] = []  # its pauses, for its check
+    sending = [0.0, 0]  # seconds in events.send and sends, for the trace
 
     def emit(type_: str, data: dict) -> None:
+        started = time.monotonic()
         pipes.events.send(("event", job_id, type_, plain(data)))
+        sending[0] += time.monotonic() - started
+        sending[1] += 1
 
     def cancelled() -> bool:
         if pipes.pause_id is not None and pipes.pause_id.value == job_id:
@@ -221,8 +231,18 @@ def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) 
         return cancelled() or pipes.cancel_id.value == -job_id
 
     try:
+        _run_job(pipes, job_id, kind, params, options, emit, cancelled, paused, stop_build)
+    finally:
+        trace.mark("done", job_id, kind=kind, send_s=sending[0], sends=sending[1])
+        trace.flush(due=True)
+
+
+def _run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict, emit: Emit,
+             cancelled: Cancelled, paused: list, stop_build: Cancelled) -> None:
+    try:
         if options.get("quiet_first"):
             wait_for_quiet(options["quiet_first"], emit, cancelled)
+            trace.mark("quiet", job_id)
         result = run(kind, params, emit, cancelled, paused, stop_build)
     except Exception as e:
         if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
@@ -253,6 +273,7 @@ def pause(pipes: _Pipes, job_id: int, kind: str,
     key = engine_key(checked) if ENGINE_PARAMS <= checked.keys() else None
     mine = set_aside(key) if key else None
     pipes.events.send(("paused", job_id))
+    trace.mark("paused", job_id)
     try:
         while True:
             message = pipes.receive()
@@ -263,6 +284,7 @@ def pause(pipes: _Pipes, job_id: int, kind: str,
     finally:
         if key:
             put_back(key, mine)
+        trace.mark("resumed", job_id)
     return start, quality.Usage.now(start.cores)
 
 
