@@ -37,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.lab.trace import read  # noqa: E402
 
 WORKER_MARKS = {"idle", "recv", "quiet", "prepared", "probe0", "body", "probe1", "paused",
-                "resumed", "done"}
+                "resumed", "done", "gap", "filled"}
 AFTER = {"prepared": "untimed", "probe0": "timed", "body": "probe", "probe1": "finish",
-         "quiet": "setup", "paused": "pause", "done": "finish", "idle": "idle"}
+         "quiet": "setup", "paused": "pause", "done": "finish", "idle": "idle",
+         "gap": "gap: asking", "resumed": "timed", "filled": "timed"}
 
 
 def worker_pid(marks: list[dict]) -> int:
@@ -63,21 +64,29 @@ def split(marks: list[dict]) -> dict:
     wall: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)
     gaps: list[float] = []  # each "next job" wait, s
-    state, stack = "setup", []
+    inside: list[str] = []  # "pause" or "gap": what the worker is in, innermost last
+    kinds = {m["job"]: m["kind"] for m in mine if m["what"] == "done"}
+    jobs: list[int] = []  # the jobs the worker is inside, innermost last
+    by_kind: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # "timed": wall, CPU
     gi = 0
     for a, b in zip(mine, mine[1:]):
         dt, dc = b["t"] - a["t"], b["cpu"] - a["cpu"]
         what = a["what"]
+        if what == "recv" and a.get("tag") == "run":
+            jobs.append(a["job"])
+        elif what == "done" and jobs:
+            jobs.pop()
+        if what in ("paused", "gap"):
+            inside.append(what.replace("paused", "pause"))
+        elif what in ("resumed", "filled") and inside:
+            inside.pop()
         if what == "recv":
-            state = {"run": "setup", "resume": stack.pop() if stack else "timed"}.get(
+            state = {"run": "setup", "resume": "pause", "nofill": "gap: asking"}.get(
                 a.get("tag"), "setup")
-        elif what == "paused":
-            stack.append("timed")
-            state = "pause"
-        elif what == "resumed":
-            state = "timed"
         else:
             state = AFTER[what]
+        if state == "idle" and inside and inside[-1] == "gap":
+            state = "gap: asking"
         place = state
         if state == "untimed" and b["what"] == "probe0":
             place = "probe"
@@ -103,10 +112,15 @@ def split(marks: list[dict]) -> dict:
                 place = "next job"
         wall[place] += dt
         cpu[place] += dc
+        if place == "timed" and jobs:
+            by_kind[kinds.get(jobs[-1], "?")][0] += dt
+            by_kind[kinds.get(jobs[-1], "?")][1] += dc
     total = mine[-1]["t"] - mine[0]["t"]
-    jobs = sum(1 for m in mine if m["what"] == "done")
+    ended = sum(1 for m in mine if m["what"] == "done")
     return {"window_s": total, "worker_cpu_s": mine[-1]["cpu"] - mine[0]["cpu"],
-            "jobs_ended": jobs, "wall_s": dict(wall), "cpu_s": dict(cpu),
+            "jobs_ended": ended, "wall_s": dict(wall), "cpu_s": dict(cpu),
+            "timed_by_kind": dict(by_kind),
+            "gap_fills": sum(1 for m in mine if m["what"] == "filled"),
             "next_job_waits": len(gaps),
             "next_job_wait_p50_ms": 1000 * statistics.median(gaps) if gaps else None,
             "next_job_wait_p95_ms": (1000 * statistics.quantiles(gaps, n=20)[-1]
@@ -118,14 +132,18 @@ def report(s: dict) -> str:
     lines = [f"engine worker, {total:.1f} s from its first job received to its last done, "
              f"{s['jobs_ended']} job ends; its CPU {s['worker_cpu_s']:.1f} s = "
              f"{s['worker_cpu_s'] / total:.2f} of its core"]
-    order = ["setup", "probe", "timed", "untimed", "finish", "quiet", "pause", "next job",
-             "nothing queued"]
+    order = ["setup", "probe", "timed", "untimed", "finish", "quiet", "pause", "gap: asking",
+             "next job", "nothing queued"]
     for place in order + sorted(k for k in s["wall_s"] if k not in order):
         if place not in s["wall_s"]:
             continue
         w, c = s["wall_s"][place], s["cpu_s"].get(place)
         cpu_text = f", CPU {c:6.2f} s" if c is not None else ""
         lines.append(f"  {place:28s} {w:7.2f} s  {w / total:6.1%}{cpu_text}")
+    lines.append("  timed, by the job's kind (wall / CPU s): " + ", ".join(
+        f"{k} {w:.1f} / {c:.1f}" for k, (w, c) in sorted(s["timed_by_kind"].items(),
+                                                        key=lambda kv: -kv[1][0])))
+    lines.append(f"  gaps lent (a point asked for in a run's idle time): {s['gap_fills']}")
     if s["next_job_waits"]:
         lines.append(f"  next-job waits: {s['next_job_waits']}, p50 {s['next_job_wait_p50_ms']:.1f}"
                      f" ms, p95 {s['next_job_wait_p95_ms'] or 0:.1f} ms")

@@ -1,0 +1,80 @@
+"""A running load test lends its idle gaps (nothing to do until its next arrival) to waiting
+points, with the real worker and the tiny engine: the points are answered while it runs,
+without pausing it, and it still serves every request as it would have."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from test_service import KV, LOAD, QUICK, TIMEOUT, Recorder, finished, wait_ready
+
+from engine.lab.client import EngineService
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory, monkeypatch_module):
+    path = tmp_path_factory.mktemp("llm-speed-cache")
+    monkeypatch_module.setenv("LLM_SPEED_CACHE", str(path))  # the worker inherits it
+    svc = EngineService(cache_path=path / "results")
+    assert wait_ready(svc, TIMEOUT), svc.status()
+    svc.preempt_after_s = 1e9  # never paused: only a lent gap can let a point through
+    yield svc
+    svc.shutdown()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def answered(service, session: str) -> None:
+    """The reader has a number (no newcomer: their run is not cut short at its first figure)."""
+    assert finished(service.submit("sweep_point", {**QUICK, "seed": 30}, session_id=session,
+                                   use_cache=False)).state == "done"
+
+
+def test_points_run_in_a_load_tests_idle_gaps(service):
+    rec = Recorder()
+    answered(service, "teacher")
+    # 3 requests a second with a few tokens each: the tiny engine idles most of the time
+    load = service.submit("load_test", {**LOAD, "rate": 3.0, "requests": 12, "seed": 31}, rec,
+                          session_id="teacher", use_cache=False)
+    rec.wait_for(load, "progress")
+    time.sleep(0.5)  # it is serving now
+    points = [service.submit("sweep_point", {**QUICK, "batch_size": b, "seed": 31}, rec,
+                             session_id=f"student{b}", use_cache=False) for b in (1, 2)]
+    for point in points:
+        assert finished(point).state == "done"
+    assert finished(load).state == "done" and len(load.result["requests"]) == 12
+    results = [e.job_id for e in rec.events if e.type == "result"]
+    for point in points:  # answered while the load test ran, not after it
+        assert results.index(point.id) < results.index(load.id)
+    status = service.status()
+    assert status["gap_fills"] >= 2 and status["preemptions"] == 0
+    assert load.paused == load.preempted == 0
+    assert "cancelled" not in rec.types(load)
+    # what the load test measured: every request admitted as it arrived (the points ran in its
+    # gaps; its clock stopped for whatever ran past one)
+    waits = [r["admitted_s"] - r["arrival_s"] for r in load.result["requests"]]
+    assert max(waits) < 0.25, waits
+    assert not any(point.paused or point.preempted for point in points)
+
+
+def test_a_point_in_a_gap_can_be_cancelled_and_the_run_goes_on(service):
+    rec = Recorder()
+    answered(service, "teacher")
+    load = service.submit("load_test", {**LOAD, "rate": 3.0, "requests": 9, "seed": 32}, rec,
+                          session_id="teacher", use_cache=False)
+    rec.wait_for(load, "progress")
+    long_point = {"preset": "tiny", "kv_budget_mib": KV, "prompt_len": 16, "new_tokens": 600,
+                  "batch_size": 2, "seed": 32}
+    point = service.submit("sweep_point", long_point, rec, session_id="student",
+                           use_cache=False)
+    rec.wait_for(point, "started")
+    assert load.state == "running"  # it started in one of the load test's gaps
+    assert service.cancel(point)
+    assert finished(point).state == "cancelled"
+    assert finished(load).state == "done" and len(load.result["requests"]) == 9
