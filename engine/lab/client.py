@@ -520,9 +520,9 @@ class EngineService:
                 self._filling = None
                 if self._running is not None:  # the gap it was lent is not the run's turn
                     self._running.started_at += time.time() - run.started_at
-                self._runs_ended += 1
             elif final:
                 self._running = None
+            if final:
                 self._runs_ended += 1
                 self.jobs_done += tag == "result"  # measured; cache answers count as hits
                 self.shared_runs += tag == "result" and len(jobs) > 1

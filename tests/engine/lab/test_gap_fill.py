@@ -44,6 +44,7 @@ def test_points_run_in_a_load_tests_idle_gaps(service):
                           session_id="teacher", use_cache=False)
     rec.wait_for(load, "progress")
     time.sleep(0.5)  # it is serving now
+    done = service.status()["jobs_done"]
     points = [service.submit("sweep_point", {**QUICK, "batch_size": b, "seed": 31}, rec,
                              session_id=f"student{b}", use_cache=False) for b in (1, 2)]
     for point in points:
@@ -54,6 +55,7 @@ def test_points_run_in_a_load_tests_idle_gaps(service):
         assert results.index(point.id) < results.index(load.id)
     status = service.status()
     assert status["gap_fills"] >= 2 and status["preemptions"] == 0
+    assert status["jobs_done"] == done + 3  # a point measured in a gap counts as measured
     assert load.paused == load.preempted == 0
     assert "cancelled" not in rec.types(load)
     # what the load test measured: every request admitted as it arrived (the points ran in its
