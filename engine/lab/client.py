@@ -716,8 +716,9 @@ class EngineService:
                     job.state, job.started_at = "running", time.time()
                     self._ready_results.append((job, JobEvent(job.id, job.kind, "started",
                                                               {})))
-                options = {"quiet_first": QUIET_WAIT_S} if fill.lead.remeasures else {}
-                message = ("run", fill.id, fill.lead.kind, fill.lead.params, options)
+                # never a quiet wait, even for a re-measure: the run whose gap it is would
+                # wait through it (up to QUIET_WAIT_S) past its next arrival
+                message = ("run", fill.id, fill.lead.kind, fill.lead.params, {})
                 trace.mark("send", fill.id, kind=fill.lead.kind, queued=len(self._queue),
                            gap=True)
             else:
