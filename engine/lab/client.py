@@ -156,6 +156,7 @@ class EngineService:
         self.preempt_after_s = PREEMPT_AFTER_S
         self.turn_s = TURN_S
         self.max_pause_s = MAX_PAUSE_S
+        self.lend_gaps = True  # a running job's idle gaps run waiting points (_fill)
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._queue = JobQueue()
@@ -691,8 +692,8 @@ class EngineService:
         """Tell the worker whether the running job's idle gaps may run a waiting point
         (fill_id; engine.lab.worker.fill_gap): one at a time, while another point waits."""
         run = self._running
-        lend = (run is not None and self._filling is None and not run.cancelling
-                and self._queue.waiting(GAP_SIZES, newcomers=False) > 0)
+        lend = (self.lend_gaps and run is not None and self._filling is None
+                and not run.cancelling and self._queue.waiting(GAP_SIZES, newcomers=False) > 0)
         want = run.id if lend else 0
         if w.fill_id.value != want:
             w.fill_id.value = want
