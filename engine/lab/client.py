@@ -37,6 +37,11 @@ wanted urgently only until its first partial figure is on the page: then, if oth
 points or newcomers' first jobs wait, it is cut short and queued again whole, to wait by the
 size rule (_cut_short), so newcomers' runs do not fill the pause stack.
 
+A run's idle time goes to points too: while another reader's point waits, a running job whose
+serving loop has nothing to do until its next arrival lends that gap (_offer_gaps, _fill): the
+worker asks for one point and runs it there, and the run's clock stops only for what the point
+takes past the gap (engine.serve.loop, engine.lab.worker.fill_gap), so the run is not paused.
+
 Measurement quality (engine.lab.cores, engine.lab.quality): the worker pins itself to the
 engine's cores (ENGINE_CORES, or `core_setting=`) and, once it has said which, this process
 pins itself to the others when `pin_self` is set (the app's service, get_service), or else
