@@ -158,10 +158,10 @@ class EngineService:
         self._available = list(cores.available_cores())  # before this process pins itself
         self.pin_self = pin_self
         self.remeasures = remeasures
+        self.lend_gaps = True  # a running job's idle gaps run waiting points (_fill)
         self.preempt_after_s = PREEMPT_AFTER_S
         self.turn_s = TURN_S
         self.max_pause_s = MAX_PAUSE_S
-        self.lend_gaps = True  # a running job's idle gaps run waiting points (_fill)
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._queue = JobQueue()
