@@ -12,7 +12,11 @@ two: the half-built engine is kept for the job's next turn. A pausable job (a lo
 schedule run, a rate sweep) may be paused between two of its serving steps: the service sets
 pause_id, the job's cancelled() call runs the jobs the service sends meanwhile (pause; one of
 them may be paused in turn, inside it), and the job goes on when told to resume, its clock and
-its disturbance check leaving the pause out.
+its disturbance check leaving the pause out. A run's idle gaps (nothing to do until its next
+arrival: a load test at a rate its engine outruns) are lent the same way when the service says a
+point waits (fill_id): the job's serving loop calls cancelled.fill (fill_gap) instead of sleeping,
+the worker asks the service for one short job and runs it there, and the run's clock stops only
+for what went past the gap (engine.serve.loop), so what the run measures is as if it had slept.
 """
 
 from __future__ import annotations
@@ -22,15 +26,17 @@ import json
 import logging
 import os
 import signal
+import time
 import traceback
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..device import configure_threads
-from . import cores, quality
+from . import cores, quality, trace
 from .events import now_iso, one_line
 from .jobs.engines import build, engine_key, is_built, put_back, set_aside
 from .jobs.machine import worker_identity
@@ -66,6 +72,7 @@ def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled,
     stop = stop_build or cancelled
     if not (prepare_engine(checked, emit, stop) and prepare_more(spec, checked, emit, stop)):
         return None  # stopped while building
+    trace.mark("prepared")
     if not issubclass(spec.result, Measured):  # a kind whose record carries no spread or check
         return body(spec)(checked, emit, cancelled)
     if not spec.timed:  # it times nothing, or checks what it times itself (info's limits)
@@ -165,19 +172,22 @@ class _Pipes:
     events: Any
     cancel_id: Any
     pause_id: Any = None
+    fill_id: Any = None  # the id of the running job whose idle gaps may run a short job
 
     def receive(self) -> tuple:
+        trace.mark("idle")
         try:
             message = self.jobs.recv()
         except (EOFError, OSError):
             raise _Stop from None
+        trace.mark("recv", message[1] if len(message) > 1 else 0, tag=message[0])
         if message[0] == "stop":
             raise _Stop
         return message
 
 
 def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
-         available: list[int] | None = None, pause_id=None) -> None:
+         available: list[int] | None = None, pause_id=None, fill_id=None) -> None:
     """The worker: pins itself to the engine's cores, says hello (device, engine version, the
     core split), then runs jobs as they come, sending their events back; exits when the web
     process goes away or says stop."""
@@ -194,7 +204,7 @@ def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
         return
     event_conn.send(("hello", {**hello, "pid": os.getpid(), "cores": split.to_dict(),
                                "threads": torch.get_num_threads()}))
-    pipes = _Pipes(job_conn, event_conn, cancel_id, pause_id)
+    pipes = _Pipes(job_conn, event_conn, cancel_id, pause_id, fill_id)
     try:
         while True:
             message = pipes.receive()
@@ -203,14 +213,20 @@ def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
             # anything else ("resume" of a job that is no longer paused) has nothing to do
     except _Stop:
         return
+    finally:
+        trace.flush()
 
 
 def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) -> None:
     """Run one job the service sent, sending its events and its result (or error)."""
     paused: list[tuple[quality.Usage, quality.Usage]] = []  # its pauses, for its check
+    sending = [0.0, 0]  # seconds in events.send and sends, for the trace
 
     def emit(type_: str, data: dict) -> None:
+        started = time.monotonic()
         pipes.events.send(("event", job_id, type_, plain(data)))
+        sending[0] += time.monotonic() - started
+        sending[1] += 1
 
     def cancelled() -> bool:
         if pipes.pause_id is not None and pipes.pause_id.value == job_id:
@@ -220,9 +236,26 @@ def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) 
     def stop_build() -> bool:  # the service's -id stops the build, not the job's own work
         return cancelled() or pipes.cancel_id.value == -job_id
 
+    def fill(ahead_s: float) -> float:  # its serving loop has ahead_s with nothing to do
+        if pipes.fill_id is None or pipes.fill_id.value != job_id:
+            return 0.0
+        return fill_gap(pipes, job_id, kind, params, ahead_s, paused)
+
+    cancelled.fill = fill  # type: ignore[attr-defined]  (engine.serve.loop looks for it)
+
+    try:
+        _run_job(pipes, job_id, kind, params, options, emit, cancelled, paused, stop_build)
+    finally:
+        trace.mark("done", job_id, kind=kind, send_s=sending[0], sends=sending[1])
+        trace.flush(due=True)
+
+
+def _run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict, emit: Emit,
+             cancelled: Cancelled, paused: list, stop_build: Cancelled) -> None:
     try:
         if options.get("quiet_first"):
             wait_for_quiet(options["quiet_first"], emit, cancelled)
+            trace.mark("quiet", job_id)
         result = run(kind, params, emit, cancelled, paused, stop_build)
     except Exception as e:
         if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
@@ -249,21 +282,54 @@ def pause(pipes: _Pipes, job_id: int, kind: str,
     loop's clock stops for it (engine.serve.loop)."""
     pipes.pause_id.value = 0
     start = quality.Usage.now(cores.available_cores())
+    with _engine_aside(kind, params):
+        pipes.events.send(("paused", job_id))
+        trace.mark("paused", job_id)
+        try:
+            while True:
+                message = pipes.receive()
+                if message[0] == "resume" and message[1] == job_id:
+                    break
+                if message[0] == "run":
+                    run_job(pipes, *message[1:])
+        finally:
+            trace.mark("resumed", job_id)
+    return start, quality.Usage.now(start.cores)
+
+
+def fill_gap(pipes: _Pipes, job_id: int, kind: str, params: dict, ahead_s: float,
+             paused: list[tuple[quality.Usage, quality.Usage]]) -> float:
+    """Lend a running job's idle gap (its serving loop has ahead_s with nothing to do): ask
+    the service for one short job ("gap"; it answers with a "run" or "nofill") and run it, the
+    job's engine set aside as in a pause. The window goes into `paused`, left out of the job's
+    disturbance check; returns the seconds it took (the loop stops its clock for what went past
+    the gap). The service asks no more of the worker than that answer meanwhile: the job is
+    still its running one."""
+    started = time.monotonic()
+    start = quality.Usage.now(cores.available_cores())
+    pipes.events.send(("gap", job_id, ahead_s))
+    trace.mark("gap", job_id, ahead_s=ahead_s)
+    message = pipes.receive()
+    if message[0] == "run":
+        with _engine_aside(kind, params):
+            run_job(pipes, *message[1:])
+    paused.append((start, quality.Usage.now(start.cores)))
+    trace.mark("filled", job_id)
+    return time.monotonic() - started
+
+
+@contextmanager
+def _engine_aside(kind: str, params: dict):
+    """While a job is paused or lends a gap, its engine is set aside, since its requests hold
+    KV blocks (the jobs run meanwhile get another, engines.set_aside); it is put back after."""
     checked = get_spec(kind).check(params)  # as its body has them
     key = engine_key(checked) if ENGINE_PARAMS <= checked.keys() else None
     mine = set_aside(key) if key else None
-    pipes.events.send(("paused", job_id))
     try:
-        while True:
-            message = pipes.receive()
-            if message[0] == "resume" and message[1] == job_id:
-                break
-            if message[0] == "run":
-                run_job(pipes, *message[1:])
+        yield
     finally:
         if key:
             put_back(key, mine)
-    return start, quality.Usage.now(start.cores)
 
 
 def wait_for_quiet(timeout_s: float, emit: Emit, cancelled: Cancelled) -> None:

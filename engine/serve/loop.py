@@ -27,8 +27,12 @@ in the measured gaps: keep them cheap (put the event on a queue). `run` polls `c
 before every step and while sleeping; a cancelled run stops promptly and returns what it has,
 marked cancelled. A call of `cancelled()` that takes a while is a pause (the lab's worker runs
 other readers' short jobs inside it, engine.lab.worker): the run's clock stops for it, so
-arrivals, waits and every time the run reports are as if the pause had not happened. The
-engine's KV blocks are always given back, however the run ends.
+arrivals, waits and every time the run reports are as if the pause had not happened. A gap is
+lent the same way: when the run has nothing to do until its next arrival or wake-up and
+`cancelled` has a `fill(seconds)` attribute, the loop calls it instead of sleeping (the worker
+runs another reader's short job in the idle time, engine.lab.worker) and it returns the seconds
+it used; the clock stops only for what went past the gap, so the run goes on at its wake-up
+time as if it had slept. The engine's KV blocks are always given back, however the run ends.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from .workload import Request
 
 POLL_S = 0.05  # longest sleep between two looks at the clock and the cancel flag
 PAUSE_S = 0.001  # a cancelled() call this long or longer was a pause: the run's clock skips it
+FILL_MIN_S = 0.02  # a gap this long or longer is offered to cancelled.fill (when it has one)
 
 
 @dataclass
@@ -354,6 +359,7 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
         return time.perf_counter() - start
 
     loop = EngineLoop(engine, config, clock, on_event, stream_text, speculative=speculative)
+    fill = getattr(cancelled, "fill", None)  # lends the run's idle gaps (engine.lab.worker)
     try:
         while True:
             if cancelled is not None:
@@ -379,7 +385,13 @@ def run(engine: LLMEngine, requests: Iterable[Request], config: SchedulerConfig,
                 if not wakeups:
                     raise RuntimeError("the scheduler has waiting requests but will never run "
                                        "them (a bug in the policy)")
-                time.sleep(min(max(0.0, min(wakeups) - clock()), POLL_S))
+                ahead = max(0.0, min(wakeups) - clock())
+                if fill is not None and ahead >= FILL_MIN_S:
+                    used = fill(ahead)
+                    if used:  # other work ran in the gap: only what went past it is a pause
+                        start += max(0.0, used - ahead)
+                        continue
+                time.sleep(min(ahead, POLL_S))
                 continue
             for _ in step.finished_ids:  # closed loop: a finished request lets the next one in
                 if closed:

@@ -23,7 +23,7 @@ import torch
 
 from ...device import describe_device
 from ...paths import cache_dir, write_json_atomic
-from .. import cores, quality
+from .. import cores, quality, trace
 
 T = TypeVar("T")
 
@@ -114,10 +114,13 @@ def measure_checked(measure: Callable[[], T],
     once measure() has returned). Returns what measure returned and the check."""
     probe = get_probe()
     before_ms = probe.measure_before()
+    trace.mark("probe0")
     start = quality.Usage.now(cores.available_cores())
     value = measure()
     end = quality.Usage.now(start.cores)
+    trace.mark("body")
     after_ms = probe.measure()
+    trace.mark("probe1")
     return value, quality.check(start, end, quality.Probe(before_ms, after_ms, probe.profile_ms),
                                 paused)
 

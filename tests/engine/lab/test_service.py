@@ -72,6 +72,7 @@ def cache_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def service(cache_path):
     svc = EngineService(cache_path=cache_path / "results")
+    svc.lend_gaps = False  # these see pauses; a run's gaps lent to points: test_gap_fill.py
     assert wait_ready(svc, TIMEOUT), svc.status()
     yield svc
     svc.shutdown()

@@ -145,6 +145,43 @@ def test_a_pause_inside_cancelled_is_not_the_runs_time(engine, requests):
     assert max(ttft_ms(r) for r in result.requests) < 1000 * PAUSE / 2
 
 
+OVERRUN = 0.4  # s: how far past each lent gap the other work runs
+
+
+@pytest.mark.parametrize("past", [OVERRUN, None])
+def test_an_idle_gap_lent_to_other_work_is_not_the_runs_time(engine, past):
+    """The lab's worker runs another reader's point in a load test's idle gap (cancelled.fill):
+    the loop lends the gap instead of sleeping, and its clock stops only for what went past
+    it, so every request is still admitted when it arrives (past: the fill overruns by
+    OVERRUN each time) and a fill within the gap costs the run nothing (None: half the gap)."""
+    prompt = engine.tokenizer.encode("Explain what a dictionary is.")
+    reqs = [Request(i, prompt, 3, 0.3 * i) for i in range(4)]  # idle between arrivals
+    lent = []
+
+    def cancelled() -> bool:
+        return False
+
+    def fill(ahead_s: float) -> float:
+        used = ahead_s / 2 if past is None else ahead_s + past
+        time.sleep(used)
+        lent.append((ahead_s, used))
+        return used
+
+    cancelled.fill = fill
+    start = time.perf_counter()
+    result = run(engine, reqs, SchedulerConfig("continuous", 4), cancelled=cancelled)
+    wall = time.perf_counter() - start
+    assert lent and all(ahead >= 0.02 for ahead, _ in lent)  # gaps were lent, none tiny
+    assert all(r.finished for r in result.requests)
+    for r in result.requests:  # admitted on arrival: no request waited through a fill
+        assert r.admitted_s - r.arrival_s < 0.1, (r.id, r.arrival_s, r.admitted_s)
+    overrun = sum(max(0.0, used - ahead) for ahead, used in lent)
+    assert wall >= overrun + 0.9  # the run's 0.9 s of arrivals, plus what went past the gaps
+    assert result.requests[-1].finish_s < 0.9 + 0.5  # its own clock never saw the overrun
+    if past is None:
+        assert overrun == 0 and wall < 0.9 + 0.5
+
+
 def test_closed_loop_keeps_concurrency_requests_outstanding(engine):
     spec = WorkloadSpec(kind="fixed", requests=9, concurrency=3, prompt_len=(8, 30),
                         output_len=(2, 12), seed=6)

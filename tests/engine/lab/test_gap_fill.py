@@ -1,0 +1,112 @@
+"""A running load test lends its idle gaps (nothing to do until its next arrival) to waiting
+points, with the real worker and the tiny engine: the points are answered while it runs,
+without pausing it, and it still serves every request as it would have."""
+
+from __future__ import annotations
+
+import time
+import types
+
+import pytest
+from test_service import KV, LOAD, QUICK, TIMEOUT, Recorder, finished, wait_ready
+
+from engine.lab.client import EngineService, _Run
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory, monkeypatch_module):
+    path = tmp_path_factory.mktemp("llm-speed-cache")
+    monkeypatch_module.setenv("LLM_SPEED_CACHE", str(path))  # the worker inherits it
+    svc = EngineService(cache_path=path / "results")
+    assert wait_ready(svc, TIMEOUT), svc.status()
+    svc.preempt_after_s = 1e9  # never paused: only a lent gap can let a point through
+    yield svc
+    svc.shutdown()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def answered(service, session: str) -> None:
+    """The reader has a number (no newcomer: their run is not cut short at its first figure)."""
+    assert finished(service.submit("sweep_point", {**QUICK, "seed": 30}, session_id=session,
+                                   use_cache=False)).state == "done"
+
+
+def serving_load(service, rec: Recorder, requests: int, seed: int):
+    """A load test of a reader with a number already, started: 3 requests a second with a few
+    tokens each, so the tiny engine idles most of the time."""
+    answered(service, "teacher")
+    load = service.submit("load_test", {**LOAD, "rate": 3.0, "requests": requests,
+                                        "seed": seed}, rec, session_id="teacher",
+                          use_cache=False)
+    rec.wait_for(load, "progress")
+    return load
+
+
+def test_points_run_in_a_load_tests_idle_gaps(service):
+    rec = Recorder()
+    load = serving_load(service, rec, 12, 31)
+    time.sleep(0.5)  # it is serving now
+    done = service.status()["jobs_done"]
+    points = [service.submit("sweep_point", {**QUICK, "batch_size": b, "seed": 31}, rec,
+                             session_id=f"student{b}", use_cache=False) for b in (1, 2)]
+    for point in points:
+        assert finished(point).state == "done"
+    assert finished(load).state == "done" and len(load.result["requests"]) == 12
+    results = [e.job_id for e in rec.events if e.type == "result"]
+    for point in points:  # answered while the load test ran, not after it
+        assert results.index(point.id) < results.index(load.id)
+    status = service.status()
+    assert status["gap_fills"] >= 2 and status["preemptions"] == 0
+    assert status["jobs_done"] == done + 3  # a point measured in a gap counts as measured
+    assert load.paused == load.preempted == 0
+    assert "cancelled" not in rec.types(load)
+    # what the load test measured: every request admitted as it arrived (the points ran in its
+    # gaps; its clock stopped for whatever ran past one)
+    waits = [r["admitted_s"] - r["arrival_s"] for r in load.result["requests"]]
+    assert max(waits) < 0.25, waits
+    assert not any(point.paused or point.preempted for point in points)
+
+
+def test_a_point_in_a_gap_can_be_cancelled_and_the_run_goes_on(service):
+    rec = Recorder()
+    load = serving_load(service, rec, 9, 32)
+    long_point = {"preset": "tiny", "kv_budget_mib": KV, "prompt_len": 16, "new_tokens": 600,
+                  "batch_size": 2, "seed": 32}
+    point = service.submit("sweep_point", long_point, rec, session_id="student",
+                           use_cache=False)
+    rec.wait_for(point, "started")
+    assert load.state == "running"  # it started in one of the load test's gaps
+    assert service.cancel(point)
+    assert finished(point).state == "cancelled"
+    assert finished(load).state == "done" and len(load.result["requests"]) == 9
+
+
+def test_a_gap_gets_one_point_at_a_time_and_never_a_quiet_wait(tmp_path):
+    """The dispatcher's answer to a gap (no worker: what it sends is recorded). A re-measure
+    would ask the worker to wait for quiet cores first (up to 5 s), holding the run whose gap
+    it is: in a gap it is measured at once."""
+    svc = EngineService(cache_path=tmp_path / "results", start=False)
+    sent = []
+    w = types.SimpleNamespace(jobs=types.SimpleNamespace(send=sent.append),
+                              fill_id=types.SimpleNamespace(value=0))
+    run = svc.submit("load_test", LOAD, session_id="teacher")
+    svc._queue.take(time.time())  # it runs
+    svc._running = _Run(run.id, [run])
+    point = svc.submit("sweep_point", QUICK, session_id="student")
+    point.remeasures = 1  # a disturbed result of it is measured again
+    svc._offer_gaps(w)
+    assert w.fill_id.value == run.id  # a point waits: the run's gaps are lent
+    svc._fill(w, run.id)
+    assert sent == [("run", point.id, "sweep_point", point.params, {})]
+    assert w.fill_id.value == 0 and svc._filling.jobs == [point]
+    other = svc.submit("sweep_point", {**QUICK, "batch_size": 2}, session_id="student2")
+    svc._offer_gaps(w)
+    assert w.fill_id.value == 0  # one at a time
+    svc._fill(w, run.id)
+    assert sent[-1] == ("nofill", run.id) and other.state == "queued"
