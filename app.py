@@ -37,6 +37,7 @@ pn.extension(sizing_mode="stretch_width", notifications=False, raw_css=[A11Y_CSS
 # the server's log says what the engine ran: each measured run, its time, disturbed or not
 logging.getLogger("engine.lab.client").setLevel(logging.INFO)
 logging.getLogger("lessons.shell.heap").setLevel(logging.INFO)  # each trim: what it returned
+logging.getLogger("lessons.shell.first_build").setLevel(logging.INFO)  # pages built at start
 # PYTHONMALLOC=malloc (the README's class command) is read once, at start: this process already
 # uses glibc's malloc, whose free pages lessons.shell.heap returns; the engine worker, spawned
 # later, keeps Python's own allocator, faster for its step loop
