@@ -24,6 +24,7 @@ import panel as pn
 
 from engine.errors import ConfigError
 from engine.lab.endpoint import configure
+from lessons.shell.first_build import before_serving, build_every_page_once
 from lessons.shell.router import build_page, import_lessons
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
@@ -36,6 +37,7 @@ pn.extension(sizing_mode="stretch_width", notifications=False, raw_css=[A11Y_CSS
 # the server's log says what the engine ran: each measured run, its time, disturbed or not
 logging.getLogger("engine.lab.client").setLevel(logging.INFO)
 logging.getLogger("lessons.shell.heap").setLevel(logging.INFO)  # each trim: what it returned
+logging.getLogger("lessons.shell.first_build").setLevel(logging.INFO)  # pages built at start
 # PYTHONMALLOC=malloc (the README's class command) is read once, at start: this process already
 # uses glibc's malloc, whose free pages lessons.shell.heap returns; the engine worker, spawned
 # later, keeps Python's own allocator, faster for its step loop
@@ -64,6 +66,8 @@ if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs onc
         print(f"app.py: no endpoint to measure: {e}", file=sys.stderr)
     import_lessons()  # with --warm: as the server starts, before the first reader
     serve_page(pn.state.curdoc)
+    if before_serving():  # --warm: every page built once before the first reader
+        build_every_page_once(serve_page)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.num_threads:
         pn.config.nthreads = args.num_threads
     import_lessons()  # before the first reader
+    build_every_page_once(serve_page)  # what a first build leaves, held from the start
     pn.serve(
         {ROUTE: lambda: serve_page(pn.state.curdoc)}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
         admin=args.admin, show=args.show,

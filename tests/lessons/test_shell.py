@@ -205,6 +205,46 @@ def test_every_lesson_module_is_imported_when_the_app_first_runs(tmp_path):
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_warm_start_builds_every_page_once_and_keeps_none_of_them(tmp_path, warm):
+    """Under `panel serve app.py --warm` app.py first runs before the server's loop does: every
+    page is built then (lessons.shell.first_build), so what a first build leaves for good (Panel's
+    Markdown renderer, about a hundred modules) is in the process before its first reader, and no
+    page of that build stays alive. Run in a reader's session (on the running loop: a server
+    started without --warm), app.py builds its own page only."""
+    code = """if True:
+        import asyncio, gc, runpy, sys
+        import lessons.shell.router as router
+        router.get_service = lambda: None  # no engine worker for pages that are only built
+        from bokeh.document import Document
+        from panel.io.state import set_curdoc
+        from lessons.base import LessonPage
+
+        def run_app():
+            with set_curdoc(Document()):  # the warm-up's session (or a reader's): the course map
+                runpy.run_path("app.py", run_name="bokeh_app_warm")
+
+        async def in_a_session():
+            run_app()
+
+        if sys.argv[1] == "warm":
+            run_app()
+        else:
+            asyncio.run(in_a_session())
+        gc.collect()
+        print("markdown_it" in sys.modules,
+              sum(isinstance(o, LessonPage) for o in gc.get_objects()))
+    """
+    env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code, "warm" if warm else "session"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "start-up failed" not in out.stderr, out.stderr
+    imported, pages_alive = out.stdout.strip().splitlines()[-1].split()
+    assert imported == str(warm)  # the course map alone renders no Markdown
+    assert pages_alive == "0"
+
+
 def test_the_web_process_never_imports_torch(tmp_path):
     code = ("import sys, app; from lessons.shell.router import build_page; "
             "build_page({'page': [b'about']}); build_page({'lesson': [b'knob']}); "

@@ -1,0 +1,97 @@
+"""Build every page once as the server starts, so that its start holds what the first readers
+would otherwise leave behind.
+
+The first page of each kind built in a process leaves things that stay for its whole life,
+whoever reads next: Panel's Markdown pane imports its renderer (markdown-it-py with its plugins
+and linkify-it, Python-Markdown, xml.etree: about a hundred modules, 3.7 MB of Python objects
+in tracemalloc) at its first render, and Bokeh and Panel fill their caches of model classes and
+serializers. Measured on a served app (`panel serve app.py`, PYTHONMALLOC=malloc, trimmed as
+lessons.shell.heap does): 91.8 MiB resident when the course map had been built, 102.2 MiB once
+every lesson page had been opened once and closed, and a second round over the same pages added
+nothing (issue 16's notes, startmem). So "the web process's memory at its start" meant a process
+that had not yet built its pages, and every class was measured against it as if those 10 MiB
+were the class's. Built here, before the server accepts a reader, they are part of the start,
+and the first reader of each lesson no longer pays the first build's extra CPU either.
+
+Each page is built as a session's page is (app.serve_page into a document with a session
+context carrying the page's URL arguments), turned into the message a browser's first pull gets
+(the PULL-DOC-REPLY), and then destroyed as Panel destroys the page it builds for --warm
+(panel.io.document._cleanup_doc, with the document's destroy that Panel's application gives
+every served document, which also forgets the page in Panel's per-document state: the lesson's
+onload callbacks, never run here, kept each page alive without it), without its "document ready": no lesson starts a
+measurement, as no reader is there. Left out: the about page (it starts a
+periodic callback of its own) and the engine check (its purpose is a measurement); they build
+nothing the others do not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+
+from bokeh.document import Document
+from bokeh.protocol import Protocol
+from bokeh.server.contexts import BokehSessionContext, _RequestProxy
+from bokeh.util.token import generate_session_id
+from panel.io.document import _cleanup_doc, _destroy_document
+from panel.io.state import set_curdoc
+
+from ..registry import LESSONS
+from . import heap
+
+log = logging.getLogger(__name__)
+
+# each page's URL arguments: the course map, every lesson, the reference pages
+PAGES: tuple[dict[str, str], ...] = (
+    {}, *({"lesson": info.slug} for info in LESSONS),
+    {"page": "vocabulary"}, {"page": "summary"}, {"page": "instructor"})
+
+_built = False
+
+
+def before_serving() -> bool:
+    """True when app.py runs as the server starts (`panel serve --warm` builds a page in its
+    main thread before its event loop runs), False in a reader's session (built on the running
+    loop, or on a thread of --num-threads)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
+
+
+def build_every_page_once(serve_page: Callable[[Document], None]) -> float:
+    """Each of PAGES built, serialized and destroyed once (the first call in a process; later
+    calls return at once), then garbage collected and trimmed; the seconds it took."""
+    global _built
+    if _built:
+        return 0.0
+    _built = True
+    start = time.perf_counter()
+    for args in PAGES:
+        try:
+            _build_and_discard(serve_page, args)
+        except Exception:  # a page's bug must not stop the server: its reader will see it
+            log.exception("building the page for %s at start-up failed", args)
+    heap.return_freed_memory()  # collect the pages and give their memory back
+    took = time.perf_counter() - start
+    log.info("built %d pages once at start-up in %.1f s", len(PAGES), took)
+    return took
+
+
+def _build_and_discard(serve_page: Callable[[Document], None], args: dict[str, str]) -> None:
+    doc = Document()
+    context = BokehSessionContext(generate_session_id(), None, doc)
+    context._request = _RequestProxy(None, arguments={k: [v.encode()] for k, v in args.items()})
+    doc._session_context = lambda: context
+    doc.destroy = partial(_destroy_document, doc)  # as Panel's application sets on every page
+    with set_curdoc(doc):
+        serve_page(doc)
+        Protocol().create("PULL-DOC-REPLY", "first-build", doc)  # the page as first sent
+    _cleanup_doc(doc)  # as Panel discards its own --warm page: callbacks, views, the document
