@@ -4,6 +4,7 @@ in a few frames, none lost, in order."""
 
 from __future__ import annotations
 
+import gc
 import math
 import socket
 import threading
@@ -15,6 +16,7 @@ import panel as pn
 from bokeh.client import pull_session
 from bokeh.document import Document
 from panel.io.document import _destroy_document
+from panel.io.state import set_curdoc
 
 from engine.lab.events import Job, JobEvent
 from lessons.session_jobs import FRAME_S, SessionJobs
@@ -152,3 +154,38 @@ def test_a_burst_of_token_events_reaches_the_page_in_few_frames_none_lost_in_ord
             session.close()
         server.stop()
         server.join(30)  # stopped before the next test resets Panel's state
+
+
+
+def test_a_frame_recomputes_the_pages_model_index_once_whatever_it_updates():
+    """On a served lesson page (the knob, as app.serve_page builds it) an update of an HTML pane
+    sets its stylesheets, which holds models, and Bokeh then walks every model of the page again
+    (its model index), unless the frame holds the index frozen: then once, at the end. In a
+    class of 30 those walks were a fifth of the web process's time (py-spy)."""
+    from bokeh.server.contexts import BokehSessionContext, _RequestProxy
+
+    from app import serve_page
+    from widgets.job_status import JobStatus
+
+    doc = Document()
+    context = BokehSessionContext("reader-1", None, doc)
+    context._request = _RequestProxy(None, arguments={"lesson": [b"knob"]})
+    doc._session_context = lambda: context
+    with set_curdoc(doc):
+        serve_page(doc)
+    # the page's status line (type(), not isinstance: torch's deprecated aliases warn)
+    status = next(o for o in gc.get_objects() if type(o) is JobStatus
+                  and any(model.document is doc for model, _ in o._text._models.values()))
+    jobs = SessionJobs(doc=doc, service=StubService())
+    walks = []
+    recompute = doc.models.recompute
+    doc.models.recompute = lambda: (walks.append(1), recompute())[1]
+    done = {"cached": True, "device": "cpu: x", "measured_at": "2026-01-01T00:00:00+0000"}
+    jobs._batch = [(status.handle, event) for event in (
+        JobEvent(1, "sweep_point", "queued", {"ahead": 3}),
+        JobEvent(1, "sweep_point", "started", {}),
+        JobEvent(1, "sweep_point", "progress", {"step": 3, "steps": 10}),
+        JobEvent(1, "sweep_point", "result", {"batch_size": 4}, **done))]
+    jobs._flush()
+    assert "cached" in status._text.object or status._label.object
+    assert len(walks) <= 1
