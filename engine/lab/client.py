@@ -138,6 +138,7 @@ class _Run:
 
     id: int
     jobs: list[Job]
+    first: Job | None = None  # jobs[0] when it started: its lead, even once every job has left
     cancelling: bool = False  # every job has left it; the worker was told to stop
     preempting: bool = False  # stopped to let short jobs through: its jobs are queued again
     building: bool = False  # the worker is building its engine (engine.lab.worker.prepare_engine)
@@ -146,9 +147,14 @@ class _Run:
     started_at: float = field(default_factory=time.time)  # or when it last went on
     paused_at: float = 0.0
 
+    def __post_init__(self) -> None:
+        self.first = self.first or self.jobs[0]
+
     @property
     def lead(self) -> Job:
-        return self.jobs[0]
+        """The job whose kind and params the worker runs: the first still in it, or the one it
+        started with once the last has left (a run being stopped: cancel)."""
+        return self.jobs[0] if self.jobs else self.first
 
 
 class EngineService:
@@ -293,6 +299,10 @@ class EngineService:
                 return False
             if len(run.jobs) > 1 or run.preempting:  # the others go on, or it stops anyway
                 run.jobs.remove(job)
+                # a run being stopped that nobody is in any more: no new job joins it (it was
+                # joined, and its lead read, with no job left: IndexError in submit, at 50
+                # students a three-schedules reader's slider moved as its first run was cut short)
+                run.cancelling = run.cancelling or not run.jobs
                 self._finish(job, "cancelled", {}, deliver_later=True)
                 return True
             if run in self._paused:  # it goes on once it is the innermost and the worker is

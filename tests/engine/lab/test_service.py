@@ -814,3 +814,20 @@ def test_a_newcomers_load_test_cut_short_runs_again_in_full_after_the_next_newco
              if e.type == "progress" and "so_far" in e.data]
     assert again[0] == 1 and again[-1] == 30  # started over, and ran to the end
     assert len(first.result["requests"]) == 30
+
+
+def test_a_job_asked_while_a_stopping_run_has_lost_its_last_reader_is_queued(cache_path):
+    """A newcomer's run cut short at its first figure (preempting) whose reader then moves a
+    slider: the page cancels the run's only job and asks a new one at once. The run, still
+    stopping in the worker, has no job left: the new one is queued (and nothing reads the lead of
+    an empty run: it raised IndexError in submit, bench/classroom.py at 50 students)."""
+    svc = EngineService(cache_path=cache_path / "results", start=False)
+    first = Job(1, "serve_run", {"policy": "fcfs"}, None, "reader-1")
+    run = client._Run(first.id, [first], preempting=True)
+    svc._running = run
+    first.state = "running"
+    assert svc.cancel(first)
+    assert run.jobs == [] and run.cancelling and run.lead is first
+    job = svc.submit("serve_run", dict(first.params), session_id="reader-1")
+    assert job.state == "queued" and job not in run.jobs
+    assert svc.status()["running"]["kind"] == "serve_run"  # status reads the stopping run too
