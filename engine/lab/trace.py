@@ -27,10 +27,6 @@ _lock = threading.Lock()
 _flushed_at = 0.0
 
 
-def enabled() -> bool:
-    return _path is not None
-
-
 def mark(what: str, job: int = 0, **extra) -> None:
     """Note that `what` happened now (kept until the next flush); nothing when tracing is off."""
     if _path is None:
