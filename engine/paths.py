@@ -17,11 +17,16 @@ def cache_dir() -> Path:
 
 def write_json_atomic(path: Path, data) -> None:
     """Write to a temporary file beside path, then rename: readers never see half a file."""
+    write_text_atomic(path, json.dumps(data))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """write_json_atomic for text already made (the result cache sizes entries by it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -12,7 +12,15 @@ truncated write) is deleted and the point measured again, never shown.
 
 `nearest(key)` finds the cached result closest to a key that has none (same device, engine
 version and kind; every setting that is not a number the same; numbers near, see `distance`), so
-a page can show it at once, marked as such, while the exact one is measured. Torch-free.
+a page can show it at once, marked as such, while the exact one is measured.
+
+What stays in memory is bounded by size, not count: this store lives in the web process, which a
+classroom's readers share for hours, and a load test's result is up to ~0.8 MB of JSON (~3 MiB as
+Python objects) against a sweep point's 1.5 KB. So only the most recently used results up to
+MEMORY_BYTES of JSON in all are held, and none over KEEP_AT_MOST; the rest are read from their
+file when asked. A result any page still holds is nonetheless served as that same object (a weak
+reference, see SharedResult): thirty readers of one load test share one copy, and when they
+leave it goes. Torch-free.
 """
 
 from __future__ import annotations
@@ -22,16 +30,27 @@ import json
 import logging
 import math
 import threading
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 
 from ..errors import ResultError
-from ..paths import write_json_atomic
+from ..paths import write_text_atomic
 from .results import RESULTS, Measured, parse_result
 
 log = logging.getLogger(__name__)
 
 NEARBY_WITHIN = math.log(4)  # the farthest a nearby result may be (see distance): 4x in one number
+MEMORY_BYTES = 512 * 1024  # JSON text of the results held in memory, in all (~2 MiB of objects)
+KEEP_AT_MOST = MEMORY_BYTES // 8  # one bigger (a serve run, a load test) is read from its file
+
+
+class SharedResult(dict):
+    """A result as the cache hands it out: a dict the cache can refer to weakly, so that while
+    any page holds it a hit gets the same object, not a second copy from the file. The service
+    wraps a measured result in it before storing and delivering it."""
+
+    __slots__ = ("__weakref__",)
 
 
 def distance(a: dict, b: dict) -> float:
@@ -70,13 +89,19 @@ def trustworthy(result: dict, kind: str | None = None) -> bool:
 
 
 class CacheStore:
-    """Measured results by full key, in memory (the `memory_entries` most recently used) and as
-    one JSON file each on disk."""
+    """Measured results by full key, as one JSON file each on disk and, the most recently used up
+    to `memory_bytes` of JSON (none over `keep_at_most`), in memory."""
 
-    def __init__(self, directory: Path, memory_entries: int = 512):
+    def __init__(self, directory: Path, memory_bytes: int = MEMORY_BYTES,
+                 keep_at_most: int = KEEP_AT_MOST):
         self.directory = directory
-        self.memory_entries = memory_entries
-        self._memory: OrderedDict[str, dict] = OrderedDict()
+        self.memory_bytes = memory_bytes
+        self.keep_at_most = keep_at_most
+        self._memory: OrderedDict[str, tuple[dict, int]] = OrderedDict()  # name -> (record, size)
+        self._held = 0  # the sizes in _memory, summed
+        self._alive: weakref.WeakValueDictionary[str, SharedResult] = \
+            weakref.WeakValueDictionary()  # name -> a result someone still holds
+        self._measured: dict[str, tuple[str, str]] = {}  # name -> (device, measured_at) of those
         self._keys: dict[str, dict[str, dict]] = {}  # kind -> {file name: key}, once scanned
         self._lock = threading.Lock()
 
@@ -94,10 +119,9 @@ class CacheStore:
         """The stored record {"key", "result", "device", "measured_at"} or None."""
         path = self._path(key)
         with self._lock:
-            record = self._memory.get(str(path))
-            if record is not None:
-                self._memory.move_to_end(str(path))
-                return record
+            record = self._in_memory(str(path), key)
+        if record is not None:
+            return record
         try:
             text = path.read_text()
         except OSError:
@@ -113,8 +137,22 @@ class CacheStore:
             return None
         if not trustworthy(record["result"], key["kind"]):
             return None  # measured before checks, or disturbed (planted by hand): measure again
-        self._remember(str(path), record)
+        record["result"] = SharedResult(record["result"])
+        self._remember(str(path), record, len(text))
         return record
+
+    def _in_memory(self, name: str, key: dict) -> dict | None:
+        """The record held for name, or rebuilt around the result someone still holds; None if
+        neither (call with the lock held)."""
+        held = self._memory.get(name)
+        if held is not None:
+            self._memory.move_to_end(name)
+            return held[0]
+        result = self._alive.get(name)
+        if result is None:
+            return None
+        device, measured_at = self._measured[name]
+        return {"key": key, "result": result, "device": device, "measured_at": measured_at}
 
     def nearest(self, key: dict, within: float = NEARBY_WITHIN) -> dict | None:
         """The stored record closest to key (same device, engine version and kind; see
@@ -181,24 +219,44 @@ class CacheStore:
             return False
         record = {"key": key, "result": result, "device": key["device"],
                   "measured_at": measured_at}
+        text = json.dumps(record)
         path = self._path(key)
-        self._remember(str(path), record)
+        self._remember(str(path), record, len(text))
         with self._lock:
             if key["kind"] in self._keys:
                 self._keys[key["kind"]][path.name] = key
         try:
-            write_json_atomic(path, record)
+            write_text_atomic(path, text)
         except OSError as e:  # a full or read-only disk costs the cache, not the result
             log.warning("could not write %s: %s", path, e)
         return True
 
-    def _remember(self, name: str, record: dict) -> None:
+    def _remember(self, name: str, record: dict, size: int) -> None:
+        """Hold record in memory if it is small enough, the least recently used making room;
+        and refer to its result weakly if it is a SharedResult (one too big, or no longer
+        held, is still served from memory while someone has it)."""
         with self._lock:
-            self._memory[name] = record
-            self._memory.move_to_end(name)
-            while len(self._memory) > self.memory_entries:
-                self._memory.popitem(last=False)  # the least recently used; still on disk
+            old = self._memory.pop(name, None)
+            self._held -= old[1] if old else 0
+            if size <= self.keep_at_most:
+                self._memory[name] = (record, size)
+                self._held += size
+            while self._held > self.memory_bytes:
+                _, (_, freed) = self._memory.popitem(last=False)  # still on disk
+                self._held -= freed
+            if isinstance(record["result"], SharedResult):
+                self._alive[name] = record["result"]
+                self._measured[name] = (record["device"], record["measured_at"])
+                for gone in self._measured.keys() - self._alive.keys():
+                    del self._measured[gone]
+
+    @property
+    def memory_used(self) -> int:
+        """The JSON size of the results held in memory (at most memory_bytes)."""
+        with self._lock:
+            return self._held
 
     def __len__(self) -> int:
+        """How many results are in memory: held, or still referred to by someone."""
         with self._lock:
-            return len(self._memory)
+            return len(self._memory.keys() | self._alive.keys())

@@ -79,7 +79,7 @@ from typing import Any
 from ..errors import ResultError
 from ..paths import cache_dir
 from . import cores, registry, trace
-from .cache import CacheStore, disturbed
+from .cache import CacheStore, SharedResult, disturbed
 from .endpoint import measured_on
 from .events import FINAL_EVENTS, FINAL_STATES, Job, JobEvent, one_line
 from .job_queue import SIZES, JobQueue, question
@@ -582,6 +582,7 @@ class EngineService:
                 log.info("job %s (%s %s, %d readers) waited %.1f s, ran %.1f s", run.id,
                          run.lead.kind, run.lead.size, len(jobs), waited_s, ran_s)
                 if any(job.use_cache for job in jobs):
+                    result = SharedResult(result)  # a hit while a page holds it: this object
                     self._cache.put(self._key(run.lead, w), result, measured_at)
                     self._cache_generation += 1
             for job in jobs:

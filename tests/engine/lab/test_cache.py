@@ -5,6 +5,7 @@ measuring the point again, is in test_service.py."""
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 
@@ -12,7 +13,7 @@ import pytest
 from cache_entries import DEVICE, KINDS_OF_DAMAGE, entry, malformed, sweep_result
 
 from engine.lab import registry
-from engine.lab.cache import CacheStore, distance
+from engine.lab.cache import CacheStore, SharedResult, distance
 
 VERSION = "0.1.0"
 
@@ -61,14 +62,67 @@ def test_every_kinds_entry_is_checked_against_its_own_record(tmp_path, kind):
 
 
 def test_memory_keeps_the_most_recently_used_entries_only(tmp_path):
-    store = CacheStore(tmp_path, memory_entries=2)
+    size = len(json.dumps(entry(key_of(batch_size=1), sweep_result())
+                          | {"measured_at": "2026-11-21T09:00"}))  # as put writes it
+    store = CacheStore(tmp_path, memory_bytes=2 * size + size // 2)  # room for two
     keys = [key_of(batch_size=b) for b in (1, 2, 3)]
     for k in keys:
         store.put(k, sweep_result(), "2026-11-21T09:00")
-    assert len(store) == 2
+    assert len(store) == 2 and store.memory_used == 2 * size
     store._path(keys[0]).unlink()
     assert store.get(keys[0]) is None  # fell out of memory, and its file is gone
     assert store.get(keys[2]) is not None
+
+
+def generate_result(tokens: int) -> dict:
+    """A well-formed generate result with `tokens` timed tokens: a big entry (~0.3 MB of JSON at
+    8000, a load test's per-request records make up to ~0.8 MB)."""
+    return {"device": "cpu", "preset": "tiny", "weights": "trained", "prompt": "Once",
+            "prompt_tokens": 1, "text": " and" * tokens, "ttft_ms": 5.0, "tpot_ms": 1.5,
+            "tokens": [{"text": " and", "t_s": 0.005 + 0.0015 * i} for i in range(tokens)],
+            "spread": None, "check": None}
+
+
+def test_what_stays_in_memory_is_bounded_by_size_not_count(tmp_path):
+    """The store lives in the web process for a whole class: a few big results (a load test's
+    JSON is up to ~0.8 MB, ~3 MiB as objects) must not stay because they are few, while small
+    ones fill the budget."""
+    store = CacheStore(tmp_path)
+    big = [key_of("generate", max_new_tokens=t) for t in range(8000, 8008)]
+    for k in big:
+        store.put(k, generate_result(8000), "2026-11-21T09:00")  # ~0.3 MB of JSON each
+    assert store.memory_used == 0 and len(store) == 0  # over keep_at_most: none held
+    for k in big:
+        assert len(store.get(k)["result"]["tokens"]) == 8000  # from its file
+    assert len(store) == 0  # and not held after it either (no one kept the result)
+    small = [key_of(batch_size=b) for b in range(100, 1100)]
+    for k in small:
+        store.put(k, sweep_result(), "2026-11-21T09:00")
+    assert 0.9 * store.memory_bytes < store.memory_used <= store.memory_bytes
+    assert 0 < len(store) < len(small)
+
+
+def test_a_result_a_reader_still_holds_is_served_as_the_same_object(tmp_path):
+    """Thirty readers hitting one big result share one copy while any of them holds it (the
+    service delivers the SharedResult it stored); once none does, a hit reads its file."""
+    store = CacheStore(tmp_path)
+    key = key_of("generate")
+    held = SharedResult(generate_result(8000))
+    store.put(key, held, "2026-11-21T09:00")
+    assert store.memory_used == 0 and len(store) == 1  # too big to hold, but someone has it
+    record = store.get(key)
+    assert record["result"] is held and record["measured_at"] == "2026-11-21T09:00"
+    assert record == entry(key, held) | {"measured_at": "2026-11-21T09:00"}
+    del held, record
+    gc.collect()
+    assert len(store) == 0
+    first = store.get(key)["result"]  # read from its file: a SharedResult, shared from now on
+    assert store.get(key)["result"] is first and first == generate_result(8000)
+    store._path(key).unlink()
+    assert store.get(key)["result"] is first  # while held, without the file
+    del first
+    gc.collect()
+    assert store.get(key) is None
 
 
 def test_distance_is_log_ratios_of_numbers_and_infinite_for_other_changes():
