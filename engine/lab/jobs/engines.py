@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
+import time
 import weakref
 from collections.abc import Callable, Iterable
 
@@ -37,7 +39,9 @@ from ...llm_engine import LLMEngine
 from ...model.kv_cache import default_budget
 from ...scheduler import kv_tokens_needed
 from ...steps import Steps
+from .. import trace
 
+log = logging.getLogger(__name__)
 MAX_ENGINES = 2  # models kept (their engines, and siblings sharing them, engine_for)
 SHRINK_AT = 4  # a pool this many times larger than a job needs is shrunk to fit it
 _engines: dict[tuple, LLMEngine] = {}
@@ -45,6 +49,7 @@ _fitted: weakref.WeakSet[LLMEngine] = weakref.WeakSet()  # engines whose pool fo
 _paused: dict[tuple, Steps[LLMEngine]] = {}  # builds stopped between two steps, to go on later
 _spares: dict[tuple, LLMEngine] = {}  # built for the jobs run inside a paused one (set_aside)
 _aside: dict[tuple, list[LLMEngine]] = {}  # engines of paused jobs, the innermost pause last
+_timings: dict[tuple, list[tuple[str, float]]] = {}  # each build's steps so far (seconds)
 
 
 def engine_for(preset: str, device: str = "auto", backend: str = "auto",
@@ -92,19 +97,31 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
         if steps is None:
             _evict(MAX_ENGINES - 1)  # the least recently used model goes before the build
             steps = _engine_steps(key)
+            _timings[key] = []
+        timings = _timings.setdefault(key, [])
+        started = time.monotonic()
         while True:
             try:
                 what = next(steps)
             except StopIteration as done:
                 engine = done.value
+                timings.append(("warm-up", time.monotonic() - started))
                 break
+            now = time.monotonic()
+            timings.append((what, now - started))
+            trace.mark("build step", key=list(key), step=what, s=now - started)
+            started = now
             if on_step is not None:
                 on_step(what)
             if cancelled is not None and cancelled():
                 _paused[key] = steps
                 while len(_paused) > MAX_ENGINES:
-                    _paused.pop(next(iter(_paused)))  # the oldest paused build is given up
+                    gone = next(iter(_paused))
+                    _paused.pop(gone)  # the oldest paused build is given up
+                    log.info("giving up the paused build of %s", describe(gone))
                 return None
+            started = time.monotonic()
+        _note_built(key, _timings.pop(key, timings))
     _engines[key] = engine  # most recently used last
     _evict(MAX_ENGINES)
     return engine
@@ -135,6 +152,8 @@ def _evict(models: int) -> None:
         oldest = min(last_use, key=last_use.__getitem__)
         for k in [k for k in _engines if model_key(k) == oldest]:
             del _engines[k]
+        log.info("dropped the %s model (%d models kept at most)", describe(oldest), models)
+        trace.mark("evict", key=list(oldest))
 
 
 def is_built(key: tuple) -> bool:
@@ -150,6 +169,7 @@ def sibling(engine: LLMEngine, key: tuple) -> LLMEngine:
     Its pool is the key's explicit budget, else one full context that follows the jobs as
     fitted engines' do; warmed up, so a new pool's first-touch costs stay out of a
     measurement."""
+    started = time.monotonic()
     kv_budget_mib, prefix_caching = key[3], key[6]
     twin = copy.copy(engine)
     for name in [n for n in vars(twin) if hasattr(type(twin), n)]:
@@ -164,6 +184,9 @@ def sibling(engine: LLMEngine, key: tuple) -> LLMEngine:
     twin._build_kv_cache(twin.config.kv_budget_bytes)
     twin._ids = itertools.count()
     twin.warm_up()
+    seconds = time.monotonic() - started
+    log.info("made a sibling engine %s in %.2f s", describe(key), seconds)
+    trace.mark("sibling", key=list(key), s=seconds)
     return twin
 
 
@@ -211,6 +234,31 @@ def _engine_steps(key: tuple) -> Steps[LLMEngine]:
     return engine
 
 
+def describe(key: tuple) -> str:
+    """An engine or model key in a log line: its settings that are not the defaults."""
+    names = ("preset", "device", "backend", "kv_budget_mib", "random_weights", "weight_format",
+             "prefix_caching")
+    if len(key) == 5:  # model_key's
+        names = tuple(n for n in names if n not in ("kv_budget_mib", "prefix_caching"))
+    plain = {"device": "auto", "backend": "auto", "kv_budget_mib": None, "random_weights": False,
+             "weight_format": "fp32", "prefix_caching": False}
+    said = [str(v) if n == "preset" else f"{n}={v}"
+            for n, v in zip(names, key) if n not in plain or plain[n] != v]
+    return " ".join(said)
+
+
+def _note_built(key: tuple, timings: list[tuple[str, float]]) -> None:
+    """Log a finished build with the time of its steps (a plan's timing rounds summed)."""
+    parts: dict[str, float] = {}
+    for what, seconds in timings:
+        name = "plan timing" if ("round" in what or "timed for" in what) else what
+        parts[name] = parts.get(name, 0.0) + seconds
+    total = sum(parts.values())
+    log.info("built the %s engine in %.2f s (%s)", describe(key), total,
+             ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+    trace.mark("built", key=list(key), s=total, parts=parts)
+
+
 def smallest_pool_bytes(preset: str, device: str = "auto") -> int:
     """A pool that holds one sequence of the preset's full context (and the scratch block)."""
     cfg = get_preset(preset)
@@ -232,8 +280,10 @@ def fit_kv(engine: LLMEngine, lengths: Iterable[int]) -> None:
     target = min(target, ceiling)  # a job bigger than that is refused by its own check
     current = engine.cache.num_blocks
     if target > current or current >= SHRINK_AT * target:
+        started = time.monotonic()
         engine.resize_kv_cache(target * engine.cache.bytes_per_block)
         engine.warm_up()
+        trace.mark("resize", blocks=[current, target], s=time.monotonic() - started)
 
 
 def resident_lengths(requests, max_batch: int) -> list[int]:
