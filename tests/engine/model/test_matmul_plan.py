@@ -8,8 +8,12 @@ from collections import Counter
 import pytest
 import torch
 
+from engine.config import get_preset
+from engine.llm_engine import build_model_steps
 from engine.model import matmul_plan
 from engine.model.layers import Linear
+from engine.model.model import LlamaModel, full_logits
+from engine.paths import write_json_atomic
 from engine.model.matmul_plan import (
     DROP,
     MAX_TUNED_ROWS,
@@ -20,6 +24,7 @@ from engine.model.matmul_plan import (
     available_variants,
     choose,
     multiply,
+    plan_key,
     rows_plan,
     split_transposed,
     time_variants,
@@ -94,6 +99,54 @@ def test_linear_follows_its_plan_and_matches_f_linear():
         layer.prepare_for_cpu_decode([variant] * MAX_TUNED_ROWS)
         torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
     assert layer(torch.randn(100, 32)).shape == (100, 64)  # past the tuned rows: F.linear
+
+
+def test_a_layer_keeps_the_transposed_copy_only_while_its_plan_multiplies_by_it():
+    """The copy is as big as the weight: a plan with no "x_wt" (on this machine, with the C++
+    library built, the plans are "cpp" nearly everywhere) must not hold it."""
+    layer = Linear(32, 64)
+    torch.nn.init.normal_(layer.weight)
+    x = torch.randn(6, 32)
+    expected = torch.nn.functional.linear(x, layer.weight)
+    layer.prepare_for_cpu_decode(["w_xt_split"] * MAX_TUNED_ROWS)
+    assert layer.weight_t is None
+    torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+    layer.prepare_for_cpu_decode(["w_xt"] * 5 + ["x_wt"] * (MAX_TUNED_ROWS - 5))
+    assert torch.equal(layer.weight_t, split_transposed(layer.weight.detach()))
+    torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)  # 6 rows: "x_wt"
+    layer.prepare_for_cpu_decode(["linear"] * MAX_TUNED_ROWS)
+    assert layer.weight_t is None
+
+
+@pytest.mark.parametrize("variant", ["w_xt", "x_wt"])
+def test_a_models_build_lays_out_transposed_weights_only_for_a_plan_that_uses_them(
+        variant, monkeypatch, tmp_path):
+    """The plan is on disk (as `python -m engine tune` leaves it): the build reads it, makes
+    the transposed copies only for "x_wt", and the model computes what plain products do."""
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))
+    reference = LlamaModel(get_preset("tiny"))
+    reference.init_random(0)
+    reference.eval()
+    weights = [m.weight.detach() for m in reference.modules() if isinstance(m, Linear)]
+    write_json_atomic(matmul_plan._plan_file(),
+                                  {plan_key(weights)[1]: [variant] * len(TUNED_ROWS)})
+    steps = build_model_steps("tiny", "cpu", random_weights=True)
+    said = []
+    while True:
+        try:
+            said.append(next(steps))
+        except StopIteration as done:
+            model = done.value
+            break
+    assert not [s for s in said if "timed" in s]  # read from disk
+    linears = [m for m in model.modules() if isinstance(m, Linear)]
+    assert all(m.plan == [variant] * MAX_TUNED_ROWS for m in linears)
+    assert all((m.weight_t is not None) == (variant == "x_wt") for m in linears)
+    assert ("weights laid out for small batches" in said) == (variant == "x_wt")
+    ids = torch.tensor([[3, 9, 27, 81, 243, 7]])
+    with torch.no_grad():
+        torch.testing.assert_close(full_logits(model, ids), full_logits(reference, ids),
+                                   atol=1e-4, rtol=1e-4)
 
 
 def test_cpp_variant_is_offered_and_timed_where_the_library_is_built(cpp_kernel):
