@@ -194,6 +194,17 @@ class LlamaModel(nn.Module):
             if "x_wt" in plan:  # a copy of every weight made: a step of its own
                 yield "weights laid out for small batches"
 
+    def held_bytes(self) -> int:
+        """Bytes of memory the model's tensors hold, each storage once: its weights as held
+        (float, or int8 with scales), transposed copies a plan keeps, and its buffers (the
+        rotary tables). What keeping the model costs a process (engine.lab.jobs.engines)."""
+        tensors = [*self.parameters(), *self.buffers()]
+        for m in self.modules():
+            if isinstance(m, Linear):
+                tensors += [t for t in (m.weight_t, m.qweight, m.scale) if t is not None]
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+        return sum(storages.values())
+
     def weight_bytes(self) -> int:
         """Bytes one decode step must read: every linear layer's weight as held (the output
         projection's is the tied embedding table, counted once) and the norms' weights. The

@@ -12,8 +12,6 @@ from engine.config import get_preset
 from engine.llm_engine import build_model_steps
 from engine.model import matmul_plan
 from engine.model.layers import Linear
-from engine.model.model import LlamaModel, full_logits
-from engine.paths import write_json_atomic
 from engine.model.matmul_plan import (
     DROP,
     MAX_TUNED_ROWS,
@@ -32,6 +30,8 @@ from engine.model.matmul_plan import (
     tune_rows,
     tune_rows_steps,
 )
+from engine.model.model import LlamaModel, full_logits
+from engine.paths import write_json_atomic
 
 
 @pytest.fixture(params=VARIANTS)
