@@ -34,6 +34,16 @@ from engine.model.model import LlamaModel, full_logits
 from engine.paths import write_json_atomic
 
 
+def said_and_done(steps):
+    """Every step's words, and the result (engine.steps)."""
+    said = []
+    while True:
+        try:
+            said.append(next(steps))
+        except StopIteration as done:
+            return said, done.value
+
+
 @pytest.fixture(params=VARIANTS)
 def variant(request):
     """Each variant; "cpp" with the C++ library built (or skipped where it cannot be)."""
@@ -129,15 +139,8 @@ def test_a_models_build_lays_out_transposed_weights_only_for_a_plan_that_uses_th
     reference.eval()
     weights = [m.weight.detach() for m in reference.modules() if isinstance(m, Linear)]
     write_json_atomic(matmul_plan._plan_file(),
-                                  {plan_key(weights)[1]: [variant] * len(TUNED_ROWS)})
-    steps = build_model_steps("tiny", "cpu", random_weights=True)
-    said = []
-    while True:
-        try:
-            said.append(next(steps))
-        except StopIteration as done:
-            model = done.value
-            break
+                      {plan_key(weights)[1]: [variant] * len(TUNED_ROWS)})
+    said, model = said_and_done(build_model_steps("tiny", "cpu", random_weights=True))
     assert not [s for s in said if "timed" in s]  # read from disk
     linears = [m for m in model.modules() if isinstance(m, Linear)]
     assert all(m.plan == [variant] * MAX_TUNED_ROWS for m in linears)
@@ -159,14 +162,8 @@ def test_cpp_variant_is_offered_and_timed_where_the_library_is_built(cpp_kernel)
 
 def test_tuning_in_steps_yields_after_each_row_count_and_returns_the_plan():
     weights = [torch.randn(64, 32), torch.randn(32, 64)]
-    steps = tune_rows_steps([(w, split_transposed(w)) for w in weights], budget_s=0.01)
-    said = []
-    while True:
-        try:
-            said.append(next(steps))
-        except StopIteration as done:
-            plan = done.value
-            break
+    said, plan = said_and_done(
+        tune_rows_steps([(w, split_transposed(w)) for w in weights], budget_s=0.01))
     counts = [words for words in said if words.endswith("batch sizes")]
     assert len(counts) == len(TUNED_ROWS) and said[-1].endswith(f"{len(TUNED_ROWS)} batch sizes")
     assert len(plan) == len(TUNED_ROWS) and set(plan) <= set(available_variants())
