@@ -132,6 +132,7 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
                 while len(_paused) > MAX_PAUSED_BUILDS:
                     gone = next(iter(_paused))
                     _paused.pop(gone)  # the oldest paused build is given up
+                    _timings.pop(gone, None)
                     log.info("giving up the paused build of %s", describe(gone))
                 return None
             started = time.monotonic()
