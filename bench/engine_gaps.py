@@ -117,7 +117,7 @@ def split(marks: list[dict]) -> dict:
             by_kind[kinds.get(jobs[-1], "?")][1] += dc
     total = mine[-1]["t"] - mine[0]["t"]
     ended = sum(1 for m in mine if m["what"] == "done")
-    return {"window_s": total, "worker_cpu_s": mine[-1]["cpu"] - mine[0]["cpu"],
+    return {"builds": builds([m for m in marks if m["pid"] == pid]), "window_s": total, "worker_cpu_s": mine[-1]["cpu"] - mine[0]["cpu"],
             "jobs_ended": ended, "wall_s": dict(wall), "cpu_s": dict(cpu),
             "timed_by_kind": dict(by_kind),
             "gap_fills": sum(1 for m in mine if m["what"] == "filled"),
@@ -125,6 +125,36 @@ def split(marks: list[dict]) -> dict:
             "next_job_wait_p50_ms": 1000 * statistics.median(gaps) if gaps else None,
             "next_job_wait_p95_ms": (1000 * statistics.quantiles(gaps, n=20)[-1]
                                      if len(gaps) > 1 else None)}
+
+
+def builds(marks: list[dict]) -> dict:
+    """The worker's engine builds (engine.lab.jobs.engines marks them): per key, the models
+    built to the end and their seconds (every step, stopped ones too), siblings made, KV pool
+    resizes, models dropped."""
+    out: dict = {"by_key": {}, "step_s": 0.0, "siblings": 0, "sibling_s": 0.0, "resizes": 0,
+                 "resize_s": 0.0, "dropped": []}
+    for m in marks:
+        what = m["what"]
+        if what in ("built", "build step"):
+            key = " ".join(str(v) for v in m["key"])
+            row = out["by_key"].setdefault(key, {"built": 0, "s": 0.0, "warm_up_s": 0.0})
+            if what == "built":
+                row["built"] += 1
+                row["warm_up_s"] += m["parts"].get("warm-up", 0.0)
+                row["s"] += m["parts"].get("warm-up", 0.0)  # its other steps are marked each
+                out["step_s"] += m["parts"].get("warm-up", 0.0)
+            else:
+                row["s"] += m["s"]
+                out["step_s"] += m["s"]
+        elif what == "sibling":
+            out["siblings"] += 1
+            out["sibling_s"] += m["s"]
+        elif what == "resize":
+            out["resizes"] += 1
+            out["resize_s"] += m["s"]
+        elif what == "evict":
+            out["dropped"].append(" ".join(str(v) for v in m["key"]))
+    return out
 
 
 def report(s: dict) -> str:
@@ -144,6 +174,14 @@ def report(s: dict) -> str:
         f"{k} {w:.1f} / {c:.1f}" for k, (w, c) in sorted(s["timed_by_kind"].items(),
                                                         key=lambda kv: -kv[1][0])))
     lines.append(f"  gaps lent (a point asked for in a run's idle time): {s['gap_fills']}")
+    b = s["builds"]
+    if b["by_key"] or b["siblings"] or b["resizes"]:
+        lines.append(f"  model builds {b['step_s']:.2f} s ({b['step_s'] / total:.1%}): " + "; ".join(
+            f"{k}: {r['built']} built, {r['s']:.2f} s (warm-up {r['warm_up_s']:.2f})"
+            for k, r in b["by_key"].items()))
+        lines.append(f"  siblings made {b['siblings']} ({b['sibling_s']:.2f} s), KV pools "
+                     f"resized {b['resizes']} ({b['resize_s']:.2f} s), models dropped "
+                     f"{len(b['dropped'])}: {', '.join(b['dropped']) or '-'}")
     if s["next_job_waits"]:
         lines.append(f"  next-job waits: {s['next_job_waits']}, p50 {s['next_job_wait_p50_ms']:.1f}"
                      f" ms, p95 {s['next_job_wait_p95_ms'] or 0:.1f} ms")

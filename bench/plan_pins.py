@@ -49,11 +49,11 @@ def main() -> int:
         runs: dict[str, list[float]] = {"tuned": [], **{pin: [] for pin in pins}}
         for r in range(args.rounds):
             for name in runs:
-                for m in linears:
-                    m.plan = tuned if name == "tuned" else [name] * MAX_TUNED_ROWS
+                for m in linears:  # the transposed copy is kept only while a plan has "x_wt"
+                    m.prepare_for_cpu_decode(tuned if name == "tuned" else [name] * MAX_TUNED_ROWS)
                 runs[name].append(measure_point(engine, batch, PROMPT_LEN, NEW_TOKENS).tpot_ms)
             for m in linears:
-                m.plan = tuned
+                m.prepare_for_cpu_decode(tuned)
             print(f"  round {r + 1}: " + "  ".join(f"{k} {v[-1]:.2f} ms" for k, v in runs.items()),
                   flush=True)
         print("  median: " + "  ".join(f"{k} {statistics.median(v):.2f} ms"

@@ -32,6 +32,7 @@ from engine.model.matmul_plan import (  # noqa: E402
     MAX_TUNED_ROWS,
     TUNED_ROWS,
     rows_plan,
+    split_transposed,
     tune_rows,
 )
 from engine.sweep import measure_point  # noqa: E402
@@ -89,7 +90,7 @@ def main() -> int:
         engine = LLMEngine(EngineConfig(preset=preset, device="cpu", kv_budget_bytes=2**30))
         engine.warm_up()
         linears = [m for m in engine.model.modules() if isinstance(m, Linear)]
-        pairs = [(m.weight.detach(), m.weight_t) for m in linears]
+        pairs = [(m.weight.detach(), split_transposed(m.weight.detach())) for m in linears]
         seconds: dict[str, list[float]] = {"full": [], "pruned": []}
         plans: dict[str, list[str]] = {}
         for r in range(args.rounds):

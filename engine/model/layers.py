@@ -3,8 +3,11 @@ to multiply by batch size (and may hold its weight as int8: engine/model/int8.py
 
 Why it matters: a decode step multiplies a few rows of activations by every weight matrix, so
 its speed is how fast the weights stream from memory, and on CPUs that depends on how the
-product is laid out (engine/model/matmul_plan.py measures the choices once per machine). Keeping the
-weight in both layouts costs memory, not time per step: each product reads only one of them.
+product is laid out (engine/model/matmul_plan.py measures the choices once per machine). A layer
+keeps its weight in a second, transposed layout only where its plan multiplies by it ("x_wt"):
+the copy is as big as the weight, and making it was most of a model's build once the plan is on
+disk (the small preset: 1.9 of 2.8 s, and 0.5 GB more for the engine worker to hold), while on
+this machine, with the C++ library built, the plans choose "cpp" at nearly every row count.
 """
 
 from __future__ import annotations
@@ -51,15 +54,19 @@ class Linear(nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        self.weight_t: torch.Tensor | None = None  # split_transposed copy, for "x_wt"
+        self.weight_t: torch.Tensor | None = None  # split_transposed copy, where a plan has "x_wt"
         self.plan: list[str] | None = None  # variant for 1..MAX_TUNED_ROWS rows (rows_plan)
         self.qweight: torch.Tensor | None = None  # int8 (out, in), with self.scale: quantize_int8
         self.scale: torch.Tensor | None = None
         self.int8_kernel = None
 
-    def prepare_for_cpu_decode(self, plan: list[str], weight_t: torch.Tensor | None = None):
-        """Keep a transposed copy cut in pieces and the measured plan (engine/model/matmul_plan.py)."""
-        self.weight_t = split_transposed(self.weight.detach()) if weight_t is None else weight_t
+    def prepare_for_cpu_decode(self, plan: list[str]) -> None:
+        """Follow the measured plan (engine/model/matmul_plan.py), with the weight's transposed
+        copy cut in pieces kept (made if need be) where the plan multiplies by it, else let go."""
+        if "x_wt" not in plan:
+            self.weight_t = None
+        elif self.weight_t is None:
+            self.weight_t = split_transposed(self.weight.detach())
         self.plan = plan
 
     def quantize_int8(self, kernel) -> None:

@@ -100,8 +100,8 @@ def multiply(rows: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor,
     if variant == "x_wt":
         out = torch.bmm(rows.expand(weight_t.shape[0], -1, -1), weight_t)  # (P, M, out/P)
         return out.view(1, -1) if count == 1 else out.permute(1, 0, 2).reshape(count, -1)
-    if variant == "w_xt_split":
-        count_pieces = weight_t.shape[0]  # as many as split_transposed cut
+    if variant == "w_xt_split":  # as many pieces as split_transposed cuts
+        count_pieces = weight_t.shape[0] if weight_t is not None else pieces(weight.shape[0])
         out = torch.bmm(weight.view(count_pieces, -1, weight.shape[1]),
                         rows.t().expand(count_pieces, -1, -1))  # (P, out/P, M)
         return out.view(1, -1) if count == 1 else out.reshape(-1, count).t()
@@ -217,32 +217,42 @@ def _plan_file():
     return cache_dir() / f"matmul-plan-v{PLAN_VERSION}-{safe}.json"
 
 
-def matmul_plan(weights: list[tuple[torch.Tensor, torch.Tensor]]) -> list[str]:
+def matmul_plan(weights: list[torch.Tensor]) -> list[str]:
     """The variant for every row count 1..MAX_TUNED_ROWS (rows_plan) for a model whose decode
-    step reads these (W, split_transposed(W)) pairs in this order: from the machine's cache file,
-    or measured (a few seconds) and saved."""
+    step reads these weights (out x in) in this order: from the machine's cache file, or
+    measured (a few seconds) and saved."""
     return run_steps(matmul_plan_steps(weights))
 
 
-def matmul_plan_steps(weights: list[tuple[torch.Tensor, torch.Tensor]],
-                      ) -> Steps[list[str]]:
+def matmul_plan_steps(weights: list[torch.Tensor]) -> Steps[list[str]]:
     """matmul_plan in steps (tune_rows_steps' when it measures; none when the plan is on
-    disk)."""
-    dtype = str(weights[0][0].dtype).removeprefix("torch.")
-    variants = available_variants() if dtype == "float32" else VARIANTS[:-1]
-    key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w, _ in weights)
-    if "cpp" in variants:  # timed with this build of the library (a plan made before, not)
-        from .cpu_kernel import source_digest
-
-        key += f"|cpp {source_digest()}"
+    disk). The transposed copies "x_wt" is timed with are made only to measure, and let go."""
+    variants, key = plan_key(weights)
     path = _plan_file()
     plans = _read_plans(path)
     if key not in plans:
-        tuned = yield from tune_rows_steps(weights, variants=variants)
+        pairs = [(w, split_transposed(w)) for w in weights]
+        yield "weights laid out for timing"
+        tuned = yield from tune_rows_steps(pairs, variants=variants)
+        del pairs
         plans = _read_plans(path)  # as it is now: another model's plan may have been saved
         plans[key] = tuned
         write_json_atomic(path, plans)
     return rows_plan(plans[key])
+
+
+def plan_key(weights: list[torch.Tensor]) -> tuple[tuple[str, ...], str]:
+    """The variants a plan for these weights is timed with, and its key in the plans' file: the
+    weights' dtype and shapes, and where "cpp" is timed, the C++ library's build (a plan made
+    with another build is timed again)."""
+    dtype = str(weights[0].dtype).removeprefix("torch.")
+    variants = available_variants() if dtype == "float32" else VARIANTS[:-1]
+    key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w in weights)
+    if "cpp" in variants:
+        from .cpu_kernel import source_digest
+
+        key += f"|cpp {source_digest()}"
+    return variants, key
 
 
 def _read_plans(path) -> dict:

@@ -24,7 +24,7 @@ from torch import nn
 from ..config import ModelConfig
 from ..steps import Steps, run_steps
 from .layers import Linear, RMSNorm, Rotary
-from .matmul_plan import matmul_plan_steps, split_transposed
+from .matmul_plan import matmul_plan_steps
 
 # attend(layer_index, q (..., T, H, D), k (..., T, KVH, D), v (..., T, KVH, D)) -> (..., T, H * D)
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -188,11 +188,22 @@ class LlamaModel(nn.Module):
         self.requires_grad_(False)
         linears = [m for m in self.modules() if isinstance(m, Linear) and m.qweight is None]
         if self.embed.weight.device.type == "cpu" and linears:  # in step order
-            pairs = [(m.weight.detach(), split_transposed(m.weight.detach())) for m in linears]
-            yield "weights laid out for small batches"
-            plan = yield from matmul_plan_steps(pairs)
-            for m, (_, weight_t) in zip(linears, pairs):
-                m.prepare_for_cpu_decode(plan, weight_t)
+            plan = yield from matmul_plan_steps([m.weight.detach() for m in linears])
+            for m in linears:
+                m.prepare_for_cpu_decode(plan)
+            if "x_wt" in plan:  # a copy of every weight made: a step of its own
+                yield "weights laid out for small batches"
+
+    def held_bytes(self) -> int:
+        """Bytes of memory the model's tensors hold, each storage once: its weights as held
+        (float, or int8 with scales), transposed copies a plan keeps, and its buffers (the
+        rotary tables). What keeping the model costs a process (engine.lab.jobs.engines)."""
+        tensors = [*self.parameters(), *self.buffers()]
+        for m in self.modules():
+            if isinstance(m, Linear):
+                tensors += [t for t in (m.weight_t, m.qweight, m.scale) if t is not None]
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+        return sum(storages.values())
 
     def weight_bytes(self) -> int:
         """Bytes one decode step must read: every linear layer's weight as held (the output

@@ -12,21 +12,29 @@ engine warms up again after it.
 
 Engines that differ only in their pool (a KV budget of their own, as the KV cache lesson's
 block_snapshots asks; prefix caching) share one model: a sibling has the same weights (read
-only) with a pool, block manager and runner of its own, made in milliseconds, and MAX_ENGINES
-counts models, not engines. A paused job's engine (engine.lab.worker.pause) is shared too: it is
-set aside, since its requests hold KV blocks, and the jobs run inside the pause get a sibling.
-Before, both built the model again: bench/classroom.py at 30 students uses tiny, tiny with
-block_snapshots' 2 MiB budget and the roofline's small, three engines for two places, so small
-was evicted whenever both tiny ones had been used since and built again (its weights made and
-laid out in 1.2 s with its matrix-product plan on disk; 21.7 s on an empty cache, 20.4 s of it
-timing the plan; pinned as the worker is), and each level of nested pauses built tiny again
-(0.04-0.12 s).
+only) with a pool, block manager and runner of its own, made in milliseconds, and the models
+kept are bounded by what they hold together (MAX_MODEL_BYTES), each counted once. A paused job's
+engine (engine.lab.worker.pause) is shared too: it is set aside, since its requests hold KV
+blocks, and the jobs run inside the pause get a sibling. Before, both built the model again:
+bench/classroom.py at 30 students uses tiny, tiny with block_snapshots' 2 MiB budget and the
+roofline's small, three engines for two places, so small was evicted whenever both tiny ones had
+been used since and built again, and each level of nested pauses built tiny again.
+
+What a class at 30 builds now (a traced run, `bench/engine_gaps.py` reads the "built",
+"sibling", "resize" and "evict" marks; each build is also a line in the server's log): tiny
+once (0.05 s) and small once (2.8 s, most of it laying out a transposed copy of every weight
+that the plan on disk did not use: now only made where the plan multiplies by it,
+engine.model.layers), 7 siblings and 11 pool resizes (0.14 s together), nothing dropped: 3% of
+the worker's time. A plan not on disk is what costs (small: 20 s of timing), hence `python -m
+engine tune` at set-up.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import logging
+import time
 import weakref
 from collections.abc import Callable, Iterable
 
@@ -37,21 +45,32 @@ from ...llm_engine import LLMEngine
 from ...model.kv_cache import default_budget
 from ...scheduler import kv_tokens_needed
 from ...steps import Steps
+from .. import trace
 
-MAX_ENGINES = 2  # models kept (their engines, and siblings sharing them, engine_for)
+log = logging.getLogger(__name__)
+# The models kept (their engines, and siblings sharing them, engine_for) hold at most this many
+# bytes of tensors together (LlamaModel.held_bytes; the most recently used one is always kept).
+# A bound by count (two models, up to stop 31) built a model again at every turn whenever three
+# were used in turns (the quantization lesson's small in fp32 and int8 beside the knob's tiny);
+# the lessons' models hold tiny 21 MiB, small 490 MiB in fp32 (about 200 in int8), together
+# under 1 GiB (a preset's parameters in float32: ModelConfig.params x 4 bytes, and its buffers).
+MAX_MODEL_BYTES = 2**30
+MAX_PAUSED_BUILDS = 2  # half-made builds kept (build)
 SHRINK_AT = 4  # a pool this many times larger than a job needs is shrunk to fit it
 _engines: dict[tuple, LLMEngine] = {}
 _fitted: weakref.WeakSet[LLMEngine] = weakref.WeakSet()  # engines whose pool follows the jobs
 _paused: dict[tuple, Steps[LLMEngine]] = {}  # builds stopped between two steps, to go on later
 _spares: dict[tuple, LLMEngine] = {}  # built for the jobs run inside a paused one (set_aside)
 _aside: dict[tuple, list[LLMEngine]] = {}  # engines of paused jobs, the innermost pause last
+_timings: dict[tuple, list[tuple[str, float]]] = {}  # each build's steps so far (seconds)
+_held: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its held_bytes
 
 
 def engine_for(preset: str, device: str = "auto", backend: str = "auto",
                kv_budget_mib: int | None = None, random_weights: bool = False,
                weight_format: str = "fp32", prefix_caching: bool = False) -> LLMEngine:
     """The worker's engine for these settings, built on first use and kept (those of the
-    MAX_ENGINES most recently used models; a key differing only in its KV budget or prefix
+    most recently used models that hold MAX_MODEL_BYTES together; a key differing only in its KV budget or prefix
     caching gets a sibling sharing the model, engines.sibling), warmed up so no first-call cost lands in a measurement. Prefix caching is
     off, and the weights float, except for the jobs of the lessons that teach them, which ask
     for an engine of their own."""
@@ -79,7 +98,7 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
     """The engine for engine_for's key: the kept one, a sibling of an engine with the same
     model (made at once), or built now, in steps (engine.steps). After each step on_step(what
     is done) is called, then cancelled(): when that is True the build stops there and None is
-    returned; the half-built engine is kept (the most recent MAX_ENGINES of them) and the next
+    returned; the half-built engine is kept (the most recent MAX_PAUSED_BUILDS) and the next
     build of that key goes on where this one stopped, so a build paused for other readers'
     jobs loses nothing."""
     engine = _engines.pop(key, None)
@@ -90,23 +109,36 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
     if engine is None:
         steps = _paused.pop(key, None)
         if steps is None:
-            _evict(MAX_ENGINES - 1)  # the least recently used model goes before the build
+            _evict(room=_estimated_bytes(key))  # the least recently used go before the build
             steps = _engine_steps(key)
+            _timings[key] = []
+        timings = _timings.setdefault(key, [])
+        started = time.monotonic()
         while True:
             try:
                 what = next(steps)
             except StopIteration as done:
                 engine = done.value
+                timings.append(("warm-up", time.monotonic() - started))
                 break
+            now = time.monotonic()
+            timings.append((what, now - started))
+            trace.mark("build step", key=list(key), step=what, s=now - started)
+            started = now
             if on_step is not None:
                 on_step(what)
             if cancelled is not None and cancelled():
                 _paused[key] = steps
-                while len(_paused) > MAX_ENGINES:
-                    _paused.pop(next(iter(_paused)))  # the oldest paused build is given up
+                while len(_paused) > MAX_PAUSED_BUILDS:
+                    gone = next(iter(_paused))
+                    _paused.pop(gone)  # the oldest paused build is given up
+                    _timings.pop(gone, None)
+                    log.info("giving up the paused build of %s", describe(gone))
                 return None
+            started = time.monotonic()
+        _note_built(key, _timings.pop(key, timings))
     _engines[key] = engine  # most recently used last
-    _evict(MAX_ENGINES)
+    _evict()
     return engine
 
 
@@ -125,16 +157,40 @@ def _with_model_of(key: tuple) -> LLMEngine | None:
     return next(iter(kept + held), None)
 
 
-def _evict(models: int) -> None:
-    """Keep the engines of the `models` most recently used models; an engine sharing its model
-    with a kept one costs only its pool, so it does not count as one more."""
+def _evict(room: int = 0) -> None:
+    """Keep the engines of the most recently used models whose tensors, with `room` bytes more
+    (a model about to be built), fit in MAX_MODEL_BYTES; without room the most recently used
+    model stays whatever it holds. An engine sharing its model with a kept one costs only its
+    pool (sized to its jobs), so it does not count again."""
     while True:
-        last_use = {model_key(k): i for i, k in enumerate(_engines)}
-        if len(last_use) <= models:
+        held: dict[tuple, int] = {}  # model key -> bytes, the least recently used first
+        for k, engine in _engines.items():
+            held.pop(model_key(k), None)
+            held[model_key(k)] = held_bytes(engine)
+        if not held or sum(held.values()) + room <= MAX_MODEL_BYTES or (
+                len(held) == 1 and not room):
             return
-        oldest = min(last_use, key=last_use.__getitem__)
+        oldest = next(iter(held))
         for k in [k for k in _engines if model_key(k) == oldest]:
             del _engines[k]
+        log.info("dropped the %s model (%.0f MiB; the models kept hold at most %.0f MiB)",
+                 describe(oldest), held[oldest] / 2**20, MAX_MODEL_BYTES / 2**20)
+        trace.mark("evict", key=list(oldest))
+
+
+def held_bytes(engine: LLMEngine) -> int:
+    """The bytes of the engine's model's tensors (counted once per model)."""
+    model = engine.model
+    if model not in _held:
+        _held[model] = model.held_bytes()
+    return _held[model]
+
+
+def _estimated_bytes(key: tuple) -> int:
+    """What the key's model will hold, before it is built: its parameters in the engine's
+    dtype (an int8 model holds less)."""
+    cfg = get_preset(key[0])
+    return cfg.params * torch_dtype(cfg.dtype_name(resolve_device(key[1]))).itemsize
 
 
 def is_built(key: tuple) -> bool:
@@ -150,6 +206,7 @@ def sibling(engine: LLMEngine, key: tuple) -> LLMEngine:
     Its pool is the key's explicit budget, else one full context that follows the jobs as
     fitted engines' do; warmed up, so a new pool's first-touch costs stay out of a
     measurement."""
+    started = time.monotonic()
     kv_budget_mib, prefix_caching = key[3], key[6]
     twin = copy.copy(engine)
     for name in [n for n in vars(twin) if hasattr(type(twin), n)]:
@@ -164,6 +221,9 @@ def sibling(engine: LLMEngine, key: tuple) -> LLMEngine:
     twin._build_kv_cache(twin.config.kv_budget_bytes)
     twin._ids = itertools.count()
     twin.warm_up()
+    seconds = time.monotonic() - started
+    log.info("made a sibling engine %s in %.2f s", describe(key), seconds)
+    trace.mark("sibling", key=list(key), s=seconds)
     return twin
 
 
@@ -193,7 +253,7 @@ def put_back(key: tuple, mine: LLMEngine | None) -> None:
         _spares[key] = spare
     if mine is not None:
         _engines[key] = mine
-        _evict(MAX_ENGINES)
+        _evict()
 
 
 def _engine_steps(key: tuple) -> Steps[LLMEngine]:
@@ -209,6 +269,31 @@ def _engine_steps(key: tuple) -> Steps[LLMEngine]:
     yield "model ready; warming it up"
     engine.warm_up()
     return engine
+
+
+def describe(key: tuple) -> str:
+    """An engine or model key in a log line: its settings that are not the defaults."""
+    names = ("preset", "device", "backend", "kv_budget_mib", "random_weights", "weight_format",
+             "prefix_caching")
+    if len(key) == 5:  # model_key's
+        names = tuple(n for n in names if n not in ("kv_budget_mib", "prefix_caching"))
+    plain = {"device": "auto", "backend": "auto", "kv_budget_mib": None, "random_weights": False,
+             "weight_format": "fp32", "prefix_caching": False}
+    said = [str(v) if n == "preset" else f"{n}={v}"
+            for n, v in zip(names, key) if n not in plain or plain[n] != v]
+    return " ".join(said)
+
+
+def _note_built(key: tuple, timings: list[tuple[str, float]]) -> None:
+    """Log a finished build with the time of its steps (a plan's timing rounds summed)."""
+    parts: dict[str, float] = {}
+    for what, seconds in timings:
+        name = "plan timing" if ("round" in what or "timed for" in what) else what
+        parts[name] = parts.get(name, 0.0) + seconds
+    total = sum(parts.values())
+    log.info("built the %s engine in %.2f s (%s)", describe(key), total,
+             ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+    trace.mark("built", key=list(key), s=total, parts=parts)
 
 
 def smallest_pool_bytes(preset: str, device: str = "auto") -> int:
@@ -232,8 +317,10 @@ def fit_kv(engine: LLMEngine, lengths: Iterable[int]) -> None:
     target = min(target, ceiling)  # a job bigger than that is refused by its own check
     current = engine.cache.num_blocks
     if target > current or current >= SHRINK_AT * target:
+        started = time.monotonic()
         engine.resize_kv_cache(target * engine.cache.bytes_per_block)
         engine.warm_up()
+        trace.mark("resize", blocks=[current, target], s=time.monotonic() - started)
 
 
 def resident_lengths(requests, max_batch: int) -> list[int]:

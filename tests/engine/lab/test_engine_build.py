@@ -8,10 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.config import get_preset
 from engine.generate import generate
 from engine.lab.jobs import engines
 from engine.lab.jobs.engines import build, engine_for, is_built, put_back, set_aside
 from engine.lab.worker import prepare_engine
+from engine.model.layers import Linear
 
 KEY = ("tiny", "cpu", "auto", None, True, "fp32", False)  # random weights: no other test's
 
@@ -151,7 +153,38 @@ def test_engines_differing_only_in_their_pool_share_one_model_and_count_as_one(
         assert [g.seq.output_ids for g in generate(engine, [prompt], 6,
                                                    ignore_eos=True)] == reference
     assert build(other) is first and built == []  # two models: both kept
-    assert engines.MAX_ENGINES == 2
+    two = engines.held_bytes(first) + engines.held_bytes(base)
+    monkeypatch.setattr(engines, "MAX_MODEL_BYTES", two + engines.held_bytes(base) // 2)
     third = ("tiny", "cpu", "torch", None, True, "fp32", False)  # a third model
     build(third)
     assert built == [third] and not is_built(KEY) and is_built(other)  # the oldest model went
+
+
+def test_models_are_kept_while_what_they_hold_fits_the_bound_not_by_count(
+        fresh_engines, monkeypatch):
+    """Three models used in turns (as the quantization lesson's fp32 and int8 beside another
+    lesson's model) were each built again at every turn when two were kept; under the bound by
+    bytes each is built once. The bound still drops the least recently used, and a model too
+    big for it alone is kept alone."""
+    keys = [KEY, ("tiny", "cpu", "torch", None, True, "fp32", False),  # another backend
+            ("tiny", "cpu", "auto", None, False, "fp32", False)]  # the trained weights
+    built: list[tuple] = []
+    real_steps = engines._engine_steps
+    monkeypatch.setattr(engines, "_engine_steps", lambda key: built.append(key) or
+                        real_steps(key))
+    for _ in range(3):
+        for key in keys:
+            build(key)
+    assert built == keys  # each once
+    model = build(KEY).model  # float32 weights (the head tied), buffers, copies its plan keeps
+    held = {key: engines.held_bytes(build(key)) for key in keys}  # KEY the least recent again
+    copies = sum(m.weight_t.nbytes for m in model.modules()
+                 if isinstance(m, Linear) and m.weight_t is not None)
+    buffers = sum(b.nbytes for b in model.buffers())
+    assert held[KEY] == get_preset("tiny").params * 4 + buffers + copies
+    monkeypatch.setattr(engines, "MAX_MODEL_BYTES", held[KEY] + held[keys[1]])
+    build(keys[2])  # the most recent now, with keys[1] and KEY before it: KEY goes
+    assert [is_built(k) for k in keys] == [False, True, True]
+    monkeypatch.setattr(engines, "MAX_MODEL_BYTES", 1)
+    assert build(KEY) is not None and built[-1] == KEY  # built again: nothing else fits
+    assert [is_built(k) for k in keys] == [True, False, False]

@@ -8,6 +8,8 @@ from collections import Counter
 import pytest
 import torch
 
+from engine.config import get_preset
+from engine.llm_engine import build_model_steps
 from engine.model import matmul_plan
 from engine.model.layers import Linear
 from engine.model.matmul_plan import (
@@ -20,6 +22,7 @@ from engine.model.matmul_plan import (
     available_variants,
     choose,
     multiply,
+    plan_key,
     rows_plan,
     split_transposed,
     time_variants,
@@ -27,6 +30,18 @@ from engine.model.matmul_plan import (
     tune_rows,
     tune_rows_steps,
 )
+from engine.model.model import LlamaModel, full_logits
+from engine.paths import write_json_atomic
+
+
+def said_and_done(steps):
+    """Every step's words, and the result (engine.steps)."""
+    said = []
+    while True:
+        try:
+            said.append(next(steps))
+        except StopIteration as done:
+            return said, done.value
 
 
 @pytest.fixture(params=VARIANTS)
@@ -96,6 +111,47 @@ def test_linear_follows_its_plan_and_matches_f_linear():
     assert layer(torch.randn(100, 32)).shape == (100, 64)  # past the tuned rows: F.linear
 
 
+def test_a_layer_keeps_the_transposed_copy_only_while_its_plan_multiplies_by_it():
+    """The copy is as big as the weight: a plan with no "x_wt" (on this machine, with the C++
+    library built, the plans are "cpp" nearly everywhere) must not hold it."""
+    layer = Linear(32, 64)
+    torch.nn.init.normal_(layer.weight)
+    x = torch.randn(6, 32)
+    expected = torch.nn.functional.linear(x, layer.weight)
+    layer.prepare_for_cpu_decode(["w_xt_split"] * MAX_TUNED_ROWS)
+    assert layer.weight_t is None
+    torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+    layer.prepare_for_cpu_decode(["w_xt"] * 5 + ["x_wt"] * (MAX_TUNED_ROWS - 5))
+    assert torch.equal(layer.weight_t, split_transposed(layer.weight.detach()))
+    torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)  # 6 rows: "x_wt"
+    layer.prepare_for_cpu_decode(["linear"] * MAX_TUNED_ROWS)
+    assert layer.weight_t is None
+
+
+@pytest.mark.parametrize("variant", ["w_xt", "x_wt"])
+def test_a_models_build_lays_out_transposed_weights_only_for_a_plan_that_uses_them(
+        variant, monkeypatch, tmp_path):
+    """The plan is on disk (as `python -m engine tune` leaves it): the build reads it, makes
+    the transposed copies only for "x_wt", and the model computes what plain products do."""
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))
+    reference = LlamaModel(get_preset("tiny"))
+    reference.init_random(0)
+    reference.eval()
+    weights = [m.weight.detach() for m in reference.modules() if isinstance(m, Linear)]
+    write_json_atomic(matmul_plan._plan_file(),
+                      {plan_key(weights)[1]: [variant] * len(TUNED_ROWS)})
+    said, model = said_and_done(build_model_steps("tiny", "cpu", random_weights=True))
+    assert not [s for s in said if "timed" in s]  # read from disk
+    linears = [m for m in model.modules() if isinstance(m, Linear)]
+    assert all(m.plan == [variant] * MAX_TUNED_ROWS for m in linears)
+    assert all((m.weight_t is not None) == (variant == "x_wt") for m in linears)
+    assert ("weights laid out for small batches" in said) == (variant == "x_wt")
+    ids = torch.tensor([[3, 9, 27, 81, 243, 7]])
+    with torch.no_grad():
+        torch.testing.assert_close(full_logits(model, ids), full_logits(reference, ids),
+                                   atol=1e-4, rtol=1e-4)
+
+
 def test_cpp_variant_is_offered_and_timed_where_the_library_is_built(cpp_kernel):
     assert "cpp" in available_variants()
     weights = [torch.randn(64, 32)]
@@ -106,14 +162,8 @@ def test_cpp_variant_is_offered_and_timed_where_the_library_is_built(cpp_kernel)
 
 def test_tuning_in_steps_yields_after_each_row_count_and_returns_the_plan():
     weights = [torch.randn(64, 32), torch.randn(32, 64)]
-    steps = tune_rows_steps([(w, split_transposed(w)) for w in weights], budget_s=0.01)
-    said = []
-    while True:
-        try:
-            said.append(next(steps))
-        except StopIteration as done:
-            plan = done.value
-            break
+    said, plan = said_and_done(
+        tune_rows_steps([(w, split_transposed(w)) for w in weights], budget_s=0.01))
     counts = [words for words in said if words.endswith("batch sizes")]
     assert len(counts) == len(TUNED_ROWS) and said[-1].endswith(f"{len(TUNED_ROWS)} batch sizes")
     assert len(plan) == len(TUNED_ROWS) and set(plan) <= set(available_variants())
