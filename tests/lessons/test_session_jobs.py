@@ -103,6 +103,32 @@ def test_a_frame_after_the_document_was_destroyed_runs_no_handler():
     assert seen == [5.0] and jobs.closed
 
 
+def test_an_event_after_the_document_was_destroyed_is_not_handled_on_the_services_thread():
+    """The same gap seen from the service's thread: an event arriving after Bokeh destroyed
+    the document, before the destroyed hooks ran, found the session not served (its context
+    gone) and was handled at once there, as for a page never served: three-schedules' lanes
+    raised KeyError 'left' in RequestLanes._patch 1 s after a class of 30 left. It is dropped,
+    and the session counts as closed."""
+    context = _Context()
+    doc = Document()
+    doc._session_context = weakref.ref(context)
+    doc.destroy = partial(_destroy_document, doc)
+    lanes = RequestLanes()
+    doc.add_root(lanes.figure)
+    lanes.arrive(0, 0.0)
+    jobs = SessionJobs(doc=doc, service=StubService())
+    seen = []
+
+    def on_step(event: JobEvent) -> None:
+        seen.append(event.data["t_ms"])
+        lanes.advance(event.data["t_ms"])
+
+    doc.destroy(None)  # the session closed; its destroyed hooks have not run yet
+    assert not jobs.served and not jobs.closed
+    jobs._receive(on_step, JobEvent(1, "serve_run", "step", {"t_ms": 9.0}))
+    assert seen == [] and jobs.closed and jobs._batch == []
+
+
 def test_a_burst_of_token_events_reaches_the_page_in_few_frames_none_lost_in_order():
     made: dict = {}
     ready = threading.Event()
