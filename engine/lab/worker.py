@@ -181,7 +181,8 @@ class _Pipes:
             message = self.jobs.recv()
         except (EOFError, OSError):
             raise _Stop from None
-        trace.mark("recv", message[1] if len(message) > 1 else 0, tag=message[0])
+        if trace.on:
+            trace.mark("recv", message[1] if len(message) > 1 else 0, tag=message[0])
         if message[0] == "stop":
             raise _Stop
         return message
