@@ -228,13 +228,7 @@ def matmul_plan_steps(weights: list[tuple[torch.Tensor, torch.Tensor]],
                       ) -> Steps[list[str]]:
     """matmul_plan in steps (tune_rows_steps' when it measures; none when the plan is on
     disk)."""
-    dtype = str(weights[0][0].dtype).removeprefix("torch.")
-    variants = available_variants() if dtype == "float32" else VARIANTS[:-1]
-    key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w, _ in weights)
-    if "cpp" in variants:  # timed with this build of the library (a plan made before, not)
-        from .cpu_kernel import source_digest
-
-        key += f"|cpp {source_digest()}"
+    variants, key = plan_key([w for w, _ in weights])
     path = _plan_file()
     plans = _read_plans(path)
     if key not in plans:
@@ -245,6 +239,20 @@ def matmul_plan_steps(weights: list[tuple[torch.Tensor, torch.Tensor]],
     return rows_plan(plans[key])
 
 
+def plan_key(weights: list[torch.Tensor]) -> tuple[tuple[str, ...], str]:
+    """The variants a plan for these weights is timed with, and its key in the plans' file: the
+    weights' dtype and shapes, and where "cpp" is timed, the C++ library's build (a plan made
+    with another build is timed again)."""
+    dtype = str(weights[0].dtype).removeprefix("torch.")
+    variants = available_variants() if dtype == "float32" else VARIANTS[:-1]
+    key = dtype + ":" + ",".join(f"{w.shape[0]}x{w.shape[1]}" for w in weights)
+    if "cpp" in variants:
+        from .cpu_kernel import source_digest
+
+        key += f"|cpp {source_digest()}"
+    return variants, key
+
+
 def _read_plans(path) -> dict:
     if path.exists():
         try:
@@ -253,3 +261,9 @@ def _read_plans(path) -> dict:
             pass
     return {}
 
+
+def has_plan(weights: list[torch.Tensor]) -> bool:
+    """Whether this machine's plans' file (for this process's thread count) has the plan for
+    these weights: only their dtype and shapes are read, so meta tensors do, and a set-up step
+    (`python -m engine tune`) need not make a model's weights to find out."""
+    return plan_key(weights)[1] in _read_plans(_plan_file())
