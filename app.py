@@ -24,6 +24,7 @@ import panel as pn
 
 from engine.errors import ConfigError
 from engine.lab.endpoint import configure
+from lessons.shell.closed_sockets import ignore_closed_socket_writes
 from lessons.shell.first_build import before_serving, build_every_page_once
 from lessons.shell.router import build_page, import_lessons
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
@@ -38,6 +39,8 @@ pn.extension(sizing_mode="stretch_width", notifications=False, raw_css=[A11Y_CSS
 logging.getLogger("engine.lab.client").setLevel(logging.INFO)
 logging.getLogger("lessons.shell.heap").setLevel(logging.INFO)  # each trim: what it returned
 logging.getLogger("lessons.shell.first_build").setLevel(logging.INFO)  # pages built at start
+# Panel's writes to a reader who has left, dropped with the session: no traceback each time
+ignore_closed_socket_writes()
 # PYTHONMALLOC=malloc (the README's class command) is read once, at start: this process already
 # uses glibc's malloc, whose free pages lessons.shell.heap returns; the engine worker, spawned
 # later, keeps Python's own allocator, faster for its step loop

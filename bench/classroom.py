@@ -47,7 +47,8 @@ It prints and saves (bench/results/classroom-<N>.json):
 - slider release to point drawn on the knob (the point in the chart's data), p95; and release to
   the new result shown on the other lessons;
 - the engine queue's length over time and what the worker runs (the app's /engine-status, once
-  a second), with its counts of runs, cache answers and disturbed results; the server log
+  a second), with its counts of runs, cache answers, disturbed results and points run in a
+  running job's lent idle gaps (gap_fills); the server log
   (bench/results/classroom-<N>-server.log) has a line per measured run with its time;
 - resident memory (RSS) of the web process and the engine worker before the class (cold and
   warm, above), the most during it, and after every session has closed and the server has trimmed after them (as
@@ -271,8 +272,10 @@ def memory(server_pid: int, worker_pid: int | None) -> dict:
     return {"web_mib": _round(rss_mib(server_pid)), "worker_mib": _round(rss_mib(worker_pid))}
 
 
+# /engine-status counters kept with each sample; gap_fills: points the service sent into a
+# running load test's or schedule run's idle gaps (engine.lab.client _fill)
 ENGINE_COUNTS = ("jobs_done", "cache_hits", "shared_runs", "preemptions", "jobs_cancelled",
-                 "disturbed", "remeasured")  # /engine-status counters kept with each sample
+                 "disturbed", "remeasured", "gap_fills")
 
 
 CHURN_PAGES = [{"lesson": slug} for slug in MIX] + [{"lesson": "two-clocks"}, {"page": "about"}, {}]
@@ -669,6 +672,7 @@ def report(args, kind: str, students, students_cpu: float | None, lags: list, pr
                                                    "first_result_s")}}
             for s in students],
         "queue": queue, "queue_max": max((q["queued"] or 0 for q in queue), default=0),
+        "engine_counts": engine_counts(queue),
         "rss_mib": rss, "web_rss_growth": {k: _round(g) for k, g in growth.items()},
         "targets": TARGETS, "met": met,
         "errors": [f"{s.slug}: {s.error}" for s in students if s.error] + warm_errors,
@@ -710,8 +714,7 @@ def report(args, kind: str, students, students_cpu: float | None, lags: list, pr
         print(f"    {w['from_s']:>5.0f}-{w['to_s']:<4.0f} s  " + " / ".join(
             f"{w[g]:.2f}" for g in CPU_GROUPS) + "   " + " ".join(
             f"{c} {w[c]}" for c in _cores(cpu)))
-    last = next((q for q in reversed(queue) if q.get("jobs_done") is not None), {})
-    print("  engine: " + ", ".join(f"{k} {last.get(k)}" for k in ENGINE_COUNTS)
+    print("  engine: " + ", ".join(f"{k} {v}" for k, v in result["engine_counts"].items())
           + "; seconds running, by kind (samples): " + ", ".join(
               f"{kind} {n}" for kind, n in _running_by_kind(queue).items()))
     cold, warm = rss.get("cold", {}), rss.get("warm", {})
@@ -743,6 +746,13 @@ def arrival_timeline(students: list) -> dict:
     out["skip_to_number"] = summary([s.first_number_s - s.skip_s for s in students
                                      if s.first_number_s is not None and s.skip_s is not None])
     return out
+
+
+def engine_counts(queue: list[dict]) -> dict:
+    """The service's counters (ENGINE_COUNTS) at its last answered sample: what the engine did
+    over the whole class, points run in lent gaps among them."""
+    last = next((q for q in reversed(queue) if q.get("jobs_done") is not None), {})
+    return {k: last.get(k) for k in ENGINE_COUNTS}
 
 
 def _cores(cpu: list[dict]) -> list[str]:

@@ -52,6 +52,7 @@ class SessionJobs:
         self.frames = 0  # flushes so far (each one frame of updates to the browser)
         self.closed = False
         self.jobs: list[Job] = []
+        self._for_session = context is not None  # served once: never handled off its loop
         if context is not None:
             self.doc.on_session_destroyed(self._session_destroyed)
 
@@ -95,9 +96,9 @@ class SessionJobs:
 
     # ---- from the service's thread to the session's loop ---------------------------------
     def _receive(self, handler: Handler | None, event: JobEvent) -> None:
-        if handler is None or self.closed:
+        if handler is None or self._gone():
             return
-        if not self.served:
+        if not self.served:  # never a session (tests, scripts): at once, on this thread
             handler(event)
             return
         with self._lock:
@@ -121,15 +122,7 @@ class SessionJobs:
             self._scheduled = False
             self._last_frame = time.monotonic()
             self.frames += 1
-        if self.closed or not batch:
-            return
-        if not self.served:
-            # The document was destroyed (Bokeh clears its models' data; Panel's destroy sets
-            # no session context) before the session-destroyed hook set `closed`: Bokeh
-            # destroys the document under its lock, then runs the hooks, and a frame already
-            # waiting for that lock runs in between. A handler would read emptied models
-            # (KeyError 'left' in RequestLanes._patch, seen once on three-schedules).
-            self.closed = True
+        if self._gone() or not batch:
             return
         # models.freeze: the page's model index is recomputed once for the frame, not once for
         # every pane a handler updates (Bokeh walks every model of the page each time: 3.5 s of
@@ -141,6 +134,19 @@ class SessionJobs:
                 except Exception:  # one widget's bug must not drop the other events
                     log.exception("handling %s event of job %s failed", event.type,
                                   event.job_id)
+
+    def _gone(self) -> bool:
+        """Closed, or made for a session whose document is destroyed (Bokeh clears its models'
+        data; Panel's destroy sets no session context) before the session-destroyed hook set
+        `closed`: Bokeh destroys the document under its lock and runs the hooks after, and a
+        frame already waiting for that lock, or an event arriving on the service's thread,
+        comes in between. A handler would read emptied models: KeyError 'left' in
+        RequestLanes._patch on three-schedules, in a frame (c26072d) and later on the service's
+        thread, which took the destroyed session for one never served and ran the handler
+        there (a class of 30, 1 s after its readers left)."""
+        if not self.closed and self._for_session and not self.served:
+            self.closed = True
+        return self.closed
 
     def _session_destroyed(self, session_context) -> None:
         self.closed = True

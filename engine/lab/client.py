@@ -495,9 +495,10 @@ class EngineService:
                     except (EOFError, OSError, ValueError, TypeError, AttributeError):
                         self._worker_died(w)  # it died, perhaps mid-message
                     else:
-                        trace.mark("got", message[1] if len(message) > 1 else 0,
-                                   tag=message[0], type=message[2] if message[0] == "event"
-                                   else None, queued=len(self._queue))
+                        if trace.on:
+                            trace.mark("got", message[1] if len(message) > 1 else 0,
+                                       tag=message[0], type=message[2] if message[0] == "event"
+                                       else None, queued=len(self._queue))
                         self._handle(w, message)
                         trace.mark("handled")
                 elif w.process.sentinel in ready:
@@ -703,7 +704,8 @@ class EngineService:
                                                                   {})))
                     w.cancel_id.value = w.pause_id.value = 0
                     options = {"quiet_first": QUIET_WAIT_S} if run.lead.remeasures else {}
-                    trace.mark("send", run.id, kind=run.lead.kind, queued=len(self._queue))
+                    if trace.on:
+                        trace.mark("send", run.id, kind=run.lead.kind, queued=len(self._queue))
                     try:
                         w.jobs.send(("run", run.id, run.lead.kind, run.lead.params, options))
                     except (OSError, ValueError):
@@ -744,8 +746,9 @@ class EngineService:
                 # never a quiet wait, even for a re-measure: the run whose gap it is would
                 # wait through it (up to QUIET_WAIT_S) past its next arrival
                 message = ("run", fill.id, fill.lead.kind, fill.lead.params, {})
-                trace.mark("send", fill.id, kind=fill.lead.kind, queued=len(self._queue),
-                           gap=True)
+                if trace.on:
+                    trace.mark("send", fill.id, kind=fill.lead.kind, queued=len(self._queue),
+                               gap=True)
             else:
                 message = ("nofill", job_id)  # it waits for an answer: always one
             w.fill_id.value = 0  # until this one has ended

@@ -21,6 +21,7 @@ for what went past the gap (engine.serve.loop), so what the run measures is as i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -180,7 +181,8 @@ class _Pipes:
             message = self.jobs.recv()
         except (EOFError, OSError):
             raise _Stop from None
-        trace.mark("recv", message[1] if len(message) > 1 else 0, tag=message[0])
+        if trace.on:
+            trace.mark("recv", message[1] if len(message) > 1 else 0, tag=message[0])
         if message[0] == "stop":
             raise _Stop
         return message
@@ -230,16 +232,20 @@ def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) 
 
     def cancelled() -> bool:
         if pipes.pause_id is not None and pipes.pause_id.value == job_id:
-            paused.append(pause(pipes, job_id, kind, params))
+            paused.append(pause(pipes, job_id, engine()))
         return pipes.cancel_id.value == job_id
 
     def stop_build() -> bool:  # the service's -id stops the build, not the job's own work
         return cancelled() or pipes.cancel_id.value == -job_id
 
+    @functools.cache
+    def engine() -> tuple | None:  # its engine's key: params checked once, not every lent gap
+        return engine_of(kind, params)
+
     def fill(ahead_s: float) -> float:  # its serving loop has ahead_s with nothing to do
         if pipes.fill_id is None or pipes.fill_id.value != job_id:
             return 0.0
-        return fill_gap(pipes, job_id, kind, params, ahead_s, paused)
+        return fill_gap(pipes, job_id, engine, ahead_s, paused)
 
     cancelled.fill = fill  # type: ignore[attr-defined]  (engine.serve.loop looks for it)
 
@@ -273,16 +279,16 @@ def _run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict,
     pipes.events.send(("result", job_id, result, now_iso()))
 
 
-def pause(pipes: _Pipes, job_id: int, kind: str,
-          params: dict) -> tuple[quality.Usage, quality.Usage]:
+def pause(pipes: _Pipes, job_id: int,
+          engine: tuple | None) -> tuple[quality.Usage, quality.Usage]:
     """Pause a running job (its body is inside cancelled(), between two steps): run the jobs
     the service sends meanwhile, until it says resume. The job's engine is set aside, since its
     requests hold KV blocks (the jobs inside get another). Returns the snapshots around the
     pause: not the job's own time, so its disturbance check leaves them out, and its serving
-    loop's clock stops for it (engine.serve.loop)."""
+    loop's clock stops for it (engine.serve.loop). `engine`: the job's engine key (engine_of)."""
     pipes.pause_id.value = 0
     start = quality.Usage.now(cores.available_cores())
-    with _engine_aside(kind, params):
+    with _engine_aside(engine):
         pipes.events.send(("paused", job_id))
         trace.mark("paused", job_id)
         try:
@@ -297,33 +303,40 @@ def pause(pipes: _Pipes, job_id: int, kind: str,
     return start, quality.Usage.now(start.cores)
 
 
-def fill_gap(pipes: _Pipes, job_id: int, kind: str, params: dict, ahead_s: float,
+def fill_gap(pipes: _Pipes, job_id: int, engine: Callable[[], tuple | None], ahead_s: float,
              paused: list[tuple[quality.Usage, quality.Usage]]) -> float:
     """Lend a running job's idle gap (its serving loop has ahead_s with nothing to do): ask
     the service for one short job ("gap"; it answers with a "run" or "nofill") and run it, the
     job's engine set aside as in a pause. The window goes into `paused`, left out of the job's
     disturbance check; returns the seconds it took (the loop stops its clock for what went past
     the gap). The service asks no more of the worker than that answer meanwhile: the job is
-    still its running one."""
+    still its running one. `engine()`: the job's engine key (engine_of), asked only when a
+    short job comes."""
     started = time.monotonic()
     start = quality.Usage.now(cores.available_cores())
     pipes.events.send(("gap", job_id, ahead_s))
     trace.mark("gap", job_id, ahead_s=ahead_s)
     message = pipes.receive()
     if message[0] == "run":
-        with _engine_aside(kind, params):
+        with _engine_aside(engine()):
             run_job(pipes, *message[1:])
     paused.append((start, quality.Usage.now(start.cores)))
     trace.mark("filled", job_id)
     return time.monotonic() - started
 
 
-@contextmanager
-def _engine_aside(kind: str, params: dict):
-    """While a job is paused or lends a gap, its engine is set aside, since its requests hold
-    KV blocks (the jobs run meanwhile get another, engines.set_aside); it is put back after."""
+def engine_of(kind: str, params: dict) -> tuple | None:
+    """The key of the engine a job runs on (engines.engine_key of its checked params), None for
+    a kind that runs on none."""
     checked = get_spec(kind).check(params)  # as its body has them
-    key = engine_key(checked) if ENGINE_PARAMS <= checked.keys() else None
+    return engine_key(checked) if ENGINE_PARAMS <= checked.keys() else None
+
+
+@contextmanager
+def _engine_aside(key: tuple | None):
+    """While a job is paused or lends a gap, its engine (`key`) is set aside, since its requests
+    hold KV blocks (the jobs run meanwhile get another, engines.set_aside); it is put back
+    after."""
     mine = set_aside(key) if key else None
     try:
         yield

@@ -263,3 +263,9 @@ def _read_plans(path) -> dict:
             pass
     return {}
 
+
+def has_plan(weights: list[torch.Tensor]) -> bool:
+    """Whether this machine's plans' file (for this process's thread count) has the plan for
+    these weights: only their dtype and shapes are read, so meta tensors do, and a set-up step
+    (`python -m engine tune`) need not make a model's weights to find out."""
+    return plan_key(weights)[1] in _read_plans(_plan_file())

@@ -74,25 +74,31 @@ class _Context:
     id = "reader-1"
 
 
-def test_a_frame_after_the_document_was_destroyed_runs_no_handler():
-    """Bokeh destroys a closed session's document under its lock and only then runs the
-    session-destroyed hooks (which set `closed`); a frame already waiting for the lock runs in
-    between. Its handlers would read emptied models: three-schedules' lanes raised KeyError
-    'left' in RequestLanes._patch on a step event."""
-    context = _Context()
+def _served_lanes(context: _Context):
+    """A served session's document holding request lanes with one request, its SessionJobs,
+    and a step handler that grows the lanes (what it saw, in `seen`)."""
     doc = Document()
     doc._session_context = weakref.ref(context)
     doc.destroy = partial(_destroy_document, doc)  # as Panel's server sets it on each document
     lanes = RequestLanes()
     doc.add_root(lanes.figure)
     lanes.arrive(0, 0.0)
-    jobs = SessionJobs(doc=doc, service=StubService())
     seen = []
 
     def on_step(event: JobEvent) -> None:
         seen.append(event.data["t_ms"])
         lanes.advance(event.data["t_ms"])
 
+    return doc, lanes, SessionJobs(doc=doc, service=StubService()), on_step, seen
+
+
+def test_a_frame_after_the_document_was_destroyed_runs_no_handler():
+    """Bokeh destroys a closed session's document under its lock and only then runs the
+    session-destroyed hooks (which set `closed`); a frame already waiting for the lock runs in
+    between. Its handlers would read emptied models: three-schedules' lanes raised KeyError
+    'left' in RequestLanes._patch on a step event."""
+    context = _Context()
+    doc, lanes, jobs, on_step, seen = _served_lanes(context)
     assert jobs.served
     jobs._batch = [(on_step, JobEvent(1, "serve_run", "step", {"t_ms": 5.0}))]
     jobs._flush()  # live: the bar grows
@@ -101,6 +107,20 @@ def test_a_frame_after_the_document_was_destroyed_runs_no_handler():
     jobs._batch = [(on_step, JobEvent(1, "serve_run", "step", {"t_ms": 9.0}))]
     jobs._flush()
     assert seen == [5.0] and jobs.closed
+
+
+def test_an_event_after_the_document_was_destroyed_is_not_handled_on_the_services_thread():
+    """The same gap seen from the service's thread: an event arriving after Bokeh destroyed
+    the document, before the destroyed hooks ran, found the session not served (its context
+    gone) and was handled at once there, as for a page never served: three-schedules' lanes
+    raised KeyError 'left' in RequestLanes._patch 1 s after a class of 30 left. It is dropped,
+    and the session counts as closed."""
+    context = _Context()
+    doc, lanes, jobs, on_step, seen = _served_lanes(context)
+    doc.destroy(None)  # the session closed; its destroyed hooks have not run yet
+    assert not jobs.served and not jobs.closed
+    jobs._receive(on_step, JobEvent(1, "serve_run", "step", {"t_ms": 9.0}))
+    assert seen == [] and jobs.closed and jobs._batch == []
 
 
 def test_a_burst_of_token_events_reaches_the_page_in_few_frames_none_lost_in_order():
