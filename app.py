@@ -30,6 +30,7 @@ from lessons.shell.router import build_page, import_lessons
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
 from widgets.a11y import A11Y_CSS
+from widgets.doc_hold import one_walk_per_reader_event
 from widgets.site_css import share_stylesheets
 
 # raw_css goes into every component's shadow DOM and the template's head: focus always visible,
@@ -57,6 +58,7 @@ def serve_page(doc, args=None) -> None:
         page = build_page(args)
         if doc.session_context is not None:
             page.servable(title=APP_TITLE)
+            one_walk_per_reader_event(doc)  # a click's pane updates: one model-index walk
         else:  # built outside a server (tests, bench): what servable() does in a session
             page.server_doc(doc, title=APP_TITLE)
     share_stylesheets(doc)  # each repeated stylesheet text sent once (widgets.site_css)

@@ -7,6 +7,9 @@ a click that arrives while a debounced change of another widget is pending runs 
 task. Under pn.io.hold the changes are collected and Panel sends them itself, which works with or
 without the lock (and sends a burst of changes as one message). Outside a served session it does
 nothing.
+
+`one_walk_per_reader_event` holds a page's model index frozen while a reader's UI event is
+handled, for the same reason lessons.session_jobs holds it for a frame of engine events.
 """
 
 from __future__ import annotations
@@ -26,3 +29,40 @@ def changes_bokeh_models(method: F) -> F:
         with pn.io.hold():
             return method(*args, **kwargs)
     return held  # type: ignore[return-value]
+
+
+def one_walk_per_reader_event(doc) -> None:
+    """Handle each of the reader's UI events on `doc` (a click, the page's "document ready")
+    with the page's model index held frozen, so Bokeh walks the page's models once for the
+    event, not once for every pane its callbacks update.
+
+    A reader's click reaches the server as a PATCH-DOC message, and Bokeh applies it to the
+    page with `Document.apply_json_patch`, running the event's callbacks inside it (Panel runs a
+    button's watchers, and the lesson's onload start, there and then). An HTML pane's update in
+    those callbacks sets properties that hold models (its stylesheets), and each such set makes
+    Bokeh recompute the document's model index, a walk over every model of the page (15-20 ms
+    on the knob page). While a class of 30 arrived, the skip clicks and the lessons' starts spent
+    1.2 s of the web loop in those walks (py-spy, /work/notes/s30/webq.md), the events from the
+    engine another 3.5 s (held once a frame since, in lessons.session_jobs).
+
+    Only patches carrying a UI event are held: a frozen index is walked once at the end whatever
+    happened, and a plain property patch (a slider's value, a layout's size) walks nothing today
+    and calls back later, outside this message (Panel debounces it), so holding it would add a walk.
+    Called once per served page, as Panel itself replaces `destroy` on every served document."""
+    apply = doc.apply_json_patch
+
+    @functools.wraps(apply)
+    def apply_held(patch_json, *args, **kwargs):
+        if not _carries_ui_event(patch_json):
+            return apply(patch_json, *args, **kwargs)
+        with doc.models.freeze():
+            return apply(patch_json, *args, **kwargs)
+
+    doc.apply_json_patch = apply_held
+
+
+def _carries_ui_event(patch_json) -> bool:
+    """True if a PATCH-DOC's content holds a UI event (BokehJS sends one as "MessageSent")."""
+    content = getattr(patch_json, "content", patch_json)  # a bokeh Serialized, or the dict
+    events = content.get("events") if isinstance(content, dict) else None
+    return any(isinstance(e, dict) and e.get("kind") == "MessageSent" for e in events or ())
