@@ -315,8 +315,17 @@ class LessonPage(UrlPage):
                          f'{" &nbsp;|&nbsp; ".join(links)}</nav>',
                          css_classes=["lesson-footer"])
 
+    def show_notices(self, notices: list[str]) -> None:
+        super().show_notices(notices)
+        layout = self._view
+        if self._notice_pane.visible and layout is not None and self._notice_pane not in layout:
+            layout.insert(1, self._notice_pane)  # under the header, where view() puts it
+
     def view(self) -> pn.viewable.Viewable:
-        parts = [self.header(), self._notice_pane, *self.body(), self.takeaway_pane()]
+        # The URL's notices only when there are some: a hidden pane costs a page build as much
+        # as a shown one (its models made and sent), and nearly every reader's URL is fine.
+        notices = [self._notice_pane] if self._notice_pane.visible else []
+        parts = [self.header(), *notices, *self.body(), self.takeaway_pane()]
         if self.questions:
             parts.append(self.checkpoint)
         parts.append(self.footer())

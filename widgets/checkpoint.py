@@ -104,10 +104,12 @@ class CheckpointQuestion(pn.viewable.Viewer):
             self.param.answer, inline=False, sizing_mode="stretch_width",
             html_attributes={"role": "radiogroup", "aria-labelledby": prompt.html_id})
         self._picker.value = None  # from_param preselects the first choice; nothing is picked yet
-        self._feedback = pn.pane.Alert("", visible=False, sizing_mode="stretch_width")
+        # The verdict's box is built at the first pick, not with the page: a hidden pane costs a
+        # page build as much as a shown one (its Bokeh models made and sent to every reader), and
+        # a class's pages are built all at once on the web server's one core (bench/page_build.py).
+        self._feedback: pn.pane.Alert | None = None
         self._layout = pn.Column(
-            prompt, self._picker, self._feedback, sizing_mode="stretch_width",
-            css_classes=["checkpoint-question"],
+            prompt, self._picker, sizing_mode="stretch_width", css_classes=["checkpoint-question"],
         )
 
     @property
@@ -118,13 +120,18 @@ class CheckpointQuestion(pn.viewable.Viewer):
     @property
     def feedback(self) -> str:
         """The text shown under the question ("" before any pick)."""
-        return self._feedback.object if self._feedback.visible else ""
+        shown = self._feedback is not None and self._feedback.visible
+        return self._feedback.object if shown else ""
 
     @param.depends("answer", watch=True)
     def _show_feedback(self) -> None:
         if self.answer is None:
-            self._feedback.param.update(object="", visible=False)
+            if self._feedback is not None:
+                self._feedback.param.update(object="", visible=False)
             return
+        if self._feedback is None:
+            self._feedback = pn.pane.Alert("", sizing_mode="stretch_width")
+            self._layout.append(self._feedback)
         choice = self._choices[self.answer]
         verdict = "Right." if choice.correct else "Not quite."
         self._feedback.param.update(
@@ -147,26 +154,26 @@ class Checkpoint(pn.viewable.Viewer):
                  title: str = "Checkpoint", **params):
         super().__init__(**params)
         self.seed = seed
-        self._slots: list[pn.Column] = []
+        # each question (or a measured one's waiting line) straight in the layout, at 1 + its
+        # index: no wrapper per question, one Bokeh model less each on every lesson page
+        slots: list = []
         self._asked: list[CheckpointQuestion | None] = []  # None: a measured one not yet given
         self._keys: dict[str, int] = {}
         for i, q in enumerate(questions):
             if isinstance(q, MeasuredQuestion):
                 self._keys[q.key] = i
                 self._asked.append(None)
-                slot = pn.Column(pn.pane.Markdown(f"*{q.waiting}*", sizing_mode="stretch_width",
-                                                  css_classes=["checkpoint-waiting"]),
-                                 sizing_mode="stretch_width")
+                slots.append(pn.pane.Markdown(f"*{q.waiting}*", sizing_mode="stretch_width",
+                                              css_classes=["checkpoint-waiting"]))
             else:
                 asked = self._ask(q)
                 self._asked.append(asked)
-                slot = pn.Column(asked, sizing_mode="stretch_width")
-            self._slots.append(slot)
+                slots.append(asked)
         self._score = pn.pane.Markdown(self._score_text(), sizing_mode="stretch_width")
         self.live = LiveRegion()  # reads out the verdict of each answer and the score
         self._layout = pn.Column(
-            _heading(title, 2), *self._slots, self._score, self.live, sizing_mode="stretch_width",
-            css_classes=["checkpoint"], visible=bool(self._slots),
+            _heading(title, 2), *slots, self._score, self.live, sizing_mode="stretch_width",
+            css_classes=["checkpoint"], visible=bool(slots),
         )
 
     @property
@@ -188,7 +195,7 @@ class Checkpoint(pn.viewable.Viewer):
         if current is not None and current.question == question:
             return
         self._asked[i] = self._ask(question)
-        self._slots[i].objects = [self._asked[i]]
+        self._layout[1 + i] = self._asked[i]  # after the heading
         self._count()
 
     def _score_text(self) -> str:

@@ -20,6 +20,7 @@ twice these); a real step reaches a fraction of either roof, so every time here 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .kv_math import kv_bytes_per_token
 from .step_cost import StepCost, decode_cost, ridge_point
@@ -110,11 +111,16 @@ def step_floor_ms(cost: StepCost, machine: Machine) -> float:
     return cost.floor_ms(machine.bandwidth_gbs, machine.peak_gflops)
 
 
+@lru_cache(maxsize=256)
 def bend_batch(model: ModelShape, machine: Machine, context: float,
                limit: int = 4096) -> int | None:
     """The smallest decode batch whose arithmetic intensity reaches the machine's ridge point,
     or None when no batch up to `limit` does (each sequence's KV reads keep the step
-    memory-bound however large the batch)."""
+    memory-bound however large the batch).
+
+    Kept per (model, machine, context, limit), all frozen values: the search costs up to `limit`
+    step costs (4096 for a "never"), and lesson 4's "On a GPU" box asks four of them for every
+    reader's page, built on the web server's one core while a class arrives."""
     for batch in range(1, limit + 1):
         if decode_step(model, batch, context).intensity >= machine.ridge:
             return batch

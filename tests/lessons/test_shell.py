@@ -138,6 +138,23 @@ def test_lesson_parameters_come_from_the_url_clamped():
     assert page.batch_size == 64
     assert page.notices and "largest allowed (64)" in page.notices[0]
     assert page._notice_pane.visible
+    assert page.__panel__().objects[1] is page._notice_pane  # under the header
+
+
+def test_a_notice_pane_is_built_only_for_a_url_that_needs_one():
+    """Nearly every reader's URL is fine: no hidden notice box in their page's models (a hidden
+    pane costs a build as much as a shown one). A notice coming later (the back button to
+    values out of range) puts the box under the header then."""
+    class Probe(LessonPage):
+        slug = "knob"
+        batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
+
+    page = Probe.from_url({"lesson": [b"knob"], "batch_size": [b"16"]})
+    layout = page.__panel__()
+    assert page.notices == [] and page._notice_pane not in layout
+    page._url_error({"batch_size": "999"})
+    assert page.batch_size == 64 and layout.objects[1] is page._notice_pane
+    assert page._notice_pane.visible and "largest allowed (64)" in page._notice_pane.object
 
 
 def test_a_page_sends_each_stylesheet_text_once(tmp_path):

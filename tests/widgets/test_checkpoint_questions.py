@@ -146,3 +146,33 @@ def test_a_numeric_question_drops_slips_that_land_on_the_answer():
                           ("2,220 ms", "another slip, same number"), ("2,000 ms", "no TTFT")])
     assert [c.text for c in q.choices] == ["2,200 ms", "2,220 ms", "2,000 ms"]
     assert q.answer.text == "2,200 ms" and q.answer.why == "right"
+
+
+def test_the_verdict_box_is_built_at_the_first_pick():
+    """A hidden pane costs a page build as much as a shown one (its models made and sent to
+    every reader of a class arriving at once): the question's box for the verdict is not in its
+    layout until the reader picks, then stays, emptied and hidden if the pick is taken back."""
+    q = CheckpointQuestion(QUESTION)
+    model = root(q)
+    assert len(model.children) == 2  # the prompt and the choices
+    q._picker.value = "ITL"
+    assert len(model.children) == 3 and q.feedback.startswith("Not quite.")
+    verdict = model.children[2]
+    assert "Not quite." in verdict.text
+    q.answer = "TTFT"
+    assert model.children[2] is verdict and "Right." in verdict.text
+    q.answer = None
+    assert q.feedback == "" and not verdict.visible
+
+
+def test_a_measured_question_takes_its_waiting_line_place():
+    """Questions sit in the checkpoint's own layout, no wrapper each: a measured one replaces
+    its waiting line where it stood, between the questions before and after it."""
+    cp = Checkpoint([QUESTION, MeasuredQuestion("yours", "Measure first."), OTHER])
+    model = root(cp)
+    texts = [str(getattr(child, "text", "")) for child in model.children]
+    assert "Measure first." in texts[2]
+    cp.provide("yours", THREE)
+    assert "Measure first." not in str(getattr(model.children[2], "text", ""))
+    assert radio(model.children[2]).labels == [c.text for c in cp.questions[1].shown]
+    assert sorted(radio(model.children[3]).labels) == sorted(c.text for c in OTHER.choices)
