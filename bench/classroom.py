@@ -355,13 +355,14 @@ def warm_up(cohort: Cohort, url: str) -> list[str]:
             if p.error or p.pulled_s is None]
 
 
-def churn(count: int, at_once: int, kernels: bool = True, bokeh_clients: bool = False) -> int:
+def churn(count: int, at_once: int, kernels: bool = True, bokeh_clients: bool = False,
+          server_env: dict[str, str] | None = None) -> int:
     """Open and close `count` sessions; the web process's memory on the way (see --churn)."""
     cohort = Cohort(bokeh_clients)
     cache = fresh_cache("classroom-churn-cache-", kernels)
     RESULTS.mkdir(parents=True, exist_ok=True)
     log = RESULTS / f"classroom-churn-{count}-server.log"
-    proc, url = start_server(cache, extra=CLASS_OPTIONS, log=log)
+    proc, url = start_server(cache, extra=CLASS_OPTIONS, log=log, env_extra=server_env)
     samples: list[dict] = []
 
     def sample(opened: int, what: str) -> None:
@@ -441,12 +442,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave the C++ kernels unbuilt and the plans untimed in the "
                              "bench's cache (plain torch attention and products, as every "
                              "class figure before 4773566)")
+    parser.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in the server's environment only, on top of the class "
+                             "command's (PYTHONMALLOC=pymalloc: Python's own allocator); repeat")
     args = parser.parse_args(argv)
+    if any("=" not in item for item in args.server_env):
+        parser.error("--server-env takes NAME=VALUE")
+    server_env = dict(item.split("=", 1) for item in args.server_env)
     if args.churn:
         if not 1 <= args.churn <= 2000 or not 1 <= args.at_once <= 50:
             parser.error("--churn 1-2000, --at-once 1-50")
         return churn(args.churn, args.at_once, kernels=not args.no_kernels,
-                     bokeh_clients=args.bokeh_clients)
+                     bokeh_clients=args.bokeh_clients, server_env=server_env)
     if not 1 <= args.students <= 200 or not 10 <= args.class_s <= 600 or args.arrive_s < 0:
         parser.error("--students 1-200, --class-s 10-600, --arrive-s >= 0")
     rng = random.Random(args.seed)
@@ -455,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     log = RESULTS / f"classroom-{args.students}-server.log"
     RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    proc, url = start_server(cache, extra=CLASS_OPTIONS, log=log)
+    proc, url = start_server(cache, extra=CLASS_OPTIONS, log=log, env_extra=server_env)
     answered_s = time.monotonic() - started
     hard_stop = time.monotonic() + args.arrive_s + args.class_s + GRACE_S + 60
     students: list = []
@@ -639,7 +646,7 @@ def report(args, kind: str, students, students_cpu: float | None, lags: list, pr
     result = {
         "bench": "classroom", "students": args.students, "arrive_s": args.arrive_s,
         "class_s": args.class_s, "probe_every_s": args.probe_every, "seed": args.seed,
-        "clients_on": clients_on, "student_kind": kind,
+        "clients_on": clients_on, "student_kind": kind, "server_env": args.server_env,
         "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "first_number": {"all_new_readers": summary(arrivals_first),
@@ -683,7 +690,8 @@ def report(args, kind: str, students, students_cpu: float | None, lags: list, pr
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"classroom: {args.students} students ({kind}) over {args.arrive_s:g} s, class "
           f"{args.class_s:g} s, {len(probes)} Chromium arrivals; {os.cpu_count()} CPUs, load "
-          f"before {load_before[0]:.2f}; students and Chromium on {clients_on}")
+          f"before {load_before[0]:.2f}; students and Chromium on {clients_on}"
+          + (f"; server environment also {' '.join(args.server_env)}" if args.server_env else ""))
     for what, s in [("first number, every new reader", result["first_number"]["all_new_readers"]),
                     ("first number, students", result["first_number"]["students"]),
                     ("first number, Chromium", result["first_number"]["chromium"]),

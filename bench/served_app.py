@@ -68,12 +68,15 @@ def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = START_TIMEO
     raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
-def start_server(cache: str, extra: tuple[str, ...] = (),
-                 log: Path | None = None) -> tuple[subprocess.Popen, str]:
+def start_server(cache: str, extra: tuple[str, ...] = (), log: Path | None = None,
+                 env_extra: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """`panel serve app.py` with the README's options on 127.0.0.1, a page the reader left
-    ending its session (and its jobs) within a second; (process, base URL) once /app answers."""
+    ending its session (and its jobs) within a second; (process, base URL) once /app answers.
+    `env_extra` goes to the server's environment on top of the class command's (an allocator
+    to compare: PYTHONMALLOC=pymalloc)."""
     port = free_port()
-    env = {**os.environ, "LLM_SPEED_CACHE": cache, "PYTHONMALLOC": "malloc"}  # the class command's
+    env = {**os.environ, "LLM_SPEED_CACHE": cache, "PYTHONMALLOC": "malloc",  # the class command's
+           **(env_extra or {})}
     out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (the server keeps it)
     proc = subprocess.Popen(
         [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
