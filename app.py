@@ -26,6 +26,7 @@ from engine.errors import ConfigError
 from engine.lab.endpoint import configure
 from lessons.shell.closed_sockets import ignore_closed_socket_writes
 from lessons.shell.first_build import before_serving, build_every_page_once
+from lessons.shell.heap import keep_big_blocks_apart
 from lessons.shell.router import build_page, import_lessons
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
@@ -46,6 +47,9 @@ ignore_closed_socket_writes()
 # uses glibc's malloc, whose free pages lessons.shell.heap returns; the engine worker, spawned
 # later, keeps Python's own allocator, faster for its step loop
 os.environ.pop("PYTHONMALLOC", None)
+# big blocks in pages of their own, unmapped when freed: more that a trim can give back
+# (lessons.shell.heap; one call would do, each session's run of this file repeats it cheaply)
+keep_big_blocks_apart()
 
 
 def serve_page(doc, args=None) -> None:

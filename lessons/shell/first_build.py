@@ -40,18 +40,22 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from functools import partial
 
+import numpy as np
 from bokeh.document import Document
 from bokeh.protocol import Protocol
 from bokeh.server.contexts import BokehSessionContext, _RequestProxy
 from bokeh.util.token import generate_session_id
 from panel.io.document import _cleanup_doc, _destroy_document
 from panel.io.state import set_curdoc
+
+from widgets.job_status import format_time
 
 from ..registry import LESSONS
 from . import heap
@@ -92,11 +96,24 @@ def build_every_page_once(serve_page: Callable[[Document], None]) -> float:
             _build_and_discard(serve_page, args)
         except Exception:  # a page's bug must not stop the server: its reader will see it
             log.exception("building the page for %s at start-up failed", args)
+    _what_a_first_result_imports()
     heap.return_freed_memory()  # collect the pages and give their memory back
     gc.freeze()  # what the start holds, left out of every later collection (docstring)
     took = time.perf_counter() - start
     log.info("built %d pages once at start-up in %.1f s", len(PAGES), took)
     return took
+
+
+def _what_a_first_result_imports() -> None:
+    """Import and set up what the web process otherwise does at a page's first measured result
+    (the modules new at the trim after a class of 30, issue 16's notes): Bokeh's serializer asks
+    numpy for numpy.ma on a result's arrays, a cached result's time label is parsed with
+    datetime.strptime (the _strptime module and its cache of patterns), and the estimates' intervals
+    draw from numpy.random. Done during a class, what that allocates for good lands among the
+    pages then open, and the memory of those pages stays pinned around it after they close."""
+    importlib.import_module("numpy.ma")
+    format_time("2026-01-01T00:00:00+0000")
+    np.random.default_rng(0).integers(0, 2)
 
 
 def _build_and_discard(serve_page: Callable[[Document], None], args: dict[str, str]) -> None:

@@ -16,9 +16,12 @@ The class command in the README therefore starts the server with PYTHONMALLOC=ma
 object from glibc's malloc, whose free pages a trim returns); app.py drops the variable before
 the engine worker is spawned, so the worker's step loop keeps pymalloc's speed.
 
-So a while after a session ends (TRIM_AFTER_S, one trim however many sessions end meanwhile) the
-process collects garbage and trims. malloc_trim(0) walks every arena, the ones glibc gives the
-server's other threads included, so no MALLOC_ARENA_MAX is needed for it to reach them. Each trim
+So a while after sessions end (TRIM_AFTER_S, one trim however many sessions end meanwhile) the
+process collects garbage and trims: once at most half of the sessions that were open at the most
+since the last trim are left (a class leaving, a lone reader, not one reader of thirty, whose
+page returns next to nothing). malloc_trim(0) walks every arena, the ones glibc gives the
+server's other threads included. keep_big_blocks_apart sets malloc so that more of what the
+sessions freed is in whole pages a trim can return. Each trim
 is logged (the server's log: resident memory before and after, what malloc still holds in use
 and free) and `status()` says how many ran and whether one is coming: /engine-status carries it as
 "web_heap", so a bench samples the memory after the trim, not before it. What that returns is
@@ -45,6 +48,8 @@ TRIM_AFTER_S = 10.0  # after a session ends; Panel's own collection runs 5 s aft
 
 _lock = threading.Lock()
 _scheduled = False
+_open = 0  # sessions whose page was built and that have not ended
+_most_open = 0  # the most open at once since the last trim
 trims = 0  # trims done in this process (the served memory test reads it)
 _last: dict | None = None  # what the last trim did (status)
 
@@ -76,6 +81,35 @@ if _mallinfo2 is not None:
     _mallinfo2.restype = _Mallinfo2
 
 
+_mallopt = _libc_function("mallopt")
+if _mallopt is not None:
+    _mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    _mallopt.restype = ctypes.c_int
+
+M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+MMAP_THRESHOLD = 64 * 1024  # bytes: a block this big or bigger gets pages of its own
+
+
+def keep_big_blocks_apart() -> bool:
+    """Tell glibc's malloc to give every block of MMAP_THRESHOLD or more pages of its own; True
+    if it took it. Call once, as the server starts.
+
+    A trim (return_freed_memory) can hand back only pages with no live byte on them. A page's
+    first message (55-95 kB of JSON), a patch, a cached result's text, a socket's buffer: glibc
+    puts blocks this size in mmap'd pages of their own at first, but each one freed raises its
+    threshold to that size (up to 32 MiB), so from then on they land in the heaps, between small
+    objects that outlive them. A fixed threshold stops that rise: such a block is unmapped the
+    moment it is freed. Classes of 30 (bench/classroom.py, issue 16's notes): the server's most
+    during the class 248-263 MiB without (three runs), 221-231 with (six).
+    The threads keep their own heaps (glibc's default): with one heap for every thread
+    (M_ARENA_MAX 1) the class ended at 140-143 MiB, with theirs at 128 (twice), since what the
+    engine's dispatcher thread allocates (results, which outlive pages) then stays apart from the
+    pages the server's loop builds and frees."""
+    if _mallopt is None:
+        return False
+    return bool(_mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
 def malloc_mib() -> dict | None:
     """What glibc's malloc holds, in MiB, every arena together: "in_use" (allocated chunks,
     mmapped ones included) and "free" (free chunks it keeps; the pages of those a trim returned
@@ -88,9 +122,10 @@ def malloc_mib() -> dict | None:
 
 
 def status() -> dict:
-    """For /engine-status: trims done, whether one is coming, and what the last one did."""
+    """For /engine-status: trims done, whether one is coming, what the last one did, and the
+    sessions open now and at most since it."""
     return {"trims": trims, "trim_pending": _scheduled, "trim_after_s": TRIM_AFTER_S,
-            "last_trim": _last}
+            "last_trim": _last, "sessions_open": _open, "most_open_since_trim": _most_open}
 
 
 def _rss_mib() -> float | None:
@@ -104,12 +139,31 @@ def _rss_mib() -> float | None:
 
 
 def trim_after_session(doc: Document | None) -> None:
-    """Return the freed memory once this session's document is destroyed (call while building
-    the session's page)."""
+    """Return the freed memory once enough sessions like this one have ended (call while
+    building the session's page): see _session_ended."""
+    global _open, _most_open
     if doc is None or doc.session_context is None or _malloc_trim is None:
         return
     loop = IOLoop.current()  # the server's loop: session callbacks run on it
-    doc.on_session_destroyed(lambda _context: _schedule(loop))
+    with _lock:
+        _open += 1
+        _most_open = max(_most_open, _open)
+    doc.on_session_destroyed(lambda _context: _session_ended(loop))
+
+
+def _session_ended(loop: IOLoop) -> None:
+    """A trim is scheduled once the sessions open have fallen to half the most that were open
+    since the last trim or fewer: a class leaving, a lone reader, ten churned readers.
+
+    One reader leaving a class of thirty frees one page among thirty live ones: in a class at 30
+    (bench/classroom.py, issue 16's notes) such trims returned 0.2-0.4 MiB each, and each held
+    the server's loop for its garbage collection, 430-549 ms while every reader waited."""
+    with _lock:
+        global _open
+        _open -= 1
+        due = _open <= _most_open // 2
+    if due:
+        _schedule(loop)
 
 
 def _schedule(loop: IOLoop) -> None:
@@ -126,9 +180,10 @@ def _schedule(loop: IOLoop) -> None:
 def return_freed_memory() -> bool:
     """Collect garbage, then hand the heaps' free pages back to the system. True if glibc
     returned any memory."""
-    global _scheduled, trims, _last
+    global _scheduled, trims, _last, _most_open
     with _lock:
         _scheduled = False
+        _most_open = _open  # the next trim waits for half of these to leave
     if _malloc_trim is None:
         return False
     start, before = time.perf_counter(), _rss_mib()

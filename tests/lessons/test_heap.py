@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import weakref
+from pathlib import Path
 
 import pytest
 from bokeh.document import Document
@@ -17,6 +20,7 @@ from lessons.shell import heap
 
 pytestmark = pytest.mark.skipif(heap._malloc_trim is None, reason="no glibc malloc_trim here")
 
+ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 2000  # bytes: above pymalloc's 512, so glibc's malloc serves them
 COUNT = 40_000  # about 80 MiB
 
@@ -58,6 +62,8 @@ def end_session(doc: Document, context: Context) -> None:
 
 def test_sessions_ending_together_cost_one_trim_and_a_later_end_another(monkeypatch):
     monkeypatch.setattr(heap, "TRIM_AFTER_S", 0.05)
+    monkeypatch.setattr(heap, "_open", 0)
+    monkeypatch.setattr(heap, "_most_open", 0)
     context = Context()
     docs = [served_doc(context) for _ in range(3)]
 
@@ -82,8 +88,61 @@ def test_sessions_ending_together_cost_one_trim_and_a_later_end_another(monkeypa
     assert asyncio.run(serve()) == [0, 1, 2]
 
 
+def test_one_reader_leaving_a_class_waits_for_half_the_class_to_leave(monkeypatch):
+    """A trim while 29 pages stay open returns next to nothing and holds the server's loop for
+    a garbage collection: none is scheduled until half the most open have left."""
+    monkeypatch.setattr(heap, "TRIM_AFTER_S", 0.05)
+    monkeypatch.setattr(heap, "_open", 0)
+    monkeypatch.setattr(heap, "_most_open", 0)
+    context = Context()
+    docs = [served_doc(context) for _ in range(30)]
+
+    async def serve() -> list[tuple[int, bool]]:
+        for doc in docs:
+            heap.trim_after_session(doc)
+        start, seen = heap.trims, []
+        for leaving in (docs[:1], docs[1:14], docs[14:15]):  # 29 left, 16, then 15
+            for doc in leaving:
+                end_session(doc, context)
+            seen.append((heap.status()["sessions_open"], heap.status()["trim_pending"]))
+        await asyncio.sleep(0.3)
+        assert heap.trims - start == 1
+        assert heap.status()["most_open_since_trim"] == 15  # the next waits for 8 to leave
+        return seen
+
+    assert asyncio.run(serve()) == [(29, False), (16, False), (15, True)]
+
+
 def test_a_page_built_outside_a_server_schedules_nothing():
     doc = Document()  # no session: a test building a page, a static export
     heap.trim_after_session(doc)
     heap.trim_after_session(None)
     assert doc.callbacks.session_destroyed_callbacks == set()
+
+
+@pytest.mark.parametrize("apart", [True, False])
+def test_big_blocks_get_pages_of_their_own_after_a_bigger_one_was_freed(apart):
+    """With keep_big_blocks_apart, a 200 KiB block is mmap'd (given back the moment it is freed)
+    even after a 4 MiB one was freed; without, glibc's threshold rose to 4 MiB with that free and
+    the blocks land in the heap among small objects. In a process of its own: it sets malloc."""
+    code = """if True:
+        import sys
+        from lessons.shell import heap
+        if heap._mallinfo2 is None:
+            print("skip"); sys.exit()
+        if sys.argv[1] == "apart":
+            assert heap.keep_big_blocks_apart()
+        big = bytearray(4 * 2**20)
+        del big  # freed: unless the threshold is fixed, glibc's rises to 4 MiB here
+        before = heap._mallinfo2().hblks
+        blocks = [bytearray(200 * 1024) for _ in range(10)]
+        print(heap._mallinfo2().hblks - before, len(blocks))
+    """
+    out = subprocess.run([sys.executable, "-c", code, "apart" if apart else "default"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.strip() == "skip":
+        pytest.skip("no mallinfo2 (glibc before 2.33)")
+    mapped, made = out.stdout.split()
+    assert made == "10"
+    assert mapped == ("10" if apart else "0")
