@@ -158,8 +158,8 @@ def _session_ended(loop: IOLoop) -> None:
     One reader leaving a class of thirty frees one page among thirty live ones: in a class at 30
     (bench/classroom.py, issue 16's notes) such trims returned 0.2-0.4 MiB each, and each held
     the server's loop for its garbage collection, 430-549 ms while every reader waited."""
+    global _open
     with _lock:
-        global _open
         _open -= 1
         due = _open <= _most_open // 2
     if due:
