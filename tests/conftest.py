@@ -11,7 +11,12 @@ and the shared `server` fixture.
   the lessons measuring an endpoint: started once when first asked for, stopped at the end, and
   bounded in time whatever happens to the tests.
 - `int8_kernel` is the C++ int8 linear kernel, built into the tests' cache for the engine tests,
-  the quantization lesson's tests and the served app's engine worker (which reads the same cache)."""
+  the quantization lesson's tests and the served app's engine worker (which reads the same cache).
+- Every test gives back the cores it found: a page built in this process starts the app's engine
+  service, which pins the process to the web's cores (engine.lab.client.get_service), and every
+  server a later test starts would inherit that one core: its engine worker, finding one core,
+  shares it with the web server, Chromium and pytest, so every job it measures is disturbed and
+  measured twice more (the browser tests ran 2-3 times slower and timed out on a slow machine)."""
 
 import atexit
 import json
@@ -35,6 +40,18 @@ else:
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+CORES_AT_START = os.sched_getaffinity(0)
+
+
+@pytest.fixture(autouse=True)
+def cores_given_back():
+    """After each test: this process (every thread) back on the cores it started with."""
+    yield
+    if os.sched_getaffinity(0) != CORES_AT_START:
+        from engine.lab import cores
+
+        cores.pin(0, CORES_AT_START)
+
 
 @pytest.fixture(scope="session")
 def int8_kernel():
@@ -49,7 +66,7 @@ def int8_kernel():
     return int8_linear_kernel()
 
 
-LIFETIME_S = 1800  # killed after this however the test session ends (the suite is shorter)
+LIFETIME_S = 5400  # killed after this however the test session ends (CI stops a run at 90 min)
 SERVER_MAX_BATCH = 8
 
 
