@@ -104,6 +104,7 @@ MAX_PAUSED = 4  # runs paused inside each other's pauses for any shorter job at 
 # runs at once as before, when that one could not be paused at all)
 REMEASURES = 2  # a disturbed result is measured again at most this many times
 QUIET_WAIT_S = 5.0  # before measuring again, the worker waits at most this long for quiet
+RECENTLY_ENDED = 100  # the status lists this many of the last jobs to end, with how each ended
 GAP_SIZES = ("point",)  # the jobs a running job's idle gap may run (_fill)
 
 
@@ -201,6 +202,7 @@ class EngineService:
         self.cut_short = 0  # newcomers' runs stopped at their first figure, and queued again
         self.worker_idle_mib: float | None = None  # the worker's RSS when it last fell idle
         self._runs_ended = 0
+        self._ended: deque[dict] = deque(maxlen=RECENTLY_ENDED)  # status()["recently_ended"]
         self._idle_checked = -1  # runs ended when it was read
         self.disturbed = 0  # results that came back disturbed
         self.remeasured = 0  # of those, measured again
@@ -353,6 +355,7 @@ class EngineService:
                 "queue": [{"id": j.id, "kind": j.kind, "size": j.size} for j in order],
                 "jobs_done": self.jobs_done,
                 "jobs_cancelled": self.jobs_cancelled,
+                "recently_ended": list(self._ended),  # oldest first: a job's own outcome
                 "cache_hits": self.cache_hits,
                 "shared_runs": self.shared_runs,
                 "preemptions": self.preemptions,
@@ -959,6 +962,8 @@ class EngineService:
             if job.state in FINAL_STATES:
                 return
             job.state = {"result": "done"}.get(type_, type_)
+            self._ended.append({"id": job.id, "kind": job.kind, "state": job.state,
+                                "cached": bool(meta.get("cached"))})
             if type_ == "cancelled":
                 self.jobs_cancelled += 1
             if type_ == "result":

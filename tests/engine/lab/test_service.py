@@ -831,3 +831,20 @@ def test_a_job_asked_while_a_stopping_run_has_lost_its_last_reader_is_queued(cac
     job = svc.submit("serve_run", dict(first.params), session_id="reader-1")
     assert job.state == "queued" and job not in run.jobs
     assert svc.status()["running"]["kind"] == "serve_run"  # status reads the stopping run too
+
+
+def test_the_status_names_how_each_recent_job_ended(tmp_path):
+    """/engine-status's recently_ended: a job's own outcome, whatever else ends meanwhile (a
+    count of jobs measured also counts another reader's job ending)."""
+    svc = EngineService(cache_path=tmp_path / "results", start=False)
+    first = svc.submit("sweep_point", QUICK, session_id="a")
+    second = svc.submit("sweep_point", {**QUICK, "batch_size": 2}, session_id="b")
+    assert svc.status()["recently_ended"] == []
+    assert svc.cancel(second)
+    assert svc.status()["recently_ended"] == [
+        {"id": second.id, "kind": "sweep_point", "state": "cancelled", "cached": False}]
+    for _ in range(client.RECENTLY_ENDED):  # bounded: the oldest go first
+        svc.cancel(svc.submit("sweep_point", QUICK, session_id="c"))
+    ended = svc.status()["recently_ended"]
+    assert len(ended) == client.RECENTLY_ENDED and second.id not in {j["id"] for j in ended}
+    assert first.state == "queued"
