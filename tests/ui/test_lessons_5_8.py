@@ -35,9 +35,10 @@ def source(page, name: str) -> dict:
     return data
 
 
-def row_numbers(page, first_cell: str) -> list[float]:
-    """The numeric cells of the table row whose header is first_cell."""
-    row = page.locator("tr", has_text=first_cell).first.inner_text()
+def row_numbers(page, first_cell: str, table: str = "") -> list[float]:
+    """The numeric cells of the table row whose header is first_cell (in the table inside the
+    element matching the CSS selector `table`, if given)."""
+    row = page.locator(f"{table} tr".strip(), has_text=first_cell).first.inner_text()
     numbers = []
     for cell in row.split("\t")[1:]:
         match = re.match(r"\s*([\d,]+(?:\.\d+)?)", cell)
@@ -86,13 +87,16 @@ def test_kv_cache_agrees_with_the_engine_and_refuses_a_zero_budget(page, console
     skip_prediction(page)
     expect(page.locator(".kv-check-summary").get_by_text("All 9 caches agree with the formula.")
            ).to_be_visible(timeout=LONG)  # the live region says it too
-    # the calculator's bytes per token for each preset, and what the engine allocated
+    # the calculator's bytes per token for each preset, and what the engine allocated; the
+    # presets' rows come with the engine's description, a job of its own that may end after the
+    # allocation check (then the first row naming a preset was the check's)
+    expect(page.locator(".kv-calculator tr", has_text="large")).to_be_visible(timeout=LONG)
     for preset, fp16 in (("tiny", 1536), ("small", 12288), ("large", 32768)):
-        calc = row_numbers(page, preset)  # the calculator's row comes first on the page
+        calc = row_numbers(page, preset, ".kv-calculator")
         assert calc[2] == fp16  # layers, KV heads (x head dim), bytes per token in fp16
-        engine = page.locator("tr", has_text=f"{preset}, float16").first.inner_text()
+        engine = page.locator(".kv-check tr", has_text=f"{preset}, float16").first.inner_text()
         assert f"= {fp16:,}" in engine  # the formula for the cache the engine built...
-        assert row_numbers(page, f"{preset}, float16")[-1] == fp16  # ...and what it took
+        assert row_numbers(page, f"{preset}, float16", ".kv-check")[-1] == fp16  # ...and what it took
     tiny = page.locator("tr", has_text="tiny, float32").first.inner_text()
     assert "= 3,072" in tiny and tiny.rstrip().endswith("agrees")
     expect(page.get_by_text(re.compile("Block tables at step")).first).to_be_visible(
