@@ -17,7 +17,8 @@ from engine.lab.client import EngineService, _Run
 def service(tmp_path_factory, monkeypatch_module):
     path = tmp_path_factory.mktemp("llm-speed-cache")
     monkeypatch_module.setenv("LLM_SPEED_CACHE", str(path))  # the worker inherits it
-    svc = EngineService(cache_path=path / "results")
+    # a disturbed point is not measured again: each job measured once, so jobs_done counts them
+    svc = EngineService(cache_path=path / "results", remeasures=0)
     assert wait_ready(svc, TIMEOUT), svc.status()
     svc.preempt_after_s = 1e9  # never paused: only a lent gap can let a point through
     yield svc
