@@ -27,6 +27,7 @@ from panel.io.state import set_curdoc
 
 from engine.lab.client import EngineService, get_service
 from engine.lab.events import Job, JobEvent
+from widgets.doc_hold import model_index_held
 
 log = logging.getLogger(__name__)
 
@@ -124,10 +125,11 @@ class SessionJobs:
             self.frames += 1
         if self._gone() or not batch:
             return
-        # models.freeze: the page's model index is recomputed once for the frame, not once for
-        # every pane a handler updates (Bokeh walks every model of the page each time: 3.5 s of
-        # the web process's 30 s while a class of 30 arrived, py-spy, /work/notes webq)
-        with set_curdoc(self.doc), pn.io.hold(self.doc), self.doc.models.freeze():
+        # the page's model index is recomputed at most once for the frame, not once for every
+        # pane a handler updates (Bokeh walks every model of the page each time: 3.5 s of the
+        # web process's 30 s while a class of 30 arrived, py-spy, /work/notes webq), and not
+        # at all when no handler changed the page's models (widgets.doc_hold.model_index_held)
+        with set_curdoc(self.doc), pn.io.hold(self.doc), model_index_held(self.doc):
             for handler, event in batch:
                 try:
                     handler(event)
