@@ -70,12 +70,12 @@ def model_index_held(doc) -> Iterator[None]:
 
     Bokeh asks for a walk (DocumentModelManager.invalidate) whenever a property is set to, or
     from, a value holding models; a frozen index cannot say whether that happened, so its freeze
-    walks at its end whatever did. Most frames of engine events on a page only set text and
-    numbers (a status line, a table, a chart's data): with the freeze, each one still walked
-    every model of the page (15-20 ms on a lesson page), 22% of the web process's time while a
-    class of 30 arrived (py-spy, bench/classroom.py, 2026-11-29). Here the index's invalidate is
-    replaced, while held, by a note that one was asked for (nested holds share the note); while
-    held, as under a freeze, the index is updated only at the end."""
+    walks at its end whatever did. A frame of engine events that only sets text and numbers (a
+    status line, a table, a chart's data) still walked every model of the page (15-20 ms on a
+    lesson page); those frames were 20-24% of the web process's samples while a class of 30
+    arrived (py-spy, bench/classroom.py, 2026-11-29), their walks 8% of them. Here the index's
+    invalidate is replaced, while held, by a note that one was asked for (nested holds share the
+    note); while held, as under a freeze, the index is updated only at the end."""
     models = doc.models
     outer = models.__dict__.get("invalidate")  # a hold around this one
     asked: list[bool] = []

@@ -68,12 +68,16 @@ def share_stylesheets(doc) -> int:
     replaced = 0
     with doc.models.freeze():  # one recomputation of the model index, not one per model
         for model in carriers:
-            sheets = [shared.get(css, css) if isinstance(css, str) else css
-                      for css in model.stylesheets]
+            sheets = naming_shared(model.stylesheets, shared)
             if any(a is not b for a, b in zip(sheets, model.stylesheets)):
                 model.stylesheets = sheets
                 replaced += 1
     return replaced
+
+
+def naming_shared(sheets: list, shared: dict) -> list:
+    """A stylesheets list with each text that has a shared model replaced by that model."""
+    return [shared.get(css, css) if isinstance(css, str) else css for css in sheets]
 
 
 _SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # doc -> {css text: its model}
@@ -87,8 +91,10 @@ def keep_sheets_shared() -> None:
     An HTML pane's update sets every property of its model again (Panel's HTMLBasePane._update),
     stylesheets included, as the texts: so each update of a status line or a table sent 6-20 kB
     of CSS to the browser again, left the shared model, and made Bokeh walk every model of the
-    page (the old value held a model): most of the 16-23% of the web process's time in those
-    walks while a class of 30 arrived (py-spy, bench/classroom.py, 2026-11-29)."""
+    page (the old value held a model). With this and doc_hold.model_index_held, the walks in
+    frames of engine events fell from 144 to 90 of ~1800 web-process samples while a class of
+    30 arrived (py-spy, bench/classroom.py, 2026-11-29); what remains is each pane's first
+    update adding the design's stylesheets its built model lacked."""
     if getattr(HTMLBasePane._get_properties, "keeps_sheets_shared", False):
         return
     texts_only = HTMLBasePane._get_properties
@@ -97,8 +103,7 @@ def keep_sheets_shared() -> None:
         props = texts_only(self, doc)
         shared = _SHARED.get(doc) if doc is not None else None
         if shared and "stylesheets" in props:
-            props["stylesheets"] = [shared.get(css, css) if isinstance(css, str) else css
-                                    for css in props["stylesheets"]]
+            props["stylesheets"] = naming_shared(props["stylesheets"], shared)
         return props
 
     get_properties.keeps_sheets_shared = True
