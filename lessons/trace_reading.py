@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.calc.stats import Estimate, estimate, grouped_estimate
+from engine.calc.stats import Estimate, estimates, grouped_estimates
 from engine.lab.results import (
     EndpointLoadTestResult,
     Percentiles,
@@ -62,9 +62,8 @@ def _estimates(key: str, groups: list[list[float]]) -> list[Estimate]:
     """STAT_QS' estimates of one figure: a request's gaps are resampled together (they move
     together, engine.calc.stats.grouped_estimate); the other figures, one a request, singly."""
     if key == "itl":
-        return [grouped_estimate(groups, q) for q in STAT_QS]
-    flat = [v for g in groups for v in g]
-    return [estimate(flat, q) for q in STAT_QS]
+        return grouped_estimates(groups, STAT_QS)
+    return estimates([v for g in groups for v in g], STAT_QS)
 
 
 def percentile_rows(m: RunMetrics, run: ServedRun | EndpointLoadTestResult | None = None

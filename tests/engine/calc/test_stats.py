@@ -7,10 +7,14 @@ import numpy as np
 import pytest
 
 from engine.calc.stats import (
+    CONFIDENCE,
     bootstrap_interval,
+    bootstrap_intervals,
     deciles,
     estimate,
+    estimates,
     grouped_estimate,
+    grouped_estimates,
     min_samples,
     ratio_interval,
     runs_estimate,
@@ -197,3 +201,38 @@ def test_deciles_stay_within_a_few_samples():
         cuts = deciles(values)
         assert cuts == pytest.approx(list(np.percentile(values, range(10, 100, 10))))
     assert deciles([4.0]) == [4.0] * 9
+
+
+def resampled_groups_reference(groups, q, resamples, seed):
+    """grouped_estimate's interval the plain way: each resample's picked groups joined and its
+    statistic taken by numpy, with the same picks (the seed's first draw)."""
+    picks = np.random.default_rng(seed).integers(0, len(groups), size=(resamples, len(groups)))
+    stats = [np.mean(np.concatenate([groups[g] for g in row])) if q is None
+             else np.percentile(np.concatenate([groups[g] for g in row]), q) for row in picks]
+    tail = 100 * (1 - CONFIDENCE) / 2
+    return tuple(np.percentile(stats, [tail, 100 - tail]))
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_grouped_estimates_equal_resampling_the_groups_plainly(seed):
+    """The counting method (no resample gathered or sorted) gives each resample's statistic
+    as joining its groups and asking numpy would: ties, one-sample groups, uneven sizes."""
+    rng = np.random.default_rng(100 + seed)
+    groups = [np.round(rng.lognormal(size=k), 1) for k in (1, 3, 17, 2, 40, 5, 9)]  # ties
+    qs = (50, None, 90, 95, 99)
+    got = grouped_estimates(groups, qs, resamples=300, seed=seed)
+    for q, est in zip(qs, got):
+        lo, hi = resampled_groups_reference(groups, q, 300, seed)
+        assert (est.lo, est.hi) == pytest.approx((lo, hi), rel=1e-12, abs=1e-12)
+        assert est == grouped_estimate(groups, q, resamples=300, seed=seed)  # one at a time
+
+
+def test_many_statistics_at_once_are_those_asked_one_by_one():
+    rng = np.random.default_rng(3)
+    data = rng.lognormal(size=61)
+    qs = (None, 50, 90, 99)
+    assert estimates(data, qs) == [estimate(data, q) for q in qs]
+    assert bootstrap_intervals(data, qs, resamples=500, seed=4) == [
+        bootstrap_interval(data, q, resamples=500, seed=4) for q in qs]
+    assert estimates([], qs)[2].value is None and estimates([2.0], qs)[1].lo == 2.0
+    assert grouped_estimates([[1.0, 2.0]], qs)[0].lo is None  # one group: no interval
