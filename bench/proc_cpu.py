@@ -41,6 +41,31 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def lowest_priority_sessions(pids: list[int]) -> list[str]:
+    """Nice 19 for the scheduler's autogroup of each process in a session other than this
+    one; the autogroups set. With autogroups on (/proc/sys/kernel/sched_autogroup_enabled, the
+    default of most Linux kernels), a process's niceness orders it only within its session's
+    group, and the groups share a core as equals: Playwright starts Chromium in sessions of
+    its own (setsid), so Chromium at nice 19 still took half the web server's core whenever it
+    wanted (0.35-0.54 of core 0 while the web server had 0.41-0.55, a class of 30). A group's
+    own nice weighs it against the other groups; processes forked later (Chromium's renderers)
+    join their parent's group. Processes of this session (the server, its worker, the
+    students) are left alone."""
+    mine, done = os.getsid(0), []
+    for pid in pids:
+        try:
+            if os.getsid(pid) == mine:
+                continue
+            path = Path(f"/proc/{pid}/autogroup")
+            group = path.read_text().split()[0]  # "/autogroup-68 nice 0"
+            if group not in done:
+                path.write_text("19")
+                done.append(group)
+        except (OSError, IndexError):  # gone, or no autogroups on this kernel
+            continue
+    return done
+
+
 def core_busy() -> dict[int, tuple[float, float]]:
     """Each core's (busy, total) jiffies since boot (/proc/stat; idle and iowait are not busy)."""
     cores = {}
