@@ -88,6 +88,16 @@ def measure_limits(device: str) -> HardwareLimits:
 Checked = Callable[[Callable[[], HardwareLimits]], tuple[HardwareLimits, dict]]
 
 
+def limits_on_disk(device: str) -> bool:
+    """Whether this device's limits are kept (readable), so hardware_limits measures nothing."""
+    path = _cache_file(device)
+    try:
+        HardwareLimits(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return False
+    return True
+
+
 def hardware_limits(device: str, refresh: bool = False,
                     checked: Checked | None = None) -> HardwareLimits:
     """Cached limits of this device; measured (a few seconds) the first time or on refresh.

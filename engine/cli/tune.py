@@ -1,5 +1,6 @@
-"""`python -m engine tune`: time the lessons' models' matrix-product plans as part of a machine's
-set-up, after `build-kernel`.
+"""`python -m engine tune`: time the lessons' models' matrix-product plans, and measure the
+machine's two limits (memory bandwidth, matmul peak), as part of a machine's set-up, after
+`build-kernel`.
 
 A plan (engine/model/matmul_plan.py) is a fact about the machine (CPU, torch, threads, the C++
 library's build) and a model's shapes, like the kernels' build: timed on first use, it costs a
@@ -9,6 +10,14 @@ split (engine/lab/cores.py: ENGINE_CORES, as for the server), with one torch thr
 so the plan lands under the key the worker reads. A plan already on disk is not timed again,
 and its model is not built: whether it is there is read from the model's shapes alone (its
 layers as made, no checkpoint read, no copies laid out), so a second `tune` makes no weights.
+
+The limits (engine.hardware.hardware_limits) are a fact about the machine too, read by every
+page that draws a roofline or the "On a GPU" box (the `info` job). Measured during a class they
+were mostly disturbed by the web server's work, so never kept, and measured again by each page
+that asked: five times in a class of 30 (bench/classroom.py), 20 s of the engine's first 40
+while the first readers waited for their numbers. Here they are measured the way the worker
+measures them (pinned to its cores, inside the same disturbance check) and kept when quiet;
+when not, `tune` says so (the worker measures them when a page asks, as before).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import torch
 
 from ..config import get_preset
 from ..device import configure_threads, resolve_device, torch_dtype
+from ..hardware import hardware_limits, limits_on_disk
 from ..lab import cores
 from ..llm_engine import build_model_steps
 from ..model.layers import Linear
@@ -78,6 +88,27 @@ def plan_preset(name: str) -> float | None:
     return None if timed_from is None else time.monotonic() - timed_from
 
 
+def measure_limits() -> bool:
+    """The machine's limits, measured once quietly and kept (see the module's docstring);
+    False when they were disturbed (then not kept: a page's `info` job measures them)."""
+    if limits_on_disk("cpu"):
+        print("limits already on disk")
+        return True
+    from ..lab.jobs.probe import measure_checked  # the worker's check (its probe, its cores)
+
+    print("measuring the machine's memory bandwidth and matmul peak", file=sys.stderr,
+          flush=True)
+    limits = hardware_limits("cpu", checked=measure_checked)
+    if (limits.check or {}).get("disturbed"):
+        print("note: the machine's limits were disturbed by other work, so not kept (the first "
+              f"page to ask measures them): {'; '.join(limits.check.get('reasons') or [])}; "
+              "run `tune` again on a quiet machine", file=sys.stderr)
+        return False
+    print(f"limits measured: {limits.memory_bandwidth_gbs:.1f} GB/s memory bandwidth, "
+          f"{limits.matmul_gflops:.1f} GFLOP/s matmul ({limits.matmul_dtype})")
+    return True
+
+
 def cmd_tune(args) -> int:
     presets = args.preset or list(LESSON_PRESETS)
     for name in presets:
@@ -90,7 +121,13 @@ def cmd_tune(args) -> int:
              f"{','.join(map(str, split.engine))}, as the lab's worker runs")
     print(f"timing matrix-product plans for {', '.join(presets)}: {where}", file=sys.stderr,
           flush=True)
-    failed = 0
+    try:
+        measure_limits()
+        failed = 0
+    except Exception as e:  # an unwritable cache, as for a plan below: one line
+        failed = 1
+        print(f"error: the machine's limits not measured: {type(e).__name__}: {e}",
+              file=sys.stderr)
     for name in presets:
         try:
             timed = plan_preset(name)
@@ -106,8 +143,9 @@ def cmd_tune(args) -> int:
 
 
 def add_tune_parser(sub) -> None:
-    tune = sub.add_parser("tune", help="time the lessons' models' matrix-product plans (once "
-                                       "per machine, after build-kernel)")
+    tune = sub.add_parser("tune", help="time the lessons' models' matrix-product plans and "
+                                       "measure the machine's limits (once per machine, after "
+                                       "build-kernel)")
     tune.add_argument("--preset", action="append", metavar="P",
                       help=f"only this preset (repeat for more); default: "
                            f"{', '.join(LESSON_PRESETS)}")

@@ -1,5 +1,6 @@
-"""`python -m engine tune`: the lessons' models' plans timed at set-up, where the lab's worker reads
-them, so no reader's first engine times one; bad input and failures in one line each."""
+"""`python -m engine tune`: the lessons' models' plans timed and the machine's limits measured at
+set-up, where the lab's worker reads them, so no reader's first engine times one and no page's
+`info` job measures the machine; bad input and failures in one line each."""
 
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ BUILD_AS_THE_WORKER = (
     "[print(step) for step in build_model_steps(sys.argv[1], 'cpu')]")
 
 
+# The worker's `info` job's machine description: its check (None when read from disk) and
+# bandwidth, as tune prints it
+INFO_AS_THE_WORKER = (
+    "from engine.lab.worker import isolate; from engine.lab.jobs.machine import machine_info; "
+    "isolate(None, None); m = machine_info(); print(m['check'], f\"{m['memory_bandwidth_gbs']:.1f}\")")
+
+
 def run(args: list[str], cache, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "LLM_SPEED_CACHE": str(cache), **env})
@@ -25,7 +33,9 @@ def run(args: list[str], cache, **env) -> subprocess.CompletedProcess:
 def test_tune_leaves_each_presets_plan_where_the_worker_reads_it(tmp_path):
     out = run(["-m", "engine", "tune", "--preset", "tiny", "--preset", "draft"], tmp_path)
     assert out.returncode == 0, out.stderr
-    said = out.stdout.splitlines()
+    limits, *said = out.stdout.splitlines()
+    kept = limits.startswith("limits measured: ")  # else disturbed: said why, not kept
+    assert kept or "limits were disturbed by other work, so not kept" in out.stderr
     assert [line.split()[:3] for line in said] == [["tiny", "plan", "timed"],
                                                     ["draft", "plan", "timed"]]
     assert "thread(s) on core(s)" in out.stderr and "Traceback" not in out.stderr
@@ -36,8 +46,12 @@ def test_tune_leaves_each_presets_plan_where_the_worker_reads_it(tmp_path):
     assert "matrix products timed" not in built.stdout  # read from disk, not timed again
 
     again = run(["-m", "engine", "tune", "--preset", "draft"], tmp_path)
-    assert again.returncode == 0 and again.stdout.split() == ["draft", "plan", "already", "on",
-                                                              "disk"]
+    assert again.returncode == 0 and again.stdout.splitlines()[-1].split() == [
+        "draft", "plan", "already", "on", "disk"]
+    if kept:  # and the worker's `info` job reads them: nothing measured, no check
+        assert again.stdout.splitlines()[0] == "limits already on disk"
+        info = run(["-c", INFO_AS_THE_WORKER], tmp_path)
+        assert info.returncode == 0 and info.stdout.split() == ["None", limits.split()[2]]
 
 
 def test_a_plan_on_disk_is_found_from_the_models_shapes_and_nothing_is_built(tmp_path,
@@ -79,7 +93,8 @@ def test_a_plan_that_cannot_be_saved_says_why_in_one_line(tmp_path):
     out = run(["-m", "engine", "tune", "--preset", "draft"], not_a_dir)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: draft's plan not timed: ")
+    assert len(errors) == 2 and errors[0].startswith("error: the machine's limits not measured: ")
+    assert errors[1].startswith("error: draft's plan not timed: ")
 
 
 def test_lesson_presets_cover_every_model_a_lesson_offers_or_warms():
