@@ -262,6 +262,9 @@ def _run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict,
         if options.get("quiet_first"):
             wait_for_quiet(options["quiet_first"], emit, cancelled)
             trace.mark("quiet", job_id)
+            if pipes.cancel_id.value == job_id:  # stopped while waiting (a re-measure giving
+                emit("cancelled", {})  # way to other readers): nothing measured
+                return
         result = run(kind, params, emit, cancelled, paused, stop_build)
     except Exception as e:
         if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace

@@ -197,3 +197,37 @@ def test_a_disturbed_result_is_final_at_once_while_other_readers_jobs_wait(servi
     assert status["disturbed_final"] >= before["disturbed_final"] + 1
     again = finished(service.submit("sweep_point", {**JOB, "seed": 5}))
     assert not again.cached  # its question is still open: measured when asked again
+
+
+def test_a_re_measure_gives_way_to_a_reader_who_arrives_while_it_waits_for_quiet(service):
+    """A re-measure starts only with nobody else waiting, but first it waits (up to
+    QUIET_WAIT_S of the service) for the engine's cores to be quiet: a reader arriving then
+    does not wait behind it. It stops, and the disturbed result its reader was shown stands,
+    final and labelled."""
+    from engine.lab.client import QUIET_WAIT_S as SERVICE_QUIET_WAIT_S
+
+    rec = Recorder()
+    service.remeasures = 1
+    before = service.status()
+    try:
+        with busy_loop(engine_cores(service)):  # never quiet: the re-measure would wait it out
+            first = service.submit("sweep_point", {**JOB, "seed": 7}, rec, session_id="a")
+            shown = rec.wait_for(first, "result")
+            deadline = time.monotonic() + TIMEOUT
+            while rec.types(first).count("started") < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)  # the re-measure has started: waiting for quiet
+            asked = time.monotonic()
+            other = service.submit("sweep_point", {**JOB, "seed": 8}, rec, session_id="b")
+            rec.wait_for(other, "started")
+            waited = time.monotonic() - asked
+            finished(other)
+        finished(first)
+    finally:
+        service.remeasures = 0
+    assert shown.remeasuring and shown.result.disturbed
+    assert rec.types(first).count("started") == 2
+    last = rec.of(first)[-1]
+    assert last.type == "result" and last.final and not last.remeasuring
+    assert last.data == shown.data and first.state == "done"  # the first measurement stands
+    assert waited < SERVICE_QUIET_WAIT_S  # not behind the re-measure's wait for quiet
+    assert service.status()["disturbed_final"] == before["disturbed_final"] + 1
