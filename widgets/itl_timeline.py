@@ -22,6 +22,7 @@ from engine.calc.stats import Estimate, grouped_estimate
 
 from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
+from .frame import once_per_frame
 from .palette import SERIES, SERIES_MARKER
 from .tables import html_table, sig, with_interval
 
@@ -89,7 +90,7 @@ class ItlTimeline(pn.viewable.Viewer):
             self._check(series).stream({"t": list(t), "gap_ms": list(gap_ms),
                                         "request": list(request)})
             self.estimates.pop(series, None)
-            self._refresh_table()
+            once_per_frame((id(self), "table"), self._refresh_table)  # a frame's steps: once
 
     @changes_bokeh_models
     def set(self, series: str, t: list[float], gap_ms: list[float], request: list[int]) -> None:

@@ -37,6 +37,7 @@ from engine.errors import ResultError
 from engine.lab.results import DisturbanceCheck, Spread
 
 from .a11y import LiveRegion
+from .frame import once_per_frame
 from .ticker import STATUS_TICKER
 
 WRAP_CSS = "pre { white-space: pre-wrap; overflow-wrap: anywhere; overflow: visible; }"
@@ -295,7 +296,7 @@ class JobStatus(pn.viewable.Viewer):
         """The running job's own progress: done of total steps (total 0: unknown)."""
         self.param.update(done=max(0, done), steps=max(0, total),
                           message=self.message if message is None else message)
-        self.tick()
+        once_per_frame((id(self), "tick"), self.tick)  # a frame's many progress events: once
 
     def nearby(self, event, asked: dict) -> None:
         """A cached result of nearby settings is shown while the asked-for one waits."""
