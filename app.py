@@ -43,7 +43,7 @@ logging.getLogger("engine.lab.client").setLevel(logging.INFO)
 logging.getLogger("lessons.shell.heap").setLevel(logging.INFO)  # each trim: what it returned
 logging.getLogger("lessons.shell.first_build").setLevel(logging.INFO)  # pages built at start
 # Bokeh's property defaults read once per model class, not on every read: a page's build and
-# send costs the web core 15-30% less (widgets.bokeh_defaults; idempotent, each run repeats it)
+# send costs the web core 12-23% less (widgets.bokeh_defaults; idempotent, each run repeats it)
 cache_stable_defaults()
 # Panel's writes to a reader who has left, dropped with the session: no traceback each time
 ignore_closed_socket_writes()

@@ -38,7 +38,7 @@ from engine.calc.slo_math import (
     cost_per_million_tokens,
     judge,
 )
-from engine.calc.stats import Estimate, estimate, min_samples, runs_estimate
+from engine.calc.stats import Estimate, estimates, min_samples, runs_estimate
 from engine.lab.results import (
     CapacityLoad,
     CapacitySearchResult,
@@ -375,10 +375,10 @@ def point_estimates(point: RatePoint) -> dict[str, Estimate]:
     """The percentiles a rate is judged on (P50 and P99 of each metric the SLO can limit), each
     with its sample count and its 95% bootstrap interval over the rate's requests. TPOT is per
     request (a one-token answer has none and is not counted)."""
-    return {f"P{q} {name}": estimate(values, q)
+    return {f"P{q} {name}": est
             for name, values in (("TTFT", point.ttft_ms), ("TPOT", point.tpot_ms),
                                  ("E2E", point.e2e_ms))
-            for q in (50, 99)}
+            for q, est in zip((50, 99), estimates(values, (50, 99)))}
 
 
 def pool_runs(points: list[RatePoint]) -> list[RatePoint]:

@@ -38,20 +38,20 @@ def _immutable(value: Any) -> bool:
 
 def _get_default(self: PropertyDescriptor, obj: HasProps) -> Any:
     """PropertyDescriptor._get_default, answered from the class's cache where that is safe."""
+    if getattr(obj, "__themed_values__", None) is not None:  # a theme's: per instance
+        return BOKEH_GET_DEFAULT(self, obj)
     cls = type(obj)
     cache = cls.__dict__.get(CACHE)
     if cache is None:
         cache = {}
         setattr(cls, CACHE, cache)
-    if getattr(obj, "__themed_values__", None) is None:  # no theme: the class decides alone
-        hit = cache.get(self.name)
-        if hit is not None:
-            return hit[0]
-        default = BOKEH_GET_DEFAULT(self, obj)
-        if _immutable(default) and not self.has_unstable_default(obj):
-            cache[self.name] = (default,)
-        return default
-    return BOKEH_GET_DEFAULT(self, obj)
+    hit = cache.get(self.name)
+    if hit is not None:
+        return hit[0]
+    default = BOKEH_GET_DEFAULT(self, obj)
+    if _immutable(default) and not self.has_unstable_default(obj):
+        cache[self.name] = (default,)
+    return default
 
 
 def _overridden_defaults(cls: type[HasProps]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Span
 from bokeh.plotting import figure
 
-from engine.calc.stats import Estimate, grouped_estimate
+from engine.calc.stats import Estimate, grouped_estimates
 
 from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
@@ -90,7 +90,7 @@ class ItlTimeline(pn.viewable.Viewer):
             self._check(series).stream({"t": list(t), "gap_ms": list(gap_ms),
                                         "request": list(request)})
             self.estimates.pop(series, None)
-            once_per_frame((id(self), "table"), self._refresh_table)  # a frame's steps: once
+            self._table_stale()
 
     @changes_bokeh_models
     def set(self, series: str, t: list[float], gap_ms: list[float], request: list[int]) -> None:
@@ -100,8 +100,9 @@ class ItlTimeline(pn.viewable.Viewer):
         by_request: dict[int, list[float]] = {}
         for rid, gap in zip(request, gap_ms, strict=True):
             by_request.setdefault(rid, []).append(gap)
-        self.estimates[series] = {q: grouped_estimate(by_request.values(), q) for q in (50, 99)}
-        self._refresh_table()
+        self.estimates[series] = dict(zip((50, 99), grouped_estimates(by_request.values(),
+                                                                       (50, 99))))
+        self._table_stale()
 
     @changes_bokeh_models
     def clear(self, series: str) -> None:
@@ -119,7 +120,7 @@ class ItlTimeline(pn.viewable.Viewer):
         self.marks[series] = [(text, at) for text, at in self.marks[series] if text != label]
         self.marks[series].append((label, t))
         self.marks[series].sort(key=lambda m: self.mark_names.index(m[0]))
-        self._refresh_table()
+        self._table_stale()
 
     def gaps(self, series: str) -> list[float]:
         return list(self._check(series).data["gap_ms"])
@@ -138,6 +139,11 @@ class ItlTimeline(pn.viewable.Viewer):
     @property
     def table_html(self) -> str:
         return self._table.object
+
+    def _table_stale(self) -> None:
+        """Redraw the table: once after a frame's events (a run's steps, its result and marks:
+        widgets.frame), at once outside one."""
+        once_per_frame((id(self), "table"), self._refresh_table)
 
     def _refresh_table(self) -> None:
         rows, said = [], []

@@ -22,7 +22,7 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
-from engine.calc.stats import Estimate, estimate
+from engine.calc.stats import Estimate, estimates
 
 from .a11y import ChartText
 from .doc_hold import changes_bokeh_models
@@ -120,8 +120,9 @@ class LatencyHistogram(pn.viewable.Viewer):
         self.bars.data = {"left": edges[:-1].tolist(), "right": edges[1:].tolist(),
                           "count": counts.tolist()}
         self.values = marker_values(values, summary, self.markers)
-        self.estimates = {n: estimate(values, None if n == "mean" else float(n[1:]))
-                          for n in self.values if n != "max"}
+        names = [n for n in self.values if n != "max"]  # one set of resamples for them all
+        self.estimates = dict(zip(names, estimates(
+            values, [None if n == "mean" else float(n[1:]) for n in names])))
         top = float(counts.max()) if counts.size and counts.max() > 0 else 1.0
         names = list(self.values)
         band = {n: (e.lo, e.hi) if e.bounded and e.lo is not None else (None, None)
