@@ -33,9 +33,12 @@ reader's point or newcomer's first job waits (points keep their priority: a turn
 they wait made each of them wait it out); after HARD_PAUSE_S whatever waits, so it always
 ends. A run started inside a pause may be paused in turn, up to MAX_PAUSED
 deep; the innermost goes on first. One more place is kept for points: the run started inside the
-MAX_PAUSED-th pause is paused for points only, and inside that pause only points start (a
+MAX_PAUSED-th pause is paused for points only, and inside that pause only points start, and
+newcomers' first runs that show a partial figure within a second or so (schedule runs, load
+tests, rate sweeps), each stopped at that figure and queued again whole (figure_only; any other
 newcomer's long first job waits for the innermost run to end), so whatever runs, a point gets in
-within one step of it. A newcomer's first run (a schedule run, a load test, a rate sweep) is
+within one step of it, or of a newcomer's first figure. A newcomer's run started with
+MAX_PAUSED runs paused is figure_only too, so it never takes that last place. A newcomer's first run (a schedule run, a load test, a rate sweep) is
 wanted urgently only until its first partial figure is on the page: then, if other readers'
 points or newcomers' first jobs wait, it is cut short and queued again whole, to wait by the
 size rule (_cut_short), so newcomers' runs do not fill the pause stack.
@@ -83,7 +86,7 @@ from . import cores, registry, trace
 from .cache import CacheStore, SharedResult, disturbed
 from .endpoint import measured_on
 from .events import FINAL_EVENTS, FINAL_STATES, Job, JobEvent, one_line
-from .job_queue import SIZES, JobQueue, question
+from .job_queue import SIZES, JobQueue, Newcomers, question
 from .memory import process_memory
 from .results import parse_result
 
@@ -147,6 +150,8 @@ class _Run:
     pausing: bool = False  # the worker was told to pause it (a pausable job)
     figured: bool = False  # it has shown a first partial figure ("so_far")
     giving_way: bool = False  # a re-measure stopped for other readers: its first result stands
+    figure_only: bool = False  # a newcomer's first run started with the pause stack (nearly)
+    # full: it stops at its first figure, queued again whole, never paused (_cut_short)
     started_at: float = field(default_factory=time.time)  # or when it last went on
     paused_at: float = 0.0
 
@@ -242,7 +247,7 @@ class EngineService:
             job.params = spec.normalize(job.params)
             job.use_cache = use_cache and spec.cacheable
             job.size = spec.size_for(job.params, self._device())
-            job.pausable = spec.pausable
+            job.pausable, job.figures = spec.pausable, spec.figures
             job.question = question(kind, job.params) if spec.cacheable else None
         except ValueError as e:
             self._finish(job, "error", {"message": one_line(e)}, deliver_later=True)
@@ -613,8 +618,8 @@ class EngineService:
                              for job in jobs)
                 for job in jobs:
                     self._answered(job, "first figure")
-                if firsts and not run.figured:  # not for a newcomer who joined it late:
-                    self._cut_short(w, run)  # what it has done would be lost
+                if (firsts or run.figure_only) and not run.figured:  # not for a newcomer who
+                    self._cut_short(w, run)  # joined it late: what it has done would be lost
                 run.figured = True
         if type_ == "progress" and "building" in data:
             with self._lock:
@@ -711,6 +716,8 @@ class EngineService:
                     time.time(), *self._may_start())
                 if jobs:
                     run = self._running = _Run(jobs[0].id, jobs)
+                    run.figure_only = (len(self._paused) >= MAX_PAUSED and run.lead.figures
+                                       and self._queue.newcomer(run.lead.session_id))
                     for job in jobs:
                         job.state, job.started_at = "running", time.time()
                         self._ready_results.append((job, JobEvent(job.id, job.kind, "started",
@@ -801,6 +808,8 @@ class EngineService:
             return
         if run.building:
             sizes = PAUSED_RUNS_TAKE
+        elif run.figure_only:
+            return  # it stops at its first figure (_cut_short), a second or so in
         elif (len(self._paused) <= MAX_PAUSED and run.lead.size != "point"
               and all(j.pausable for j in run.jobs)):
             sizes = ("point",) if self._paused else _smaller(run)
@@ -825,19 +834,23 @@ class EngineService:
                  run.lead.kind, "'s engine build" if run.building else "", run.id,
                  len(self._paused) + (not run.building), len(self._queue))
 
-    def _may_start(self) -> tuple[tuple[str, ...], bool]:
-        """The sizes of the jobs the free worker may start now, and whether a newcomer's first
-        job of any size may: any with nothing paused; those smaller than the innermost paused
-        run (and newcomers' firsts) inside its pause; points alone with more than MAX_PAUSED
-        runs paused, the place kept for them (before it was kept, what started inside the
-        MAX_PAUSED-th pause could not be paused, and a point arriving behind it waited for all
-        of it: bench/classroom.py at 30 students, a rate sweep ran 32 s there with 45 jobs
-        waiting, a schedule run 6 s with points waiting 16 s). The rest wait for the innermost
-        run to end."""
+    def _may_start(self) -> tuple[tuple[str, ...], Newcomers]:
+        """The sizes of the jobs the free worker may start now, and which newcomers' first
+        jobs of any size may (job_queue.take): any with nothing paused; those smaller than the
+        innermost paused run (and newcomers' firsts) inside its pause; with more than
+        MAX_PAUSED runs paused, the place kept for points: points, and newcomers' first jobs
+        that show a partial figure soon (a schedule run, a load test, a rate sweep), each
+        stopped at that figure (figure_only, _cut_short), so nothing there outlasts a point's
+        wait. (Before the place was kept, what started inside the MAX_PAUSED-th pause could not
+        be paused, and a point arriving behind it waited for all of it: bench/classroom.py at
+        30 students, a rate sweep ran 32 s there with 45 jobs waiting. Before newcomers' runs
+        could start there, five newcomers' first runs waited 13-21 s for the innermost run, a
+        load test, to end: first number p95 19.8 s, same bench, main 246338e.) The rest wait
+        for the innermost run to end."""
         if not self._paused:
             return SIZES, True
         if len(self._paused) > MAX_PAUSED:
-            return ("point",), False
+            return ("point",), _figures_soon
         return _smaller(self._paused[-1]), True
 
     def _was_paused(self, w: _Worker, job_id: int) -> None:
@@ -927,20 +940,22 @@ class EngineService:
         students the first readers' schedule runs, load tests and a rate sweep filled it, and
         later newcomers' first runs waited 45-53 s for the innermost to end (bench/classroom.py,
         main 4ee85ab). The cost: the run's start (its engine is kept, so a second or two) is
-        served again in the full run."""
+        served again in the full run. A run started with the pause stack (nearly) full
+        (figure_only: nothing may pause it) stops at its first figure whoever waits."""
         if run.cancelling or run.preempting or run.pausing or run.building:
             return  # stopping, or being paused already (which loses nothing)
         waiting = self._queue.urgent(j.session_id for j in run.jobs)
-        if not waiting:
+        if not waiting and not run.figure_only:
             return  # nobody waits: it runs on
         run.preempting = True
         w.cancel_id.value = run.id  # the job stops at its next check and says "cancelled"
         self.cut_short += 1
         lead, now = run.lead, time.time()
+        why = (f"let {waiting} waiting points and first jobs through" if waiting else
+               "keep the pause stack's last place for points")
         log.info("cutting %s (job %s) short at its first figure (waited %.1f s, ran %.1f s) to "
-                 "let %d waiting points and first jobs through; queued again in full", lead.kind,
-                 run.id, (lead.started_at or now) - lead.submitted_at,
-                 now - (lead.started_at or now), waiting)
+                 "%s; queued again in full", lead.kind, run.id,
+                 (lead.started_at or now) - lead.submitted_at, now - (lead.started_at or now), why)
 
     def _answered(self, job: Job, how: str) -> None:
         """The job's reader has a number on the page now, unless it was a lookup aside. The
@@ -1036,6 +1051,12 @@ def _smaller(run: _Run) -> tuple[str, ...]:
     job counts as any size)."""
     size = run.lead.size
     return SIZES[:SIZES.index(size)] if size in SIZES else PAUSED_RUNS_TAKE
+
+
+def _figures_soon(job: Job) -> bool:
+    """True for a job that shows a partial figure soon after it starts (registry: `figures`):
+    the newcomers' first jobs that may start with the pause stack full (_may_start)."""
+    return job.figures
 
 
 def _jobs_of(*runs: _Run | None) -> list[Job]:

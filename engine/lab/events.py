@@ -94,6 +94,7 @@ class Job:
     question: str | None = None  # kind and params as text, for cacheable kinds: one run answers
     nearby: bool = False  # while it waits, show a cached result of nearby params (a nearby event)
     pausable: bool = False  # the queue may pause it between two steps (registry)
+    figures: bool = False  # it shows a partial figure soon after it starts (registry)
     aside: bool = False  # a lookup beside the page's measurements: its answer is not the
     # reader's first number (engine.lab.job_queue rule 0)
     preempted: int = 0  # times it was stopped to let short jobs through, and queued again

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .events import Job
 
@@ -72,6 +72,7 @@ STARVE_S = 90.0  # ... and this long, to a point's rank: big jobs wait, they nev
 OVERDUE_S = 2.0  # a point waiting this long goes before everything (rule 0)
 NEWCOMER_DUE_S = 3.0  # ... and a newcomer's first job waiting this long, before those points
 MAX_SESSIONS_REMEMBERED = 4096  # when each reader was last served, for the newest readers
+Newcomers = bool | Callable[[Job], bool]  # which newcomers' first jobs count: all, none, or these
 
 
 def question(kind: str, params: dict) -> str:
@@ -120,11 +121,11 @@ class JobQueue:
         return False
 
     def take(self, now: float, sizes: Iterable[str] = SIZES,
-             newcomers: bool = True) -> list[Job]:
-        """The job to run next (of these sizes, or a newcomer's first unless `newcomers` is
-        False) followed by the queued jobs it also answers (same question); all leave the
-        queue. Empty when none waits."""
-        sizes, firsts = tuple(sizes), self._firsts()[0] if newcomers else {}
+             newcomers: Newcomers = True) -> list[Job]:
+        """The job to run next (of these sizes, or a newcomer's first: any unless `newcomers`
+        is False, or those it is True for) followed by the queued jobs it also answers (same
+        question); all leave the queue. Empty when none waits."""
+        sizes, firsts = tuple(sizes), self._newcomer_firsts(newcomers)
         order = [j for j in self.order(now) if self._of(j, sizes, firsts)]
         if not order:
             return []
@@ -230,24 +231,34 @@ class JobQueue:
         return sum(j.session_id not in mine for j in self._jobs)
 
     def longest_wait(self, now: float, rank: float = 0, sizes: Iterable[str] = SIZES,
-                     besides: Iterable[str | None] = (), newcomers: bool = True) -> float:
+                     besides: Iterable[str | None] = (), newcomers: Newcomers = True) -> float:
         """Seconds the longest-waiting job of this rank (or smaller) and of these sizes (or a
-        newcomer's first, unless `newcomers` is False) has waited, of readers other than
-        `besides`; 0 for none."""
+        newcomer's first, as in `take`) has waited, of readers other than `besides`; 0 for
+        none."""
         sizes, mine, firsts = tuple(sizes), set(besides), self._firsts()
-        of = firsts[0] if newcomers else {}
+        of = self._newcomer_firsts(newcomers, firsts)
         waits = [now - j.submitted_at for j in self._jobs
                  if self.rank(j, now, firsts) <= rank and self._of(j, sizes, of)
                  and j.session_id not in mine]
         return max(waits, default=0.0)
 
-    def waiting(self, sizes: Iterable[str], newcomers: bool = True,
+    def waiting(self, sizes: Iterable[str], newcomers: Newcomers = True,
                 besides: Iterable[str | None] = ()) -> int:
         """How many queued jobs of readers other than `besides` are of these sizes (a
-        newcomer's first job counts as any, unless `newcomers` is False)."""
+        newcomer's first job counts as any, as in `take`)."""
         sizes, mine = tuple(sizes), set(besides)
-        firsts = self._firsts()[0] if newcomers else {}
+        firsts = self._newcomer_firsts(newcomers)
         return sum(self._of(j, sizes, firsts) and j.session_id not in mine for j in self._jobs)
+
+    def _newcomer_firsts(self, newcomers: Newcomers, firsts: tuple | None = None) -> dict:
+        """Each newcomer's first job by session, of those `newcomers` takes in: all (True),
+        none (False), or those a predicate is True for. `firsts`: _firsts(), if known."""
+        if newcomers is False:
+            return {}
+        found = (self._firsts() if firsts is None else firsts)[0]
+        if newcomers is True:
+            return found
+        return {s: j for s, j in found.items() if newcomers(j)}
 
     def _of(self, job: Job, sizes: tuple[str, ...], newcomers: dict) -> bool:
         """True if the job is of these sizes, or a newcomer's first (rule 0: of any size, it

@@ -67,6 +67,9 @@ class JobSpec:
     timed: bool = True  # it times something: its result carries a spread and a disturbance check
     prepare: str = ""  # "module:function" giving what it builds besides its engine, in steps
     # (engine.lab.worker.prepare_more): (what, steps) or None
+    figures: bool = False  # it shows a partial figure soon after it starts (a "so_far" progress
+    # event, once its first request is answered): a newcomer's first job of this kind is wanted
+    # only until then, so it may start where nothing could pause it (engine.lab.client)
 
     def __post_init__(self):
         if self.size not in SIZES:
@@ -135,9 +138,10 @@ def _context_less_one(params: dict) -> int:
 
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
           cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = (),
-          pausable: bool = False, timed: bool = True, prepare: str = "") -> JobSpec:
+          pausable: bool = False, timed: bool = True, prepare: str = "",
+          figures: bool = False) -> JobSpec:
     return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, pausable, timed,
-                   prepare)
+                   prepare, figures)
 
 
 # Seconds each lesson's largest default job takes at most here: bench/job_bounds.py measured
@@ -252,7 +256,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
                 "output_len": [160, 160], "long_prompt_len": 1536, "max_batch": 16,
                 "chunk_size": 128, "stream_tokens": False},
                 "lesson 7's chunked run at its defaults")),
-        pausable=True),
+        pausable=True, figures=True),
     _spec("load_test", "engine.lab.jobs.serving:load_test_job", {
         **ENGINE, **LOAD_MIX, "users": Int(0, lo=0, hi=256),
         "max_batch": MAX_BATCH, "chunk_size": Int(128, lo=0, hi=2048), **SEED},
@@ -261,7 +265,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "Poisson arrivals at rate; closed loop: `users` concurrent users, each sending again "
         "when answered (rate unused).",
         size="load", bounds=(Bound(B["load_test"], {}, "lesson 2's load test at its defaults"),),
-        pausable=True),
+        pausable=True, figures=True),
     # ---- an OpenAI-compatible server the teacher configured (engine.lab.endpoint) ------------
     _spec("endpoint_load_test", "engine.lab.jobs.endpoint:endpoint_load_test_job", {
         **ENDPOINT,
@@ -348,7 +352,8 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "each run's point as it finishes.", size="load",
         bounds=(Bound(B["rate_sweep"], {"rates": [8.0, 16.0, 32.0, 64.0, 128.0],
                                         "requests": 16, "runs": 3, "max_batch": 32},
-                      "lesson 8's sweep at its defaults"),), pausable=True),
+                      "lesson 8's sweep at its defaults"),), pausable=True,
+        figures=True),
     _spec("capacity_search", "engine.lab.jobs.capacity:capacity_search_job", {
         **ENGINE, "ttft_p95_ms": Float(1000.0, lo=1.0, hi=600_000.0),
         "per_user_tok_s": Float(20.0, lo=0.0, hi=100_000.0), "max_users": Int(32, lo=1, hi=256),

@@ -600,11 +600,78 @@ def test_with_the_pause_stack_full_only_points_start_and_the_innermost_goes_on(t
             svc._queue.add(job)
         svc._maybe_resume(w)
         assert svc._running is None and not sent  # a point waits: it goes first
-        assert svc._may_start() == (("point",), False)
+        sizes, newcomers = svc._may_start()
+        assert sizes == ("point",) and not newcomers(newcomer)  # no partial figure to stop at
         assert svc._queue.take(now, *svc._may_start()) == [point]
         svc._maybe_resume(w)
         assert svc._running is innermost and sent == [("resume", innermost.id)]
     finally:
+        svc.shutdown()
+
+
+def _free_worker(svc, w) -> None:
+    """Make the _pause_stack's stand-in the service's free worker, up (identity), so _pump
+    starts what the queue gives it."""
+    w.identity = {"device": "cpu", "engine_version": "test", "pid": None}
+    w.fill_id = types.SimpleNamespace(value=0)
+    svc._worker, svc._running = w, None
+
+
+@pytest.mark.parametrize("depth", [client.MAX_PAUSED, client.MAX_PAUSED + 1])
+def test_a_newcomers_run_starts_with_the_pause_stack_full_and_stops_at_its_first_figure(
+        tmp_path, depth):
+    """bench/classroom.py at 30 students (main 246338e): with a load test in the place kept for
+    points, five newcomers' first runs (load tests, schedule runs, a rate sweep) waited 13-21 s
+    for it to end, their readers with nothing on the page. A newcomer's run that shows a
+    partial figure soon now starts there (and with one place left, so it never takes that
+    place), is never paused, and stops at its first figure whoever waits, queued again whole."""
+    now = time.time()
+    newcomer = Job(1, "serve_run", {}, session_id="new", size="run", pausable=True,
+                   figures=True, use_cache=False, submitted_at=now - 2)
+    point = Job(2, "sweep_point", {}, session_id="knob", size="point", use_cache=False,
+                submitted_at=now - 0.5)
+    svc, w, sent = _pause_stack(tmp_path, depth)
+    try:
+        _free_worker(svc, w)
+        svc._queue.answered("knob")
+        svc._queue.add(newcomer)
+        svc._pump()
+        run = svc._running
+        assert run is not None and run.jobs == [newcomer] and run.figure_only
+        assert sent[-1][:3] == ("run", newcomer.id, "serve_run")
+        assert len(svc._paused) == depth  # the innermost did not go on
+        svc._queue.add(point)
+        point.submitted_at = now - 5  # long overdue
+        run.started_at = now - 5  # past its turn
+        svc._maybe_preempt(w)
+        assert not run.pausing and w.pause_id.value == 0  # never paused: it stops soon
+        svc._queue.remove(point)  # nobody waits any more, and yet at its first figure
+        svc._handle(w, ("event", run.id, "progress", {"so_far": {"e2e_p50_ms": 12.0}}))
+        assert run.preempting and w.cancel_id.value == run.id  # it stops, whoever waits
+        svc._handle(w, ("event", run.id, "cancelled", {}))
+        assert svc._running is None and list(svc._queue) == [newcomer]  # queued again, whole
+        assert newcomer.preempted == 1 and not svc._queue.newcomer("new")  # a number on screen
+    finally:
+        svc._worker = None  # the stand-in has no process to stop
+        svc.shutdown()
+
+
+def test_below_a_full_pause_stack_a_newcomers_run_goes_on_past_its_figure(tmp_path):
+    """With room on the pause stack a newcomer's run is stopped at its first figure only if
+    others wait (a reader alone gets the whole run at once)."""
+    newcomer = Job(1, "serve_run", {}, session_id="new", size="run", pausable=True,
+                   figures=True, use_cache=False)
+    svc, w, sent = _pause_stack(tmp_path, client.MAX_PAUSED - 1)
+    try:
+        _free_worker(svc, w)
+        svc._queue.add(newcomer)
+        svc._pump()
+        run = svc._running
+        assert run.jobs == [newcomer] and not run.figure_only
+        svc._handle(w, ("event", run.id, "progress", {"so_far": {"e2e_p50_ms": 12.0}}))
+        assert not run.preempting and w.cancel_id.value == 0
+    finally:
+        svc._worker = None  # the stand-in has no process to stop
         svc.shutdown()
 
 
