@@ -35,13 +35,14 @@ ends. A run started inside a pause may be paused in turn, up to MAX_PAUSED
 deep; the innermost goes on first. One more place is kept for points: the run started inside the
 MAX_PAUSED-th pause is paused for points only, and inside that pause only points start, and
 newcomers' first runs that show a partial figure within a second or so (schedule runs, load
-tests, rate sweeps), each stopped at that figure and queued again whole (figure_only; any other
-newcomer's long first job waits for the innermost run to end), so whatever runs, a point gets in
-within one step of it, or of a newcomer's first figure. A newcomer's run started with
-MAX_PAUSED runs paused is figure_only too, so it never takes that last place. A newcomer's first run (a schedule run, a load test, a rate sweep) is
-wanted urgently only until its first partial figure is on the page: then, if other readers'
-points or newcomers' first jobs wait, it is cut short and queued again whole, to wait by the
-size rule (_cut_short), so newcomers' runs do not fill the pause stack.
+tests, rate sweeps), each stopped at that figure whoever waits and queued again whole
+(figure_only; so is one started with MAX_PAUSED runs paused, so it never takes that last place).
+Any other newcomer's long first job waits for the innermost run to end. So whatever runs, a
+point gets in within one step of it or of a newcomer's first figure. A newcomer's first run (a
+schedule run, a load test, a rate sweep) is wanted urgently only until its first partial figure
+is on the page: then, if other readers' points or newcomers' first jobs wait, it is cut short
+and queued again whole, to wait by the size rule (_cut_short), so newcomers' runs do not fill
+the pause stack.
 
 A run's idle time goes to points too: while another reader's point waits, a running job whose
 serving loop has nothing to do until its next arrival lends that gap (_offer_gaps, _fill): the
