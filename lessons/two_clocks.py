@@ -34,7 +34,7 @@ from engine.calc.gpu_scaling import (
     prefill_floor_ms,
     step_floor_ms,
 )
-from engine.calc.stats import ratio_interval, series_estimate
+from engine.calc.stats import ratio_interval, series_estimate, series_estimates
 from engine.lab.registry import get_spec
 from engine.lab.results import (
     EndpointStreamResult,
@@ -310,7 +310,7 @@ def itl_readout(itl: Percentiles, times_ms: list[float]) -> tuple[str, str]:
     if itl.p50 is None:
         return "\u2013", what
     gaps = list(np.diff(times_ms))
-    p50, p99 = series_estimate(gaps, 50), series_estimate(gaps, 99)
+    p50, p99 = series_estimates(gaps, (50, 99))  # one set of resamples for both
     note = (f"{what}; [95% interval], n = {p50.n} gaps (a block bootstrap over neighbouring "
             f"gaps)")
     if not p99.bounded:

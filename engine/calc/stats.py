@@ -201,7 +201,14 @@ def series_estimate(samples: Iterable[float | None], q: float | None, *,
     covered the median 81-89% of the time, against 73% resampling single gaps (phi 0.6, n 120;
     tests/engine/calc/test_stats.py). n is the samples; bounded as in grouped_estimate
     (min_samples(q) samples, at least 2 blocks)."""
-    return batch_series_estimate([samples], q, resamples=resamples, seed=seed)
+    return series_estimates(samples, (q,), resamples=resamples, seed=seed)[0]
+
+
+def series_estimates(samples: Iterable[float | None], qs: Sequence[float | None], *,
+                     resamples: int = RESAMPLES, seed: int = SEED) -> list[Estimate]:
+    """series_estimate of each of `qs` from one set of resamples (the same figures: see
+    grouped_estimates)."""
+    return batch_series_estimates([samples], qs, resamples=resamples, seed=seed)
 
 
 def batch_series_estimate(streams: Sequence[Iterable[float | None]], q: float | None, *,
@@ -209,11 +216,18 @@ def batch_series_estimate(streams: Sequence[Iterable[float | None]], q: float | 
     """series_estimate for several streams decoded together (a batch's sequences: they share
     every step, so their gaps at the same place move together): a block is the same positions
     of every stream, resampled as one."""
+    return batch_series_estimates(streams, (q,), resamples=resamples, seed=seed)[0]
+
+
+def batch_series_estimates(streams: Sequence[Iterable[float | None]],
+                           qs: Sequence[float | None], *, resamples: int = RESAMPLES,
+                           seed: int = SEED) -> list[Estimate]:
+    """batch_series_estimate of each of `qs` from one set of resamples."""
     data = [_clean(s) for s in streams]
     longest = max((len(d) for d in data), default=0)
     size = block_length(longest)
     blocks = [np.concatenate([d[i:i + size] for d in data]) for i in range(0, longest, size)]
-    return grouped_estimate(blocks, q, resamples=resamples, seed=seed)
+    return grouped_estimates(blocks, qs, resamples=resamples, seed=seed)
 
 
 # Student's t, two-sided 95%, by degrees of freedom (runs - 1): a few runs' spread is itself

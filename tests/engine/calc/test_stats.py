@@ -19,6 +19,7 @@ from engine.calc.stats import (
     ratio_interval,
     runs_estimate,
     series_estimate,
+    series_estimates,
 )
 
 DRAWS = 300  # independent samples per distribution: coverage's standard error about 1.3%
@@ -236,3 +237,5 @@ def test_many_statistics_at_once_are_those_asked_one_by_one():
         bootstrap_interval(data, q, resamples=500, seed=4) for q in qs]
     assert estimates([], qs)[2].value is None and estimates([2.0], qs)[1].lo == 2.0
     assert grouped_estimates([[1.0, 2.0]], qs)[0].lo is None  # one group: no interval
+    gaps = list(rng.lognormal(size=47))
+    assert series_estimates(gaps, qs) == [series_estimate(gaps, q) for q in qs]
