@@ -585,11 +585,14 @@ def test_a_point_that_has_waited_a_second_pauses_a_load_test(tmp_path):
 
 def test_with_the_pause_stack_full_only_points_start_and_the_innermost_goes_on(tmp_path):
     """With MAX_PAUSED runs paused (load tests) and one more paused for points, the worker
-    free, neither a newcomer's long first job nor a schedule run (smaller than a load test) is
-    started: nothing could pause it for the points behind it. The innermost run goes on at once
-    rather than after MAX_PAUSE_S with the worker idle; a point is started inside the pause."""
+    free, neither a newcomer's long first job that shows no partial figure to stop at (the KV
+    cache lesson's run; one that does starts there: the next test) nor a schedule run
+    (smaller than a load test) is started: nothing could pause it for the points behind it. The
+    innermost run goes on at once rather than after MAX_PAUSE_S with the worker idle; a point is
+    started inside the pause."""
     now = time.time()
-    newcomer = Job(1, "load_test", {}, session_id="new", size="load", submitted_at=now - 5)
+    newcomer = Job(1, "block_snapshots", {}, session_id="new", size="run", pausable=True,
+                   submitted_at=now - 5)
     point = Job(2, "sweep_point", {}, session_id="knob", size="point", submitted_at=now - 3)
     schedule = Job(3, "serve_run", {}, session_id="lanes", size="run", submitted_at=now - 4)
     svc, w, sent = _pause_stack(tmp_path, client.MAX_PAUSED + 1)
