@@ -89,6 +89,13 @@ PRESETS: dict[str, ModelConfig] = {
         name="tiny", layers=6, hidden=256, heads=8, kv_heads=2, head_dim=32,
         intermediate=768, vocab=4096, context=2048, weights="trained",
     ),
+    # 32.5M parameters, 130 MB in float32: several times a server CPU's last-level cache (32 MiB
+    # on this machine class), so its decode step reads DRAM as a large model's does. The default
+    # of the lessons whose point is a memory-bound step; random weights, timing only.
+    "mini": ModelConfig(
+        name="mini", layers=8, hidden=512, heads=8, kv_heads=2, head_dim=64,
+        intermediate=2048, vocab=4096, context=2048, weights="random",
+    ),
     # About GPT-2-small size (128M parameters): the CPU timing model.
     "small": ModelConfig(
         name="small", layers=12, hidden=768, heads=12, kv_heads=4, head_dim=64,
