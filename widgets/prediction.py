@@ -13,23 +13,12 @@ without a prediction. Which choice a measurement supports is the lesson's to say
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 
 import panel as pn
 import param
 
+from .content import PredictionQuestion
 from .site_css import site_stylesheets
-
-
-@dataclass(frozen=True)
-class PredictionQuestion:
-    prompt: str
-    choices: tuple[str, ...]
-    intro: str = "Before the engine measures anything, what do you expect?"
-
-    def __post_init__(self) -> None:
-        if len(set(self.choices)) != len(self.choices) or len(self.choices) < 2:
-            raise ValueError(f"prediction {self.prompt!r} needs two or more distinct choices")
 
 
 def _html(body: str) -> pn.pane.HTML:
