@@ -23,6 +23,7 @@ import math
 import panel as pn
 import param
 
+from engine.calc.batch_ladder import LADDER
 from engine.calc.deployment import (
     ATTAINMENT,
     FILL,
@@ -55,7 +56,6 @@ from widgets.tables import html_table, sig, table_pane
 
 from .base import LessonPage
 from .data_record import Run, runs_header
-from .knob import LADDER
 from .on_a_gpu import GpuBox, machine_table
 from .slo_goodput import SLOGoodputLesson, pool_runs
 from .teaching import Cached, InstructorNotes, Lookup, check_takeaway, service_lookup

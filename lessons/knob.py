@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.batch_ladder import LADDER
 from engine.calc.gpu_scaling import (
     LLAMA_3_8B,
     Machine,
@@ -57,7 +58,6 @@ from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway
 # tokens each, 32 new tokens: 31 decode steps, 29 of them timed): well inside 5 s when busy.
 DEFAULT_PROMPT_LEN = 64
 DEFAULT_NEW_TOKENS = 32
-LADDER = (1, 2, 4, 8, 16, 32, 64)  # what the cache warmer measures before a class
 
 INTRO = """
 <p>Decoding writes one token per request per step, and every step has to stream all of the

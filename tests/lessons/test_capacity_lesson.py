@@ -14,6 +14,7 @@ import panel as pn
 from in_process_service import InProcessService, attach, run_job
 from lesson_stubs import downloaded
 
+from engine.calc.batch_ladder import LADDER
 from engine.calc.deployment import plan
 from engine.calc.kv_math import format_bytes
 from engine.lab import registry
@@ -28,7 +29,6 @@ from lessons.capacity import (
     request_latencies,
     worked_problems,
 )
-from lessons.knob import LADDER
 from lessons.slo_goodput import SLOGoodputLesson
 from lessons.teaching import service_lookup
 from widgets.tables import sig

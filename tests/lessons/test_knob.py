@@ -9,8 +9,8 @@ import pytest
 from in_process_service import run_job
 from lesson_stubs import DEVICE, WHEN, attach
 
+from engine.calc.batch_ladder import LADDER
 from lessons.knob import (
-    LADDER,
     KnobLesson,
     Point,
     against_one,
