@@ -10,8 +10,8 @@ First it builds the engine's C++ decode-attention kernel for this CPU (`python -
 build-kernel`, once per machine): engines never compile it themselves, so a reader's request never
 waits on the compiler, and the worker's engines use it only once it is built. Then it times the
 lessons' models' matrix-product plans with that build and measures the machine's limits
-(`python -m engine tune`, once per machine: about 20 s on 2 cores), which a reader's first engine
-would otherwise time (small's: 20 s) and the first pages measure (the `info` job: 3-8 s each).
+(`python -m engine tune`, once per machine: tens of seconds on 2 cores), which a reader's first
+engine would otherwise time and the first pages measure (the `info` job), while readers wait.
 """
 
 from __future__ import annotations

@@ -132,9 +132,9 @@ def grouped_estimate(groups: Iterable[Iterable[float | None]], q: float | None, 
 def grouped_estimates(groups: Iterable[Iterable[float | None]], qs: Sequence[float | None], *,
                       resamples: int = RESAMPLES, seed: int = SEED) -> list[Estimate]:
     """grouped_estimate of each of `qs`, the same figures, from one set of resamples: the
-    resamples depend on the seed alone, so each statistic was computed on the same draws; drawn
-    and sorted once they cost one statistic's time (a lesson 2 table's ITL row: 0.46 s of the
-    web server's core for five statistics, one draw and sort each)."""
+    resamples depend on the seed alone, so each statistic is computed on the same draws; drawn
+    and sorted once, they cost one statistic's time, not one per statistic (the web server's
+    core computes them for every result a lesson 2 table shows)."""
     kept = [g for g in (_clean(group) for group in groups) if len(g)]
     if not kept:
         return [Estimate(_label(q), None, None, None, 0, False) for q in qs]
@@ -146,7 +146,7 @@ def grouped_estimates(groups: Iterable[Iterable[float | None]], qs: Sequence[flo
     # A resample picks groups, some more than once: its samples are the pooled ones, each
     # counted as often as its group was picked. In the pooled samples' sorted order (fixed) a
     # resample's k-th smallest is where its running count of samples passes k: no resample is
-    # gathered or sorted, only counted (lesson 2's five ITL statistics: 0.46 s -> 0.05 s).
+    # gathered or sorted, only counted (bench/results/web.md has what it saves).
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(kept), size=(resamples, len(kept)))
     times = np.zeros((resamples, len(kept)), dtype=np.int32)  # each group's picks, per resample

@@ -5,13 +5,10 @@ The first page of each kind built in a process leaves things that stay for its w
 whoever reads next: Panel's Markdown pane imports its renderer (markdown-it-py with its plugins
 and linkify-it, Python-Markdown, xml.etree: about a hundred modules, 3.7 MB of Python objects
 in tracemalloc) at its first render, and Bokeh and Panel fill their caches of model classes and
-serializers. Measured on a served app (`panel serve app.py`, PYTHONMALLOC=malloc, trimmed as
-lessons.shell.heap does): 91.8 MiB resident when the course map had been built, 102.2 MiB once
-every lesson page had been opened once and closed, and a second round over the same pages added
-nothing (issue 16's notes, startmem). So "the web process's memory at its start" meant a process
-that had not yet built its pages, and every class was measured against it as if those 10 MiB
-were the class's. Built here, before the server accepts a reader, they are part of the start,
-and the first reader of each lesson no longer pays the first build's extra CPU either.
+serializers: about 10 MiB that a second round over the same pages does not add to. Built here,
+before the server accepts a reader, they are part of the start, not of the first class, and the
+first reader of each lesson does not pay the first build's extra CPU (why:
+docs/decisions/pages-built-at-start.md; the figures: bench/results/web.md).
 
 Each page is built as a session's page is (app.serve_page into a document with a session
 context carrying the page's URL arguments), turned into the message a browser's first pull gets
@@ -27,11 +24,8 @@ Then everything the process holds is frozen (gc.freeze): the modules, Bokeh's an
 classes and caches, about 150,000 objects that live as long as the server. A full garbage
 collection walks every tracked object, and the server runs one on its event loop each time
 sessions close (Panel's, a few seconds after) and before each memory trim (lessons.shell.heap),
-while every reader's page waits. In one process that had built every page once, a full
-collection took 94-105 ms, and 0 ms frozen (2-4 ms after three more pages were built and
-discarded). In a served class of 30 (bench/classroom.py, issue 16's notes) the trims' own
-collections took 134-216 ms before the class (2-22 ms frozen) and 615-710 ms while it was on
-(430-549 ms frozen: the open pages' objects are walked either way). Garbage among the frozen
+while every reader's page waits: frozen, such a collection walks the open pages' objects
+only, not the start's (bench/results/web.md has the times). Garbage among the frozen
 objects is never collected; there is none to speak of, since the start-up pages were collected
 just before.
 """
@@ -106,7 +100,7 @@ def build_every_page_once(serve_page: Callable[[Document], None]) -> float:
 
 def _what_a_first_result_imports() -> None:
     """Import and set up what the web process otherwise does at a page's first measured result
-    (the modules new at the trim after a class of 30, issue 16's notes): Bokeh's serializer asks
+    (the modules that are new after a class): Bokeh's serializer asks
     numpy for numpy.ma on a result's arrays, a cached result's time label is parsed with
     datetime.strptime (the _strptime module and its cache of patterns), and the estimates' intervals
     draw from numpy.random. Done during a class, what that allocates for good lands among the

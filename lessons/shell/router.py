@@ -85,11 +85,10 @@ def build_page(args: Mapping[str, Any] | None = None):
 def import_lessons() -> None:
     """Import every lesson's module (and what it imports), so that no reader waits for it.
 
-    A lesson's module is imported when its page is first asked for (lessons.registry): the
-    first reader of each lesson paid 5-50 ms of the web core for it, 130 ms for all twelve,
-    while the class arrived. app.py calls this each time it runs: under `panel serve --warm`
-    (the README's class command) that is once as the server starts; later calls find them
-    imported (microseconds)."""
+    A lesson's module is imported when its page is first asked for (lessons.registry), which
+    otherwise costs the first reader of each lesson the web core's time for the import while
+    the class arrives. app.py calls this each time it runs: under `panel serve --warm` (the
+    class command) that is once as the server starts; later calls find them imported."""
     for info in LESSONS:
         lesson_class(info)
 
