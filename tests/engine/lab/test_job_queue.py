@@ -130,8 +130,7 @@ def test_a_load_test_that_has_waited_long_enough_is_not_starved():
 def test_fresh_points_go_before_many_aged_jobs_of_readers_served_less_recently():
     """A class's backlog: thirty aged schedule runs and load tests of readers not served for a
     while, and a knob reader who was served a moment ago releases the slider. Their point goes
-    first: aged jobs do not join the points' turn (before, it waited for one job of every
-    other reader; bench/classroom.py: release to drawn p95 50 s)."""
+    first: aged jobs do not join the points' turn (docs/decisions/classroom-queue.md)."""
     q = with_numbers(JobQueue(), "knob", *(f"r{i}" for i in range(30)))
     backlog = [job("serve_run" if i % 2 else "load_test", session=f"r{i}", at=i / 10, seed=i)
                for i in range(30)]
@@ -345,10 +344,9 @@ def test_newcomers_first_jobs_go_before_a_readers_first_point_until_it_is_overdu
 
 
 def test_a_newcomers_first_job_that_has_waited_goes_before_overdue_points():
-    """bench/classroom.py at 30 students (server logs of main ba10dfb): in the class's arrival
-    points kept coming, each overdue after OVERDUE_S, and newcomers' first runs waited 4-8 s
-    behind them. Once it has waited NEWCOMER_DUE_S a newcomer's first job goes before them (a
-    run holds the engine only until its first figure); younger, it waits behind them."""
+    """In a class's arrival points keep coming, each overdue after OVERDUE_S. Once it has
+    waited NEWCOMER_DUE_S a newcomer's first job goes before them (a run holds the engine only
+    until its first figure); younger, it waits behind them."""
     q = with_numbers(JobQueue(), "knob", "roof")
     points = [job(session=s, at=0, batch_size=b) for s, b in (("knob", 12), ("roof", 3))]
     load = job("load_test", session="new", at=1)
