@@ -16,11 +16,8 @@ from .supervisor import Worker
 class Answers:
     """Cache lookups for queued jobs, and the store of measured results."""
 
-    def __init__(self, cache: CacheStore, cache_disturbed: bool = False):
-        """cache_disturbed: store a disturbed result like a quiet one (a test of the cache's
-        paths, which must not depend on how loaded the machine is; never a server's)."""
+    def __init__(self, cache: CacheStore):
         self.cache = cache
-        self.cache_disturbed = cache_disturbed
         self._generation = 0  # bumped per stored result: queued jobs are looked up again
 
     @staticmethod
@@ -49,10 +46,8 @@ class Answers:
               measured_at: str) -> dict:
         """Keep a run's result if any of its jobs may be answered from the cache and it is
         quiet; returns the result to deliver (one object shared with the cache's hits)."""
-        if disturbed(result) and not self.cache_disturbed:
-            return result
-        if not any(job.use_cache for job in jobs):
-            return result
+        if disturbed(result) or not any(job.use_cache for job in jobs):
+            return result  # (the cache would refuse a disturbed one: engine.lab.cache)
         result = SharedResult(result)  # a hit while a page holds it: this object
         self.cache.put(self.key(lead, w), result, measured_at)
         self._generation += 1

@@ -68,18 +68,15 @@ class EngineService:
 
     def __init__(self, cache_path: Path | None = None, start: bool = True,
                  core_setting: str | None = None, pin_self: bool = False,
-                 remeasures: int = DEFAULT.remeasures, settings: Settings = DEFAULT,
-                 cache_disturbed: bool = False):
+                 remeasures: int = DEFAULT.remeasures, settings: Settings = DEFAULT):
         """core_setting: the engine's cores (engine.lab.cores; default $ENGINE_CORES or auto);
         pin_self: pin this process to the other cores (a server's; not a test's or a
         script's); remeasures: how often a disturbed result is measured again; settings: the
-        scheduler's tunables (engine.lab.settings); cache_disturbed: cache disturbed results
-        too (tests of the cache's paths only: a page must never be shown one as quiet)."""
+        scheduler's tunables (engine.lab.settings)."""
         self._supervisor = Supervisor(core_setting, pin_self)
         self._cache = CacheStore(cache_path or cache_dir() / "results")
         self._dispatcher = Dispatcher(self._cache, self._supervisor,
-                                      replace(settings, remeasures=remeasures),
-                                      cache_disturbed)
+                                      replace(settings, remeasures=remeasures))
         if start:
             self.start()
 

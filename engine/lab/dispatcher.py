@@ -41,13 +41,10 @@ class Dispatcher(WorkerMessages):
     """The queue, the runs, and the thread that applies the policy's decisions (see the module
     docstring). Every method that reads or changes state holds `lock`."""
 
-    def __init__(self, cache: CacheStore, supervisor: Supervisor, settings: Settings,
-                 cache_disturbed: bool = False):
-        """cache_disturbed: cache a disturbed result like a quiet one (a test of the cache's
-        paths, which must not depend on how loaded the machine is; never a server's)."""
+    def __init__(self, cache: CacheStore, supervisor: Supervisor, settings: Settings):
         self.lock = threading.RLock()
         self.supervisor = supervisor
-        self.answers = Answers(cache, cache_disturbed)
+        self.answers = Answers(cache)
         self.queue = JobQueue(settings)
         self.running: Run | None = None  # what the worker is running now
         self.filling: Run | None = None  # a point it runs in the running job's idle gap
