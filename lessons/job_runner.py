@@ -12,11 +12,11 @@ first job replaces the runner's queued ones in one step, engine.lab.job_queue), 
 newest setting is the one that waits. A runner made with nearby=True asks for a cached result of
 nearby settings while a job waits; its handlers get it as a "nearby" event, and the status says
 what it is. A handler that raises leaves a message in the status, never a stuck spinner. A
-disturbed result that the engine measures again (engine.lab.client: remeasuring) is shown by the
+disturbed result that the engine measures again (engine.lab.dispatcher: remeasuring) is shown by the
 status ("re-measuring", disturbed) and not passed to the handler; nor are the new measurement's
 live events (steps, tokens, request changes), only its result: a page draws one result per job,
 never two runs' streams over each other. The same holds for a run the engine cut short after its
-first partial figure and queued again to start over (engine.lab.client._cut_short): the page
+first partial figure and queued again to start over (engine.lab.policy: cut short): the page
 keeps what it drew of the first part, the status keeps its partial figure labelled, and the full
 run's result replaces both. Predict first: after `hold_fresh(waiting)`, while `waiting()` is true a
 job the engine's cache cannot answer is parked instead of run (a cached one is answered at once,
@@ -199,7 +199,7 @@ class JobRunner:
             self.status.nearby(event, entry.job.params)
         if (event.type == "queued" and event.data.get("preempted")
                 and not event.data.get("resumes") and entry.streamed):
-            entry.restarted = True  # cut short after its first figure (engine.lab.client)
+            entry.restarted = True  # cut short after its first figure (engine.lab.policy)
         self.status.handle(event)
         if event.remeasuring:  # disturbed: the status says so; the page waits for the new one
             entry.remeasuring = True

@@ -127,9 +127,9 @@ class SessionJobs:
         if self._gone() or not batch:
             return
         # the page's model index is recomputed at most once for the frame, not once for every
-        # pane a handler updates (Bokeh walks every model of the page each time: 3.5 s of the
-        # web process's 30 s while a class of 30 arrived, py-spy, /work/notes webq), and not
-        # at all when no handler changed the page's models (widgets.doc_hold.model_index_held)
+        # pane a handler updates (Bokeh walks every model of the page each time, a large share
+        # of the web process's time while a class arrives), and not at all when no handler
+        # changed the page's models (widgets.doc_hold.model_index_held)
         # and what many events of the frame redraw is redrawn once, after them (widgets.frame)
         with (set_curdoc(self.doc), pn.io.hold(self.doc), model_index_held(self.doc),
               one_frame()):
@@ -145,10 +145,9 @@ class SessionJobs:
         data; Panel's destroy sets no session context) before the session-destroyed hook set
         `closed`: Bokeh destroys the document under its lock and runs the hooks after, and a
         frame already waiting for that lock, or an event arriving on the service's thread,
-        comes in between. A handler would read emptied models: KeyError 'left' in
-        RequestLanes._patch on three-schedules, in a frame (c26072d) and later on the service's
-        thread, which took the destroyed session for one never served and ran the handler
-        there (a class of 30, 1 s after its readers left)."""
+        comes in between. A handler would read emptied models (a KeyError in
+        RequestLanes._patch on three-schedules, in a frame, or on the service's thread, which
+        would take the destroyed session for one never served and run the handler there)."""
         if not self.closed and self._for_session and not self.served:
             self.closed = True
         return self.closed

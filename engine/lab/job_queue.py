@@ -1,57 +1,44 @@
-"""The engine service's queue policy: which waiting job the worker runs next, for a classroom.
+"""The engine service's queue: which waiting job the worker runs next, for a classroom.
 
 One worker runs one job at a time, so the order of the queue is what thirty readers feel. A FIFO
 lets one reader's dozen roofline points, or a 20-second load test, sit in front of everyone who
-arrives after them. The rules here, in order:
+arrives after them. Every waiting job has a rank (Rank, smallest first); the rules:
 
-0. Newcomers first: the first queued job of a reader who has nothing on screen yet goes before
-   everything else (but overdue points, below), whatever its size: a reader who just opened a page has nothing on it, while
-   everyone else has a number already. (Before this rule a newcomer whose first job was a
-   schedule run or a load test waited behind every job that had aged into rank 0: in a class of
-   30 that was all of them, and its first number came after two minutes.) Newcomers among
-   themselves go in order of arrival; a newcomer's later jobs queue by the rules below. A reader
-   stops being a newcomer once a number is on their page (`answered`): a result, a cached
-   result of nearby settings, or a long run's first partial figure. A job submitted `aside`
-   (a page's lookup beside its measurements: the GPU box's machine description) puts no number
-   on the reader's status line, so its answer ends nothing and it is never a newcomer's first:
-   before this, the knob's info lookup, answered from the cache at once, made every knob reader
-   a non-newcomer with an empty chart (bench/classroom.py: knob's first number p95 46 s).
-   Before even those goes a reader's first queued point once it has waited OVERDUE_S (rank
-   OVERDUE; one per reader, so a reader's dozen points still take turns): a slider's
-   release is to be drawn within 5 s and a point takes a second at most, while thirty arriving
-   readers' first jobs (a schedule run, a load test until its first partial figure) queued
-   before it would take far longer (bench/classroom.py at 30 students: knob release to point
-   drawn p95 54 s with the newcomers first). A reader's first queued point that has not waited
-   that long yet (rank FIRST_POINT) goes behind the newcomers' first jobs (a newcomer's later
-   point waits behind their first job). It went before them while a newcomer's run, started
-   ahead of it, held it for a turn of 2 s before it could be paused (a point 1.7 s old lost to
-   a newcomer's rate sweep and waited 5.0 s); since a newcomer's run is cut short at its first
-   figure when others wait (engine.lab.client), it holds the engine for 0.1-1.1 s, about a
-   point's time (server log, bench/classroom.py at 30), and with the points first newcomers'
-   first runs waited 7-8 s behind them. A newcomer's first job that has waited NEWCOMER_DUE_S
-   goes before the overdue points too (rank OVERDUE, and a reader never served goes first
-   there): in the class's arrival a stream of points, each overdue after 2 s, kept newcomers'
-   first runs waiting 4-8 s behind them (server logs, bench/classroom.py at 30 students), while
-   such a run holds the engine 0.1-1 s before it is cut short at its first figure.
+0. Newcomers first. A newcomer is a reader with nothing on screen yet: no result, cached result,
+   nearby cached result or run's first partial figure (`answered` ends it). A newcomer's first
+   queued job, of any size, ranks NEWCOMER, before every size: everyone else has a number
+   already. Newcomers among themselves go in order of arrival; their later jobs queue by the
+   rules below. A job asked `aside` (a page's lookup beside its measurements: the GPU box's
+   machine description) puts no number on the reader's status line: its answer ends nothing and
+   it is never a newcomer's first.
+   A reader's first queued point ranks FIRST_POINT, behind the newcomers' first jobs (a
+   newcomer's own later point waits behind their first job), and OVERDUE, before everything,
+   once it has waited `overdue_s`: a slider's release is to be drawn within seconds and a point
+   takes a second at most, one per reader, so a reader's dozen points still take turns. A
+   newcomer's first job that has waited `newcomer_due_s` ranks OVERDUE too (and among equal
+   ranks a reader never served goes first), so a stream of overdue points cannot hold a
+   newcomer's first run back: that run is cut short at its first figure (engine.lab.policy),
+   about a point's time.
 1. Short before long: each job kind declares its size in the registry ("point" < "run" <
-   "load"); a smaller size goes first. A bigger job that has waited AGE_S or more goes right
-   behind the points (rank AGED), before younger runs and load tests: a busy class delays it but
-   a slider's point does not wait for it (before, aged jobs joined the points, and in a class of
-   30 with 40 aged jobs queued a knob point waited 40 s for its turn). One that has waited
-   STARVE_S counts as a point, so it is never starved, even by a class that asks only points.
+   "load"); a smaller size goes first. A bigger job that has waited `age_s` ranks AGED, right
+   behind the points, before younger runs and load tests: a busy class delays it but a slider's
+   point does not wait for it. One that has waited `starve_s` counts as a point, so it is never
+   starved, even by a class that asks only points.
 2. Readers take turns: among jobs of the same rank, the reader (session) served least recently
    goes next, so a reader who just arrived is served before one who has had a job run already
-   (and one with nothing on screen yet before one never served who has a cached number);
-   a reader's own jobs run in the order they asked for them.
-3. One run answers many: queued jobs that ask the same question (same kind and parameters, results
-   cacheable) leave the queue together with the first of them (`take` returns them as riders).
+   (and one with nothing on screen yet before one never served who has a cached number); a
+   reader's own jobs run in the order they asked for them.
+3. One run answers many: queued jobs that ask the same question (same kind and parameters,
+   results cacheable) leave the queue together with the first of them (`take` returns them as
+   riders).
 4. The last position wins: `replace(session, demo)` removes a reader's queued jobs of one demo
    (a slider released again before its last point ran) and returns them, to be cancelled.
 
 The service tells the queue when a reader got a result (`answered`), and when one left (`forget`).
+Which sizes may start now (inside a run's pause, say) is engine.lab.policy's to say.
 
 Pure bookkeeping: no threads, no I/O, no clock of its own (callers pass `now`); the service
-(engine.lab.client) holds its lock around every call. Torch-free.
+(engine.lab.dispatcher) holds its lock around every call. Torch-free.
 """
 
 from __future__ import annotations
@@ -59,18 +46,30 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterable
+from enum import IntEnum
 
 from .events import Job
+from .settings import DEFAULT, Settings
 
 SIZES = ("point", "run", "load")  # what a job kind declares (engine.lab.registry), shortest first
-OVERDUE = -2  # the rank of a reader's first point once it has waited OVERDUE_S (rule 0)
-FIRST_POINT = -1.5  # a reader's first queued point, younger: behind newcomers' first jobs
-NEWCOMER = -1.75  # the rank of a newcomer's first job: before every size (rule 0)
-AGED = 0.5  # the rank of a run or load test that has waited AGE_S: behind points, before the rest
-AGE_S = 30.0  # a bigger job waiting this long moves up to AGED
-STARVE_S = 90.0  # ... and this long, to a point's rank: big jobs wait, they never starve
-OVERDUE_S = 2.0  # a point waiting this long goes before everything (rule 0)
-NEWCOMER_DUE_S = 3.0  # ... and a newcomer's first job waiting this long, before those points
+
+
+class Rank(IntEnum):
+    """A waiting job's place in the order, smallest first (the module docstring's rules)."""
+
+    OVERDUE = 0  # a reader's first point, or a newcomer's first job, that has waited too long
+    NEWCOMER = 1  # a newcomer's first job, of any size
+    FIRST_POINT = 2  # a reader's first queued point: behind newcomers' first jobs
+    POINT = 3  # any other point, and a bigger job that has waited starve_s
+    AGED = 4  # a run or load test that has waited age_s: behind points, before the rest
+    RUN = 5
+    LOAD = 6
+
+
+SIZE_RANKS = {"point": Rank.POINT, "run": Rank.RUN, "load": Rank.LOAD}
+OVERDUE, NEWCOMER, FIRST_POINT, AGED = Rank.OVERDUE, Rank.NEWCOMER, Rank.FIRST_POINT, Rank.AGED
+AGE_S, STARVE_S = DEFAULT.age_s, DEFAULT.starve_s
+OVERDUE_S, NEWCOMER_DUE_S = DEFAULT.overdue_s, DEFAULT.newcomer_due_s
 MAX_SESSIONS_REMEMBERED = 4096  # when each reader was last served, for the newest readers
 Newcomers = bool | Callable[[Job], bool]  # which newcomers' first jobs count: all, none, or these
 
@@ -83,8 +82,8 @@ def question(kind: str, params: dict) -> str:
 class JobQueue:
     """The waiting jobs, and the order the worker takes them in (see the module docstring)."""
 
-    def __init__(self, age_s: float = AGE_S):
-        self.age_s = age_s
+    def __init__(self, settings: Settings = DEFAULT):
+        self.settings = settings
         self._jobs: list[Job] = []  # in order of arrival
         self._ticks = itertools.count(1)
         self._served: dict[str | None, int] = {}  # session -> tick of its last job taken
@@ -125,11 +124,17 @@ class JobQueue:
         """The job to run next (of these sizes, or a newcomer's first: any unless `newcomers`
         is False, or those it is True for) followed by the queued jobs it also answers (same
         question); all leave the queue. Empty when none waits."""
+        lead = self.peek(now, sizes, newcomers)
+        return [] if lead is None else self.take_lead(lead)
+
+    def peek(self, now: float, sizes: Iterable[str] = SIZES,
+             newcomers: Newcomers = True) -> Job | None:
+        """The job `take` would start (it stays queued); None when none waits."""
         sizes, firsts = tuple(sizes), self._newcomer_firsts(newcomers)
-        order = [j for j in self.order(now) if self._of(j, sizes, firsts)]
-        if not order:
-            return []
-        lead = order[0]
+        return next((j for j in self.order(now) if self._of(j, sizes, firsts)), None)
+
+    def take_lead(self, lead: Job) -> list[Job]:
+        """Take this queued job out to run, with the queued jobs it also answers (riders)."""
         jobs = [lead] + ([j for j in self._jobs if j is not lead and self.shares(lead, j)])
         self._jobs = [j for j in self._jobs if not any(j is t for t in jobs)]
         tick = next(self._ticks)
@@ -154,7 +159,7 @@ class JobQueue:
     def urgent(self, besides: Iterable[str | None] = ()) -> int:
         """How many queued jobs of readers other than `besides` are points or newcomers' first
         jobs: what a newcomer's run, once its first figure is on the page, is cut short for
-        (engine.lab.client) rather than holding them for its whole length."""
+        (engine.lab.policy) rather than holding them for its whole length."""
         return self.waiting(("point",), besides=besides)
 
     def forget(self, session_id: str | None) -> None:
@@ -170,27 +175,23 @@ class JobQueue:
                 and job.question == lead.question)
 
     # ---- the order ------------------------------------------------------------------------------
-    def rank(self, job: Job, now: float, firsts: tuple | None = None) -> float:
-        """OVERDUE (-2) for a reader's first queued point once it has waited OVERDUE_S;
-        NEWCOMER (-1.75) for the first queued job of a reader with nothing on screen, of any
-        size, and OVERDUE once it has waited NEWCOMER_DUE_S; FIRST_POINT (-1.5) for the first
-        queued point of a reader who has a number; else 0 for points, 1 for runs, 2 for load
-        tests; AGED (0.5) for a bigger job that has waited age_s, and 0 once it has waited
-        STARVE_S. `firsts`: what _firsts() returns, if known."""
-        size = SIZES.index(job.size) if job.size in SIZES else len(SIZES) - 1
-        waited = now - job.submitted_at
+    def rank(self, job: Job, now: float, firsts: tuple | None = None) -> Rank:
+        """The job's rank now (the module docstring's rules 0 and 1). `firsts`: what _firsts()
+        returns, if known."""
+        size = SIZE_RANKS.get(job.size, Rank.LOAD)
+        waited, times = now - job.submitted_at, self.settings
         newcomers, points = self._firsts() if firsts is None else firsts
-        first_point = not size and points.get(job.session_id) is job
-        if first_point and waited >= OVERDUE_S:
-            return OVERDUE
+        first_point = size is Rank.POINT and points.get(job.session_id) is job
+        if first_point and waited >= times.overdue_s:
+            return Rank.OVERDUE
         if newcomers.get(job.session_id) is job:
-            return OVERDUE if waited >= NEWCOMER_DUE_S else NEWCOMER
+            return Rank.OVERDUE if waited >= times.newcomer_due_s else Rank.NEWCOMER
         if first_point and job.session_id not in newcomers:  # a newcomer's later point waits
-            return FIRST_POINT  # behind their first job
-        if size and waited >= STARVE_S:
-            return 0
-        if size and waited >= self.age_s:
-            return AGED
+            return Rank.FIRST_POINT  # behind their first job
+        if size is not Rank.POINT and waited >= times.starve_s:
+            return Rank.POINT
+        if size is not Rank.POINT and waited >= times.age_s:
+            return Rank.AGED
         return size
 
     def _firsts(self) -> tuple[dict, dict]:
@@ -209,7 +210,7 @@ class JobQueue:
     def order(self, now: float) -> list[Job]:
         """The waiting jobs in the order they will run if nothing else arrives; a job that one
         run answers together with an earlier one is left out (it runs with that one)."""
-        by_rank: dict[float, dict[str | None, list[Job]]] = {}
+        by_rank: dict[Rank, dict[str | None, list[Job]]] = {}
         firsts = self._firsts()
         for job in self._jobs:  # arrival order: each reader's jobs stay in their order
             rank = self.rank(job, now, firsts)
@@ -230,7 +231,7 @@ class JobQueue:
         mine = set(sessions)
         return sum(j.session_id not in mine for j in self._jobs)
 
-    def longest_wait(self, now: float, rank: float = 0, sizes: Iterable[str] = SIZES,
+    def longest_wait(self, now: float, rank: Rank = Rank.POINT, sizes: Iterable[str] = SIZES,
                      besides: Iterable[str | None] = (), newcomers: Newcomers = True) -> float:
         """Seconds the longest-waiting job of this rank (or smaller) and of these sizes (or a
         newcomer's first, as in `take`) has waited, of readers other than `besides`; 0 for

@@ -18,16 +18,14 @@ Every timed job's result carries both (engine.lab.results: Spread, DisturbanceCh
   * a calibration probe run just before and just after the job (engine.lab.jobs.probe: a fixed
     matrix multiply and memory sweep, the median of 5 reps), compared with this machine's
     profile (the 10th percentile of its last 100 probe figures). DISTURBED when either is
-    slower than the profile by more than PROBE_LIMIT, 1.5x. Measured on the 2-core development
-    VM, engine core alone, 20 probes a condition, twice (/work/notes/trust.md): quiet 6.7-10.1
-    ms (median 8.1-8.4), a CPU hog on the other core 8.6, a memory-bound hog on the other core
-    9.4-9.7, a busy loop on the engine's own core 15.0-17.6. So the quiet VM itself varies by
-    up to about 1.45x its 10th percentile (its neighbours share the host's memory), and only
-    the last case is beyond 1.5x: the probe is a second line behind the wait above, for
-    slowdowns that no counter in this VM sees (a host that throttles it), not a detector of a
-    memory hog on the other core (within the quiet noise here; the job's own spread shows it).
+    slower than the profile by more than PROBE_LIMIT, 1.5x. On a 2-core VM the quiet probe
+    itself varies by up to about 1.45x its 10th percentile (its neighbours share the host's
+    memory), a hog on the other core stays inside that, and a busy loop on the engine's own core
+    is about twice the profile: only that case is beyond 1.5x. So the probe is a second line
+    behind the wait above, for slowdowns that no counter in the VM sees (a host that throttles
+    it), not a detector of a memory hog on the other core (the job's own spread shows that).
 A disturbed result is labelled so, never cached (engine.lab.cache), and the service measures it
-again once the engine's cores are quiet (engine.lab.client, wait_until_quiet). Torch-free:
+again once the engine's cores are quiet (engine.lab.dispatcher, wait_until_quiet). Torch-free:
 reads /proc only.
 """
 

@@ -28,7 +28,7 @@ from .job_queue import SIZES
 from .params import Bool, Choice, Float, Int, Lengths, Many, Optional, Param, Rate, Text, check_all
 
 Emit = Callable[[str, dict], None]  # a body's emit(type, data)
-Cancelled = Callable[[], bool]  # a body's cancelled()
+Cancelled = Callable[[], bool]  # a plain "is it cancelled?" (a Control is one too)
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "torch", "cpp", "triton")
 # What each kind's bounds were measured on (bench/job_bounds.py prints the times against them).
@@ -61,7 +61,7 @@ class JobSpec:
     size: str = "point"  # "point" | "run" | "load": the queue runs smaller sizes first
     bounds: tuple[Bound, ...] = ()  # how long it takes at most, at the lessons' settings
     pausable: bool = False  # the queue may pause it between two steps for shorter jobs
-    # (engine.lab.client), outside what it times: the kinds served in real time by
+    # (engine.lab.policy), outside what it times: the kinds served in real time by
     # engine.serve.loop (its clock leaves a pause out), and sweep and prefill points (each step
     # or pass timed alone; paused only when run-sized: the small preset's on a CPU)
     timed: bool = True  # it times something: its result carries a spread and a disturbance check
@@ -69,7 +69,7 @@ class JobSpec:
     # (engine.lab.worker.prepare_more): (what, steps) or None
     figures: bool = False  # it shows a partial figure soon after it starts (a "so_far" progress
     # event, once its first request is answered): a newcomer's first job of this kind is wanted
-    # only until then, so it may start where nothing could pause it (engine.lab.client)
+    # only until then, so it may start where nothing could pause it (engine.lab.policy)
 
     def __post_init__(self):
         if self.size not in SIZES:
@@ -144,26 +144,13 @@ def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc:
                    prepare, figures)
 
 
-# Seconds each lesson's largest default job takes at most here: bench/job_bounds.py measured
-# them (2026-11, 2 rounds: knob 1.69-1.81 s on a loaded machine and 1.27 s on a quieter one,
-# roofline decode 13.5-14.9, prefill 9.6-9.9, generate 0.38-0.46, two_clocks 0.32-0.34, lesson 3
-# 3.3-3.4, lesson 7 4.4-4.9, load test 21.1-21.3, block snapshots 1.5, rate sweep 13.2-13.7, info
-# 2.6 the first time); each bound leaves about half again for a busier machine.
+# Seconds each lesson's largest default job takes at most on BOUNDS_MACHINE: about half again
+# the slowest time bench/job_bounds.py (and bench/capacity_search.py for the capacity search)
+# measured, so a busier machine stays inside; the measurements are in bench/results/.
 B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0,
      "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,
-     # rate sweep with 3 runs of 16 requests a rate (2026-11-24, load 1.2-1.7): 14.5-14.6 s at
-     # max batch 32, 15.2-15.3 s at 8 (one run of 32: 10.0-11.0 s in the same run)
-     # lesson 2's load test at 40 requests, its default since 2026-11-24 (80 before: 21.1-21.3 s):
-     # `bench/job_bounds.py --kind load_test --rounds 3` 11.45, 11.36, 11.35 s (load 1.78)
      "chunked": 8.0, "load_test": 18.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
-     # one run each at the defaults with a landing's suite beside it (load 4.3): prefix cache on
-     # 5.9-6.7 s, off 9.6 s; prompt lookup 3.2 s (6.9 s building the engine). The capacity
-     # search on its grid: `bench/capacity_search.py --rounds 3` (the lead, 2026-11-24 05:38,
-     # load 1.30) 17.3 s (the engine built in it), 19.6 s, 16.5 s; the bound half again the
-     # slowest
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 30.0,
-     # int8 point at batch 16 (tiny): 0.42-0.49 s alone, 3.2-3.6 s beside a landing's suite
-     # (load 3.6-4.7); int8 quality (loads tiny twice, scores 16 windows) 7.5-10.8 s beside it
      "int8_point": 1.0, "int8_quality": 12.0}
 
 

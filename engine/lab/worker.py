@@ -1,4 +1,4 @@
-"""The engine worker: the process that runs jobs (engine.lab.client spawns it), and `run`, which
+"""The engine worker: the process that runs jobs (engine.lab.supervisor spawns it), and `run`, which
 runs one job in this process (the worker's loop calls it; so do tests).
 
 A job's body is found by the import path its kind declares (engine.lab.registry) and receives
@@ -8,20 +8,19 @@ torch thread per core, and `run` wraps every timed job in a disturbance check (e
 the scheduler's accounting around it, a calibration probe before and after).
 
 A job's engine is built first, in steps (prepare_engine), and the service may stop it between
-two: the half-built engine is kept for the job's next turn. A pausable job (a load test, a
-schedule run, a rate sweep) may be paused between two of its serving steps: the service sets
-pause_id, the job's cancelled() call runs the jobs the service sends meanwhile (pause; one of
-them may be paused in turn, inside it), and the job goes on when told to resume, its clock and
-its disturbance check leaving the pause out. A run's idle gaps (nothing to do until its next
-arrival: a load test at a rate its engine outruns) are lent the same way when the service says a
-point waits (fill_id): the job's serving loop calls cancelled.fill (fill_gap) instead of sleeping,
-the worker asks the service for one short job and runs it there, and the run's clock stops only
-for what went past the gap (engine.serve.loop), so what the run measures is as if it had slept.
+two: the half-built engine is kept for the job's next turn. A running job sees the service
+through its Control (WorkerControl; engine.lab.control): `cancelled()` between two steps stops
+it when the service set cancel_id, and pauses it there when the service set pause_id (a pausable
+job: a load test, a schedule run, a rate sweep; the worker runs the jobs the service sends
+meanwhile, and the job goes on when told to resume, its clock and its disturbance check leaving
+the pause out). `fill(ahead_s)` lends an idle gap of its serving loop (nothing to do until its
+next arrival) when the service set fill_id: the worker asks the service for one short job and
+runs it there, and the run's clock stops only for what went past the gap (engine.serve.loop), so
+what the run measures is as if it had slept.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
 import logging
@@ -38,6 +37,7 @@ import torch
 
 from ..device import configure_threads
 from . import cores, quality, trace
+from .control import Control, as_control
 from .events import now_iso, one_line
 from .jobs.engines import build, engine_key, is_built, put_back, set_aside
 from .jobs.machine import worker_identity
@@ -60,26 +60,26 @@ def function(path: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-def run(kind: str, params: dict, emit: Emit, cancelled: Cancelled,
-        paused: list[tuple[quality.Usage, quality.Usage]] | None = None,
-        stop_build: Cancelled | None = None) -> dict | None:
+def run(kind: str, params: dict, emit: Emit, control: Control | Cancelled | None = None,
+        paused: list[tuple[quality.Usage, quality.Usage]] | None = None) -> dict | None:
     """Run one job in this process; returns its result with its spread and disturbance check
     (engine.lab.results.Measured), or None when it was cancelled. Bad parameters raise
-    ConfigError (an unknown kind or parameter: ValueError). `paused`: the snapshots around
-    the job's pauses (filled in while it runs), left out of its check; `stop_build()`: stop
-    building its engine (default: cancelled)."""
+    ConfigError (an unknown kind or parameter: ValueError). `control`: the job's line to the
+    service (engine.lab.control; a plain "is it cancelled?" function will do); `paused`: the
+    snapshots around the job's pauses (filled in while it runs), left out of its check."""
     spec = get_spec(kind)
     checked = spec.check(params)
-    stop = stop_build or cancelled
+    control = as_control(control)
+    stop = control.stop_build
     if not (prepare_engine(checked, emit, stop) and prepare_more(spec, checked, emit, stop)):
         return None  # stopped while building
     trace.mark("prepared")
     if not issubclass(spec.result, Measured):  # a kind whose record carries no spread or check
-        return body(spec)(checked, emit, cancelled)
+        return body(spec)(checked, emit, control)
     if not spec.timed:  # it times nothing, or checks what it times itself (info's limits)
-        result = body(spec)(checked, emit, cancelled)
+        result = body(spec)(checked, emit, control)
         return None if result is None else {"spread": None, "check": None, **result}
-    result, check = measure_checked(lambda: body(spec)(checked, emit, cancelled),
+    result, check = measure_checked(lambda: body(spec)(checked, emit, control),
                                     paused if paused is not None else ())
     if result is None:
         return None
@@ -167,7 +167,7 @@ class _Stop(BaseException):
 @dataclass
 class _Pipes:
     """The worker's ends: jobs in, events out, and the shared ids of the job to cancel and of
-    the job to pause (engine.lab.client sets them)."""
+    the job to pause (engine.lab.dispatcher sets them)."""
 
     jobs: Any
     events: Any
@@ -219,9 +219,45 @@ def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
         trace.flush()
 
 
+class WorkerControl(Control):
+    """A job's Control in the worker: answers from the signals the service sets (the pipes'
+    cancel_id, pause_id and fill_id), pausing the job inside cancelled() when asked. `paused`
+    collects the snapshots around its pauses and lent gaps, left out of its check."""
+
+    def __init__(self, pipes: _Pipes, job_id: int, kind: str, params: dict):
+        self._pipes, self._id = pipes, job_id
+        self._kind, self._params = kind, params
+        self._engine: tuple | None | bool = False  # not looked up yet
+        self.paused: list[tuple[quality.Usage, quality.Usage]] = []
+
+    def cancelled(self) -> bool:
+        pipes = self._pipes
+        if pipes.pause_id is not None and pipes.pause_id.value == self._id:
+            self.pause_here()
+        return pipes.cancel_id.value == self._id
+
+    def pause_here(self) -> None:
+        """Pause between two steps: run what the service sends until it says resume."""
+        self.paused.append(pause(self._pipes, self._id, self.engine()))
+
+    def stop_build(self) -> bool:  # the service's -id stops the build, not the job's own work
+        return self.cancelled() or self._pipes.cancel_id.value == -self._id
+
+    def fill(self, ahead_s: float) -> float:  # its serving loop has ahead_s with nothing to do
+        pipes = self._pipes
+        if pipes.fill_id is None or pipes.fill_id.value != self._id:
+            return 0.0
+        return fill_gap(pipes, self._id, self.engine, ahead_s, self.paused)
+
+    def engine(self) -> tuple | None:
+        """Its engine's key (engine_of): params checked once, not at every lent gap."""
+        if self._engine is False:
+            self._engine = engine_of(self._kind, self._params)
+        return self._engine
+
+
 def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) -> None:
     """Run one job the service sent, sending its events and its result (or error)."""
-    paused: list[tuple[quality.Usage, quality.Usage]] = []  # its pauses, for its check
     sending = [0.0, 0]  # seconds in events.send and sends, for the trace
 
     def emit(type_: str, data: dict) -> None:
@@ -230,42 +266,24 @@ def run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict) 
         sending[0] += time.monotonic() - started
         sending[1] += 1
 
-    def cancelled() -> bool:
-        if pipes.pause_id is not None and pipes.pause_id.value == job_id:
-            paused.append(pause(pipes, job_id, engine()))
-        return pipes.cancel_id.value == job_id
-
-    def stop_build() -> bool:  # the service's -id stops the build, not the job's own work
-        return cancelled() or pipes.cancel_id.value == -job_id
-
-    @functools.cache
-    def engine() -> tuple | None:  # its engine's key: params checked once, not every lent gap
-        return engine_of(kind, params)
-
-    def fill(ahead_s: float) -> float:  # its serving loop has ahead_s with nothing to do
-        if pipes.fill_id is None or pipes.fill_id.value != job_id:
-            return 0.0
-        return fill_gap(pipes, job_id, engine, ahead_s, paused)
-
-    cancelled.fill = fill  # type: ignore[attr-defined]  (engine.serve.loop looks for it)
-
+    control = WorkerControl(pipes, job_id, kind, params)
     try:
-        _run_job(pipes, job_id, kind, params, options, emit, cancelled, paused, stop_build)
+        _run_job(pipes, job_id, kind, params, options, emit, control)
     finally:
         trace.mark("done", job_id, kind=kind, send_s=sending[0], sends=sending[1])
         trace.flush(due=True)
 
 
 def _run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict, emit: Emit,
-             cancelled: Cancelled, paused: list, stop_build: Cancelled) -> None:
+             control: WorkerControl) -> None:
     try:
         if options.get("quiet_first"):
-            wait_for_quiet(options["quiet_first"], emit, cancelled)
+            wait_for_quiet(options["quiet_first"], emit, control.cancelled)
             trace.mark("quiet", job_id)
             if pipes.cancel_id.value == job_id:  # stopped while waiting (a re-measure giving
                 emit("cancelled", {})  # way to other readers): nothing measured
                 return
-        result = run(kind, params, emit, cancelled, paused, stop_build)
+        result = run(kind, params, emit, control, control.paused)
     except Exception as e:
         if not isinstance(e, ValueError):  # a bad setting (ConfigError) is no bug: no trace
             log.error("job %s %s failed:\n%s", kind, params, traceback.format_exc())
@@ -284,8 +302,8 @@ def _run_job(pipes: _Pipes, job_id: int, kind: str, params: dict, options: dict,
 
 def pause(pipes: _Pipes, job_id: int,
           engine: tuple | None) -> tuple[quality.Usage, quality.Usage]:
-    """Pause a running job (its body is inside cancelled(), between two steps): run the jobs
-    the service sends meanwhile, until it says resume. The job's engine is set aside, since its
+    """Pause a running job (its body is inside control.cancelled(), between two steps): run the
+    jobs the service sends meanwhile, until it says resume. The job's engine is set aside, since its
     requests hold KV blocks (the jobs inside get another). Returns the snapshots around the
     pause: not the job's own time, so its disturbance check leaves them out, and its serving
     loop's clock stops for it (engine.serve.loop). `engine`: the job's engine key (engine_of)."""

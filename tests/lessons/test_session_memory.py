@@ -123,4 +123,4 @@ def test_closed_sessions_leave_nothing_behind(served_app):
                "periodic callbacks registered")
     assert [d for d in new_since(docs_before, Document) if d.session_context is not None] == []
     assert not set(SessionJobs._by_doc) - docs_with_jobs_before
-    assert service._queue._served == {}  # the queue forgets readers who left
+    assert service._dispatcher.queue._served == {}  # the queue forgets readers who left

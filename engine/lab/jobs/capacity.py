@@ -20,7 +20,8 @@ from ...serve.loop import run
 from ...serve.metrics import tpot_ms, ttft_ms
 from ...serve.workload import make_workload
 from .. import cores, quality
-from ..registry import Cancelled, Emit
+from ..control import Control
+from ..registry import Emit
 from .engines import engine_from_params
 from .serving import CONTINUOUS, scheduler_config, step_spread, workload_spec
 
@@ -58,7 +59,7 @@ def load_dict(load: Load, targets: Targets) -> dict:
                        for t in load.trials]}
 
 
-def capacity_search_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def capacity_search_job(params: dict, emit: Emit, control: Control) -> dict | None:
     config = scheduler_config(params, **CONTINUOUS)
     engine = engine_from_params(params)
     targets = Targets.per_user(params["ttft_p95_ms"], params["per_user_tok_s"])
@@ -73,14 +74,14 @@ def capacity_search_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
         spec = workload_spec({**params, "requests": users * params["requests_per_user"]},
                              **CLOSED, concurrency=users, seed=seed)
         before = quality.Usage.now(cores.available_cores())
-        result = run(engine, make_workload(spec, engine.tokenizer), config, cancelled=cancelled)
+        result = run(engine, make_workload(spec, engine.tokenizer), config, cancelled=control)
         check = quality.check(before, quality.Usage.now(before.cores))
         if result.cancelled:
             raise Stop
         return result, check["disturbed"]
 
     def measure(users: int) -> Trial:
-        if cancelled():
+        if control.cancelled():
             raise Stop
         result, disturbed = serve(users)
         for _ in range(RERUNS):

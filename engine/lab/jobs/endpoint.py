@@ -14,25 +14,26 @@ from ...serve.bench_client import EndpointError, run_bench
 from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
 from ...serve.workload import PromptSource, Request, WorkloadSpec, make_workload
 from ...tokenizer import Tokenizer
-from ..registry import Cancelled, Emit
+from ..control import Control
+from ..registry import Emit
 from .serving import mixed_workload, rate_point, sweep_runs
 
 READER_GRACE_S = 0.5  # after the reader's last token, for its stream's end ([DONE]) to arrive
 
 
-def bench_or_refusal(params: dict, requests, prompts, on_done, cancelled: Cancelled,
+def bench_or_refusal(params: dict, requests, prompts, on_done, control: Control,
                      on_token=None):
     """bench_client.run_bench on the job's endpoint; a server that cannot be used (unreachable,
     not OpenAI-compatible) is the teacher's setting to fix, said in one line (ConfigError)."""
     try:
         return run_bench(params["url"], params["model"], requests, prompts,
-                         timeout_s=params["timeout_s"], on_done=on_done, stop=cancelled,
+                         timeout_s=params["timeout_s"], on_done=on_done, stop=control,
                          on_token=on_token)
     except EndpointError as e:
         raise ConfigError(str(e)) from None
 
 
-def endpoint_load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def endpoint_load_test_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """The load test's mix (serving.load_test_job's, same seed, same prompts as text) sent at
     its arrival times as streamed completions; the client's trace and metrics."""
     rate, count, long_share = params["rate"], params["requests"], params["long_share"]
@@ -47,8 +48,8 @@ def endpoint_load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> di
         emit("progress", {"done": done, "total": count, "message": "requests answered"})
 
     progress(0)
-    bench = bench_or_refusal(params, requests, prompts, progress, cancelled)
-    if cancelled():
+    bench = bench_or_refusal(params, requests, prompts, progress, control)
+    if control.cancelled():
         return None
     out = bench.to_json()
     errors = [r["error"] for r in out["requests"] if r["error"]]
@@ -69,7 +70,7 @@ def endpoint_load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> di
     }
 
 
-def endpoint_rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def endpoint_rate_sweep_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """serving.rate_sweep_job's workloads (its seeds, the same prompts as text) sent over HTTP
     at each rate in turn, timed at the client; a "step" event with each run's point."""
     count = params["requests"]
@@ -86,8 +87,8 @@ def endpoint_rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> d
                               "message": f"requests answered (rate {rate:g} requests/s)"})
 
         progress(0)
-        bench = bench_or_refusal(params, requests, prompts, progress, cancelled)
-        if cancelled():
+        bench = bench_or_refusal(params, requests, prompts, progress, control)
+        if control.cancelled():
             return None
         point = {**rate_point(bench.traces, bench.metrics, rate), "failed": bench.failed,
                  "run": k}
@@ -97,7 +98,7 @@ def endpoint_rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> d
             "workload": specs[0].to_json(), "points": points}
 
 
-def endpoint_concurrency_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def endpoint_concurrency_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """N clients streaming at once (lesson 4's knob for a server whose batch size is its own):
     N requests of prompt_len tokens sent together, each asking for new_tokens. Total tokens/s
     over the time until the last answer ended; each user's time per token is the median TPOT."""
@@ -112,8 +113,8 @@ def endpoint_concurrency_job(params: dict, emit: Emit, cancelled: Cancelled) -> 
         emit("progress", {"done": done, "total": n, "message": "clients answered"})
 
     progress(0)
-    bench = bench_or_refusal(params, requests, prompts, progress, cancelled)
-    if cancelled():
+    bench = bench_or_refusal(params, requests, prompts, progress, control)
+    if control.cancelled():
         return None
     done = [t for t in bench.traces if t.finish_s is not None and t.token_s]
     errors = [s.error for s in bench.sent if s.error]
@@ -129,7 +130,7 @@ def endpoint_concurrency_job(params: dict, emit: Emit, cancelled: Cancelled) -> 
     }
 
 
-def endpoint_stream_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def endpoint_stream_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """generation.two_clocks_job over HTTP: the reader's prompt, arriving arrive_after_ms after
     N background requests (so they are decoding already), streamed from the endpoint with a
     "token" event per token as it arrives here (ms after the reader's request was due). The
@@ -158,11 +159,11 @@ def endpoint_stream_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
                 last_token_at = time.monotonic()
 
     def stop() -> bool:
-        return cancelled() or (last_token_at is not None
+        return control.cancelled() or (last_token_at is not None
                                and time.monotonic() - last_token_at > READER_GRACE_S)
 
     bench = bench_or_refusal(params, requests, prompts, None, stop, on_token)
-    if cancelled():
+    if control.cancelled():
         return None
     reader = bench.sent[0]
     trace = reader.trace

@@ -23,12 +23,13 @@ from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
 from ...serve.trace import RequestEvent, RequestTrace, TokenEvent
 from ...serve.workload import PromptSource, Request
 from ...tokenizer import IncrementalDecoder
+from ..control import Control
 from ..quality import spread
-from ..registry import Cancelled, Emit
+from ..registry import Emit
 from .engines import engine_from_params, fit_kv, resident_lengths
 
 
-def generate_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def generate_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """One prompt, streamed: a "token" event per token with its text and engine time."""
     prompt = params["prompt"]
     sampling = SamplingParams(params["temperature"], params["top_k"], params["top_p"],
@@ -42,8 +43,8 @@ def generate_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
         emit("token", {"index": event.index, "text": event.text, "t_s": event.t_s})
 
     [gen] = generate(engine, [ids], params["max_new_tokens"], sampling, on_token=on_token,
-                     cancelled=cancelled)
-    if cancelled():
+                     cancelled=control)
+    if control.cancelled():
         return None
     return {
         "device": engine.device,
@@ -80,7 +81,7 @@ def reader_metrics(trace: RequestTrace) -> dict:
     }
 
 
-def two_clocks_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def two_clocks_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """The reader's prompt streamed beside N background requests that are already decoding."""
     prompt, context, max_new = params["prompt"], params["context_tokens"], params["max_new_tokens"]
     background, bg_prompt = params["background"], params["background_prompt_len"]
@@ -121,8 +122,8 @@ def two_clocks_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
             reader_done = reader_done or event.kind == "finished"
 
     result = run(engine, requests, config, on_event=on_event,
-                 cancelled=lambda: cancelled() or reader_done, stream_text=True)
-    if cancelled():
+                 cancelled=lambda: control.cancelled() or reader_done, stream_text=True)
+    if control.cancelled():
         return None
     reader = result.requests[0]
     if reader.finish_s is None:

@@ -9,7 +9,8 @@ from ...config import PRESETS
 from ...device import configure_threads, describe_device, resolve_device
 from ...hardware import hardware_limits
 from ...llm_engine import ENGINE_VERSION
-from ..registry import Cancelled, Emit
+from ..control import Control
+from ..registry import Emit
 from .probe import measure_checked
 
 
@@ -36,7 +37,7 @@ def machine_info(device: str = "auto", refresh: bool = False) -> dict:
     }
 
 
-def info_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict:
+def info_job(params: dict, emit: Emit, control: Control) -> dict:
     """The machine: device, threads, presets, measured memory bandwidth and matmul peak."""
     emit("progress", {"done": 0, "total": 1, "message": "measuring memory bandwidth and matmul"})
     return {**machine_info(params["device"]), "spread": None}  # nothing timed now

@@ -21,20 +21,21 @@ from ...config import PRESETS
 from ...device import resolve_device, torch_dtype
 from ...model.kv_cache import PagedKVCache
 from ...sweep import measure_point, sweep_prompts
+from ..control import Control
 from ..quality import spread
-from ..registry import Cancelled, Emit
+from ..registry import Emit
 from .engines import engine_from_params, fit_kv
 from .serving import Every
 
 PROGRESS_EVERY_S = 0.1  # a point's progress events: at most this often, and its last step
 
 
-def sweep_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def sweep_point_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """One batch size of the sweep: TTFT, median decode step (TPOT), tokens/s, KV bytes."""
-    return measure_sweep_point(engine_from_params(params), params, emit, cancelled)
+    return measure_sweep_point(engine_from_params(params), params, emit, control)
 
 
-def measure_sweep_point(engine, params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def measure_sweep_point(engine, params: dict, emit: Emit, control: Control) -> dict | None:
     """A sweep point's result on the engine given (the quantization lesson's int8_point job
     measures one on an engine with int8 weights)."""
     fit_kv(engine, [params["prompt_len"] + params["new_tokens"]] * params["batch_size"])
@@ -43,7 +44,7 @@ def measure_sweep_point(engine, params: dict, emit: Emit, cancelled: Cancelled) 
 
     point = measure_point(engine, params["batch_size"], params["prompt_len"],
                           params["new_tokens"], params["seed"], on_step=on_step,
-                          cancelled=cancelled)
+                          cancelled=control)
     if point is None:
         return None
     steps = {"what": "decode step", "count": point.decode_steps_timed, "p10": point.step_ms_p10,
@@ -76,7 +77,7 @@ def engine_shape(engine) -> dict:
     return shape
 
 
-def prefill_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def prefill_point_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """Prefill passes of batch_size prompts of prompt_len tokens: median time, FLOPs, bytes."""
     batch, prompt_len, repeats = params["batch_size"], params["prompt_len"], params["repeats"]
     engine = engine_from_params(params)
@@ -86,7 +87,7 @@ def prefill_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | 
     prompts = sweep_prompts(engine.tokenizer.vocab_size, batch, prompt_len, params["seed"])
     times: list[float] = []
     for attempt in range(repeats + 1):  # the first pass at a new length is a warm-up
-        if cancelled():
+        if control.cancelled():
             return None
         seqs = [engine.new_sequence(p, 1, ignore_eos=True) for p in prompts]
         try:
@@ -122,7 +123,7 @@ def prefill_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | 
 KV_DTYPES = ("engine", "float16", "float8_e4m3fn")
 
 
-def kv_allocation_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict:
+def kv_allocation_job(params: dict, emit: Emit, control: Control) -> dict:
     """Build each preset's paged KV cache (no model) in the engine's dtype, fp16 and fp8, for
     `blocks` blocks, and report the bytes its tensors really occupy."""
     device = resolve_device(params["device"])

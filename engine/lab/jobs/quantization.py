@@ -10,19 +10,20 @@
 from __future__ import annotations
 
 from ...quantization import int8_quality
-from ..registry import Cancelled, Emit
+from ..control import Control
+from ..registry import Emit
 from .engines import engine_from_params
 from .measure import measure_sweep_point
 
 
-def int8_point_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def int8_point_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """One batch size of the sweep with the weights given."""
     engine = engine_from_params(params)  # with the weights in the format asked
-    point = measure_sweep_point(engine, params, emit, cancelled)
+    point = measure_sweep_point(engine, params, emit, control)
     return None if point is None else {**point, "weight_format": params["weight_format"]}
 
 
-def int8_quality_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def int8_quality_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """fp32 against int8 on the held-out windows (a few seconds on tiny)."""
     emit("progress", {"done": 0, "total": 1, "message": "scoring both models"})
     quality = int8_quality(params["preset"], params["windows"], params["seq_len"])

@@ -28,8 +28,9 @@ from ...serve.loop import run
 from ...serve.metrics import Metrics, e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
 from ...serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
 from ...serve.workload import PromptSource, Request, WorkloadSpec, make_workload, poisson_arrivals
+from ..control import Control
 from ..quality import spread
-from ..registry import Cancelled, Emit
+from ..registry import Emit
 from .engines import engine_from_params, fit_kv, resident_lengths
 
 PROGRESS_EVERY_S = 0.25  # progress events of serving jobs: a few a second, not one a step
@@ -122,7 +123,7 @@ def step_spread(steps) -> dict:
     return spread((ms(s) for s in steps), "engine step")
 
 
-def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
+def run_requests(engine, requests, config, emit: Emit, control: Control,
                  slo_ttft_ms=None, slo_tpot_ms=None, stream_tokens: bool = True,
                  extra: dict | None = None) -> dict | None:
     """Serve requests, streaming "step", "request" (arrived, admitted, preempted, finished) and,
@@ -139,7 +140,7 @@ def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
             "request" if isinstance(event, RequestEvent) else "token"
         emit(kind, event_to_json(event))
 
-    result = run(engine, requests, config, on_event=on_event, cancelled=cancelled,
+    result = run(engine, requests, config, on_event=on_event, cancelled=control,
                  slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
                  stream_text=stream_tokens)
     if result.cancelled:
@@ -148,7 +149,7 @@ def run_requests(engine, requests, config, emit: Emit, cancelled: Cancelled,
     return {**result.to_json(), "spread": step_spread(result.steps)}
 
 
-def serve_run_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def serve_run_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """A seeded workload served in real time under a batching policy (`python -m engine run`)."""
     spec = workload_spec(params)
     config = scheduler_config(params)
@@ -156,7 +157,7 @@ def serve_run_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
     requests = make_workload(spec, engine.tokenizer)
     fit_kv(engine, resident_lengths(requests, config.max_batch))
     return run_requests(
-        engine, requests, config, emit, cancelled,
+        engine, requests, config, emit, control,
         slo_ttft_ms=params["slo_ttft_ms"], slo_tpot_ms=params["slo_tpot_ms"],
         stream_tokens=params["stream_tokens"], extra={"workload": spec.to_json()},
     )
@@ -188,7 +189,7 @@ def mixed_workload(tokenizer, rate: float, count: int, long_share: float,
     return requests, sizes
 
 
-def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def load_test_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """Short and long requests under continuous batching, arriving open-loop (Poisson at a
     rate) or closed-loop (`users` concurrent users): the tail."""
     rate, count, long_share = params["rate"], params["requests"], params["long_share"]
@@ -209,7 +210,7 @@ def load_test_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None
             so_far.emit(emit, count, "requests answered")
 
     emit("progress", {"done": 0, "total": count, "message": "requests answered"})
-    result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
+    result = run(engine, requests, config, on_event=on_event, cancelled=control)
     if result.cancelled:
         return None
     out = result.to_json()
@@ -244,7 +245,7 @@ def record_block_tables(engine, snapshots: list) -> object:
     return lambda: engine.__dict__.pop("step", None)
 
 
-def block_snapshots_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def block_snapshots_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """A small Poisson workload served for real, with every step's block tables recorded."""
     spec = workload_spec(params, **POISSON)
     config = scheduler_config(params, **CONTINUOUS)
@@ -268,7 +269,7 @@ def block_snapshots_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict 
 
     unwrap = record_block_tables(engine, snapshots)
     try:
-        result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
+        result = run(engine, requests, config, on_event=on_event, cancelled=control)
     finally:
         unwrap()
     if result.cancelled:
@@ -312,7 +313,7 @@ def sweep_runs(params: dict) -> list[tuple[float, int, WorkloadSpec]]:
             for rate in params["rates"] for k in range(1, params["runs"] + 1)]
 
 
-def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def rate_sweep_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """The same Poisson workloads (`runs` seeds) served at each rate in turn; a "step" event
     with each run's point as it finishes."""
     config = scheduler_config(params, **CONTINUOUS)
@@ -336,7 +337,7 @@ def rate_sweep_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | Non
     points, steps = [], []
     for (rate, k, _spec), requests in zip(planned, workloads, strict=True):
         so_far = SoFar()  # this run's requests: one rate's figure, never a mix of rates
-        result = run(engine, requests, config, on_event=on_event, cancelled=cancelled)
+        result = run(engine, requests, config, on_event=on_event, cancelled=control)
         if result.cancelled:
             return None
         steps += result.steps

@@ -26,8 +26,9 @@ from ...serve.trace import RequestEvent
 from ...serve.workload import PromptSource, WorkloadSpec, make_workload
 from ...speculative import Draft, ModelDraft, SpeculativeDecoder, make_draft
 from ...steps import Steps
+from ..control import Control
 from ..quality import spread
-from ..registry import Cancelled, Emit
+from ..registry import Emit
 from .engines import engine_from_params
 from .generation import gaps_ms
 from .serving import step_spread
@@ -35,7 +36,7 @@ from .serving import step_spread
 ONE_AT_A_TIME = SchedulerConfig("continuous", max_batch=1, chunk_size=0)
 
 
-def prefix_cache_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def prefix_cache_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """Requests sharing a system prompt, one at a time, with the prefix cache on or off."""
     engine = engine_from_params(params)  # with the prefix cache on or off, as asked
     count = params["requests"]
@@ -55,8 +56,8 @@ def prefix_cache_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | N
             emit("progress", {"done": finished, "total": count, "message": "requests answered"})
 
     emit("progress", {"done": 0, "total": count, "message": "requests answered"})
-    result = run(engine, requests, ONE_AT_A_TIME, on_event=on_event, cancelled=cancelled)
-    if result.cancelled or cancelled():
+    result = run(engine, requests, ONE_AT_A_TIME, on_event=on_event, cancelled=control)
+    if result.cancelled or control.cancelled():
         return None
     cache = result.extra.get("prefix_cache")
     cached = cache["cached_tokens"] if cache else [0] * count
@@ -128,7 +129,7 @@ def draft_steps(params: dict) -> tuple[str, Steps[None]] | None:
     return "loading the draft model", _draft_builds[key]
 
 
-def speculative_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
+def speculative_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """Greedy generation for a batch of corpus prompts, plain or speculative."""
     engine = engine_from_params(params)
     method, k, batch = params["method"], params["k"], params["batch_size"]
@@ -146,9 +147,9 @@ def speculative_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | No
             emit("progress", {"done": done, "total": total, "message": "tokens generated"})
 
     emit("progress", {"done": 0, "total": total, "message": "tokens generated"})
-    gens = generate(engine, prompts, new_tokens, on_token=on_token, cancelled=cancelled,
+    gens = generate(engine, prompts, new_tokens, on_token=on_token, cancelled=control,
                     ignore_eos=True, speculative=decoder)
-    if cancelled():
+    if control.cancelled():
         return None
     stats = decoder.stats if decoder is not None else None
     return {

@@ -5,12 +5,20 @@ without pausing it, and it still serves every request as it would have."""
 from __future__ import annotations
 
 import time
-import types
 
 import pytest
-from test_service import KV, LOAD, QUICK, TIMEOUT, Recorder, finished, wait_ready
+from service_helpers import (
+    KV,
+    LOAD,
+    QUICK,
+    TIMEOUT,
+    Recorder,
+    finished,
+    stand_in_service,
+    wait_ready,
+)
 
-from engine.lab.client import EngineService, _Run
+from engine.lab.client import EngineService
 
 
 @pytest.fixture(scope="module")
@@ -90,24 +98,21 @@ def test_a_point_in_a_gap_can_be_cancelled_and_the_run_goes_on(service):
 
 def test_a_gap_gets_one_point_at_a_time_and_never_a_quiet_wait(tmp_path):
     """The dispatcher's answer to a gap (no worker: what it sends is recorded). A re-measure
-    would ask the worker to wait for quiet cores first (up to 5 s), holding the run whose gap
-    it is: in a gap it is measured at once."""
-    svc = EngineService(cache_path=tmp_path / "results", start=False)
-    sent = []
-    w = types.SimpleNamespace(jobs=types.SimpleNamespace(send=sent.append),
-                              fill_id=types.SimpleNamespace(value=0))
-    run = svc.submit("load_test", LOAD, session_id="teacher")
-    svc._queue.take(time.time())  # it runs
-    svc._running = _Run(run.id, [run])
-    point = svc.submit("sweep_point", QUICK, session_id="student")
-    point.remeasures = 1  # a disturbed result of it is measured again
-    svc._offer_gaps(w)
-    assert w.fill_id.value == run.id  # a point waits: the run's gaps are lent
-    svc._fill(w, run.id)
-    assert sent == [("run", point.id, "sweep_point", point.params, {})]
-    assert w.fill_id.value == 0 and svc._filling.jobs == [point]
-    other = svc.submit("sweep_point", {**QUICK, "batch_size": 2}, session_id="student2")
-    svc._offer_gaps(w)
-    assert w.fill_id.value == 0  # one at a time
-    svc._fill(w, run.id)
-    assert sent[-1] == ("nofill", run.id) and other.state == "queued"
+    would ask the worker to wait for quiet cores first (up to quiet_wait_s), holding the run
+    whose gap it is: in a gap it is measured at once."""
+    with stand_in_service(tmp_path) as (svc, d, w, sent):
+        run = svc.submit("load_test", LOAD, session_id="teacher")
+        d.pump()  # it runs
+        assert d.running.jobs == [run] and sent[-1][:2] == ("run", run.id)
+        point = svc.submit("sweep_point", QUICK, session_id="student")
+        point.remeasures = 1  # a disturbed result of it is measured again
+        d.pump()
+        assert w.fill_id.value == run.id  # a point waits: the run's gaps are lent
+        d.handle(w, ("gap", run.id, 0.05))
+        assert sent[-1] == ("run", point.id, "sweep_point", point.params, {})
+        assert w.fill_id.value == 0 and d.filling.jobs == [point]
+        other = svc.submit("sweep_point", {**QUICK, "batch_size": 2}, session_id="student2")
+        d.pump()
+        assert w.fill_id.value == 0  # one at a time
+        d.handle(w, ("gap", run.id, 0.05))
+        assert sent[-1] == ("nofill", run.id) and other.state == "queued"

@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from service_helpers import TIMEOUT, Recorder, finished, wait_ready
 
 from engine.lab import cores, quality
 from engine.lab.client import EngineService
-from tests.engine.lab.test_service import TIMEOUT, Recorder, finished, wait_ready
+from engine.lab.settings import DEFAULT
 
 JOB = {"preset": "tiny", "kv_budget_mib": 64, "prompt_len": 16, "new_tokens": 64,
        "batch_size": 4}
@@ -140,14 +141,20 @@ def test_limits_measured_beside_a_busy_loop_are_neither_cached_nor_kept(service)
 def test_the_same_job_alone_is_not_disturbed(service):
     """Nothing of ours (the probe, this process, the web side's thread, the kernel's own
     threads) counts as a disturbance. Other people's work on this shared machine does, so the
-    job is run when the engine's cores look quiet, up to QUIET_TRIES times."""
-    checks = []
+    job is run when the engine's cores look quiet, up to QUIET_TRIES times. If they never
+    were, the test is skipped, saying so: a job beside other people's work is rightly
+    disturbed, and that is no failure of ours."""
+    checks, quiet_runs = [], 0
     for _ in range(QUIET_TRIES):
-        quality.wait_until_quiet(engine_cores(service), QUIET_WAIT_S)
+        quiet, share = quality.wait_until_quiet(engine_cores(service), QUIET_WAIT_S)
+        quiet_runs += quiet
         job = finished(service.submit("sweep_point", JOB, use_cache=False))
         checks.append(job.record.check)
         if not job.record.disturbed:
             break
+    if checks[-1].disturbed and not quiet_runs:
+        pytest.skip(f"the engine's cores were never quiet in {QUIET_TRIES} waits of "
+                    f"{QUIET_WAIT_S:.0f} s (others used {share:.0%} of them)")
     assert not checks[-1].disturbed, [c.reasons for c in checks]
     assert checks[-1].probe_before_ms > 0 and checks[-1].probe_profile_ms > 0
 
@@ -204,8 +211,6 @@ def test_a_re_measure_gives_way_to_a_reader_who_arrives_while_it_waits_for_quiet
     QUIET_WAIT_S of the service) for the engine's cores to be quiet: a reader arriving then
     does not wait behind it. It stops, and the disturbed result its reader was shown stands,
     final and labelled."""
-    from engine.lab.client import QUIET_WAIT_S as SERVICE_QUIET_WAIT_S
-
     rec = Recorder()
     service.remeasures = 1
     before = service.status()
@@ -229,5 +234,5 @@ def test_a_re_measure_gives_way_to_a_reader_who_arrives_while_it_waits_for_quiet
     last = rec.of(first)[-1]
     assert last.type == "result" and last.final and not last.remeasuring
     assert last.data == shown.data and first.state == "done"  # the first measurement stands
-    assert waited < SERVICE_QUIET_WAIT_S  # not behind the re-measure's wait for quiet
+    assert waited < DEFAULT.quiet_wait_s  # not behind the re-measure's wait for quiet
     assert service.status()["disturbed_final"] == before["disturbed_final"] + 1

@@ -18,6 +18,7 @@ from engine.lab.job_queue import (
     OVERDUE_S,
     STARVE_S,
     JobQueue,
+    Rank,
     question,
 )
 from engine.lab.registry import JOBS, get_spec, normalize
@@ -123,14 +124,13 @@ def test_a_load_test_that_has_waited_long_enough_is_not_starved():
     assert q.order(AGE_S)[-2:] == [load, run]  # aged: behind the points, before the run
     assert q.order(STARVE_S - 1)[-2:] == [load, run]  # the run has aged too: still in arrival
     # starving: a point like the others (the points, overdue by now, go first: rule 0)
-    assert q.rank(load, STARVE_S) == 0 and q.order(STARVE_S)[-2:] == [load, run]
+    assert q.rank(load, STARVE_S) == Rank.POINT and q.order(STARVE_S)[-2:] == [load, run]
 
 
 def test_fresh_points_go_before_many_aged_jobs_of_readers_served_less_recently():
     """A class's backlog: thirty aged schedule runs and load tests of readers not served for a
     while, and a knob reader who was served a moment ago releases the slider. Their point goes
-    first: aged jobs do not join the points' turn (before, it waited for one job of every
-    other reader; bench/classroom.py: release to drawn p95 50 s)."""
+    first: aged jobs do not join the points' turn (docs/decisions/classroom-queue.md)."""
     q = with_numbers(JobQueue(), "knob", *(f"r{i}" for i in range(30)))
     backlog = [job("serve_run" if i % 2 else "load_test", session=f"r{i}", at=i / 10, seed=i)
                for i in range(30)]
@@ -217,12 +217,12 @@ def test_longest_wait_counts_the_jobs_of_a_rank_or_smaller():
     q.add(job("load_test", session="a", at=0))
     assert q.longest_wait(5) == 0  # no point waits: nothing to stop a load test for
     q.add(job(session="b", at=3))
-    assert q.longest_wait(5) == 2 and q.longest_wait(5, rank=2) == 5
+    assert q.longest_wait(5) == 2 and q.longest_wait(5, rank=Rank.LOAD) == 5
 
 
 def test_while_a_load_test_is_paused_only_shorter_jobs_are_taken():
     """An aged load test counts as a point in the order, but inside another load test's pause
-    (engine.lab.client) only points and runs are taken, and only they count as waiting."""
+    (engine.lab.policy) only points and runs are taken, and only they count as waiting."""
     q = with_numbers(JobQueue(), "a", "b")
     load = job("load_test", session="a", at=0)
     run = job("serve_run", session="b", at=AGE_S)
@@ -230,14 +230,14 @@ def test_while_a_load_test_is_paused_only_shorter_jobs_are_taken():
     q.add(run)
     now = AGE_S + 1
     assert q.order(now)[0] is load
-    assert q.longest_wait(now, sizes=("point", "run")) == 0  # the run is young: rank 1
+    assert q.longest_wait(now, sizes=("point", "run")) == 0  # the run is young: Rank.RUN
     assert q.waiting(("point", "run")) == 1 and q.waiting(("load",)) == 1
     assert q.take(now, sizes=("point", "run")) == [run]
     assert q.take(now, sizes=("point", "run")) == [] and q.take(now) == [load]
 
 
 def test_others_waiting_counts_only_other_readers_jobs():
-    """What a re-measure would hold up (engine.lab.client): a reader's own queued points do not
+    """What a re-measure would hold up (engine.lab.policy): a reader's own queued points do not
     count, every other reader's jobs do."""
     q = JobQueue()
     for j in [job(session="a", batch_size=2), job(session="a", batch_size=3),
@@ -285,7 +285,7 @@ def test_a_job_asked_aside_is_never_a_newcomers_first_and_hides_nothing():
     first = job("serve_run", session="new", at=2)
     for j in (old, info, first):
         q.add(j)
-    assert q.rank(info, 2.5) == 0 and q.rank(first, 2.5) == NEWCOMER
+    assert q.rank(info, 2.5) == Rank.POINT and q.rank(first, 2.5) == NEWCOMER
     assert q.order(2.5) == [first, old, info]  # a newcomer's first job, then a reader's point
 
 
@@ -332,11 +332,11 @@ def test_newcomers_first_jobs_go_before_a_readers_first_point_until_it_is_overdu
         q.add(j)
     young = 1.9
     assert q.rank(knob, young) == q.rank(dozen[0], young) == FIRST_POINT
-    assert q.rank(dozen[1], young) == 0 and q.rank(runs[0], young) == NEWCOMER
+    assert q.rank(dozen[1], young) == Rank.POINT and q.rank(runs[0], young) == NEWCOMER
     assert q.order(young) == [*runs, knob, dozen[0], *dozen[1:]]
     now = OVERDUE_S
     assert q.rank(knob, now) == q.rank(dozen[0], now) == OVERDUE
-    assert q.rank(dozen[1], now) == 0
+    assert q.rank(dozen[1], now) == Rank.POINT
     arrived = job(session="new-knob", at=now - 0.5, batch_size=5)  # a newcomer's first point
     q.add(arrived)
     assert q.rank(arrived, now) == NEWCOMER
@@ -344,10 +344,9 @@ def test_newcomers_first_jobs_go_before_a_readers_first_point_until_it_is_overdu
 
 
 def test_a_newcomers_first_job_that_has_waited_goes_before_overdue_points():
-    """bench/classroom.py at 30 students (server logs of main ba10dfb): in the class's arrival
-    points kept coming, each overdue after OVERDUE_S, and newcomers' first runs waited 4-8 s
-    behind them. Once it has waited NEWCOMER_DUE_S a newcomer's first job goes before them (a
-    run holds the engine only until its first figure); younger, it waits behind them."""
+    """In a class's arrival points keep coming, each overdue after OVERDUE_S. Once it has
+    waited NEWCOMER_DUE_S a newcomer's first job goes before them (a run holds the engine only
+    until its first figure); younger, it waits behind them."""
     q = with_numbers(JobQueue(), "knob", "roof")
     points = [job(session=s, at=0, batch_size=b) for s, b in (("knob", 12), ("roof", 3))]
     load = job("load_test", session="new", at=1)

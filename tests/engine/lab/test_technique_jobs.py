@@ -8,6 +8,7 @@ import pytest
 
 from engine.errors import ConfigError
 from engine.lab import registry, worker
+from engine.lab.control import Control
 from engine.lab.jobs.engines import _engines
 from engine.lab.results import PrefixCacheResult, SpeculativeResult, parse_result
 from engine.lab.worker import plain
@@ -104,11 +105,11 @@ def test_the_draft_model_is_built_in_steps_before_the_job_and_goes_on_where_it_s
         if "building" in data:
             said.append(data["message"])
 
-    def stop_at_the_drafts_first_step() -> bool:
-        return any(m.startswith("loading the draft model: ") for m in said)
+    class StopTheDraftsBuild(Control):
+        def stop_build(self) -> bool:  # at the draft's first step, never the job's own work
+            return any(m.startswith("loading the draft model: ") for m in said)
 
-    assert worker.run("speculative", params, emit, lambda: False,
-                      stop_build=stop_at_the_drafts_first_step) is None
+    assert worker.run("speculative", params, emit, StopTheDraftsBuild()) is None
     assert not techniques._drafts and len(techniques._draft_builds) == 1
     stopped_at = len(said)
     result = worker.run("speculative", params, emit, lambda: False)

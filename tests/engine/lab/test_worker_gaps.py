@@ -46,11 +46,11 @@ def test_each_gap_sets_the_running_jobs_engine_aside_and_its_params_are_checked_
         looked_up[kind] += 1
         return registry.JOBS[kind]
 
-    def serving_body(params, emit, cancelled):  # a serving loop with idle gaps to lend
-        lent = [cancelled.fill(0.05) for _ in range(4)]
+    def serving_body(params, emit, control):  # a serving loop with idle gaps to lend
+        lent = [control.fill(0.05) for _ in range(4)]
         return {"lent": len(lent)}
 
-    def point_body(params, emit, cancelled):
+    def point_body(params, emit, control):
         return {"point": True}
 
     aside = []
