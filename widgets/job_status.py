@@ -132,7 +132,7 @@ def so_far_text(so_far: dict | None, stopped: bool = False) -> str:
     """A run's figure while it goes on (engine.lab.jobs.serving.SoFar), labelled as partial:
     'measured live so far: median end-to-end latency 143 ms over the 5 requests answered (the
     run goes on)'; '' before the first answer. stopped: the run was cut short after this figure
-    and starts again in full (engine.lab.client._cut_short)."""
+    and starts again in full (engine.lab.policy.at_first_figure)."""
     if not isinstance(so_far, dict) or not isinstance(so_far.get("e2e_p50_ms"), int | float):
         return ""
     answered = so_far.get("answered", 0)
