@@ -39,7 +39,7 @@ def cmd_serve(args) -> int:
                          f"{e.strerror or e}") from None
     try:
         engine = make_engine(args)
-        online = OnlineEngine(engine, config)
+        online = OnlineEngine(engine, config, args.preset)
         online.start()
     except BaseException:
         sock.close()

@@ -1,7 +1,8 @@
 """An OpenAI-compatible HTTP server over the online engine (FastAPI on uvicorn).
 
 Routes: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (stream: true answers
-with server-sent events, one per token, ending with `data: [DONE]`), GET /health, and two of
+with server-sent events, one per token, ending with `data: [DONE]`), GET /health, GET /metrics
+(Prometheus' text format under vLLM's metric names, prometheus.py), and two of
 our own for teaching and tests: GET /v1/engine/stats (running and waiting sequences, KV blocks
 in use, the most recent steps with how many sequences each decoded) and GET /v1/engine/trace
 (the engine's own trace since a time, in the `run` command's shape; bench-client compares it
@@ -24,10 +25,11 @@ from collections.abc import AsyncIterator
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from .online import OnlineEngine, Output, Submission
+from .prometheus import CONTENT_TYPE
 from .protocol import (
     SSE_DONE,
     APIError,
@@ -108,6 +110,10 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
         check_model(req.model)
         ids = completion_prompt(chat_text(req.messages), engine.tokenizer.encode, vocab)
         return await respond(request, settings(req, ids, context), chat=True)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(online.prometheus(), media_type=CONTENT_TYPE)
 
     @app.get("/v1/engine/stats")
     async def stats() -> dict:
