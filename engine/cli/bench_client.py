@@ -11,9 +11,10 @@ from __future__ import annotations
 import sys
 
 from ..serve.bench_client import EndpointError, api_base, run_bench
+from ..serve.perfetto import write_trace
 from ..serve.workload import make_workload
 from ..tokenizer import Tokenizer
-from .common import emit_json
+from .common import add_trace_out, emit_json
 from .run import add_workload_options, positive, summary_table, workload_from_args
 
 
@@ -28,6 +29,7 @@ def add_bench_client_parser(sub) -> None:
     p.add_argument("--timeout", type=positive("timeout (s)"), default=600.0,
                    help="stop after this many seconds; unfinished requests count as failed "
                         "(default 600)")
+    add_trace_out(p)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_bench_client)
 
@@ -50,6 +52,8 @@ def cmd_bench_client(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     result.extra["workload"] = spec.to_json()
+    if args.trace_out is not None:
+        write_trace(args.trace_out, result.to_json(), result.track_of())
     if args.json:
         emit_json(result.to_json())
         return 0

@@ -14,9 +14,17 @@ from ..lab.params import Float, Int, Lengths, Rate
 from ..scheduler import DEFAULT_CHUNK_SIZE, DEFAULT_TOKEN_BUDGET, POLICIES, SchedulerConfig
 from ..serve.loop import run
 from ..serve.metrics import Metrics
+from ..serve.perfetto import write_trace
 from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload
 from ..speculative import SpeculativeDecoder, make_draft
-from .common import add_speculative_options, arg_type, emit_json, make_engine, weight_format
+from .common import (
+    add_speculative_options,
+    add_trace_out,
+    arg_type,
+    emit_json,
+    make_engine,
+    weight_format,
+)
 
 
 # ---- argument types: the checks job parameters get (engine.lab.params), on a flag's text ------
@@ -92,6 +100,7 @@ def add_run_parser(sub, add_engine_options) -> None:
     p.add_argument("--prefix-cache", choices=("on", "off"), default="off",
                    help="keep full KV blocks by their prefix and reuse them (default off)")
     add_speculative_options(p)
+    add_trace_out(p)
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -142,6 +151,8 @@ def cmd_run(args) -> int:
     if speculative is not None:
         result.extra["speculative"] = {"method": args.speculative,
                                        **result.extra["speculative"]}
+    if args.trace_out is not None:
+        write_trace(args.trace_out, result.to_json())
     if args.json:
         emit_json(result.to_json())
         return 0

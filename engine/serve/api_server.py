@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
+import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -29,6 +32,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from .online import OnlineEngine, Output, Submission
+from .perfetto import write_trace
 from .prometheus import CONTENT_TYPE
 from .protocol import (
     SSE_DONE,
@@ -231,13 +235,27 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(online: OnlineEngine, model_name: str, sock: socket.socket) -> None:
-    """Serve until interrupted (SIGINT or SIGTERM); the engine thread stops after the server."""
+def run_server(online: OnlineEngine, model_name: str, sock: socket.socket,
+               trace_out: Path | None = None) -> None:
+    """Serve until interrupted (SIGINT or SIGTERM); the engine thread stops after the server,
+    then the engine's timeline goes to trace_out (Chrome trace-event JSON), when given."""
     config = uvicorn.Config(build_app(online, model_name), log_level="warning",
                             access_log=False, lifespan="off", timeout_graceful_shutdown=3)
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+    # it found: Python's default would end the process before the cleanup below.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop) if main else None
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         online.close()
         with contextlib.suppress(OSError):
             sock.close()
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+        if trace_out is not None:
+            write_trace(trace_out, online.trace(0.0))
+
+
+def _stop(signum, frame) -> None:
+    raise SystemExit(0)

@@ -104,6 +104,14 @@ class BenchResult:
         """The engine's side of the same requests (see `compare`), when the server has one."""
         return compare(self.sent, self.server) if self.server else None
 
+    def track_of(self) -> dict[int, int]:
+        """Engine request id -> client request id, for the requests the server's trace matched
+        (perfetto.chrome_trace draws the engine's prefill chunks on the client's tracks)."""
+        by_name = {s.name: s.trace.id for s in self.sent if s.name}
+        comparison = self.comparison or {"requests": []}
+        return {r["id"]: by_name[r["name"]] for r in comparison["requests"]
+                if r["name"] in by_name}
+
     def to_json(self) -> dict:
         server = self.server or {}
         comparison = self.comparison
