@@ -55,7 +55,11 @@ def add_workload_options(p) -> None:
     p.add_argument("--rate", type=rate, default=10.0,
                    help="arrivals per second, or inf: all at t=0 (poisson, gamma; default 10)")
     p.add_argument("--burstiness", type=positive("burstiness"), default=1.0,
-                   help="gamma shape K: gaps with coefficient of variation 1/sqrt(K) (gamma)")
+                   help="gamma shape K: gaps with coefficient of variation 1/sqrt(K); K other "
+                        "than 1 makes poisson arrivals gamma ones, as vLLM's (default 1)")
+    p.add_argument("--ramp-up-s", type=non_negative("ramp-up (s)"), default=0.0,
+                   help="the rate climbs linearly from 0 to --rate over this many seconds "
+                        "(poisson, gamma; default 0)")
     p.add_argument("--requests", type=whole("requests"), default=32,
                    help="requests to serve (interference: plus the long prompt; default 32)")
     p.add_argument("--concurrency", type=whole("concurrency"), default=4,
@@ -107,11 +111,14 @@ def add_run_parser(sub, add_engine_options) -> None:
 
 def workload_from_args(args) -> WorkloadSpec:
     """The workload the flags describe, checked."""
+    kind = args.workload
+    if kind == "poisson" and args.burstiness != 1.0:  # vLLM's --burstiness: gamma gaps
+        kind = "gamma"
     spec = WorkloadSpec(
-        kind=args.workload, requests=args.requests, rate=args.rate, burstiness=args.burstiness,
+        kind=kind, requests=args.requests, rate=args.rate, burstiness=args.burstiness,
         concurrency=args.concurrency, prompt_len=args.prompt_len, output_len=args.output_len,
         long_prompt_len=args.long_prompt_len, long_at_s=args.long_at, seed=args.seed,
-        shared_prefix_len=args.shared_prefix_len,
+        shared_prefix_len=args.shared_prefix_len, ramp_up_s=args.ramp_up_s,
     )
     spec.validate()
     return spec
