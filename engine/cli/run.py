@@ -8,6 +8,8 @@ workload, the scheduler settings, per-request preemptions and per-step batch and
 
 from __future__ import annotations
 
+import argparse
+
 from ..config import get_preset
 from ..errors import ConfigError
 from ..lab.params import Float, Int, Lengths, Rate
@@ -48,12 +50,29 @@ def length_range(what: str):
 rate = arg_type(Rate(), "rate")  # requests per second, or inf (everything arrives at t = 0)
 
 
-def add_workload_options(p) -> None:
+def rate_list(text: str) -> list[float]:
+    """R or R1,R2,...: rates in arrivals per second (each > 0, or inf)."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("rate: give a rate or a comma-separated list, like "
+                                         "1,2,4")
+    return [rate(t) for t in items]
+
+
+def add_workload_options(p, rates: bool = False) -> None:
     """The workload's flags (and the SLOs goodput is judged by), shared by `run` and
-    `bench-client`, so one seed gives the same requests to the engine and over HTTP."""
+    `bench-client`, so one seed gives the same requests to the engine and over HTTP. rates:
+    --rate takes a list (bench-client's sweep), always parsed to a list."""
     p.add_argument("--workload", default="poisson", choices=WORKLOADS)
-    p.add_argument("--rate", type=rate, default=10.0,
-                   help="arrivals per second, or inf: all at t=0 (poisson, gamma; default 10)")
+    if rates:
+        p.add_argument("--rate", type=rate_list, default=[10.0],
+                       help="arrivals per second, or inf: all at t=0 (poisson, gamma; default "
+                            "10); a list 1,2,4,... sweeps the rates and stops at the first the "
+                            "server cannot keep up with")
+    else:
+        p.add_argument("--rate", type=rate, default=10.0,
+                       help="arrivals per second, or inf: all at t=0 (poisson, gamma; default "
+                            "10)")
     p.add_argument("--burstiness", type=positive("burstiness"), default=1.0,
                    help="gamma shape K: gaps with coefficient of variation 1/sqrt(K); K other "
                         "than 1 makes poisson arrivals gamma ones, as vLLM's (default 1)")

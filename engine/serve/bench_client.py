@@ -32,7 +32,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
 import httpx
@@ -40,6 +40,7 @@ import httpx
 from ..errors import ConfigError
 from ..lab.endpoint import api_base
 from .metrics import Metrics, compute_metrics, e2e_ms, summarize, ttft_ms
+from .report import DEFAULT_PERCENTILES, SLOs, slo_report, vllm_result
 from .trace import RequestTrace, StepTrace
 from .workload import Request
 
@@ -121,6 +122,12 @@ class BenchResult:
     server: dict | None = None  # the engine's trace of the same requests, when it has one
     extra: dict = field(default_factory=dict)
     load: Load = field(default_factory=Load)
+    slo_itl_ms: float | None = None
+    slo_e2e_ms: float | None = None
+
+    @property
+    def slos(self) -> SLOs:
+        return SLOs(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_itl_ms, self.slo_e2e_ms)
 
     @property
     def measured(self) -> list[Sent]:
@@ -141,9 +148,33 @@ class BenchResult:
 
     @cached_property
     def metrics(self) -> Metrics:
-        """The client's metrics, over the requests that finished."""
-        return compute_metrics(self.traces, slo_ttft_ms=self.slo_ttft_ms,
-                               slo_tpot_ms=self.slo_tpot_ms)
+        """The client's metrics, over the requests that finished; goodput counts the requests
+        meeting every SLO given, the ITL and E2E ones too (report.py)."""
+        metrics = compute_metrics(self.traces, slo_ttft_ms=self.slo_ttft_ms,
+                                  slo_tpot_ms=self.slo_tpot_ms)
+        report = self.slo
+        if report is None:
+            return metrics
+        return replace(metrics, goodput_rps=report["goodput_rps"],
+                       requests_meeting_slo=report["requests_meeting_slo"])
+
+    @cached_property
+    def slo(self) -> dict | None:
+        """Attainment of each SLO, goodput and good-token throughput (report.slo_report)."""
+        duration = compute_metrics(self.traces).duration_s
+        return slo_report(self.traces, self.slos, duration)
+
+    def vllm_result(self, request_rate: float, burstiness: float,
+                    percentiles=DEFAULT_PERCENTILES) -> dict:
+        """This run under `vllm bench serve --save-result`'s keys, ours added (report.py)."""
+        return vllm_result(self.traces, self.failed, self.metrics.duration_s,
+                           model=self.endpoint.model, request_rate=request_rate,
+                           burstiness=burstiness, max_concurrency=self.load.max_concurrency,
+                           slos=self.slos, percentiles=percentiles,
+                           extra={"source": "llm-serving-speed bench-client",
+                                  "base_url": self.endpoint.base,
+                                  "warmup_requests": self.warmup_requests,
+                                  "cancelled": self.cancelled, **self.extra})
 
     @cached_property
     def comparison(self) -> dict | None:
@@ -182,6 +213,7 @@ class BenchResult:
             "requests": [s.to_json() for s in self.sent],
             "steps": steps,
             "metrics": {**self.metrics.to_json(), "failed": self.failed},
+            "slo": self.slo,
             "server": comparison,
         }
 
