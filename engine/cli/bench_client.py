@@ -170,9 +170,11 @@ def cmd_bench_client(args) -> int:
 
 def print_run(args, base: str, result: BenchResult) -> None:
     spec, load = result.extra["workload"], result.load
-    title = (f"client-side, {spec['kind']} workload, {len(result.sent)} requests sent (prompts "
-             f"up to {spec['prompt_len'][1]} tokens, outputs up to {spec['output_len'][1]}) - "
-             f"{args.model} at {base}")
+    shape = (f"{spec['lengths']} lengths" if spec.get("lengths") else
+             f"prompts up to {spec['prompt_len'][1]} tokens, outputs up to "
+             f"{spec['output_len'][1]}")
+    title = (f"client-side, {spec['kind']} workload, {len(result.sent)} requests sent "
+             f"({shape}) - {args.model} at {base}")
     print(summary_table(result.metrics, title))
     print(f"failed {result.failed}" + (" (stopped by --timeout)" if result.cancelled else ""))
     if result.slo is not None:

@@ -14,6 +14,7 @@ from ..config import get_preset
 from ..errors import ConfigError
 from ..lab.params import Float, Int, Lengths, Rate
 from ..scheduler import DEFAULT_CHUNK_SIZE, DEFAULT_TOKEN_BUDGET, POLICIES, SchedulerConfig
+from ..serve.lengths import available as available_lengths
 from ..serve.loop import run
 from ..serve.metrics import Metrics
 from ..serve.perfetto import write_trace
@@ -87,6 +88,9 @@ def add_workload_options(p, rates: bool = False) -> None:
                    help="prompt tokens, A or uniform A:B (default 32:256)")
     p.add_argument("--output-len", type=length_range("output length"), default=(16, 128),
                    help="output tokens, forced, A or uniform A:B (default 16:128)")
+    p.add_argument("--lengths", default=None, metavar="NAME",
+                   help="draw prompt and output lengths from a bundled distribution instead "
+                        f"of --prompt-len and --output-len: {', '.join(available_lengths())}")
     p.add_argument("--long-prompt-len", type=whole("long prompt length"), default=1536,
                    help="the late long prompt's tokens (interference; default 1536)")
     p.add_argument("--long-at", type=non_negative("long-at"), default=0.2,
@@ -138,6 +142,7 @@ def workload_from_args(args) -> WorkloadSpec:
         concurrency=args.concurrency, prompt_len=args.prompt_len, output_len=args.output_len,
         long_prompt_len=args.long_prompt_len, long_at_s=args.long_at, seed=args.seed,
         shared_prefix_len=args.shared_prefix_len, ramp_up_s=args.ramp_up_s,
+        lengths=args.lengths,
     )
     spec.validate()
     return spec
@@ -153,7 +158,7 @@ def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
     )
     config.validate()
     cfg = get_preset(args.preset)
-    prompt, output = spec.longest_prompt, spec.output_len[1]
+    prompt, output = spec.longest_prompt, spec.longest_output
     if prompt + output > cfg.context:
         raise ConfigError(
             f"prompts of up to {prompt} tokens plus up to {output} new tokens "

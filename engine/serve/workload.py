@@ -17,7 +17,8 @@ In the open-loop kinds the first request arrives at t = 0 and each later one aft
 (as vLLM's benchmark sends its first request at once). With ramp_up_s, poisson and gamma
 arrivals come at a rate that climbs linearly from 0 to `rate` over that many seconds
 (`ramp_up`), the same draws on a stretched clock. Prompt and output lengths are uniform
-integers in [A, B]; with shared_prefix_len N, every prompt starts with the same N tokens (a shared
+integers in [A, B], or with `lengths` drawn from a bundled distribution (serve/lengths.py:
+ShareGPT's published means); with shared_prefix_len N, every prompt starts with the same N tokens (a shared
 system prompt, what prefix caching reuses) followed by its own A..B tokens. Prompt tokens are real text: slices of the training corpus at seeded
 offsets, tokenized (the tiny model continues text it knows); without a tokenizer or corpus they
 are seeded random token ids.
@@ -34,6 +35,7 @@ import numpy as np
 from ..config import ASSETS, WORKLOADS
 from ..errors import ConfigError
 from ..sampler import SamplingParams
+from .lengths import load_lengths
 
 CORPUS_FILE = ASSETS / "corpus" / "corpus.txt"
 EOS_TEXT = "<|endoftext|>"
@@ -67,6 +69,7 @@ class WorkloadSpec:
     seed: int = 0
     shared_prefix_len: int = 0  # tokens every prompt starts with (a shared system prompt)
     ramp_up_s: float = 0.0  # poisson, gamma: the rate climbs from 0 over this many seconds
+    lengths: str | None = None  # a bundled length distribution (serve/lengths.py) instead
 
     def validate(self) -> None:
         if self.kind not in WORKLOADS:
@@ -90,6 +93,8 @@ class WorkloadSpec:
         if self.shared_prefix_len < 0:
             raise ConfigError(f"shared prefix length must be 0 or more (got "
                               f"{self.shared_prefix_len})")
+        if self.lengths is not None:
+            load_lengths(self.lengths)
         if not (self.ramp_up_s >= 0 and math.isfinite(self.ramp_up_s)):
             raise ConfigError(f"ramp-up must be 0 s or more (got {self.ramp_up_s})")
         if self.ramp_up_s and (self.kind not in ("poisson", "gamma") or math.isinf(self.rate)):
@@ -97,17 +102,26 @@ class WorkloadSpec:
                               "workload with --rate below inf")
 
     @property
+    def longest_output(self) -> int:
+        """The most output tokens any request of this workload can ask for."""
+        if self.lengths is not None:
+            return load_lengths(self.lengths).output.high
+        return self.output_len[1]
+
+    @property
     def longest_prompt(self) -> int:
         """The most prompt tokens any request of this workload can have."""
         longest = self.prompt_len[1]
+        if self.lengths is not None:
+            longest = load_lengths(self.lengths).input.high
         if self.kind == "interference":
             longest = max(longest, self.long_prompt_len)
         return self.shared_prefix_len + longest
 
     def to_json(self) -> dict:
         out = asdict(self)
-        for name in ("shared_prefix_len", "ramp_up_s"):  # absent when unused: earlier runs'
-            if not out[name]:  # JSON stays as it was
+        for name in ("shared_prefix_len", "ramp_up_s", "lengths"):  # absent when unused:
+            if not out[name]:  # earlier runs' JSON stays as it was
                 del out[name]
         out["rate"] = "inf" if math.isinf(self.rate) else self.rate
         out["prompt_len"] = list(self.prompt_len)
@@ -199,8 +213,13 @@ def make_workload(spec: WorkloadSpec, tokenizer=None, vocab: int = 4096) -> list
         arrivals = [0.0] * n
     if spec.ramp_up_s:
         arrivals = ramp_up(arrivals, spec.ramp_up_s)
-    prompt_lens = rng.integers(spec.prompt_len[0], spec.prompt_len[1] + 1, size=n).tolist()
-    output_lens = rng.integers(spec.output_len[0], spec.output_len[1] + 1, size=n).tolist()
+    if spec.lengths is not None:
+        lengths = load_lengths(spec.lengths)
+        prompt_lens = lengths.input.draw(rng, n)
+        output_lens = lengths.output.draw(rng, n)
+    else:
+        prompt_lens = rng.integers(spec.prompt_len[0], spec.prompt_len[1] + 1, size=n).tolist()
+        output_lens = rng.integers(spec.output_len[0], spec.output_len[1] + 1, size=n).tolist()
     if spec.kind == "interference":
         arrivals.append(spec.long_at_s)
         prompt_lens.append(spec.long_prompt_len)
