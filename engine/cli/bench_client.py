@@ -14,9 +14,11 @@ import math
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from ..serve.bench_client import BenchResult, EndpointError, Load, api_base, run_bench
 from ..serve.perfetto import write_trace
+from ..serve.replay import MOONCAKE_BLOCK_TOKENS, load_trace, trace_requests
 from ..serve.report import DEFAULT_PERCENTILES, percentile_key
 from ..serve.workload import make_workload
 from ..tokenizer import Tokenizer
@@ -44,11 +46,26 @@ def add_bench_client_parser(sub) -> None:
     p.add_argument("--timeout", type=positive("timeout (s)"), default=600.0,
                    help="stop after this many seconds; unfinished requests count as failed "
                         "(default 600)")
+    add_trace_options(p)
     add_load_options(p)
     add_result_options(p)
     add_trace_out(p)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_bench_client, requests=None)
+
+
+def add_trace_options(p) -> None:
+    """Replaying a trace file instead of a drawn workload (engine.serve.replay)."""
+    p.add_argument("--trace", type=Path, default=None, metavar="FILE",
+                   help="replay a trace: JSON lines with timestamp (ms), input_length, "
+                        "output_length and optional hash_ids, as Mooncake's traces; the "
+                        "workload, rate and length flags are then not used")
+    p.add_argument("--trace-block-tokens", type=whole("trace block tokens"),
+                   default=MOONCAKE_BLOCK_TOKENS,
+                   help=f"tokens a hash id stands for (default {MOONCAKE_BLOCK_TOKENS}, "
+                        "Mooncake's)")
+    p.add_argument("--trace-speed", type=positive("trace speed"), default=1.0,
+                   help="replay this many times faster (default 1)")
 
 
 def add_load_options(p) -> None:
@@ -108,12 +125,22 @@ def requests_for(args) -> int:
 
 def one_run(args, base: str, rate: float) -> BenchResult:
     """One load test at this rate: the workload the flags describe, sent, with every SLO."""
-    run_args = argparse.Namespace(**{**vars(args), "rate": rate})
-    spec = workload_from_args(run_args)
     load = Load(args.max_concurrency, args.warmup_s, args.duration_s)
     load.validate()
     tokenizer = Tokenizer()
-    requests = make_workload(spec, tokenizer)
+    if args.trace is not None:
+        requests = trace_requests(load_trace(args.trace), tokenizer, args.trace_block_tokens,
+                                  args.trace_speed, args.seed)
+        workload = {"kind": "trace", "file": args.trace.name, "requests": len(requests),
+                    "block_tokens": args.trace_block_tokens, "speed": args.trace_speed,
+                    "prompt_len": [min(len(r.prompt_ids) for r in requests),
+                                   max(len(r.prompt_ids) for r in requests)],
+                    "output_len": [min(r.output_len for r in requests),
+                                   max(r.output_len for r in requests)]}
+    else:
+        spec = workload_from_args(argparse.Namespace(**{**vars(args), "rate": rate}))
+        requests = make_workload(spec, tokenizer)
+        workload = spec.to_json()
     prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
 
     def progress(endpoint) -> None:
@@ -124,7 +151,7 @@ def one_run(args, base: str, rate: float) -> BenchResult:
     result = run_bench(base, args.model, requests, prompts, args.timeout, args.slo_ttft_ms,
                        args.slo_tpot_ms, on_ready=progress, load=load)
     result = replace(result, slo_itl_ms=args.slo_itl_ms, slo_e2e_ms=args.slo_e2e_ms)
-    result.extra["workload"] = spec.to_json()
+    result.extra["workload"] = workload
     return result
 
 
