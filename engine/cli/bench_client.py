@@ -16,7 +16,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ..config import WORKLOADS
 from ..serve.bench_client import BenchResult, EndpointError, Load, api_base, run_bench
+from ..serve.conversation import Conversations, MultiTurnSpec
 from ..serve.perfetto import write_trace
 from ..serve.replay import MOONCAKE_BLOCK_TOKENS, load_trace, trace_requests
 from ..serve.report import DEFAULT_PERCENTILES, percentile_key
@@ -42,7 +44,12 @@ def add_bench_client_parser(sub) -> None:
     p.add_argument("--base-url", required=True,
                    help="the server, e.g. http://127.0.0.1:8000/v1 (/v1 is added if missing)")
     p.add_argument("--model", required=True, help="the model name the server serves")
-    add_workload_options(p, rates=True)
+    add_workload_options(p, rates=True, kinds=(*WORKLOADS, "multi-turn"))
+    p.add_argument("--turns", type=whole("turns"), default=3,
+                   help="multi-turn: turns per conversation; --requests counts conversations, "
+                        "--rate their starts (default 3)")
+    p.add_argument("--think-time-s", type=non_negative("think time (s)"), default=1.0,
+                   help="multi-turn: seconds between an answer and the next turn (default 1)")
     p.add_argument("--timeout", type=positive("timeout (s)"), default=600.0,
                    help="stop after this many seconds; unfinished requests count as failed "
                         "(default 600)")
@@ -128,7 +135,14 @@ def one_run(args, base: str, rate: float) -> BenchResult:
     load = Load(args.max_concurrency, args.warmup_s, args.duration_s)
     load.validate()
     tokenizer = Tokenizer()
-    if args.trace is not None:
+    follow_up = None
+    if args.workload == "multi-turn":
+        spec = MultiTurnSpec(args.requests, args.turns, args.think_time_s, rate,
+                             args.prompt_len, args.output_len, args.seed)
+        conversations = Conversations(spec, tokenizer)
+        requests, follow_up = conversations.requests, conversations.follow_up
+        workload = spec.to_json()
+    elif args.trace is not None:
         requests = trace_requests(load_trace(args.trace), tokenizer, args.trace_block_tokens,
                                   args.trace_speed, args.seed)
         workload = {"kind": "trace", "file": args.trace.name, "requests": len(requests),
@@ -141,7 +155,10 @@ def one_run(args, base: str, rate: float) -> BenchResult:
         spec = workload_from_args(argparse.Namespace(**{**vars(args), "rate": rate}))
         requests = make_workload(spec, tokenizer)
         workload = spec.to_json()
-    prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
+    if follow_up is not None:
+        prompts = conversations.prompts
+    else:
+        prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
 
     def progress(endpoint) -> None:
         if not args.json:
@@ -149,7 +166,10 @@ def one_run(args, base: str, rate: float) -> BenchResult:
                   f"{base} ({args.model})...", file=sys.stderr, flush=True)
 
     result = run_bench(base, args.model, requests, prompts, args.timeout, args.slo_ttft_ms,
-                       args.slo_tpot_ms, on_ready=progress, load=load)
+                       args.slo_tpot_ms, on_ready=progress, load=load, follow_up=follow_up)
+    if follow_up is not None:
+        for s in result.sent:
+            s.tags = dict(zip(("conversation", "turn"), conversations.conversation(s.trace.id)))
     result = replace(result, slo_itl_ms=args.slo_itl_ms, slo_e2e_ms=args.slo_e2e_ms)
     result.extra["workload"] = workload
     return result

@@ -60,11 +60,12 @@ def rate_list(text: str) -> list[float]:
     return [rate(t) for t in items]
 
 
-def add_workload_options(p, rates: bool = False) -> None:
+def add_workload_options(p, rates: bool = False, kinds: tuple[str, ...] = WORKLOADS) -> None:
     """The workload's flags (and the SLOs goodput is judged by), shared by `run` and
     `bench-client`, so one seed gives the same requests to the engine and over HTTP. rates:
-    --rate takes a list (bench-client's sweep), always parsed to a list."""
-    p.add_argument("--workload", default="poisson", choices=WORKLOADS)
+    --rate takes a list (bench-client's sweep), always parsed to a list. kinds: the workloads
+    offered (bench-client adds multi-turn)."""
+    p.add_argument("--workload", default="poisson", choices=kinds)
     if rates:
         p.add_argument("--rate", type=rate_list, default=[10.0],
                        help="arrivals per second, or inf: all at t=0 (poisson, gamma; default "

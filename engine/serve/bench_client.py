@@ -103,10 +103,12 @@ class Sent:
     error: str | None = None
     scheduled_s: float | None = None
     warmup: bool = False
+    text: str = ""  # the answer as it streamed
+    tags: dict = field(default_factory=dict)  # e.g. a multi-turn request's conversation, turn
 
     def to_json(self) -> dict:
         return {**self.trace.to_json(), "name": self.name, "error": self.error,
-                "scheduled_s": self.scheduled_s, "warmup": self.warmup}
+                "scheduled_s": self.scheduled_s, "warmup": self.warmup, **self.tags}
 
 
 @dataclass
@@ -336,8 +338,10 @@ async def send(client: httpx.AsyncClient, endpoint: Endpoint, sent: Sent, max_to
                     trace.token_s.append(t)
                     if trace.first_token_s is None:
                         trace.first_token_s = t
+                    piece = chunk["choices"][0].get("text") or ""
+                    sent.text += piece
                     if on_token is not None:
-                        on_token(t, chunk["choices"][0].get("text") or "")
+                        on_token(t, piece)
                 elif chunk.get("usage"):
                     completion_tokens = chunk["usage"].get("completion_tokens")
                     trace.prompt_len = chunk["usage"].get("prompt_tokens", trace.prompt_len)
@@ -375,9 +379,14 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
                     on_done: Callable[[int], None] | None = None,
                     stop: Callable[[], bool] | None = None,
                     on_token: Callable[[int, float, str], None] | None = None,
-                    load: Load | None = None) -> BenchResult:
+                    load: Load | None = None,
+                    follow_up: Callable[[int, str, str], tuple[int, str, float] | None]
+                    | None = None) -> BenchResult:
     """Send requests (with these prompt texts) at their arrival times; closed-loop ones (no
-    arrival time) each when an earlier one ends; `load` caps, warms up and bounds it (Load). Stops after timeout_s, or within 0.2 s of
+    arrival time) each when an earlier one ends; `load` caps, warms up and bounds it (Load).
+    With follow_up (multi-turn conversations, conversation.py), a request without an arrival
+    time is instead sent when follow_up(id, prompt, answer) of the request before it names it,
+    with its prompt text, after the delay it gives. Stops after timeout_s, or within 0.2 s of
     stop() turning True (a lab job cancelled), marking what had not finished as failed and the
     result as cancelled. on_ready is called once the server has been checked, just before the
     first request goes; on_done with the number of requests ended so far, as each one ends
@@ -404,7 +413,8 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
         slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
         timed = sorted((r for r in requests if r.arrival_s is not None),
                        key=lambda r: (r.arrival_s, r.id))
-        closed = deque(r for r in requests if r.arrival_s is None)
+        closed = deque(r for r in requests if r.arrival_s is None and follow_up is None)
+        by_id = {r.id: r for r in requests}
         tasks: set[asyncio.Task] = set()
         start = time.perf_counter()
 
@@ -436,10 +446,26 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
                 on_done(ended)
             if closed and open_for_sending():  # closed loop: an ended request lets one in
                 launch(closed.popleft())
+            if follow_up is not None and mine.error is None:
+                nxt = follow_up(req.id, mine.prompt, mine.text)
+                if nxt is not None:
+                    next_id, text, delay = nxt
+                    sent[next_id].prompt = text
+                    sent[next_id].scheduled_s = clock() + delay
+                    launch(by_id[next_id], delay)
 
-        def launch(req: Request) -> None:
-            launched.add(req.id)
-            task = asyncio.create_task(one(req))
+        async def after(req: Request, delay: float) -> None:
+            await asyncio.sleep(delay)
+            if open_for_sending():
+                launched.add(req.id)
+                await one(req)
+
+        def launch(req: Request, delay: float = 0.0) -> None:
+            if delay > 0:
+                task = asyncio.create_task(after(req, delay))
+            else:
+                launched.add(req.id)
+                task = asyncio.create_task(one(req))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
@@ -471,11 +497,18 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         duration = clock()
+        for s in sent.values():
+            if s.trace.finished or s.error is not None:
+                continue
+            if s.trace.id in launched:
+                s.error = f"not finished after the benchmark's {timeout_s:g} s"
+            elif follow_up is not None:
+                s.error = ("not finished: never sent, as an earlier turn of its conversation "
+                           "failed or the run ended")
+            else:
+                s.error = f"not finished after the benchmark's {timeout_s:g} s (never sent)"
         if load.duration_s is None:  # every request counts, sent or not
             launched = set(sent)
-        for s in sent.values():
-            if not s.trace.finished and s.error is None and s.trace.id in launched:
-                s.error = f"not finished after the benchmark's {timeout_s:g} s"
         server = await _server_trace(client, base, since) if since is not None else None
     return BenchResult(endpoint, [sent[r.id] for r in requests if r.id in launched], duration,
                        cancelled, slo_ttft_ms, slo_tpot_ms, server, load=load)
@@ -488,7 +521,10 @@ def run_bench(base_url: str, model: str, requests: list[Request], prompts: list[
               on_done: Callable[[int], None] | None = None,
               stop: Callable[[], bool] | None = None,
               on_token: Callable[[int, float, str], None] | None = None,
-              load: Load | None = None) -> BenchResult:
+              load: Load | None = None,
+              follow_up: Callable[[int, str, str], tuple[int, str, float] | None]
+              | None = None) -> BenchResult:
     """run_async on an event loop of its own (for the command line and the lab's worker)."""
     return asyncio.run(run_async(base_url, model, requests, prompts, timeout_s, slo_ttft_ms,
-                                 slo_tpot_ms, on_ready, on_done, stop, on_token, load))
+                                 slo_tpot_ms, on_ready, on_done, stop, on_token, load,
+                                 follow_up))
