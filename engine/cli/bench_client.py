@@ -22,6 +22,7 @@ from ..serve.conversation import Conversations, MultiTurnSpec
 from ..serve.perfetto import write_trace
 from ..serve.replay import MOONCAKE_BLOCK_TOKENS, load_trace, trace_requests
 from ..serve.report import DEFAULT_PERCENTILES, percentile_key
+from ..serve.saturation import Saturation, Slope, judge
 from ..serve.workload import make_workload
 from ..tokenizer import Tokenizer
 from .common import UsageError, add_trace_out, emit_json, output_file
@@ -179,7 +180,7 @@ def cmd_bench_client(args) -> int:
     base = api_base(args.base_url)
     args.requests = requests_for(args)
     if len(args.rate) > 1:
-        raise UsageError("a list of rates is a sweep: not available yet")
+        return rate_sweep(args, base)
     [rate] = args.rate
     runs: list[BenchResult] = []
     try:
@@ -213,6 +214,69 @@ def cmd_bench_client(args) -> int:
         print()
         print(spread_lines(repeats_json(runs, args.repeat_interval_s)))
     return 0
+
+
+def rate_sweep(args, base: str) -> int:
+    """One run a rate, in the order given, judged for over-saturation (serve/saturation.py);
+    the sweep stops at the first over-saturated rate and says so."""
+    if args.repeats > 1:
+        raise UsageError("--repeats repeats one rate: give one --rate, or no --repeats")
+    if args.workload not in ("poisson", "gamma", "multi-turn") or args.trace is not None:
+        raise UsageError("a sweep of rates needs arrivals at a rate: the poisson, gamma or "
+                         "multi-turn workload, no --trace")
+    points, results, stopped = [], [], None
+    try:
+        for k, rate in enumerate(args.rate):
+            if k:
+                time.sleep(args.repeat_interval_s)
+            result = one_run(args, base, rate)
+            judged = judge(result.traces)
+            results.append(result)
+            points.append({"rate": "inf" if math.isinf(rate) else rate,
+                           "metrics": {**result.metrics.to_json(), "failed": result.failed},
+                           "slo": result.slo, "saturation": judged.to_json()})
+            if not args.json:
+                print(sweep_line(rate, result, judged), flush=True)
+            if judged.over_saturated:
+                stopped = rate
+                break
+    except EndpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    not_run = args.rate[len(points):]
+    if args.trace_out is not None:
+        write_trace(args.trace_out, results[-1].to_json(), results[-1].track_of())
+    if args.result_json is not None:
+        write_result_json(args.result_json, [
+            r.vllm_result(rate, args.burstiness, args.percentiles) for r, rate in
+            zip(results, args.rate)])
+    message = None
+    if stopped is not None:
+        message = (f"over-saturated at {stopped:g} req/s: {judge_of(points[-1])}; stopped the "
+                   f"sweep there" + (f", {len(not_run)} higher rates not run" if not_run
+                                     else ""))
+    if args.json:
+        emit_json({"source": "client", "base_url": base, "model": args.model,
+                   "workload": results[-1].extra["workload"], "sweep": points,
+                   "over_saturated_at": stopped, "not_run": not_run, "message": message})
+        return 0
+    print(message or "no rate over-saturated the server")
+    return 0
+
+
+def judge_of(point: dict) -> str:
+    s = point["saturation"]
+    return Saturation(**{**s, "concurrency": Slope(**s["concurrency"]),
+                         "ttft": Slope(**s["ttft"])}).reason()
+
+
+def sweep_line(rate: float, result: BenchResult, judged: Saturation) -> str:
+    m = result.metrics
+    p50 = m.ttft_ms.p50
+    return (f"rate {rate:g}/s: {m.completed} completed, {m.requests_per_s or 0:.2f} req/s "
+            f"over the run, TTFT p50 {'n/a' if p50 is None else f'{p50:.0f}'} ms, "
+            f"{m.throughput_tok_s or 0:.0f} tokens/s"
+            + (" - over-saturated" if judged.over_saturated else ""))
 
 
 def print_run(args, base: str, result: BenchResult) -> None:
