@@ -17,11 +17,11 @@ In the open-loop kinds the first request arrives at t = 0 and each later one aft
 (as vLLM's benchmark sends its first request at once). With ramp_up_s, poisson and gamma
 arrivals come at a rate that climbs linearly from 0 to `rate` over that many seconds
 (`ramp_up`), the same draws on a stretched clock. Prompt and output lengths are uniform
-integers in [A, B], or with `lengths` drawn from a bundled distribution (serve/lengths.py:
-ShareGPT's published means); with shared_prefix_len N, every prompt starts with the same N tokens (a shared
-system prompt, what prefix caching reuses) followed by its own A..B tokens. Prompt tokens are real text: slices of the training corpus at seeded
-offsets, tokenized (the tiny model continues text it knows); without a tokenizer or corpus they
-are seeded random token ids.
+integers in [A, B], or with `lengths` drawn from a bundled distribution (serve/lengths.py);
+with shared_prefix_len N, every prompt starts with the same N tokens (a shared system prompt,
+what prefix caching reuses) followed by its own tokens. Prompt tokens are real text: slices of
+the training corpus at seeded offsets, tokenized (the tiny model continues text it knows);
+without a tokenizer or corpus they are seeded random token ids.
 """
 
 from __future__ import annotations
