@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from ..config import PRESETS, WEIGHT_FORMATS, EngineConfig, get_preset
 from ..errors import ConfigError
@@ -57,6 +58,23 @@ def int_list(what: str):
             raise argparse.ArgumentTypeError(f"{what}: give a comma-separated list, like 1,4,16")
         return [one(t.strip()) for t in items]
     return parse
+
+
+def output_file(text: str) -> Path:
+    """A file to write (--trace-out, --result-json): its folder must exist, and it must not be a
+    folder itself; checked before anything runs, so a typo costs no measurement."""
+    path = Path(text)
+    if not text or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder: give a file name")
+    if not path.resolve().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: its folder does not exist")
+    return path
+
+
+def add_trace_out(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace-out", type=output_file, default=None, metavar="FILE",
+                        help="write the timeline as Chrome/Perfetto trace-event JSON (open it "
+                             "in ui.perfetto.dev or chrome://tracing)")
 
 
 def preset_name(text: str) -> str:

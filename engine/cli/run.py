@@ -8,15 +8,26 @@ workload, the scheduler settings, per-request preemptions and per-step batch and
 
 from __future__ import annotations
 
+import argparse
+
 from ..config import get_preset
 from ..errors import ConfigError
 from ..lab.params import Float, Int, Lengths, Rate
 from ..scheduler import DEFAULT_CHUNK_SIZE, DEFAULT_TOKEN_BUDGET, POLICIES, SchedulerConfig
+from ..serve.lengths import available as available_lengths
 from ..serve.loop import run
 from ..serve.metrics import Metrics
+from ..serve.perfetto import write_trace
 from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload
 from ..speculative import SpeculativeDecoder, make_draft
-from .common import add_speculative_options, arg_type, emit_json, make_engine, weight_format
+from .common import (
+    add_speculative_options,
+    add_trace_out,
+    arg_type,
+    emit_json,
+    make_engine,
+    weight_format,
+)
 
 
 # ---- argument types: the checks job parameters get (engine.lab.params), on a flag's text ------
@@ -40,14 +51,36 @@ def length_range(what: str):
 rate = arg_type(Rate(), "rate")  # requests per second, or inf (everything arrives at t = 0)
 
 
-def add_workload_options(p) -> None:
+def rate_list(text: str) -> list[float]:
+    """R or R1,R2,...: rates in arrivals per second (each > 0, or inf)."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("rate: give a rate or a comma-separated list, like "
+                                         "1,2,4")
+    return [rate(t) for t in items]
+
+
+def add_workload_options(p, rates: bool = False, kinds: tuple[str, ...] = WORKLOADS) -> None:
     """The workload's flags (and the SLOs goodput is judged by), shared by `run` and
-    `bench-client`, so one seed gives the same requests to the engine and over HTTP."""
-    p.add_argument("--workload", default="poisson", choices=WORKLOADS)
-    p.add_argument("--rate", type=rate, default=10.0,
-                   help="arrivals per second, or inf: all at t=0 (poisson, gamma; default 10)")
+    `bench-client`, so one seed gives the same requests to the engine and over HTTP. rates:
+    --rate takes a list (bench-client's sweep), always parsed to a list. kinds: the workloads
+    offered (bench-client adds multi-turn)."""
+    p.add_argument("--workload", default="poisson", choices=kinds)
+    if rates:
+        p.add_argument("--rate", type=rate_list, default=[10.0],
+                       help="arrivals per second, or inf: all at t=0 (poisson, gamma; default "
+                            "10); a list 1,2,4,... sweeps the rates and stops at the first the "
+                            "server cannot keep up with")
+    else:
+        p.add_argument("--rate", type=rate, default=10.0,
+                       help="arrivals per second, or inf: all at t=0 (poisson, gamma; default "
+                            "10)")
     p.add_argument("--burstiness", type=positive("burstiness"), default=1.0,
-                   help="gamma shape K: gaps with coefficient of variation 1/sqrt(K) (gamma)")
+                   help="gamma shape K: gaps with coefficient of variation 1/sqrt(K); K other "
+                        "than 1 makes poisson arrivals gamma ones, as vLLM's (default 1)")
+    p.add_argument("--ramp-up-s", type=non_negative("ramp-up (s)"), default=0.0,
+                   help="the rate climbs linearly from 0 to --rate over this many seconds "
+                        "(poisson, gamma; default 0)")
     p.add_argument("--requests", type=whole("requests"), default=32,
                    help="requests to serve (interference: plus the long prompt; default 32)")
     p.add_argument("--concurrency", type=whole("concurrency"), default=4,
@@ -56,6 +89,9 @@ def add_workload_options(p) -> None:
                    help="prompt tokens, A or uniform A:B (default 32:256)")
     p.add_argument("--output-len", type=length_range("output length"), default=(16, 128),
                    help="output tokens, forced, A or uniform A:B (default 16:128)")
+    p.add_argument("--lengths", default=None, metavar="NAME",
+                   help="draw prompt and output lengths from a bundled distribution instead "
+                        f"of --prompt-len and --output-len: {', '.join(available_lengths())}")
     p.add_argument("--long-prompt-len", type=whole("long prompt length"), default=1536,
                    help="the late long prompt's tokens (interference; default 1536)")
     p.add_argument("--long-at", type=non_negative("long-at"), default=0.2,
@@ -92,17 +128,22 @@ def add_run_parser(sub, add_engine_options) -> None:
     p.add_argument("--prefix-cache", choices=("on", "off"), default="off",
                    help="keep full KV blocks by their prefix and reuse them (default off)")
     add_speculative_options(p)
+    add_trace_out(p)
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
 
 
 def workload_from_args(args) -> WorkloadSpec:
     """The workload the flags describe, checked."""
+    kind = args.workload
+    if kind == "poisson" and args.burstiness != 1.0:  # vLLM's --burstiness: gamma gaps
+        kind = "gamma"
     spec = WorkloadSpec(
-        kind=args.workload, requests=args.requests, rate=args.rate, burstiness=args.burstiness,
+        kind=kind, requests=args.requests, rate=args.rate, burstiness=args.burstiness,
         concurrency=args.concurrency, prompt_len=args.prompt_len, output_len=args.output_len,
         long_prompt_len=args.long_prompt_len, long_at_s=args.long_at, seed=args.seed,
-        shared_prefix_len=args.shared_prefix_len,
+        shared_prefix_len=args.shared_prefix_len, ramp_up_s=args.ramp_up_s,
+        lengths=args.lengths,
     )
     spec.validate()
     return spec
@@ -118,7 +159,7 @@ def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
     )
     config.validate()
     cfg = get_preset(args.preset)
-    prompt, output = spec.longest_prompt, spec.output_len[1]
+    prompt, output = spec.longest_prompt, spec.longest_output
     if prompt + output > cfg.context:
         raise ConfigError(
             f"prompts of up to {prompt} tokens plus up to {output} new tokens "
@@ -142,6 +183,8 @@ def cmd_run(args) -> int:
     if speculative is not None:
         result.extra["speculative"] = {"method": args.speculative,
                                        **result.extra["speculative"]}
+    if args.trace_out is not None:
+        write_trace(args.trace_out, result.to_json())
     if args.json:
         emit_json(result.to_json())
         return 0

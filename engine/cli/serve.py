@@ -2,7 +2,8 @@
 
 The port is opened before the model loads, so a taken port or a bad host is reported at once
 (status 2, one line). When the server is ready it prints one line, or with --json one JSON
-object, naming its URL; it serves until interrupted (Ctrl-C or SIGTERM).
+object, naming its URL; it serves until interrupted (Ctrl-C or SIGTERM). With --trace-out it
+writes the engine's timeline (the history it keeps, engine/serve/online.py) when it stops.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from ..scheduler import SchedulerConfig
 from ..serve.api_server import listen, run_server
 from ..serve.online import OnlineEngine
-from .common import UsageError, emit_json, make_engine
+from .common import UsageError, add_trace_out, emit_json, make_engine
 from .run import add_batch_options, whole
 
 
@@ -22,6 +23,7 @@ def add_serve_parser(sub, add_engine_options) -> None:
     p.add_argument("--port", type=whole("port", 0), default=8000,
                    help="port to listen on; 0 picks a free one (default 8000)")
     add_batch_options(p)
+    add_trace_out(p)
     add_engine_options(p)
     p.set_defaults(func=cmd_serve)
 
@@ -39,7 +41,7 @@ def cmd_serve(args) -> int:
                          f"{e.strerror or e}") from None
     try:
         engine = make_engine(args)
-        online = OnlineEngine(engine, config)
+        online = OnlineEngine(engine, config, args.preset)
         online.start()
     except BaseException:
         sock.close()
@@ -55,5 +57,5 @@ def cmd_serve(args) -> int:
         print(f"serving {args.preset} ({weights}) on {engine.device} at {url} "
               f"(continuous batching, max batch {config.max_batch}); Ctrl-C stops it",
               flush=True)
-    run_server(online, args.preset, sock)
+    run_server(online, args.preset, sock, trace_out=args.trace_out)
     return 0

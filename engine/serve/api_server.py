@@ -1,7 +1,8 @@
 """An OpenAI-compatible HTTP server over the online engine (FastAPI on uvicorn).
 
 Routes: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (stream: true answers
-with server-sent events, one per token, ending with `data: [DONE]`), GET /health, and two of
+with server-sent events, one per token, ending with `data: [DONE]`), GET /health, GET /metrics
+(Prometheus' text format under vLLM's metric names, prometheus.py), and two of
 our own for teaching and tests: GET /v1/engine/stats (running and waiting sequences, KV blocks
 in use, the most recent steps with how many sequences each decoded) and GET /v1/engine/trace
 (the engine's own trace since a time, in the `run` command's shape; bench-client compares it
@@ -18,16 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
+import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from .online import OnlineEngine, Output, Submission
+from .perfetto import write_trace
+from .prometheus import CONTENT_TYPE
 from .protocol import (
     SSE_DONE,
     APIError,
@@ -108,6 +114,10 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
         check_model(req.model)
         ids = completion_prompt(chat_text(req.messages), engine.tokenizer.encode, vocab)
         return await respond(request, settings(req, ids, context), chat=True)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(online.prometheus(), media_type=CONTENT_TYPE)
 
     @app.get("/v1/engine/stats")
     async def stats() -> dict:
@@ -225,13 +235,27 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(online: OnlineEngine, model_name: str, sock: socket.socket) -> None:
-    """Serve until interrupted (SIGINT or SIGTERM); the engine thread stops after the server."""
+def run_server(online: OnlineEngine, model_name: str, sock: socket.socket,
+               trace_out: Path | None = None) -> None:
+    """Serve until interrupted (SIGINT or SIGTERM); the engine thread stops after the server,
+    then the engine's timeline goes to trace_out (Chrome trace-event JSON), when given."""
     config = uvicorn.Config(build_app(online, model_name), log_level="warning",
                             access_log=False, lifespan="off", timeout_graceful_shutdown=3)
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+    # it found: Python's default would end the process before the cleanup below.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop) if main else None
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         online.close()
         with contextlib.suppress(OSError):
             sock.close()
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+        if trace_out is not None:
+            write_trace(trace_out, online.trace(0.0))
+
+
+def _stop(signum, frame) -> None:
+    raise SystemExit(0)

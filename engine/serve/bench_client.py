@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
 import httpx
@@ -39,6 +40,7 @@ import httpx
 from ..errors import ConfigError
 from ..lab.endpoint import api_base
 from .metrics import Metrics, compute_metrics, e2e_ms, summarize, ttft_ms
+from .report import DEFAULT_PERCENTILES, SLOs, slo_report, vllm_result
 from .trace import RequestTrace, StepTrace
 from .workload import Request
 
@@ -59,17 +61,54 @@ class Endpoint:
     weights: str | None = None
 
 
+@dataclass(frozen=True)
+class Load:
+    """How the requests are let out, beyond their arrival times (vLLM's and GuideLLM's knobs).
+
+    max_concurrency caps the requests outstanding at once: one due while the cap is reached
+    waits for a slot, and its clock starts when it is sent (as vLLM's --max-concurrency, so the
+    wait is not in its TTFT; the time it was due stays in `scheduled_s`). Requests sent in the
+    first warmup_s seconds are warm-up: sent, answered and listed, but left out of the metrics.
+    duration_s stops sending after that many seconds; what was sent is still awaited (within
+    the timeout), and requests never sent are left out of the result."""
+
+    max_concurrency: int | None = None
+    warmup_s: float = 0.0
+    duration_s: float | None = None
+
+    def validate(self) -> None:
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ConfigError(f"max concurrency must be at least 1 (got {self.max_concurrency})")
+        if not (self.warmup_s >= 0 and math.isfinite(self.warmup_s)):
+            raise ConfigError(f"warm-up must be 0 s or more (got {self.warmup_s})")
+        if self.duration_s is not None:
+            if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
+                raise ConfigError(f"duration must be above 0 s (got {self.duration_s})")
+            if self.warmup_s >= self.duration_s:
+                raise ConfigError(f"the warm-up ({self.warmup_s:g} s) must end before the "
+                                  f"duration ({self.duration_s:g} s) does")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
 @dataclass
 class Sent:
-    """One request as the client saw it: its trace, the server's id for it, and any error."""
+    """One request as the client saw it: its trace, the server's id for it, and any error.
+    scheduled_s is when it was due (None: closed loop); warmup marks a warm-up request."""
 
     trace: RequestTrace
     prompt: str
     name: str | None = None
     error: str | None = None
+    scheduled_s: float | None = None
+    warmup: bool = False
+    text: str = ""  # the answer as it streamed
+    tags: dict = field(default_factory=dict)  # e.g. a multi-turn request's conversation, turn
 
     def to_json(self) -> dict:
-        return {**self.trace.to_json(), "name": self.name, "error": self.error}
+        return {**self.trace.to_json(), "name": self.name, "error": self.error,
+                "scheduled_s": self.scheduled_s, "warmup": self.warmup, **self.tags}
 
 
 @dataclass
@@ -84,25 +123,73 @@ class BenchResult:
     slo_tpot_ms: float | None = None
     server: dict | None = None  # the engine's trace of the same requests, when it has one
     extra: dict = field(default_factory=dict)
+    load: Load = field(default_factory=Load)
+    slo_itl_ms: float | None = None
+    slo_e2e_ms: float | None = None
+
+    @property
+    def slos(self) -> SLOs:
+        return SLOs(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_itl_ms, self.slo_e2e_ms)
+
+    @property
+    def measured(self) -> list[Sent]:
+        """The requests the metrics count: every one sent but the warm-up."""
+        return [s for s in self.sent if not s.warmup]
 
     @property
     def traces(self) -> list[RequestTrace]:
-        return [s.trace for s in self.sent]
+        return [s.trace for s in self.measured]
+
+    @property
+    def warmup_requests(self) -> int:
+        return sum(s.warmup for s in self.sent)
 
     @property
     def failed(self) -> int:
-        return sum(s.error is not None for s in self.sent)
+        return sum(s.error is not None for s in self.measured)
 
     @cached_property
     def metrics(self) -> Metrics:
-        """The client's metrics, over the requests that finished."""
-        return compute_metrics(self.traces, slo_ttft_ms=self.slo_ttft_ms,
-                               slo_tpot_ms=self.slo_tpot_ms)
+        """The client's metrics, over the requests that finished; goodput counts the requests
+        meeting every SLO given, the ITL and E2E ones too (report.py)."""
+        metrics = compute_metrics(self.traces, slo_ttft_ms=self.slo_ttft_ms,
+                                  slo_tpot_ms=self.slo_tpot_ms)
+        report = self.slo
+        if report is None:
+            return metrics
+        return replace(metrics, goodput_rps=report["goodput_rps"],
+                       requests_meeting_slo=report["requests_meeting_slo"])
+
+    @cached_property
+    def slo(self) -> dict | None:
+        """Attainment of each SLO, goodput and good-token throughput (report.slo_report)."""
+        duration = compute_metrics(self.traces).duration_s
+        return slo_report(self.traces, self.slos, duration)
+
+    def vllm_result(self, request_rate: float, burstiness: float,
+                    percentiles=DEFAULT_PERCENTILES) -> dict:
+        """This run under `vllm bench serve --save-result`'s keys, ours added (report.py)."""
+        return vllm_result(self.traces, self.failed, self.metrics.duration_s,
+                           model=self.endpoint.model, request_rate=request_rate,
+                           burstiness=burstiness, max_concurrency=self.load.max_concurrency,
+                           slos=self.slos, percentiles=percentiles,
+                           extra={"source": "llm-serving-speed bench-client",
+                                  "base_url": self.endpoint.base,
+                                  "warmup_requests": self.warmup_requests,
+                                  "cancelled": self.cancelled, **self.extra})
 
     @cached_property
     def comparison(self) -> dict | None:
         """The engine's side of the same requests (see `compare`), when the server has one."""
         return compare(self.sent, self.server) if self.server else None
+
+    def track_of(self) -> dict[int, int]:
+        """Engine request id -> client request id, for the requests the server's trace matched
+        (perfetto.chrome_trace draws the engine's prefill chunks on the client's tracks)."""
+        by_name = {s.name: s.trace.id for s in self.sent if s.name}
+        comparison = self.comparison or {"requests": []}
+        return {r["id"]: by_name[r["name"]] for r in comparison["requests"]
+                if r["name"] in by_name}
 
     def to_json(self) -> dict:
         server = self.server or {}
@@ -122,9 +209,13 @@ class BenchResult:
             "config": server.get("config"),
             "cancelled": self.cancelled,
             "duration_s": self.duration_s,
+            "load": {**self.load.to_json(), "warmup_requests": self.warmup_requests,
+                     "note": "warm-up requests are sent and listed but left out of the metrics"
+                     if self.warmup_requests else None},
             "requests": [s.to_json() for s in self.sent],
             "steps": steps,
             "metrics": {**self.metrics.to_json(), "failed": self.failed},
+            "slo": self.slo,
             "server": comparison,
         }
 
@@ -247,8 +338,10 @@ async def send(client: httpx.AsyncClient, endpoint: Endpoint, sent: Sent, max_to
                     trace.token_s.append(t)
                     if trace.first_token_s is None:
                         trace.first_token_s = t
+                    piece = chunk["choices"][0].get("text") or ""
+                    sent.text += piece
                     if on_token is not None:
-                        on_token(t, chunk["choices"][0].get("text") or "")
+                        on_token(t, piece)
                 elif chunk.get("usage"):
                     completion_tokens = chunk["usage"].get("completion_tokens")
                     trace.prompt_len = chunk["usage"].get("prompt_tokens", trace.prompt_len)
@@ -285,14 +378,22 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
                     on_ready: Callable[[Endpoint], None] | None = None,
                     on_done: Callable[[int], None] | None = None,
                     stop: Callable[[], bool] | None = None,
-                    on_token: Callable[[int, float, str], None] | None = None) -> BenchResult:
+                    on_token: Callable[[int, float, str], None] | None = None,
+                    load: Load | None = None,
+                    follow_up: Callable[[int, str, str], tuple[int, str, float] | None]
+                    | None = None) -> BenchResult:
     """Send requests (with these prompt texts) at their arrival times; closed-loop ones (no
-    arrival time) each when an earlier one ends. Stops after timeout_s, or within 0.2 s of
+    arrival time) each when an earlier one ends; `load` caps, warms up and bounds it (Load).
+    With follow_up (multi-turn conversations, conversation.py), a request without an arrival
+    time is instead sent when follow_up(id, prompt, answer) of the request before it names it,
+    with its prompt text, after the delay it gives. Stops after timeout_s, or within 0.2 s of
     stop() turning True (a lab job cancelled), marking what had not finished as failed and the
     result as cancelled. on_ready is called once the server has been checked, just before the
     first request goes; on_done with the number of requests ended so far, as each one ends
     (for a progress line); on_token(request id, t_s, text) as each token arrives."""
     base = api_base(base_url)
+    load = load or Load()
+    load.validate()
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout = httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
@@ -305,16 +406,23 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
         since = await _server_now(client, base)
         if on_ready is not None:
             on_ready(endpoint)
-        sent = {r.id: Sent(RequestTrace(r.id, None, len(r.prompt_ids), r.output_len), p)
+        sent = {r.id: Sent(RequestTrace(r.id, None, len(r.prompt_ids), r.output_len), p,
+                           scheduled_s=r.arrival_s)
                 for r, p in zip(requests, prompts)}
+        launched: set[int] = set()
+        slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
         timed = sorted((r for r in requests if r.arrival_s is not None),
                        key=lambda r: (r.arrival_s, r.id))
-        closed = deque(r for r in requests if r.arrival_s is None)
+        closed = deque(r for r in requests if r.arrival_s is None and follow_up is None)
+        by_id = {r.id: r for r in requests}
         tasks: set[asyncio.Task] = set()
         start = time.perf_counter()
 
         def clock() -> float:
             return time.perf_counter() - start
+
+        def open_for_sending() -> bool:
+            return load.duration_s is None or clock() < load.duration_s
 
         ended = 0
 
@@ -322,15 +430,42 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
             nonlocal ended
             tokens = None if on_token is None else (
                 lambda t, text, rid=req.id: on_token(rid, t, text))
-            await send(client, endpoint, sent[req.id], req.output_len, clock, tokens)
+            mine = sent[req.id]
+
+            async def go() -> None:
+                mine.warmup = clock() < load.warmup_s  # sent (its clock starts) now
+                await send(client, endpoint, mine, req.output_len, clock, tokens)
+
+            if slots is None:
+                await go()
+            else:
+                async with slots:
+                    await go()
             ended += 1
             if on_done is not None:
                 on_done(ended)
-            if closed:  # closed loop: an ended request lets the next one in
+            if closed and open_for_sending():  # closed loop: an ended request lets one in
                 launch(closed.popleft())
+            if follow_up is not None and mine.error is None:
+                nxt = follow_up(req.id, mine.prompt, mine.text)
+                if nxt is not None:
+                    next_id, text, delay = nxt
+                    sent[next_id].prompt = text
+                    sent[next_id].scheduled_s = clock() + delay
+                    launch(by_id[next_id], delay)
 
-        def launch(req: Request) -> None:
-            task = asyncio.create_task(one(req))
+        async def after(req: Request, delay: float) -> None:
+            await asyncio.sleep(delay)
+            if open_for_sending():
+                launched.add(req.id)
+                await one(req)
+
+        def launch(req: Request, delay: float = 0.0) -> None:
+            if delay > 0:
+                task = asyncio.create_task(after(req, delay))
+            else:
+                launched.add(req.id)
+                task = asyncio.create_task(one(req))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
@@ -340,6 +475,8 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
         async def everything() -> bool:
             """True when every request ended, False when stopped."""
             for req in timed:
+                if load.duration_s is not None and req.arrival_s >= load.duration_s:
+                    break
                 while (wait := req.arrival_s - clock()) > 0:
                     if stopped():
                         return False
@@ -361,11 +498,20 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
             await asyncio.gather(*tasks, return_exceptions=True)
         duration = clock()
         for s in sent.values():
-            if not s.trace.finished and s.error is None:
+            if s.trace.finished or s.error is not None:
+                continue
+            if s.trace.id in launched:
                 s.error = f"not finished after the benchmark's {timeout_s:g} s"
+            elif follow_up is not None:
+                s.error = ("not finished: never sent, as an earlier turn of its conversation "
+                           "failed or the run ended")
+            else:
+                s.error = f"not finished after the benchmark's {timeout_s:g} s (never sent)"
+        if load.duration_s is None:  # every request counts, sent or not
+            launched = set(sent)
         server = await _server_trace(client, base, since) if since is not None else None
-    return BenchResult(endpoint, [sent[r.id] for r in requests], duration, cancelled,
-                       slo_ttft_ms, slo_tpot_ms, server)
+    return BenchResult(endpoint, [sent[r.id] for r in requests if r.id in launched], duration,
+                       cancelled, slo_ttft_ms, slo_tpot_ms, server, load=load)
 
 
 def run_bench(base_url: str, model: str, requests: list[Request], prompts: list[str],
@@ -374,7 +520,11 @@ def run_bench(base_url: str, model: str, requests: list[Request], prompts: list[
               on_ready: Callable[[Endpoint], None] | None = None,
               on_done: Callable[[int], None] | None = None,
               stop: Callable[[], bool] | None = None,
-              on_token: Callable[[int, float, str], None] | None = None) -> BenchResult:
+              on_token: Callable[[int, float, str], None] | None = None,
+              load: Load | None = None,
+              follow_up: Callable[[int, str, str], tuple[int, str, float] | None]
+              | None = None) -> BenchResult:
     """run_async on an event loop of its own (for the command line and the lab's worker)."""
     return asyncio.run(run_async(base_url, model, requests, prompts, timeout_s, slo_ttft_ms,
-                                 slo_tpot_ms, on_ready, on_done, stop, on_token))
+                                 slo_tpot_ms, on_ready, on_done, stop, on_token, load,
+                                 follow_up))

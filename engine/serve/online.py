@@ -35,6 +35,7 @@ from ..sampler import SamplingParams
 from ..scheduler import SchedulerConfig
 from .loop import POLL_S, EngineLoop, check_config, check_request
 from .metrics import compute_metrics
+from .prometheus import ServerMetrics
 from .trace import Event, RequestEvent, RequestTrace, StepTrace, TokenEvent
 from .workload import Request
 
@@ -113,10 +114,12 @@ def safe_end(text: str, stops: list[str]) -> int:
 class OnlineEngine:
     """An engine loop in its own thread, serving requests handed in from other threads."""
 
-    def __init__(self, engine: LLMEngine, config: SchedulerConfig):
+    def __init__(self, engine: LLMEngine, config: SchedulerConfig, model_name: str = ""):
         check_config(engine, config)
         self.engine = engine
         self.config = config
+        self.metrics = ServerMetrics(model_name or engine.model_config.name,
+                                     engine.model_config.context)
         self._start = time.perf_counter()
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._ids = itertools.count()
@@ -192,6 +195,12 @@ class OnlineEngine:
             "recent_steps": [s.to_json() for s in recent],
             "error": self.error,
         }
+
+    def prometheus(self) -> bytes:
+        """The Prometheus text format (prometheus.py), its gauges read from the engine now."""
+        scheduler = self.loop.scheduler
+        return self.metrics.exposition(len(scheduler.running), len(scheduler.waiting),
+                                       self.engine.blocks.num_used, self.engine.blocks.num_blocks)
 
     def trace(self, since_s: float = 0.0) -> dict:
         """The engine's own record of what arrived and ran since since_s (server clock), in the
@@ -291,6 +300,10 @@ class OnlineEngine:
         # tokens holds the step that made them.
         with self._lock:
             self._steps.append(step)
+        for request_id in dict.fromkeys(touched):
+            active = self._active[request_id]
+            self.metrics.on_tokens(active.trace, len(active.new_tokens))
+        self.metrics.on_step(step)
         for request_id in touched:
             active = self._active[request_id]
             stops = active.sub.stop
@@ -329,4 +342,5 @@ class OnlineEngine:
         with self._lock:
             self._ended.append((active.sub.name, reason, active.trace))
             self._counts[reason] += 1
+        self.metrics.on_end(active.trace, reason)
         self._deliver(active, len(active.text), reason, error)

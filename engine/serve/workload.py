@@ -14,11 +14,14 @@ gives the same requests at the same times under every policy and runs compare.
   long_at_s (the stall of lesson 7); its output length is drawn like the others'.
 
 In the open-loop kinds the first request arrives at t = 0 and each later one after a drawn gap
-(as vLLM's benchmark sends its first request at once). Prompt and output lengths are uniform
-integers in [A, B]; with shared_prefix_len N, every prompt starts with the same N tokens (a shared
-system prompt, what prefix caching reuses) followed by its own A..B tokens. Prompt tokens are real text: slices of the training corpus at seeded
-offsets, tokenized (the tiny model continues text it knows); without a tokenizer or corpus they
-are seeded random token ids.
+(as vLLM's benchmark sends its first request at once). With ramp_up_s, poisson and gamma
+arrivals come at a rate that climbs linearly from 0 to `rate` over that many seconds
+(`ramp_up`), the same draws on a stretched clock. Prompt and output lengths are uniform
+integers in [A, B], or with `lengths` drawn from a bundled distribution (serve/lengths.py);
+with shared_prefix_len N, every prompt starts with the same N tokens (a shared system prompt,
+what prefix caching reuses) followed by its own tokens. Prompt tokens are real text: slices of
+the training corpus at seeded offsets, tokenized (the tiny model continues text it knows);
+without a tokenizer or corpus they are seeded random token ids.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 from ..config import ASSETS, WORKLOADS
 from ..errors import ConfigError
 from ..sampler import SamplingParams
+from .lengths import load_lengths
 
 CORPUS_FILE = ASSETS / "corpus" / "corpus.txt"
 EOS_TEXT = "<|endoftext|>"
@@ -64,6 +68,8 @@ class WorkloadSpec:
     long_at_s: float = 0.2  # interference
     seed: int = 0
     shared_prefix_len: int = 0  # tokens every prompt starts with (a shared system prompt)
+    ramp_up_s: float = 0.0  # poisson, gamma: the rate climbs from 0 over this many seconds
+    lengths: str | None = None  # a bundled length distribution (serve/lengths.py) instead
 
     def validate(self) -> None:
         if self.kind not in WORKLOADS:
@@ -87,19 +93,36 @@ class WorkloadSpec:
         if self.shared_prefix_len < 0:
             raise ConfigError(f"shared prefix length must be 0 or more (got "
                               f"{self.shared_prefix_len})")
+        if self.lengths is not None:
+            load_lengths(self.lengths)
+        if not (self.ramp_up_s >= 0 and math.isfinite(self.ramp_up_s)):
+            raise ConfigError(f"ramp-up must be 0 s or more (got {self.ramp_up_s})")
+        if self.ramp_up_s and (self.kind not in ("poisson", "gamma") or math.isinf(self.rate)):
+            raise ConfigError("ramp-up needs arrivals at a finite rate: the poisson or gamma "
+                              "workload with --rate below inf")
+
+    @property
+    def longest_output(self) -> int:
+        """The most output tokens any request of this workload can ask for."""
+        if self.lengths is not None:
+            return load_lengths(self.lengths).output.high
+        return self.output_len[1]
 
     @property
     def longest_prompt(self) -> int:
         """The most prompt tokens any request of this workload can have."""
         longest = self.prompt_len[1]
+        if self.lengths is not None:
+            longest = load_lengths(self.lengths).input.high
         if self.kind == "interference":
             longest = max(longest, self.long_prompt_len)
         return self.shared_prefix_len + longest
 
     def to_json(self) -> dict:
         out = asdict(self)
-        if not self.shared_prefix_len:  # absent when unused: earlier runs' JSON stays as it was
-            del out["shared_prefix_len"]
+        for name in ("shared_prefix_len", "ramp_up_s", "lengths"):  # absent when unused:
+            if not out[name]:  # earlier runs' JSON stays as it was
+                del out[name]
         out["rate"] = "inf" if math.isinf(self.rate) else self.rate
         out["prompt_len"] = list(self.prompt_len)
         out["output_len"] = list(self.output_len)
@@ -123,6 +146,18 @@ def gamma_arrivals(n: int, rate: float, burstiness: float,
         return [0.0] * n
     gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n - 1)
     return [0.0] + np.cumsum(gaps).tolist()
+
+
+def ramp_up(arrivals: list[float], ramp_s: float) -> list[float]:
+    """Arrival times at a rate that climbs linearly from 0 to the full rate R over ramp_s
+    seconds, then stays at R: the same process on a stretched clock. The expected arrivals by
+    time t are R t^2 / (2 ramp_s) during the ramp and R (t - ramp_s / 2) after it, so an arrival
+    at u at the full rate moves to sqrt(2 ramp_s u) when u < ramp_s / 2, else to u + ramp_s / 2
+    (a Poisson process stays a Poisson process, now of the ramped rate)."""
+    if ramp_s <= 0:
+        return list(arrivals)
+    half = ramp_s / 2
+    return [math.sqrt(2 * ramp_s * u) if u < half else u + half for u in arrivals]
 
 
 # ---- prompts -----------------------------------------------------------------------------
@@ -176,8 +211,15 @@ def make_workload(spec: WorkloadSpec, tokenizer=None, vocab: int = 4096) -> list
         arrivals = [0.0] * min(n, spec.concurrency) + [None] * max(0, n - spec.concurrency)
     else:  # interference
         arrivals = [0.0] * n
-    prompt_lens = rng.integers(spec.prompt_len[0], spec.prompt_len[1] + 1, size=n).tolist()
-    output_lens = rng.integers(spec.output_len[0], spec.output_len[1] + 1, size=n).tolist()
+    if spec.ramp_up_s:
+        arrivals = ramp_up(arrivals, spec.ramp_up_s)
+    if spec.lengths is not None:
+        lengths = load_lengths(spec.lengths)
+        prompt_lens = lengths.input.draw(rng, n)
+        output_lens = lengths.output.draw(rng, n)
+    else:
+        prompt_lens = rng.integers(spec.prompt_len[0], spec.prompt_len[1] + 1, size=n).tolist()
+        output_lens = rng.integers(spec.output_len[0], spec.output_len[1] + 1, size=n).tolist()
     if spec.kind == "interference":
         arrivals.append(spec.long_at_s)
         prompt_lens.append(spec.long_prompt_len)
