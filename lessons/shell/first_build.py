@@ -6,7 +6,7 @@ whoever reads next: Panel's Markdown pane imports its renderer (markdown-it-py w
 and linkify-it, Python-Markdown, xml.etree: about a hundred modules, 3.7 MB of Python objects
 in tracemalloc) at its first render, and Bokeh and Panel fill their caches of model classes and
 serializers. Measured on a served app (`panel serve app.py`, PYTHONMALLOC=malloc, trimmed as
-lessons.shell.heap does): 91.8 MiB resident when the course map had been built, 102.2 MiB once
+widgets.runtime.heap does): 91.8 MiB resident when the course map had been built, 102.2 MiB once
 every lesson page had been opened once and closed, and a second round over the same pages added
 nothing (issue 16's notes, startmem). So "the web process's memory at its start" meant a process
 that had not yet built its pages, and every class was measured against it as if those 10 MiB
@@ -26,7 +26,7 @@ nothing the others do not.
 Then everything the process holds is frozen (gc.freeze): the modules, Bokeh's and Panel's
 classes and caches, about 150,000 objects that live as long as the server. A full garbage
 collection walks every tracked object, and the server runs one on its event loop each time
-sessions close (Panel's, a few seconds after) and before each memory trim (lessons.shell.heap),
+sessions close (Panel's, a few seconds after) and before each memory trim (widgets.runtime.heap),
 while every reader's page waits. In one process that had built every page once, a full
 collection took 94-105 ms, and 0 ms frozen (2-4 ms after three more pages were built and
 discarded). In a served class of 30 (bench/classroom.py, issue 16's notes) the trims' own
@@ -56,9 +56,9 @@ from panel.io.document import _cleanup_doc, _destroy_document
 from panel.io.state import set_curdoc
 
 from widgets.job_status import format_time
+from widgets.runtime import heap
 
 from ..registry import LESSONS
-from . import heap
 
 log = logging.getLogger(__name__)
 

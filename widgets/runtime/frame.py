@@ -1,11 +1,12 @@
 """Work done once per frame of engine events, however many events of the frame ask for it.
 
 lessons.session_jobs hands a page its engine events in frames (at most 20 a second), each event
-to its handler. A run's step events come several to a frame, and each redrew what sums up all
-steps so far: the chunked-prefill lesson's gap table (percentiles of every gap, an HTML table,
-the chart's text) and the status line's progress. While a class of 30 arrived those redraws were
-about 8% of the web server's core (py-spy, bench/classroom.py, 2026-11-29), most of it for states
-the reader never saw, overwritten in the same frame.
+to its handler. A run's step events come several to a frame, and each would redraw what sums up
+all steps so far (the chunked-prefill lesson's gap table: percentiles of every gap, an HTML
+table, the chart's text; the status line's progress), mostly for states the reader never sees,
+overwritten in the same frame. With a class on the server those redraws were a noticeable share
+of the web process's one core (docs/decisions/web-runtime-patches.md). This patches no library:
+it is the web runtime's side of the frames that the patches to Bokeh's model index also hold.
 
     with one_frame():                      # lessons.session_jobs, around a frame's handlers
         ...

@@ -1,10 +1,10 @@
-"""widgets.frame: inside a frame each key's redraw runs once, after the frame's events, with the
+"""widgets.runtime.frame: inside a frame each key's redraw runs once, after the frame's events, with the
 state they left; outside one at once; a failing redraw does not drop the others."""
 
 from __future__ import annotations
 
-from widgets.frame import once_per_frame, one_frame
 from widgets.itl_timeline import ItlTimeline
+from widgets.runtime.frame import once_per_frame, one_frame
 
 
 def test_a_frames_redraws_run_once_each_at_its_end_in_first_asked_order():

@@ -1,7 +1,7 @@
-"""lessons.shell.heap: a while after sessions end the web process collects garbage and trims once
+"""widgets.runtime.heap: a while after sessions end the web process collects garbage and trims once
 (however many end together), and a trim hands freed heap memory back to the system, which glibc's
 free alone does not do for memory below a live object. What that does for the served app's memory
-is measured in bench/classroom.py --churn."""
+is measured in bench/lab/classroom.py --churn."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 from bokeh.document import Document
 
 from engine.lab.memory import process_memory
-from lessons.shell import heap
+from widgets.runtime import heap
 
 pytestmark = pytest.mark.skipif(heap._malloc_trim is None, reason="no glibc malloc_trim here")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHUNK = 2000  # bytes: above pymalloc's 512, so glibc's malloc serves them
 COUNT = 40_000  # about 80 MiB
 
@@ -127,7 +127,7 @@ def test_big_blocks_get_pages_of_their_own_after_a_bigger_one_was_freed(apart):
     the blocks land in the heap among small objects. In a process of its own: it sets malloc."""
     code = """if True:
         import sys
-        from lessons.shell import heap
+        from widgets.runtime import heap
         if heap._mallinfo2 is None:
             print("skip"); sys.exit()
         if sys.argv[1] == "apart":

@@ -1,15 +1,20 @@
-"""A decorator for widget methods that change Bokeh models directly (a source's data, a range, a
-title), so that they are safe from any callback Panel runs.
+"""Changes to a page's Bokeh models, held: widget methods under Panel's hold, and a page's model
+index walked once per reader event or frame of engine events. Patches a served Bokeh Document's
+apply_json_patch and, while held, its model index's invalidate.
 
-Bokeh lets a served document change only while its session holds the document lock, and raises
-"_pending_writes should be non-None ..." otherwise. Panel replays some user events off that lock:
-a click that arrives while a debounced change of another widget is pending runs as an unlocked
-task. Under pn.io.hold the changes are collected and Panel sends them itself, which works with or
-without the lock (and sends a burst of changes as one message). Outside a served session it does
-nothing.
+Why `changes_bokeh_models`: Bokeh lets a served document change only while its session holds
+the document lock, and raises "_pending_writes should be non-None ..." otherwise. Panel replays
+some user events off that lock: a click that arrives while a debounced change of another widget
+is pending runs as an unlocked task. Under pn.io.hold the changes are collected and Panel sends
+them itself, which works with or without the lock (and sends a burst of changes as one message).
+Outside a served session it does nothing.
 
-`one_walk_per_reader_event` holds a page's model index frozen while a reader's UI event is
-handled, for the same reason lessons.session_jobs holds it for a frame of engine events.
+Why `model_index_held` and `one_walk_per_reader_event`: each time a property is set to, or from,
+a value holding models (an HTML pane's stylesheets, on every update), Bokeh recomputes the
+document's model index, a walk over every model of the page. A reader's click or a frame of
+engine events updates many panes, and walked the page once for each; with a class on the server
+those walks were a large share of the web process's one core (docs/decisions/
+web-runtime-patches.md).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ F = TypeVar("F", bound=Callable)
 
 
 def changes_bokeh_models(method: F) -> F:
+    """`method`, run under pn.io.hold: safe to change Bokeh models from any Panel callback."""
+
     @functools.wraps(method)
     def held(*args, **kwargs):
         with pn.io.hold():
@@ -34,22 +41,19 @@ def changes_bokeh_models(method: F) -> F:
 
 def one_walk_per_reader_event(doc) -> None:
     """Handle each of the reader's UI events on `doc` (a click, the page's "document ready")
-    with the page's model index held frozen, so Bokeh walks the page's models once for the
-    event, not once for every pane its callbacks update.
+    with the page's model index held, so Bokeh walks the page's models once for the event, not
+    once for every pane its callbacks update.
 
     A reader's click reaches the server as a PATCH-DOC message, and Bokeh applies it to the
     page with `Document.apply_json_patch`, running the event's callbacks inside it (Panel runs a
     button's watchers, and the lesson's onload start, there and then). An HTML pane's update in
     those callbacks sets properties that hold models (its stylesheets), and each such set makes
-    Bokeh recompute the document's model index, a walk over every model of the page (15-20 ms
-    on the knob page). While a class of 30 arrived, the skip clicks and the lessons' starts spent
-    1.2 s of the web loop in those walks (py-spy, /work/notes/s30/webq.md), the events from the
-    engine another 3.5 s (held once a frame since, in lessons.session_jobs).
+    Bokeh recompute the document's model index.
 
-    Only patches carrying a UI event are held: a frozen index is walked once at the end whatever
-    happened, and a plain property patch (a slider's value, a layout's size) walks nothing today
-    and calls back later, outside this message (Panel debounces it), so holding it would add a walk.
-    Called once per served page, as Panel itself replaces `destroy` on every served document."""
+    Only patches carrying a UI event are held: a plain property patch (a slider's value, a
+    layout's size) walks nothing and calls back later, outside this message (Panel debounces
+    it). Called once per served page (app.serve_page), as Panel itself replaces `destroy` on
+    every served document."""
     apply = doc.apply_json_patch
 
     @functools.wraps(apply)
@@ -70,12 +74,11 @@ def model_index_held(doc) -> Iterator[None]:
 
     Bokeh asks for a walk (DocumentModelManager.invalidate) whenever a property is set to, or
     from, a value holding models; a frozen index cannot say whether that happened, so its freeze
-    walks at its end whatever did. A frame of engine events that only sets text and numbers (a
-    status line, a table, a chart's data) still walked every model of the page (15-20 ms on a
-    lesson page); those frames were 20-24% of the web process's samples while a class of 30
-    arrived (py-spy, bench/classroom.py, 2026-11-29), their walks 8% of them. Here the index's
-    invalidate is replaced, while held, by a note that one was asked for (nested holds share the
-    note); while held, as under a freeze, the index is updated only at the end."""
+    walks at its end whatever did, even for a frame of engine events that only sets text and
+    numbers (a status line, a table, a chart's data). Here the index's invalidate is replaced,
+    while held, by a note that one was asked for (nested holds share the note); while held, as
+    under a freeze, the index is updated only at the end. lessons.session_jobs holds it around
+    each frame of engine events."""
     models = doc.models
     outer = models.__dict__.get("invalidate")  # a hold around this one
     asked: list[bool] = []

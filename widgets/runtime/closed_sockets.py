@@ -1,24 +1,23 @@
 """A reader's page updates that Panel started writing and then dropped when the reader left: kept
-out of the server's log as tracebacks.
+out of the server's log as tracebacks. Filters asyncio's logger.
 
-Panel writes a page's updates as Tornado `write_message` tasks (panel.io.document
+Why: Panel writes a page's updates as Tornado `write_message` tasks (panel.io.document
 dispatch_tornado) and awaits them in a task of its own (_run_write_futures), which turns a closed
 connection into one warning line ("Failed sending message as connection was closed"). When the
 reader's session is destroyed first (panel.io.document._destroy_document), Panel cancels that
 task and the writes it lists: a write that has already failed cannot be cancelled, and the ones
 behind the cancelled await are never awaited. asyncio logs each such task's exception when the
 task is collected: "Task exception was never retrieved ... WebSocketClosedError" with a chained
-traceback, in 5 of the class logs of stops 29-30 (bench/classroom.py counts it as an exception of
-the server's), at a reader's close or as a class left. Nothing is lost: the reader is gone and
-their page is being discarded. It is Panel's bookkeeping (reported upstream as holoviz/panel
-#3341), not reachable from our code without patching Panel's private functions.
+traceback, at a reader's close or as a class leaves (bench/lab/classroom.py counts it as an
+exception of the server's). Nothing is lost: the reader is gone and their page is being
+discarded. It is Panel's bookkeeping (reported upstream as holoviz/panel #3341), not reachable
+from our code without patching Panel's private functions.
 
 `ignore_closed_socket_writes()` drops exactly those records: asyncio's "Task exception was never
 retrieved" for a task of Tornado's WebSocketProtocol13.write_message whose exception is a
 WebSocketClosedError. Every other never-retrieved exception, and every other asyncio message, is
 logged as before.
 """
-
 from __future__ import annotations
 
 import logging
@@ -41,7 +40,12 @@ class ClosedSocketWrites(logging.Filter):
 
 
 def ignore_closed_socket_writes() -> None:
-    """Install the filter on asyncio's logger, once per process (app.py runs once a session)."""
-    logger = logging.getLogger("asyncio")
-    if not any(isinstance(f, ClosedSocketWrites) for f in logger.filters):
-        logger.addFilter(ClosedSocketWrites())
+    """Install the filter on asyncio's logger, once per process (idempotent: app.py, which
+    installs it, runs once a session)."""
+    if not installed():
+        logging.getLogger("asyncio").addFilter(ClosedSocketWrites())
+
+
+def installed() -> bool:
+    """True while asyncio's logger has the filter."""
+    return any(isinstance(f, ClosedSocketWrites) for f in logging.getLogger("asyncio").filters)

@@ -1,4 +1,4 @@
-"""widgets.doc_hold.model_index_held: the page's model index is walked once at the end if its
+"""widgets.runtime.doc_hold.model_index_held: the page's model index is walked once at the end if its
 graph of models changed while held, not at all if only text and numbers did; and it is right
 afterwards either way (every model of the page indexed, none that left it)."""
 
@@ -8,8 +8,8 @@ import panel as pn
 from bokeh.document import Document
 from bokeh.models import Div
 
-from widgets.doc_hold import model_index_held
 from widgets.html import html_pane
+from widgets.runtime.doc_hold import model_index_held
 
 
 def page() -> tuple[Document, pn.Column, list[int]]:

@@ -1,4 +1,4 @@
-"""widgets.bokeh_defaults: a page built and serialized with the per-class default caches is the
+"""widgets.runtime.bokeh_defaults: a page built and serialized with the per-class default caches is the
 same page, byte for byte but for its counters (model ids, names), as with Bokeh's own lookups; mutable defaults are
 never shared between models; and the caches are actually used."""
 
@@ -13,10 +13,10 @@ from bokeh.models import ColumnDataSource, Slider
 from bokeh.plotting import figure
 from bokeh.protocol import Protocol
 
-from widgets import bokeh_defaults
 from widgets.html import html_pane
 from widgets.pareto_chart import ParetoChart
 from widgets.readouts import Readouts
+from widgets.runtime import bokeh_defaults
 from widgets.throughput_curve import ThroughputCurve
 
 

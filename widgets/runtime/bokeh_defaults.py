@@ -1,19 +1,20 @@
-"""Bokeh's property defaults, looked up once per model class instead of on every read.
+"""Bokeh's property defaults, looked up once per model class instead of on every read. Patches
+Bokeh's PropertyDescriptor._get_default and HasProps._overridden_defaults.
 
-Building a lesson page makes 100-300 Bokeh models, and Bokeh reads each unset property's
-default from scratch on every access: it merges the class's overridden defaults along the whole
-MRO into a new dict, copies the default and validates it again (bokeh 3.9,
-core.property.descriptors.PropertyDescriptor._get_default). Creating the models, Panel's updates
-and serializing the page read those defaults ~14,000 times a lesson page; profiled, that was
-about 40% of a page's build and send on the web server's one core, which a class arriving at
-once queues behind (issue 16).
+Why: building a lesson page makes a few hundred Bokeh models, and Bokeh reads each unset
+property's default from scratch on every access: it merges the class's overridden defaults along
+the whole MRO into a new dict, copies the default and validates it again
+(core.property.descriptors.PropertyDescriptor._get_default). Creating the models, Panel's
+updates and serializing the page read those defaults thousands of times a page, a large share of
+a page's build and send on the web server's one core, which a class arriving at once queues
+behind (bench/web/page_build.py measures it; docs/decisions/web-runtime-patches.md).
 
 `cache_stable_defaults()` keeps, per model class, the default of each property whose default is
 the same immutable value for every instance (None, a bool, a number, a string, or a tuple of
 those) and that no theme overrides for the instance. Everything else (a list, a dict, a model
 made on demand, a themed value) still goes through Bokeh's own lookup, so no two models ever
 share a value one of them could change. The serialized page is byte for byte the same
-(tests/widgets/test_bokeh_defaults.py); bench/page_build.py gives the time it saves.
+(tests/widgets/runtime/test_bokeh_defaults.py).
 """
 
 from __future__ import annotations
@@ -66,12 +67,14 @@ def _overridden_defaults(cls: type[HasProps]) -> dict[str, Any]:
 
 
 def cache_stable_defaults() -> None:
-    """Install the caches for this process (idempotent). app.py does, before any page is built."""
+    """Install the caches for this process (idempotent; widgets.runtime.install does, before
+    any page is built)."""
     PropertyDescriptor._get_default = _get_default
     HasProps._overridden_defaults = classmethod(_overridden_defaults)
 
 
 def installed() -> bool:
+    """True while the caches answer for Bokeh's lookups."""
     return PropertyDescriptor._get_default is _get_default
 
 

@@ -1,6 +1,6 @@
 """A Tornado websocket write that fails because the reader left, and that nobody awaits (as Panel
 drops its writes when a session's document is destroyed): asyncio logs it with a traceback
-unless lessons.shell.closed_sockets' filter is installed; other never-retrieved exceptions are
+unless widgets.runtime.closed_sockets' filter is installed; other never-retrieved exceptions are
 still logged."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tornado.testing import bind_unused_port
 from tornado.web import Application
 from tornado.websocket import WebSocketHandler, websocket_connect
 
-from lessons.shell.closed_sockets import ClosedSocketWrites, ignore_closed_socket_writes
+from widgets.runtime.closed_sockets import ClosedSocketWrites, ignore_closed_socket_writes
 
 BIG = 64 << 20  # more than the socket's buffers take at once: the write is still pending
 
@@ -93,8 +93,3 @@ def test_with_the_filter_it_is_not_logged_and_other_lost_exceptions_still_are(
     records = _never_retrieved(caplog)
     assert len(records) == 1 and isinstance(records[0].exc_info[1], ValueError)
 
-
-def test_the_served_app_installs_it():
-    import app  # noqa: F401  (`panel serve app.py` runs it: the filter is set up there)
-
-    assert any(isinstance(f, ClosedSocketWrites) for f in logging.getLogger("asyncio").filters)

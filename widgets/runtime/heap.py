@@ -1,7 +1,8 @@
-"""Give the memory that closed sessions freed back to the system.
+"""Give the memory that closed sessions freed back to the system. Calls glibc's malloc_trim and
+mallopt (nothing happens without glibc: macOS, musl).
 
-A page's session builds thousands of Python and Bokeh objects; when the reader leaves, Bokeh and
-Panel discard the session and a garbage collection frees them. Freed is not returned: glibc's
+Why: a page's session builds thousands of Python and Bokeh objects; when the reader leaves, Bokeh
+and Panel discard the session and a garbage collection frees them. Freed is not returned: glibc's
 malloc keeps freed chunks in its heaps for reuse, and gives back to the system only a free stretch
 at the very top of a heap. After a busy moment (ten readers arriving at once) the heaps are full of
 holes between objects that stayed, so the web process's resident memory stays at that moment's
@@ -13,7 +14,7 @@ Python's own allocator for small objects (pymalloc) is worse still: it takes 1 M
 system and gives one back only when every object in it is gone, so a few objects that outlive a
 session (a cache entry, an interned name) keep whole arenas resident, and no trim reaches them.
 The class command in the README therefore starts the server with PYTHONMALLOC=malloc (every
-object from glibc's malloc, whose free pages a trim returns); app.py drops the variable before
+object from glibc's malloc, whose free pages a trim returns); `install` drops the variable before
 the engine worker is spawned, so the worker's step loop keeps pymalloc's speed.
 
 So a while after sessions end (TRIM_AFTER_S, one trim however many sessions end meanwhile) the
@@ -21,14 +22,12 @@ process collects garbage and trims: once at most half of the sessions that were 
 since the last trim are left (a class leaving, a lone reader, not one reader of thirty, whose
 page returns next to nothing). malloc_trim(0) walks every arena, the ones glibc gives the
 server's other threads included. keep_big_blocks_apart sets malloc so that more of what the
-sessions freed is in whole pages a trim can return. Each trim
-is logged (the server's log: resident memory before and after, what malloc still holds in use
-and free) and `status()` says how many ran and whether one is coming: /engine-status carries it as
-"web_heap", so a bench samples the memory after the trim, not before it. What that returns is
-measured by `python bench/classroom.py --churn 500` (figures in issue 16's notes). On a system
-without glibc (macOS, musl) there is nothing to call and nothing happens.
+sessions freed is in whole pages a trim can return. Each trim is logged (the server's log:
+resident memory before and after, what malloc still holds in use and free) and `status()` says
+how many ran and whether one is coming: /engine-status carries it as "web_heap", so a bench
+samples the memory after the trim, not before it. What that returns is measured by
+`python bench/lab/classroom.py --churn 500`.
 """
-
 from __future__ import annotations
 
 import ctypes
@@ -52,6 +51,7 @@ _open = 0  # sessions whose page was built and that have not ended
 _most_open = 0  # the most open at once since the last trim
 trims = 0  # trims done in this process (the served memory test reads it)
 _last: dict | None = None  # what the last trim did (status)
+big_blocks_apart = False  # keep_big_blocks_apart took (malloc cannot be asked)
 
 
 def _libc_function(name: str):
@@ -95,19 +95,30 @@ def keep_big_blocks_apart() -> bool:
     if it took it. Call once, as the server starts.
 
     A trim (return_freed_memory) can hand back only pages with no live byte on them. A page's
-    first message (55-95 kB of JSON), a patch, a cached result's text, a socket's buffer: glibc
+    first message (tens of kB of JSON), a patch, a cached result's text, a socket's buffer: glibc
     puts blocks this size in mmap'd pages of their own at first, but each one freed raises its
     threshold to that size (up to 32 MiB), so from then on they land in the heaps, between small
     objects that outlive them. A fixed threshold stops that rise: such a block is unmapped the
-    moment it is freed. Classes of 30 (bench/classroom.py, issue 16's notes): the server's most
-    during the class 248-263 MiB without (three runs), 221-231 with (six).
+    moment it is freed, and the server's most memory during a class is lower.
     The threads keep their own heaps (glibc's default): with one heap for every thread
-    (M_ARENA_MAX 1) the class ended at 140-143 MiB, with theirs at 128 (twice), since what the
-    engine's dispatcher thread allocates (results, which outlive pages) then stays apart from the
-    pages the server's loop builds and frees."""
+    (M_ARENA_MAX 1) a class ended with more memory held, since what the engine's dispatcher
+    thread allocates (results, which outlive pages) then stays apart from the pages the
+    server's loop builds and frees."""
+    global big_blocks_apart
     if _mallopt is None:
         return False
-    return bool(_mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    big_blocks_apart = big_blocks_apart or bool(_mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    return big_blocks_apart
+
+
+def install() -> None:
+    """Set this process up as the web server (idempotent): big blocks apart, each trim logged
+    at INFO, and PYTHONMALLOC dropped from the environment so that the engine worker, spawned
+    later, keeps Python's own allocator, faster for its step loop (this process read the
+    variable once, at its start, and already uses glibc's malloc)."""
+    keep_big_blocks_apart()
+    log.setLevel(logging.INFO)
+    os.environ.pop("PYTHONMALLOC", None)
 
 
 def malloc_mib() -> dict | None:
@@ -155,9 +166,9 @@ def _session_ended(loop: IOLoop) -> None:
     """A trim is scheduled once the sessions open have fallen to half the most that were open
     since the last trim or fewer: a class leaving, a lone reader, ten churned readers.
 
-    One reader leaving a class of thirty frees one page among thirty live ones: in a class at 30
-    (bench/classroom.py, issue 16's notes) such trims returned 0.2-0.4 MiB each, and each held
-    the server's loop for its garbage collection, 430-549 ms while every reader waited."""
+    One reader leaving a class of thirty frees one page among thirty live ones: such a trim
+    returns next to nothing, and holds the server's loop for its garbage collection (hundreds
+    of milliseconds with thirty pages open) while every reader waits."""
     global _open
     with _lock:
         _open -= 1
@@ -195,7 +206,7 @@ def return_freed_memory() -> bool:
     _last = {"rss_before_mib": before, "rss_after_mib": _rss_mib(), "malloc_mib": malloc_mib(),
              "gc_ms": round(1000 * (collected - start)),
              "trim_ms": round(1000 * (trimmed - collected))}
-    # on the server's loop: every session waits meanwhile (0.1-1.2 s in the 100-reader churn)
+    # on the server's loop: every session waits meanwhile
     log.info("trim %d: resident %s -> %s MiB, malloc %s MiB, gc %d ms, trim %d ms", trims,
              _last["rss_before_mib"], _last["rss_after_mib"], _last["malloc_mib"],
              _last["gc_ms"], _last["trim_ms"])
