@@ -17,27 +17,26 @@ with the lesson's own code where the page has it:
             measured too, the plan redone with it as the page does, and checked again if its
             replicas changed. Each stage's seconds are printed (the page's waits).
 A round whose results were disturbed says so; the summary counts, per lesson, the rounds that
-made the point among the undisturbed ones. Prints every round and one JSON object (also saved
-to bench/results/lesson_defaults.json), with the machine's load average before and after.
+made the point among the undisturbed ones. Prints every round and the harness's JSON result
+(bench/harness.py: the load average before and after, the log line).
 
-    python bench/lesson_defaults.py [--rounds 3] [--lessons 2,3,4,7,12]
+    python bench/lab/lesson_defaults.py [--rounds 3] [--lessons 2,3,4,7,12]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core_split import wait_ready  # noqa: E402  (bench/, this script's own folder)
-
+from bench.harness import Run  # noqa: E402
+from bench.lab.core_split import wait_ready  # noqa: E402
 from engine.calc.deployment import plan  # noqa: E402
 from engine.lab.client import EngineService  # noqa: E402
 from lessons.average_lies import AverageLiesLesson  # noqa: E402
@@ -47,7 +46,6 @@ from lessons.knob import KnobLesson, doubling, point_of  # noqa: E402
 from lessons.slo_goodput import SLOGoodputLesson  # noqa: E402
 from lessons.three_schedules import ThreeSchedulesLesson, policy_summary  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "lesson_defaults.json"
 TIMEOUT_S = 600
 CHUNK_TARGET = 3.0  # lesson 7: worst gap whole / chunked
 
@@ -173,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in chosen if n not in LESSONS]
     if unknown:
         parser.error(f"no check for lesson(s) {unknown}: choose from {sorted(LESSONS)}")
-    load_before = os.getloadavg()
-    rows = []
+    bench = Run("lesson_defaults", args)
+    rows = bench.rounds
     with tempfile.TemporaryDirectory() as cache:
         os.environ["LLM_SPEED_CACHE"] = cache  # the worker's probe profile, hardware limits
         svc = EngineService(cache_path=Path(cache) / "results", remeasures=0)
@@ -187,14 +185,12 @@ def main(argv: list[str] | None = None) -> int:
                     start = time.monotonic()
                     row = {"round": rnd, "lesson": n, **LESSONS[n](svc),
                            "seconds": time.monotonic() - start}
-                    rows.append(row)
-                    print(f"round {rnd} lesson {n}: {row['text']}: "
+                    bench.round(row, f"round {rnd} lesson {n}: {row['text']}: "
                           f"{'made its point' if row['made'] else 'did NOT make its point'}; "
                           + (f"DISTURBED ({' / '.join(row['disturbed'])})" if row["disturbed"]
-                             else "quiet") + f"; {row['seconds']:.0f} s", flush=True)
+                             else "quiet") + f"; {row['seconds']:.0f} s")
         finally:
             svc.shutdown()
-    load_after = os.getloadavg()
     summary = {}
     print("\nper lesson: rounds that made the point, of the undisturbed rounds (and of all)")
     for n in chosen:
@@ -205,14 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         s = summary[n]
         print(f"lesson {n}: {s['made_quiet']} of {s['quiet']} undisturbed rounds "
               f"({s['made_all']} of {s['all']} in all)")
-    print(f"load average before {load_before}, after {load_after}")
-    out = {"rounds": args.rounds, "load_average_before": load_before,
-           "load_average_after": load_after, "rows": rows, "summary": summary}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=1, default=str))
-    print(json.dumps({"summary": summary, "load_average_before": load_before,
-                      "load_average_after": load_after}))
-    return 0
+        bench.target(f"lesson {n}: share of its undisturbed rounds that made the point",
+                     s["made_quiet"] / s["quiet"] if s["quiet"] else 0.0, at_least=1.0)
+    return bench.finish({"summary": summary})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What a load test measures when its idle gaps run other readers' points (engine.lab.worker
 fill_gap), against the same load test alone: one service, the tiny engine, rounds alternating.
 
-    python bench/gap_fill.py [--rounds 3] [--points 12]
+    python bench/lab/gap_fill.py [--rounds 3] [--points 12]
 
 Each round runs the load test alone, then again with --points knob points submitted while it
 serves (other readers, so they go into its gaps; pausing is off, so only gaps let them in), and
@@ -21,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.harness import Run  # noqa: E402
 from engine.lab.client import EngineService  # noqa: E402
 
 LOAD = {"rate": 4.0, "requests": 24, "long_share": 0.0, "short_prompt": [8, 16],
@@ -72,11 +73,12 @@ def one(svc: EngineService, seed: int, points: int) -> dict:
     return out
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--points", type=int, default=12)
     args = parser.parse_args()
+    bench = Run("gap_fill", args)
     svc = EngineService(cache_path=Path(tempfile.mkdtemp()) / "results")
     svc.preempt_after_s = 1e9  # no pausing: a point gets in through a gap or after the run
     try:
@@ -88,18 +90,23 @@ def main() -> None:
             for name, points in (("alone", 0), ("gaps lent", args.points)):
                 row = one(svc, 40, points)  # the same workload every time
                 rows[name].append(row)
-                print(f"round {i + 1} {name:9s} " + "  ".join(
-                    f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
-                    for k, v in row.items()), flush=True)
+                bench.round({"round": i + 1, "run": name, **row},
+                            f"round {i + 1} {name:9s} " + "  ".join(
+                                f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                                for k, v in row.items()))
+        medians = {}
         for key in ("ttft_p50_ms", "ttft_p95_ms", "queue_p95_ms", "step_p50_ms", "step_p90_ms",
                     "after_idle_p50_ms", "other_steps_p50_ms", "wall_s"):
             a = statistics.median(r[key] for r in rows["alone"])
             b = statistics.median(r[key] for r in rows["gaps lent"])
             print(f"median {key:12s} alone {a:8.2f}  gaps lent {b:8.2f}  ratio {b / a:.3f}")
-        print(f"gap fills: {svc.status()['gap_fills']}")
+            medians[key] = {"alone": a, "gaps_lent": b, "ratio": b / a if a else None}
+        gap_fills = svc.status()["gap_fills"]
+        print(f"gap fills: {gap_fills}")
     finally:
         svc.shutdown()
+    return bench.finish({"medians": medians, "gap_fills": gap_fills})
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """Each job kind against the time bounds the registry states for it (engine.lab.registry: a Bound
 is seconds at params, the largest job a lesson starts with its default settings), on this machine.
 
-    python bench/job_bounds.py [--rounds 2] [--kind sweep_point ...]
+    python bench/lab/job_bounds.py [--rounds 2] [--kind sweep_point ...]
 
 Runs every kind at its bound's inputs in this process, as the worker runs it (engine.lab.worker
 .run, the engine built and warmed up first, so a model's one-off build is reported apart), with a
@@ -12,20 +12,23 @@ held, and the machine's load average before and after (a busy machine slows ever
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: engine, bench
 
 os.environ.setdefault("LLM_SPEED_CACHE", tempfile.mkdtemp(prefix="job-bounds-cache-"))
 
+from bench.harness import Run  # noqa: E402
 from engine.lab.jobs.engines import engine_for  # noqa: E402 (after the cache is set)
 from engine.lab.registry import BOUNDS_MACHINE, JOBS  # noqa: E402
 from engine.lab.worker import body, run  # noqa: E402
 
 
-def time_bound(kind: str, bound, rounds: int) -> dict:
+def time_bound(bench: Run, kind: str, bound, rounds: int) -> dict:
     params = JOBS[kind].check(bound.at)
     if "device" in params:  # the engine parameters: the worker's engine, built once
         start = time.perf_counter()
@@ -38,8 +41,12 @@ def time_bound(kind: str, bound, rounds: int) -> dict:
         start = time.perf_counter()
         run(kind, bound.at, lambda *_: None, lambda: False)
         times.append(time.perf_counter() - start)
-        print(f"{kind:<14} {bound.what[:44]:<44} round {r}: {times[-1]:6.2f} s  bound "
-              f"{bound.seconds:5.1f} s  ratio {times[-1] / bound.seconds:4.2f}", flush=True)
+        bench.round({"kind": kind, "what": bound.what, "round": r, "seconds": round(times[-1], 3),
+                     "bound_s": bound.seconds},
+                    f"{kind:<14} {bound.what[:44]:<44} round {r}: {times[-1]:6.2f} s  bound "
+                    f"{bound.seconds:5.1f} s  ratio {times[-1] / bound.seconds:4.2f}")
+    bench.target(f"{kind} {bound.what}: slowest round / its bound", max(times) / bound.seconds,
+                 at_most=1.0)
     return {"kind": kind, "what": bound.what, "bound_s": bound.seconds, "at": bound.at,
             "seconds": [round(t, 3) for t in times], "held": max(times) <= bound.seconds}
 
@@ -52,21 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # the endpoint kinds' bound is their timeout on the teacher's server, not a time measured here
     kinds = args.kind or [kind for kind in JOBS if not kind.startswith("endpoint_")]
-    load_before = os.getloadavg()
+    bench = Run("job_bounds", args)
     for spec in JOBS.values():
         body(spec)  # imported before any timing, as the worker does at start
     rows = []
-    print(f"bounds stated for: {BOUNDS_MACHINE}; here: {os.cpu_count()} CPUs, load average "
-          f"{load_before[0]:.2f}")
+    print(f"bounds stated for: {BOUNDS_MACHINE}; here: {os.cpu_count()} CPUs")
     for kind in kinds:
         for bound in JOBS[kind].bounds:
-            rows.append(time_bound(kind, bound, args.rounds))
-    load_after = os.getloadavg()
-    print(json.dumps({"bench": "job_bounds", "machine": BOUNDS_MACHINE,
-                      "cpu_count": os.cpu_count(),
-                      "load_average_before": [round(x, 2) for x in load_before],
-                      "load_average_after": [round(x, 2) for x in load_after], "kinds": rows}))
-    return 0 if all(r["held"] for r in rows) else 1
+            rows.append(time_bound(bench, kind, bound, args.rounds))
+    return bench.finish({"bounds_machine": BOUNDS_MACHINE, "kinds": rows})
 
 
 if __name__ == "__main__":

@@ -23,17 +23,16 @@ mood), each against the same engine without it:
 
 Each configuration runs --repeats times, interleaved, after one untimed pass; the least disturbed
 run of each is compared (the lowest TTFT or TPOT: other work on a shared machine only ever slows
-a run down; a ratio is best against best), and every run's figures are in the JSON. Prints every round, a table, and one JSON
-object (also saved to bench/results/techniques.json).
+a run down; a ratio is best against best), and every run's figures are in the JSON. Prints every
+round, a table, and the harness's JSON result (bench/harness.py: targets met or MISSED, the load
+average, the log line).
 
-    python bench/techniques.py [--repeats 5] [--batches 1,4,16] [--ks 1,2,3,4] [--skip-prefix] [--skip-spec] [--skip-int8]
+    python bench/engine/techniques.py [--repeats 5] [--batches 1,4,16] [--ks 1,2,3,4] [--skip-prefix] [--skip-spec] [--skip-int8]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -43,8 +42,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.harness import Run  # noqa: E402
 from engine.config import WEIGHT_FORMATS, EngineConfig, get_preset  # noqa: E402
 from engine.device import describe_device  # noqa: E402
 from engine.generate import generate  # noqa: E402
@@ -319,43 +319,25 @@ def main() -> int:
     batches = [int(b) for b in args.batches.split(",")]
     ks = [int(k) for k in args.ks.split(",")]
 
-    load_before = os.getloadavg()
-    started = time.time()
+    bench = Run("techniques", args)
     device = describe_device("cpu" if not torch.cuda.is_available() else "cuda")
-    print(f"device: {device}, threads {torch.get_num_threads()}, load average "
-          f"{load_before[0]:.2f}", file=sys.stderr)
+    print(f"device: {device}, threads {torch.get_num_threads()}", flush=True)
     prefix = None if args.skip_prefix else bench_prefix(args.repeats)
     spec = None if args.skip_spec else bench_speculative(args.repeats, batches, ks)
     int8 = None if args.skip_int8 else bench_int8(args.repeats, batches)
-    load_after = os.getloadavg()
 
-    targets = []
     if prefix:
-        targets.append({"target": "prefix cache TTFT speed-up, 1024-token shared prefix, tiny",
-                        "value": round(prefix["ttft_speedup"], 3),
-                        "limit": TARGET_PREFIX_SPEEDUP,
-                        "met": prefix["ttft_speedup"] >= TARGET_PREFIX_SPEEDUP})
+        bench.target("prefix cache TTFT speed-up, 1024-token shared prefix, tiny",
+                     prefix["ttft_speedup"], at_least=TARGET_PREFIX_SPEEDUP)
     if int8 and "error" not in int8 and 1 in int8["int8_over_fp32_tpot"]:
-        ratio = int8["int8_over_fp32_tpot"][1]
-        targets.append({"target": f"int8 / fp32 TPOT, {INT8_PRESET}, batch 1",
-                        "value": round(ratio, 3), "limit": TARGET_INT8_TPOT,
-                        "met": ratio <= TARGET_INT8_TPOT})
+        bench.target(f"int8 / fp32 TPOT, {INT8_PRESET}, batch 1",
+                     int8["int8_over_fp32_tpot"][1], at_most=TARGET_INT8_TPOT)
     result = {"device": device, "threads": torch.get_num_threads(), "repeats": args.repeats,
-              "load_average_before": load_before[0], "load_average_after": load_after[0],
-              "wall_s": round(time.time() - started, 1), "prefix_cache": prefix,
-              "speculative": spec, "int8": int8, "targets": targets}
+              "prefix_cache": prefix, "speculative": spec, "int8": int8}
     print()
     print_tables(prefix, spec, int8)
     print()
-    for t in targets:
-        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']} "
-              f"(limit {t['limit']})")
-    print(f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "techniques.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps(result))
-    return 0 if all(t["met"] for t in targets) else 1
+    return bench.finish(result)
 
 
 if __name__ == "__main__":

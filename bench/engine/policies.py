@@ -12,18 +12,16 @@ Each configuration runs --repeats times, interleaved, after one untimed warm-up 
 least disturbed run of each is compared: the one with the highest throughput, or the smallest
 worst gap. On a shared machine other work only ever slows a run down, so the best of N runs is
 the closest to what the machine can do (timeit's minimum, for the same reason); the per-round
-ratios of adjacent runs and every run's figures are in the JSON too. Prints a table and a JSON
-object (also saved to bench/results/policies.json), with each target and whether it was met.
+ratios of adjacent runs and every run's figures are in the JSON too. Prints a table and the
+harness's JSON result (bench/harness.py: targets met or MISSED, the load average, the log line).
 
-    python bench/policies.py [--repeats 3] [--preset tiny]
+    python bench/engine/policies.py [--repeats 3] [--preset tiny]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -31,8 +29,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.harness import Run  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
 from engine.device import describe_device  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
@@ -96,13 +95,12 @@ def main() -> int:
     parser.add_argument("--preset", default="tiny")
     args = parser.parse_args()
 
-    load_before = os.getloadavg()
+    bench = Run("policies", args)
     engine = LLMEngine(EngineConfig(preset=args.preset, kv_budget_bytes=KV_BUDGET))
     engine.warm_up()
     device = describe_device(engine.device)
     print(f"device: {device}, threads {torch.get_num_threads()}, preset {args.preset} "
-          f"({engine.model_config.weights} weights), load average {load_before[0]:.2f}",
-          file=sys.stderr)
+          f"({engine.model_config.weights} weights)", flush=True)
     saturation = make_workload(SATURATION, engine.tokenizer)
     interference = make_workload(INTERFERENCE, engine.tokenizer)
     long_id = interference[-1].id
@@ -119,12 +117,14 @@ def main() -> int:
     for rep in range(args.repeats):
         for name, config in POLICIES.items():
             sat_runs[name].append(saturation_figures(run(engine, saturation, config)))
-            print(f"  round {rep + 1} {name:<10} "
-                  f"{sat_runs[name][-1]['throughput_tok_s']:7.1f} tok/s", file=sys.stderr)
+            bench.round({"round": rep + 1, "policy": name, **sat_runs[name][-1]},
+                        f"  round {rep + 1} {name:<10} "
+                        f"{sat_runs[name][-1]['throughput_tok_s']:7.1f} tok/s")
         for name, config in CHUNKING.items():
             int_runs[name].append(interference_figures(run(engine, interference, config), long_id))
-            print(f"  round {rep + 1} {name:<10} worst ITL "
-                  f"{int_runs[name][-1]['worst_itl_ms']:7.1f} ms", file=sys.stderr)
+            bench.round({"round": rep + 1, "prefill": name, **int_runs[name][-1]},
+                        f"  round {rep + 1} {name:<10} worst ITL "
+                        f"{int_runs[name][-1]['worst_itl_ms']:7.1f} ms")
     sat = {name: best_of(runs, "throughput_tok_s", True) for name, runs in sat_runs.items()}
     inter = {name: best_of(runs, "worst_itl_ms", False) for name, runs in int_runs.items()}
     round_ratios = {
@@ -141,19 +141,14 @@ def main() -> int:
     itl_ratio = inter["unchunked"]["worst_itl_ms"] / inter["chunk 128"]["worst_itl_ms"]
     # The schedule's own saving, free of the machine: steps static needs per continuous step.
     step_ratio = sat["static"]["steps"] / sat["continuous"]["steps"]
-    targets = [
-        {"target": "continuous / static throughput, 48 requests, rate inf, max batch 8",
-         "value": round(throughput_ratio, 3), "limit": TARGET_THROUGHPUT,
-         "met": throughput_ratio >= TARGET_THROUGHPUT},
-        {"target": "worst ITL of running requests, unchunked / 128-token chunks",
-         "value": round(itl_ratio, 3), "limit": TARGET_ITL, "met": itl_ratio >= TARGET_ITL},
-    ]
-    load_after = os.getloadavg()
+    bench.target("continuous / static throughput, 48 requests, rate inf, max batch 8",
+                 throughput_ratio, at_least=TARGET_THROUGHPUT)
+    bench.target("worst ITL of running requests, unchunked / 128-token chunks", itl_ratio,
+                 at_least=TARGET_ITL)
     result = {
         "device": engine.device, "device_name": device, "preset": args.preset,
         "weights": engine.model_config.weights, "threads": torch.get_num_threads(),
-        "repeats": args.repeats, "load_average_before": load_before[0],
-        "load_average_after": load_after[0], "wall_s": round(time.time() - started, 1),
+        "repeats": args.repeats, "timed_s": round(time.time() - started, 1),
         "saturation": {"workload": SATURATION.to_json(), "best": sat, "runs": sat_runs},
         "interference": {"workload": INTERFERENCE.to_json(), "best": inter, "runs": int_runs},
         "ratios": {"continuous_over_static_throughput": throughput_ratio,
@@ -161,7 +156,6 @@ def main() -> int:
                    "unchunked_over_chunked_worst_itl": itl_ratio,
                    "static_over_continuous_steps": step_ratio},
         "round_ratios": round_ratios,
-        "targets": targets,
     }
 
     print()
@@ -185,15 +179,7 @@ def main() -> int:
     print("continuous / static in each round: " + ", ".join(f"{r:.2f}" for r in rounds) +
           f" (median {statistics.median(rounds):.2f})")
     print()
-    for t in targets:
-        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']} "
-              f"(limit {t['limit']})")
-    print(f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "policies.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps(result))
-    return 0 if all(t["met"] for t in targets) else 1
+    return bench.finish(result)
 
 
 if __name__ == "__main__":

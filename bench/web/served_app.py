@@ -1,8 +1,8 @@
 """The app served for a benchmark, as the README runs it: `panel serve app.py` on a free port of
 127.0.0.1 with a measurement cache of its own, stopped with Ctrl-C (so it shuts its engine worker
 down); plus what the benchmarks read about it (the memory of the web process and its worker).
-Shared by bench/ui_latency.py, bench/classroom.py and bench/ui_truth.py; the browser tests import
-its serving and Chromium parts too (tests/ui/conftest.py, as `bench.served_app`), so a bench and
+Shared by bench/web/ui_latency.py, bench/lab/classroom.py and bench/web/ui_truth.py; the browser tests import
+its serving and Chromium parts too (tests/ui/conftest.py, as `bench.web.served_app`), so a bench and
 a test start, wait for, stop and read the app the same way. Standard library only."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",

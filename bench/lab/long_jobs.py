@@ -2,7 +2,7 @@
 points arriving while the engine service builds the small preset's model (the roofline lesson
 on `small`, from an empty cache, as on a class's first run) or runs lesson 2's load test.
 
-    python bench/long_jobs.py [--rounds 2] [--every 1.0] [--scenario build|load|both]
+    python bench/lab/long_jobs.py [--rounds 2] [--every 1.0] [--scenario build|load|both]
 
 Each round starts an engine service with an empty measurement cache (the matrix-product plans
 are timed too) and builds tiny with one knob point. Then, per scenario:
@@ -12,21 +12,24 @@ are timed too) and builds tiny with one knob point. Then, per scenario:
   its P95 TTFT and median TPOT both times (a pause must not change what it measures).
 Prints every round: the long job's time from submit to result and how often it gave way; each
 knob point's time from submit to result (p50, max). The engine's own clock only: no pages.
-Run it under /work/tools/heavy; to compare a branch with main, run this same file in a checkout
+Run it on a quiet machine; to compare a branch with main, run this same file in a checkout
 of each (it uses the service's public API only).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from engine.lab.client import EngineService
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: engine, bench
+
+from bench.harness import Run  # noqa: E402
+from engine.lab.client import EngineService  # noqa: E402
 
 SMALL_POINT = {"preset": "small", "batch_size": 1, "prompt_len": 128, "new_tokens": 32}
 KNOB_POINT = {"prompt_len": 64, "new_tokens": 32}  # tiny, the knob lesson's shape
@@ -124,12 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=("build", "load", "both"), default="both")
     args = parser.parse_args(argv)
     scenarios = ["build", "load"] if args.scenario == "both" else [args.scenario]
-    load = os.getloadavg()
-    print(f"{os.cpu_count()} CPUs, load average before {load[0]:.2f}", flush=True)
-    rows = [one_round(i, args.every, scenarios) for i in range(args.rounds)]
-    print(json.dumps({"bench": "long_jobs", "load_average_before": round(load[0], 2),
-                      "load_average_after": round(os.getloadavg()[0], 2), "rounds": rows}))
-    return 0
+    bench = Run("long_jobs", args)
+    for i in range(args.rounds):
+        bench.round(one_round(i, args.every, scenarios), f"round {i} done")
+    return bench.finish({})
 
 
 if __name__ == "__main__":

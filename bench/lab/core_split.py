@@ -14,10 +14,10 @@ whether it was.
 
 The verdict compares, per batch size, the medians over rounds: a split is trustworthy when its
 points under web load stay within the knob's tolerance (1.25x) of the same split's quiet points
-and are not labelled disturbed. Prints a table and one JSON object (also saved to
-bench/results/core_split.json); records the machine's load average before and after.
+and are not labelled disturbed. Prints every round, a table and the harness's JSON result
+(bench/harness.py: the load average before and after, the log line).
 
-    python bench/core_split.py [--rounds 3] [--batch-sizes 1,8,64] [--web-load 0.5]
+    python bench/lab/core_split.py [--rounds 3] [--batch-sizes 1,8,64] [--web-load 0.5]
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import Run  # noqa: E402
 from engine.lab import cores, quality  # noqa: E402
 from engine.lab.client import EngineService  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "core_split.json"
 SPLITS = ("auto", "off")
 FRAME_S = 0.05
 TOLERANCE = 1.25
@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     batches = [int(b) for b in args.batch_sizes.split(",")]
     available = cores.available_cores()
-    load_before = os.getloadavg()
-    rows = []
+    bench = Run("core_split", args)
+    rows = bench.rounds
     with tempfile.TemporaryDirectory() as cache:
         os.environ["LLM_SPEED_CACHE"] = cache  # the worker's probe profile, hardware limits
         for rnd in range(1, args.rounds + 1):
@@ -128,18 +128,15 @@ def main(argv: list[str] | None = None) -> int:
                                 row = {"round": rnd, "split": setting, "engine_cores":
                                        list(split.engine), "threads": threads, "web_load": duty,
                                        **measure(svc, batch)}
-                                rows.append(row)
-                                print(f"round {rnd} split {setting:4} (engine {cores.describe(split.engine)}, "
+                                bench.round(row, f"round {rnd} split {setting:4} (engine {cores.describe(split.engine)}, "
                                       f"{threads} threads) web load {duty:.0%} batch {batch:3}: "
                                       f"step {row['step_ms']:7.2f} ms  p90/p50 "
                                       f"{row['p90_over_p50']:.2f}  waited {row['wait_share']:5.1%}  "
                                       f"probe {row['probe_before_ms']:.1f}/{row['probe_after_ms']:.1f}"
                                       f" (profile {row['probe_profile_ms']:.1f}) ms  "
-                                      f"{'DISTURBED' if row['disturbed'] else 'quiet'}",
-                                      flush=True)
+                                      f"{'DISTURBED' if row['disturbed'] else 'quiet'}")
                 finally:
                     svc.shutdown()
-    load_after = os.getloadavg()
 
     summary = []
     print("\nmedians over rounds: step ms (disturbed points / all)")
@@ -165,14 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         o = next(s for s in summary if s["split"] == "off" and s["batch"] == batch)
         print(f"batch {batch}: quiet, sharing every core is {a['quiet_ms'] / o['quiet_ms']:.2f}x "
               f"faster than 1 + 1; under web load {a['loaded_ms'] / o['loaded_ms']:.2f}x")
-    out = {"available_cores": list(available), "rounds": args.rounds, "web_load": args.web_load,
-           "load_average_before": load_before, "load_average_after": load_after,
-           "rows": rows, "summary": summary}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=1))
-    print(json.dumps({"summary": summary, "load_average_before": load_before,
-                      "load_average_after": load_after}))
-    return 0
+    return bench.finish({"available_cores": list(available), "web_load": args.web_load,
+                         "summary": summary})
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Where a knob point's engine time goes, as the worker runs a class's points one after another.
 
-    python bench/point_cost.py [--points 40] [--rounds 2] [--seed 0]
+    python bench/lab/point_cost.py [--points 40] [--rounds 2] [--seed 0]
 
 A class sends `sweep_point` jobs at the knob's settings (tiny; batch 3-64, prompt 32-96, 16-32
 new tokens), each reader's batch size different from the last job's. This runs such a sequence
@@ -21,7 +21,7 @@ points, the seconds spent in each part:
   other      the rest of run(): parameter checks, prompts, the untimed first decode steps,
              the disturbance accounting, the result's JSON round trip (worker.plain)
 
-with the machine's load average before and after (run it under the lock: a busy machine
+with the machine's load average before and after (run it on a quiet machine: a busy machine
 slows every part). Last, one point run inside a paused job's pause (its engine set aside, as
 engine.lab.worker.pause does): the sibling engine it gets now, against the model build it
 started before (engine.lab.jobs.engines).
@@ -37,9 +37,13 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: engine, bench
 
 os.environ.setdefault("LLM_SPEED_CACHE", tempfile.mkdtemp(prefix="point-cost-cache-"))
 
+from bench.harness import Run  # noqa: E402
 from engine.lab.jobs import engines, measure, probe  # noqa: E402 (after the cache is set)
 from engine.lab.registry import JOBS  # noqa: E402
 from engine.lab.worker import isolate, plain, run  # noqa: E402
@@ -102,13 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     points = knob_points(args.points, args.seed)
-    load_before = os.getloadavg()
+    bench = Run("point_cost", args)
     split = isolate(None, None)  # the worker's cores and threads
     start = time.perf_counter()
     engines.engine_for("tiny")  # built and warmed once, as a worker's first knob point does
     probe.get_probe()
-    print(f"engine built in {time.perf_counter() - start:.1f} s (once); {os.cpu_count()} CPUs, "
-          f"load average {load_before[0]:.2f}; pinned as the worker is: {split.note}; {len(points)} knob points a round, batch sizes "
+    print(f"engine built in {time.perf_counter() - start:.1f} s (once); pinned as the worker "
+          f"is: {split.note}; {len(points)} knob points a round, batch sizes "
           f"{[p['batch_size'] for p in points[:12]]}...")
     fresh_s = probe.FRESH_S
     rates: dict[str, list[float]] = {"probe each": [], "probe reused": []}
@@ -117,21 +121,23 @@ def main(argv: list[str] | None = None) -> int:
             probe.get_probe().last = None
             row = one_round(points)
             rates[how].append(row["points_per_s"])
-            print(f"round {r} {how:<12}: {row['points_per_s']:5.2f} points/s "
-                  f"({row['wall_s']:5.2f} s); "
-                  + ", ".join(f"{part} {row[part]:5.2f} s ({row[part] / row['wall_s']:4.0%})"
-                              for part in PARTS), flush=True)
+            bench.round({"round": r, "probe": how, **row},
+                        f"round {r} {how:<12}: {row['points_per_s']:5.2f} points/s "
+                        f"({row['wall_s']:5.2f} s); "
+                        + ", ".join(f"{part} {row[part]:5.2f} s "
+                                    f"({row[part] / row['wall_s']:4.0%})" for part in PARTS))
     probe.FRESH_S = fresh_s
     each, reused = (statistics.median(v) for v in rates.values())
     print(f"median points/s: probe each {each:.2f}, probe reused {reused:.2f}, "
           f"ratio {reused / each:.3f}")
-    inside_a_pause(points[0])
-    print(f"load average after {os.getloadavg()[0]:.2f}")
-    return 0
+    pause = inside_a_pause(points[0])
+    return bench.finish({"points_per_s": {"probe_each": each, "probe_reused": reused,
+                                          "ratio": reused / each}, "inside_a_pause": pause})
 
 
-def inside_a_pause(params: dict) -> None:
-    """A point run while the job using the engine is paused (worker.pause sets it aside)."""
+def inside_a_pause(params: dict) -> dict:
+    """A point run while the job using the engine is paused (worker.pause sets it aside): its
+    seconds with its sibling engine, and what the model build it started before takes."""
     key = engines.engine_key(JOBS["sweep_point"].check(params))
     mine = engines.set_aside(key)
     try:
@@ -143,8 +149,10 @@ def inside_a_pause(params: dict) -> None:
     engines._spares.clear()
     start = time.perf_counter()
     run_steps(engines._engine_steps(key))  # what a point inside a pause built before
+    build = time.perf_counter() - start
     print(f"a point inside a pause: {inside:.2f} s with its sibling engine; the model build it "
-          f"started before: {time.perf_counter() - start:.2f} s", flush=True)
+          f"started before: {build:.2f} s", flush=True)
+    return {"point_s": round(inside, 3), "build_s": round(build, 3)}
 
 
 

@@ -11,16 +11,14 @@ the lesson starts as in a browser), the skip button's click, and a slider's valu
 its value_throttled (a mouse release). Every student of a class is a coroutine on one asyncio
 loop in a thread of its own (StudentLoop).
 
-Why: up to here each student was a Bokeh client session (BokehStudent, kept for comparison:
-`python bench/classroom.py --bokeh-clients`), one thread each in the bench's one process, which
-rebuilt every page as Bokeh models and applied every patch of every open page to them. At 30
-students, niced on the web server's core, those clients received their page 7-11 s after opening
-at the median while their own CPU in it was 0.14-0.28 s and the server's build of it 0.2-0.4 s:
-they were waiting for the GIL and the core, so part of each "first number" measured the load
-generator, not the server. A class's browsers are on other machines and cost the web core only
-the protocol.
+Why not Bokeh client sessions (BokehStudent, kept for comparison: `python
+bench/lab/classroom.py --bokeh-clients`): those run one thread each in the bench's one process,
+rebuilding every page as Bokeh models and applying every patch of every open page to them. With
+a class of them on the web server's core they wait for the GIL and the core, so part of each
+"first number" measures the load generator, not the server. A class's browsers are on other
+machines and cost the web core only the protocol.
 
-What the server sees is what it saw from those clients: the same websocket URL with the page's
+What the server sees is what it sees from those clients: the same websocket URL with the page's
 settings as its query, the same token (no HTTP page request first, as with pull_session), the
 same events. One difference: a Bokeh client's first model reference (the skip click) carries the
 whole Button, which the server logs as "BokehUserWarning: reference already known"; a browser,
@@ -48,10 +46,7 @@ from bokeh.util.token import generate_jwt_token, generate_session_id
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClosedError, websocket_connect
 
-try:  # run from bench/ (python bench/classroom.py) or imported as bench.students (the tests)
-    from served_app import SKIP_PREDICTION
-except ImportError:
-    from bench.served_app import SKIP_PREDICTION
+from bench.web.served_app import SKIP_PREDICTION
 
 SHOWN = re.compile(r"measured live|cached: measured|nearby")  # a number on the page, and whence
 PARTIAL = re.compile(r"measured live so far")  # a run's figure while it goes on (job_status)
@@ -478,7 +473,7 @@ class ProtocolStudent(Reader):
             self.cpu_s += time.thread_time() - t0
 
 
-# ---- the students up to here, for comparison: Bokeh client sessions ----------------------------
+# ---- for comparison: students as Bokeh client sessions ------------------------------------------
 @dataclass
 class BokehStudent(Reader):
     """A reader as a Bokeh client session (bokeh.client.pull_session) in a thread of its own: it

@@ -1,6 +1,6 @@
 """Who used the CPU during a bench, second by second, from Linux's /proc (standard library only).
 
-bench/classroom.py runs the web server, its engine worker, the students (Bokeh client sessions,
+bench/lab/classroom.py runs the web server, its engine worker, the students (Bokeh client sessions,
 threads of the bench's own process) and Chromium on one 2-core machine, the last three on the web
 server's core (keep_off_engine_cores). A slow page there may be the server's own work or the
 load generator's: this samples each process group's CPU seconds (utime + stime) and each core's
@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from served_app import child_pids
+from bench.web.served_app import child_pids
 
 TICK = os.sysconf("SC_CLK_TCK")
 

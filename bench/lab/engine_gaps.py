@@ -2,8 +2,8 @@
 or waiting inside them. Reads the trace the service writes when $LLM_SPEED_TRACE names a file
 (engine.lab.trace):
 
-    LLM_SPEED_TRACE=/tmp/gaps.trace python bench/classroom.py --students 30
-    python bench/engine_gaps.py /tmp/gaps.trace [--json out.json]
+    LLM_SPEED_TRACE=/tmp/gaps.trace python bench/lab/classroom.py --students 30
+    python bench/lab/engine_gaps.py /tmp/gaps.trace [--json out.json]
 
 The worker's marks cut its time into stretches, each put in one place:
 - in a job: "setup" (its parameters checked, its engine found or built), "probe" (the
@@ -32,7 +32,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.lab.trace import read  # noqa: E402
 

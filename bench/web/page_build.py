@@ -1,9 +1,9 @@
 """What building one page costs the web process, page by page, as `panel serve app.py` builds it.
 
-    python bench/page_build.py [--rounds 5] [--page knob ...]
+    python bench/web/page_build.py [--rounds 5] [--page knob ...]
 
-A class arriving at once queues behind each page's build on the web server's one core (issue
-16: 33 pages took 11.1 s of a 30-student class's loop, 0.34 s each). This builds each page of
+A class arriving at once queues behind each page's build on the web server's one core. This
+builds each page of
 lessons.shell.first_build.PAGES (the course map, every lesson, the reference pages) in this
 process the way a session gets it: app.serve_page into a document with a session context
 carrying the page's URL arguments, then the message a browser's first pull gets (PULL-DOC-REPLY,
@@ -14,7 +14,7 @@ first-send milliseconds; last, per page, the mean over the rounds, the page's Bo
 and its first message's size.
 
 No engine worker is started (a served page finds the service running; the build does not use
-it). Run it under the lock: a busy machine slows every page. To compare two trees, run it
+it). Run it on a quiet machine: a busy one slows every page. To compare two trees, run it
 from each in one hold (PYTHONPATH at the tree): the ratio of the two means is the figure.
 """
 
@@ -30,7 +30,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("LLM_SPEED_CACHE", tempfile.mkdtemp(prefix="page-build-cache-"))
 
 from bokeh.document import Document  # noqa: E402
@@ -41,6 +41,7 @@ from panel.io.document import _cleanup_doc, _destroy_document  # noqa: E402
 from panel.io.state import set_curdoc  # noqa: E402
 
 import lessons.shell.router as router  # noqa: E402
+from bench.harness import Run  # noqa: E402
 
 router.get_service = lambda: None  # no engine worker: a page that is only built needs none
 
@@ -76,7 +77,7 @@ def build_once(args: dict[str, str]) -> tuple[float, float, int, int]:
     return t1 - t0, t2 - t1, models, size
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
     parser.add_argument("--page", action="append", default=None,
@@ -87,7 +88,8 @@ def main(argv: list[str] | None = None) -> None:
     pages = [p for p in PAGES if args.page is None or label(p) in args.page]
     if not pages:
         parser.error(f"no page called {args.page}; pages: {[label(p) for p in PAGES]}")
-    print(f"tree {Path(app.__file__).resolve().parent}, load {os.getloadavg()[0]:.2f}")
+    bench = Run("page_build", args)
+    print(f"tree {Path(app.__file__).resolve().parent}")
 
     for p in pages:  # what --warm does at the server's start: first builds out of the figures
         build_once(p)
@@ -104,21 +106,29 @@ def main(argv: list[str] | None = None) -> None:
             shape[label(p)] = (models, size)
             cells.append(f"{label(p)} {build * 1e3:.0f}+{send * 1e3:.0f}")
         total = sum(builds[label(p)][-1] + sends[label(p)][-1] for p in pages)
-        print(f"round {r + 1}: {total * 1e3:.0f} ms  ({', '.join(cells)} ms build+send)")
+        bench.round({"round": r + 1, "total_ms": round(total * 1e3, 1),
+                     "build_ms": {label(p): round(builds[label(p)][-1] * 1e3, 1) for p in pages},
+                     "send_ms": {label(p): round(sends[label(p)][-1] * 1e3, 1) for p in pages}},
+                    f"round {r + 1}: {total * 1e3:.0f} ms  ({', '.join(cells)} ms build+send)")
 
     print(f"\n{'page':<18} {'build ms':>9} {'send ms':>8} {'total ms':>9} {'models':>7} "
           f"{'first msg kB':>13}")
+    means = {}
     for p in pages:
         name = label(p)
         b, s = statistics.mean(builds[name]), statistics.mean(sends[name])
         models, size = shape[name]
         print(f"{name:<18} {b * 1e3:9.1f} {s * 1e3:8.1f} {(b + s) * 1e3:9.1f} {models:7d} "
               f"{size / 1024:13.1f}")
+        means[name] = {"build_ms": round(b * 1e3, 1), "send_ms": round(s * 1e3, 1),
+                       "models": models, "first_message_kb": round(size / 1024, 1)}
     all_b = statistics.mean(sum(builds[label(p)][r] for p in pages) for r in range(args.rounds))
     all_s = statistics.mean(sum(sends[label(p)][r] for p in pages) for r in range(args.rounds))
     print(f"{'all pages':<18} {all_b * 1e3:9.1f} {all_s * 1e3:8.1f} {(all_b + all_s) * 1e3:9.1f}"
-          f"   (mean of {args.rounds} rounds; load {os.getloadavg()[0]:.2f})")
+          f"   (mean of {args.rounds} rounds)")
+    return bench.finish({"pages": means, "all_pages_ms": {"build": round(all_b * 1e3, 1),
+                                                          "send": round(all_s * 1e3, 1)}})
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,5 +1,5 @@
 """Do the pages show what the engine measures? What a page shows in Chromium, against the CLI on
-the same settings, in one run (issue 11).
+the same settings, in one run.
 
 Each round starts `panel serve app.py` (the README's command) with an empty measurement cache and
 drives Debian's Chromium with Playwright:
@@ -11,8 +11,8 @@ drives Debian's Chromium with Playwright:
      as the page states it.
 The CLI runs twice per round, right after the page's measurements: pinned like the engine worker
 (`taskset` to the engine's cores, ENGINE_THREADS = their count: the like-for-like figure, the
-target) and free on every core (what the issue compared with). Ratios page / CLI are printed per
-round; target 1.25x (issue 11).
+target) and free on every core. Ratios page / CLI are printed per round; target 1.25x; lesson
+7's worst gap whole / chunked at least 3x.
 Then one hog run (unless --no-hog): a fresh server, lesson 4 at batch 64, and a busy loop on every
 core started as the page begins measuring and stopped after --hog-s seconds: the page must say
 DISTURBED (or re-measuring), and the cache must hold no disturbed result.
@@ -20,10 +20,10 @@ The browser stands for a reader's own machine: Chromium, Playwright and this scr
 the web server's cores (the server itself starts on every core and splits them as it does in
 class), so on a 2-core host they do not take the engine's core; --browser-anywhere leaves them
 free, to see what a browser on the same cores does to the numbers.
-Prints every round and one JSON object (also saved to bench/results/ui_truth.json) with the
-machine's load average before and after. Run it under /work/tools/heavy on a quiet machine.
+Prints every round and the harness's JSON result (bench/harness.py: targets met or MISSED, the
+machine's load average before and after, the log line). Run it on a quiet machine.
 
-    python bench/ui_truth.py [--rounds 3] [--no-hog] [--hog-s 25] [--browser-anywhere]
+    python bench/web/ui_truth.py [--rounds 3] [--no-hog] [--hog-s 25] [--browser-anywhere]
 """
 
 from __future__ import annotations
@@ -40,18 +40,16 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-import ui_latency  # noqa: E402
-from served_app import CHROMIUM, CHROMIUM_ARGS, PAGE_TEXT_JS, SKIP_PREDICTION, stop_server  # noqa: E402
-
+from bench.harness import Run  # noqa: E402
+from bench.web import ui_latency  # noqa: E402
+from bench.web.served_app import CHROMIUM, CHROMIUM_ARGS, PAGE_TEXT_JS, SKIP_PREDICTION, stop_server  # noqa: E402
 from engine.lab import cores  # noqa: E402
 from lessons.knob import DEFAULT_NEW_TOKENS, DEFAULT_PROMPT_LEN  # noqa: E402
 from lessons.two_clocks import DEFAULT_PROMPT  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "ui_truth.json"
 TARGET = 1.25
 BATCHES = (1, 8, 64)
 ANSWER_TOKENS = 48  # lesson 1's default answer length
@@ -282,11 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
+    bench = Run("ui_truth", args)
     split = engine_split()
-    print(f"engine cores {list(split.engine)}, web cores {list(split.web)} ({split.note}); "
-          f"load average {os.getloadavg()[0]:.2f}", flush=True)
-    out: dict = {"load_before": os.getloadavg(), "engine_cores": list(split.engine),
-                 "browser_pinned": not args.browser_anywhere, "target": TARGET, "rounds": []}
+    print(f"engine cores {list(split.engine)}, web cores {list(split.web)} ({split.note})",
+          flush=True)
+    out: dict = {"engine_cores": list(split.engine),
+                 "browser_pinned": not args.browser_anywhere, "target": TARGET,
+                 "rounds": bench.rounds}
     chromium = CHROMIUM
     if split.isolated and not args.browser_anywhere:
         os.sched_setaffinity(0, split.web)  # this script and Playwright's driver
@@ -296,27 +296,29 @@ def main(argv: list[str] | None = None) -> int:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
         try:
             for rnd in range(1, args.rounds + 1):
-                out["rounds"].append(one_round(browser, rnd))
+                bench.round(one_round(browser, rnd), f"round {rnd} done")
             if not args.no_hog:
                 out["hog"] = hog_run(browser, args.hog_s)
+                bench.target("hog run: disturbed results in the cache",
+                             out["hog"]["disturbed_cached"], at_most=0)
         finally:
             browser.close()
-    out["load_after"] = os.getloadavg()
     summary = {}
     for key in out["rounds"][0]["ratios"]["pinned"]:
         for how in ("pinned", "free"):
             values = [r["ratios"][how][key] for r in out["rounds"]]
             summary[f"{key} {how}"] = {"median": statistics.median(values), "max": max(values),
                                        "within_target": max(values) <= TARGET}
+            if how == "pinned":  # the like-for-like figure is the target
+                bench.target(f"page / CLI {key}, pinned like the worker: the largest",
+                             max(values), at_most=TARGET)
     gaps = [r["page"]["lesson7"]["ratio"] for r in out["rounds"]]
     summary["lesson7 worst gap ratio"] = {"values": gaps, "all_at_least_3": min(gaps) >= 3}
+    bench.target("lesson 7 worst gap whole / chunked: the smallest", min(gaps), at_least=3.0)
     out["summary"] = summary
     for key, value in summary.items():
         print(f"{key}: {value}", flush=True)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=1))
-    print(json.dumps(out))
-    return 0
+    return bench.finish(out)
 
 
 if __name__ == "__main__":
