@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+_ON_THE_LINE = ("bench", "targets", "load_average_before", "load_average_after")  # not twice
 
 
 def load_average() -> list[float]:
@@ -110,7 +111,9 @@ class Run:
                 "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "commit": commit(), "machine": machine(), "args": self.args,
                 "load_average_before": self.load_before, "load_average_after": load_after,
-                "targets": self.targets, "result": log if log is not None else result}
+                "targets": self.targets,
+                "result": log if log is not None else {k: v for k, v in result.items()
+                                                       if k not in _ON_THE_LINE}}
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / f"{self.name}.json").write_text(json.dumps(result, indent=1, default=str))
         with open(RESULTS / f"{self.name}.jsonl", "a", encoding="utf-8") as f:
