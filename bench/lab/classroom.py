@@ -213,14 +213,11 @@ def students_and_chromium(bokeh_clients: bool) -> tuple[Cohort, str]:
     """The students, then this thread at the lowest CPU priority (nice 19) for what it starts
     after: Chromium (and with --bokeh-clients, the students too); says who runs at which.
 
-    Chromium and Bokeh client sessions cost the web core: at the server's priority they took a
-    quarter to a third of it while 30 students arrived (Bokeh clients 0.9-1.7 CPU s per 5 s,
-    Chromium up to 0.9: proc_cpu, 20:01 UTC run), so they get its idle time only. A protocol
-    student costs it 2-4 ms a page and about 10 ms a visit (0.01-0.03 of the core for 30), and
-    at nice 19 it was kept from the core the server kept busy: its loop took 0.9 s (p50) to
-    send the ready event after reading the page, a few microseconds of work (22:26 UTC run, 30
-    students), so its page-received times measured the scheduler. A browser on a machine of its
-    own reads what the server sends at once: protocol students run at the server's priority."""
+    Chromium and Bokeh client sessions cost the web core a large share of it at the server's
+    priority while a class arrives, so they get its idle time only. A protocol student costs it
+    a few ms a page, and at nice 19 it would be kept from the core the server keeps busy (its
+    page-received times would measure the scheduler); a browser on a machine of its own reads
+    what the server sends at once: protocol students run at the server's priority."""
     cohort = None if bokeh_clients else Cohort(False)
     os.nice(19 - os.nice(0))
     if cohort is None:

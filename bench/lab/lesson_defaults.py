@@ -1,4 +1,4 @@
-"""Do the demos make their point at their default settings? Issue 11, item 4.
+"""Do the demos make their point at their default settings?
 
 Each round measures, fresh (not from the cache), the jobs each of four lessons runs at its
 default settings (the lesson's own warm_jobs: what a reader's first visit runs), on the engine

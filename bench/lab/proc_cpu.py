@@ -46,8 +46,8 @@ def lowest_priority_sessions(pids: list[int]) -> list[str]:
     one; the autogroups set. With autogroups on (/proc/sys/kernel/sched_autogroup_enabled, the
     default of most Linux kernels), a process's niceness orders it only within its session's
     group, and the groups share a core as equals: Playwright starts Chromium in sessions of
-    its own (setsid), so Chromium at nice 19 still took half the web server's core whenever it
-    wanted (0.35-0.54 of core 0 while the web server had 0.41-0.55, a class of 30). A group's
+    its own (setsid), so Chromium at nice 19 still takes up to half the web server's core
+    whenever it wants. A group's
     own nice weighs it against the other groups; processes forked later (Chromium's renderers)
     join their parent's group. Processes of this session (the server, its worker, the
     students) are left alone."""

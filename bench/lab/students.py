@@ -593,7 +593,7 @@ def deep_client_stacks() -> None:
     """A Bokeh client session handles each message the server sends one await deeper than the
     last (bokeh.client.connection: _handle_messages awaits _next, which awaits the next
     _handle_messages), so a session that gets a few hundred page updates hits Python's recursion
-    limit and stops listening (RecursionError in the lead's N=50 run and the churn run). A student
+    limit and stops listening (a RecursionError in a long class). A student
     lives for a class: give its thread room for tens of thousands of messages."""
     sys.setrecursionlimit(200_000)
     threading.stack_size(512 * 2**20)  # address space only, until used
