@@ -29,7 +29,7 @@ collection walks every tracked object, and the server runs one on its event loop
 sessions close (Panel's, a few seconds after) and before each memory trim (widgets.runtime.heap),
 while every reader's page waits. In one process that had built every page once, a full
 collection took 94-105 ms, and 0 ms frozen (2-4 ms after three more pages were built and
-discarded). In a served class of 30 (bench/classroom.py, issue 16's notes) the trims' own
+discarded). In a served class of 30 (bench/lab/classroom.py, issue 16's notes) the trims' own
 collections took 134-216 ms before the class (2-22 ms frozen) and 615-710 ms while it was on
 (430-549 ms frozen: the open pages' objects are walked either way). Garbage among the frozen
 objects is never collected; there is none to speak of, since the start-up pages were collected
