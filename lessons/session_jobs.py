@@ -129,8 +129,8 @@ class SessionJobs:
         # the page's model index is recomputed at most once for the frame, not once for every
         # pane a handler updates (Bokeh walks every model of the page each time: 3.5 s of the
         # web process's 30 s while a class of 30 arrived, py-spy, /work/notes webq), and not
-        # at all when no handler changed the page's models (widgets.runtime.doc_hold.model_index_held)
-        # and what many events of the frame redraw is redrawn once, after them (widgets.runtime.frame)
+        # at all when no handler changed the page's models (widgets.doc_hold.model_index_held)
+        # and what many events of the frame redraw is redrawn once, after them (widgets.frame)
         with (set_curdoc(self.doc), pn.io.hold(self.doc), model_index_held(self.doc),
               one_frame()):
             for handler, event in batch:
