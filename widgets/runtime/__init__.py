@@ -1,7 +1,8 @@
 """The web runtime: what the served app changes in Bokeh, Panel, asyncio's log and glibc's malloc so
-that one web process carries a class, each in a module that says why. bokeh and panel are pinned
-in pyproject.toml to the range these were tested with, since several reach into their private
-functions; tests/widgets/runtime has the test that fails without each.
+that one web process carries a class, each in a module that says why. bokeh, panel and tornado
+are pinned in pyproject.toml to the range these were tested with, since several reach into their
+private functions; tests/widgets/runtime has the test that fails without each (the story:
+docs/decisions/web-runtime-patches.md).
 
 Process-wide, installed by `install()` (app.py calls it once; it is idempotent, and
 `panel serve app.py` runs app.py once a session):

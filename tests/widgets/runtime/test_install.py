@@ -1,6 +1,6 @@
 """widgets.runtime.install, as the served app runs it: every process-wide patch in place, in a
 process of its own (the patches change Bokeh, Panel, asyncio's logger and malloc for good); and
-bokeh and panel pinned, upper bounds too, to a range the installed versions are in."""
+bokeh, panel and tornado pinned, upper bounds too, to a range the installed versions are in."""
 
 from __future__ import annotations
 
