@@ -24,36 +24,22 @@ import panel as pn
 
 from engine.errors import ConfigError
 from engine.lab.endpoint import configure
-from lessons.shell.closed_sockets import ignore_closed_socket_writes
 from lessons.shell.first_build import before_serving, build_every_page_once
-from lessons.shell.heap import keep_big_blocks_apart
 from lessons.shell.router import build_page, import_lessons
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
+from widgets import runtime
 from widgets.a11y import A11Y_CSS
-from widgets.bokeh_defaults import cache_stable_defaults
-from widgets.doc_hold import one_walk_per_reader_event
-from widgets.site_css import share_stylesheets
 
 # raw_css goes into every component's shadow DOM and the template's head: focus always visible,
 # no animation for readers who ask for reduced motion (widgets.a11y)
 pn.extension(sizing_mode="stretch_width", notifications=False, raw_css=[A11Y_CSS])
 # the server's log says what the engine ran: each measured run, its time, disturbed or not
 logging.getLogger("engine.lab.client").setLevel(logging.INFO)
-logging.getLogger("lessons.shell.heap").setLevel(logging.INFO)  # each trim: what it returned
 logging.getLogger("lessons.shell.first_build").setLevel(logging.INFO)  # pages built at start
-# Bokeh's property defaults read once per model class, not on every read: a page's build and
-# send costs the web core 12-23% less (widgets.bokeh_defaults; idempotent, each run repeats it)
-cache_stable_defaults()
-# Panel's writes to a reader who has left, dropped with the session: no traceback each time
-ignore_closed_socket_writes()
-# PYTHONMALLOC=malloc (the README's class command) is read once, at start: this process already
-# uses glibc's malloc, whose free pages lessons.shell.heap returns; the engine worker, spawned
-# later, keeps Python's own allocator, faster for its step loop
-os.environ.pop("PYTHONMALLOC", None)
-# big blocks in pages of their own, unmapped when freed: more that a trim can give back
-# (lessons.shell.heap; one call would do, each session's run of this file repeats it cheaply)
-keep_big_blocks_apart()
+# the web runtime's patches to Bokeh, Panel, asyncio's log and glibc's malloc, each with its
+# reason (widgets.runtime; idempotent: `panel serve app.py` runs this file once a session)
+runtime.install()
 
 
 def serve_page(doc, args=None) -> None:
@@ -66,10 +52,10 @@ def serve_page(doc, args=None) -> None:
         page = build_page(args)
         if doc.session_context is not None:
             page.servable(title=APP_TITLE)
-            one_walk_per_reader_event(doc)  # a click's pane updates: one model-index walk
+            runtime.one_walk_per_reader_event(doc)  # a click's pane updates: one model-index walk
         else:  # built outside a server (tests, bench): what servable() does in a session
             page.server_doc(doc, title=APP_TITLE)
-    share_stylesheets(doc)  # each repeated stylesheet text sent once (widgets.site_css)
+    runtime.share_stylesheets(doc)  # each repeated stylesheet text sent once
 
 
 if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs once per session

@@ -23,9 +23,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from classroom import fresh_cache  # noqa: E402
+from bench.lab.classroom import fresh_cache  # noqa: E402
 
 # Runs in the child, with the tree under test first on its path.
 CHILD = r"""

@@ -3,7 +3,7 @@
 A real load test on the engine (the `load_test` job, engine/lab/jobs/serving.py): Poisson
 arrivals of a mix of short and long requests, served in real time under continuous batching,
 about 10 s on a 2-core CPU with the defaults (40 requests at 4 a second: 80 until the class
-bench, bench/classroom.py, showed load tests taking most of the engine's time; the page reads the
+bench, bench/lab/classroom.py, showed load tests taking most of the engine's time; the page reads the
 same from 40, see `requests`). Histograms of E2E and TTFT with P50, mean, P90,
 P95 and P99 marked; the percentile table; the slowest requests with why they were slow, read
 from the trace (lessons.trace_reading).

@@ -27,8 +27,8 @@ from panel.io.state import set_curdoc
 
 from engine.lab.client import EngineService, get_service
 from engine.lab.events import Job, JobEvent
-from widgets.doc_hold import model_index_held
-from widgets.frame import one_frame
+from widgets.runtime.doc_hold import model_index_held
+from widgets.runtime.frame import one_frame
 
 log = logging.getLogger(__name__)
 

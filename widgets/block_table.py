@@ -17,8 +17,8 @@ from bokeh.plotting import figure
 from engine.lab.results import BlockSnapshot
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import FREE_FILL, INK, LABELLED_FILL, OUTLINE
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table
 
 PALETTE = LABELLED_FILL  # block numbers are drawn on them in INK

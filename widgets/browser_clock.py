@@ -21,7 +21,7 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource, CustomJS
 
-from .doc_hold import changes_bokeh_models
+from .runtime.doc_hold import changes_bokeh_models
 
 # Runs in the browser each time rows are streamed into `src` (the server's stream, not a reset).
 STAMP_JS = """

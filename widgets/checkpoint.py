@@ -64,7 +64,7 @@ class CheckpointQuestion(pn.viewable.Viewer):
         self._picker.value = None  # from_param preselects the first choice; nothing is picked yet
         # The verdict's box is built at the first pick, not with the page: a hidden pane costs a
         # page build as much as a shown one (its Bokeh models made and sent to every reader), and
-        # a class's pages are built all at once on the web server's one core (bench/page_build.py).
+        # a class's pages are built all at once on the web server's one core (bench/web/page_build.py).
         self._feedback: pn.pane.Alert | None = None
         self._layout = pn.Column(
             prompt, self._picker, sizing_mode="stretch_width", css_classes=["checkpoint-question"],

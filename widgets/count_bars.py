@@ -12,8 +12,8 @@ from bokeh.models import ColumnDataSource, FactorRange
 from bokeh.plotting import figure
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import BLUE, GREEN, GREY, INK, VERMILLION
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table
 
 COLORS = (GREY, BLUE, GREEN, VERMILLION)

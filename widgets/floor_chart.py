@@ -16,8 +16,8 @@ from bokeh.plotting import figure
 from engine.calc.stats import Estimate
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import BLUE, GREY, SERIES_MARKER
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, sig, with_interval
 
 # lo, hi: the measured value's 95% interval and n its samples (None when it has none)

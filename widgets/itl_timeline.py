@@ -21,9 +21,9 @@ from bokeh.plotting import figure
 from engine.calc.stats import Estimate, grouped_estimates
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
-from .frame import once_per_frame
 from .palette import SERIES, SERIES_MARKER
+from .runtime.doc_hold import changes_bokeh_models
+from .runtime.frame import once_per_frame
 from .tables import html_table, sig, with_interval
 
 COLORS = SERIES
@@ -142,7 +142,7 @@ class ItlTimeline(pn.viewable.Viewer):
 
     def _table_stale(self) -> None:
         """Redraw the table: once after a frame's events (a run's steps, its result and marks:
-        widgets.frame), at once outside one."""
+        widgets.runtime.frame), at once outside one."""
         once_per_frame((id(self), "table"), self._refresh_table)
 
     def _refresh_table(self) -> None:

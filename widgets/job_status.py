@@ -37,7 +37,7 @@ from engine.errors import ResultError
 from engine.lab.results import DisturbanceCheck, Spread
 
 from .a11y import LiveRegion
-from .frame import once_per_frame
+from .runtime.frame import once_per_frame
 from .ticker import STATUS_TICKER
 
 WRAP_CSS = "pre { white-space: pre-wrap; overflow-wrap: anywhere; overflow: visible; }"

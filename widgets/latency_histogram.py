@@ -25,8 +25,8 @@ from bokeh.plotting import figure
 from engine.calc.stats import Estimate, estimates
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import BLUE, GREEN, GREY, INK, PURPLE, VERMILLION
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import UNBOUNDED, html_table, sig, with_interval
 
 MARKERS = ("p50", "mean", "p90", "p95", "p99")

@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 
 from engine.calc.pareto import on_frontier
 
-from .doc_hold import changes_bokeh_models
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, sig, table_pane
 
 COLUMNS = ("setting", "label", "per_user", "per_user_lo", "per_user_hi", "total", "total_lo",

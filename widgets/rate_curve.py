@@ -19,8 +19,8 @@ from bokeh.models import ColumnDataSource, HoverTool, LogTicker, Whisker
 from bokeh.plotting import figure
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import BLUE, GREEN, GREY, SERIES_DASH
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, interval_text, sig
 
 FIGURES = ("completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s")

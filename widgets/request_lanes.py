@@ -28,8 +28,8 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d, Span
 from bokeh.plotting import figure
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import PHASE_FILL
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, sig
 
 PARTS = ("queued", "prefill", "decode")

@@ -17,8 +17,8 @@ from engine.calc import step_cost
 from engine.calc.stats import Estimate
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import GREY, SERIES, SERIES_MARKER, TEXT_ON_LIGHT
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, interval_text, sig
 
 SERIES_COLORS = SERIES

@@ -30,8 +30,8 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import BLUE, SERIES_DASH, SERIES_MARKER, VERMILLION
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import sig
 
 X_LABEL = "batch size (sequences decoding together)"

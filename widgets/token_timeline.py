@@ -22,8 +22,8 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool
 from bokeh.plotting import figure
 
 from .a11y import ChartText
-from .doc_hold import changes_bokeh_models
 from .palette import PHASE_FILL, SERIES, SERIES_DASH
+from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, sig
 
 TICK_COLORS = SERIES

@@ -11,7 +11,7 @@ given (the engine on this machine, or a synthetic server of known capacity in th
    queue wait grows with the users beyond it, so near 20 users on a batch of 8 one user moves
    the P95 TTFT by a few percent, while the same load measured twice on a small shared machine
    can differ by more than that (its own speed varies, engine.lab.quality); a step of one user
-   there would be decided by the machine's mood, not by the load (bench/capacity_search.py);
+   there would be decided by the machine's mood, not by the load (bench/lab/capacity_search.py);
 2. double the load from `lo` (1, 2, 4, ...) until a load fails the targets or `hi` is reached,
    then bisect on the grid between the last load that passed and the first that failed;
 3. judge a load on every request of its trials pooled: its P95 TTFT and its median TPOT (the

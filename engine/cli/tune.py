@@ -14,7 +14,7 @@ layers as made, no checkpoint read, no copies laid out), so a second `tune` make
 The limits (engine.hardware.hardware_limits) are a fact about the machine too, read by every
 page that draws a roofline or the "On a GPU" box (the `info` job). Measured during a class they
 were mostly disturbed by the web server's work, so never kept, and measured again by each page
-that asked: five times in a class of 30 (bench/classroom.py), 20 s of the engine's first 40
+that asked: five times in a class of 30 (bench/lab/classroom.py), 20 s of the engine's first 40
 while the first readers waited for their numbers. Here they are measured the way the worker
 measures them (pinned to its cores, inside the same disturbance check) and kept when quiet;
 when not, `tune` says so (the worker measures them when a page asks, as before).

@@ -2,7 +2,7 @@
 
 A measured step is only the engine's if nothing else runs on its cores: on a CPU host the worker
 gets cores of its own (its torch threads = those cores) and the web process, which serializes
-page updates for every reader, gets the others. On 2 cores that is 1 + 1 (bench/core_split.py
+page updates for every reader, gets the others. On 2 cores that is 1 + 1 (bench/lab/core_split.py
 compares it with letting both share the two cores). On a GPU host the engine needs the GPU and
 a core or two to drive it; the web process gets the rest.
 

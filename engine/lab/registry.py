@@ -6,7 +6,7 @@ body by import path ("module:function"), and its size: "point" (one measured poi
 own text), "run" (a schedule served in real time) or "load" (a load test), which orders the
 classroom's queue (engine.lab.job_queue: points first), with the time it takes at most on the
 machine class we teach on (`bounds`: seconds at stated params, the largest job a lesson's default
-settings start; see BOUNDS_MACHINE and bench/job_bounds.py). So the web process can fill in
+settings start; see BOUNDS_MACHINE and bench/lab/job_bounds.py). So the web process can fill in
 defaults, key the cache, order the queue and read results without importing a body (the worker
 imports them; bodies import torch).
 
@@ -31,7 +31,7 @@ Emit = Callable[[str, dict], None]  # a body's emit(type, data)
 Cancelled = Callable[[], bool]  # a plain "is it cancelled?" (a Control is one too)
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "torch", "cpp", "triton")
-# What each kind's bounds were measured on (bench/job_bounds.py prints the times against them).
+# What each kind's bounds were measured on (bench/lab/job_bounds.py prints the times against them).
 BOUNDS_MACHINE = "2 CPU cores (x86-64), no GPU; the worker's engine already built"
 
 
@@ -145,7 +145,7 @@ def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc:
 
 
 # Seconds each lesson's largest default job takes at most on BOUNDS_MACHINE: about half again
-# the slowest time bench/job_bounds.py (and bench/capacity_search.py for the capacity search)
+# the slowest time bench/lab/job_bounds.py (and bench/lab/capacity_search.py for the capacity search)
 # measured, so a busier machine stays inside; the measurements are in bench/results/.
 B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0,
      "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,

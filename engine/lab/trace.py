@@ -1,5 +1,5 @@
 """Timestamps of the engine service's dispatch, to find where the engine core's time goes around
-jobs in a class (bench/engine_gaps.py reads them): the worker marks when it waits for a job, when
+jobs in a class (bench/lab/engine_gaps.py reads them): the worker marks when it waits for a job, when
 one arrives, its probes and its result sent; the dispatcher thread in the web process marks when
 a worker's message reaches it and when it sends the next job. Off unless $LLM_SPEED_TRACE names a
 file; then both processes append JSON lines to it, one a mark: {"t": time.monotonic() (one

@@ -7,7 +7,7 @@ float32's bytes (and holds a quarter of the memory). Whether that makes the step
 what the step waits for. The kernels widen the int8 weights in registers as they multiply: on the
 CPU csrc/int8_linear.cpp (float32 activations), on CUDA triton_int8.py (the activations' dtype;
 tested in Triton's interpreter, not timed on a GPU here). On this 2-core AVX2 CPU the widening,
-not memory, sets the C++ kernel's pace: bench/techniques.py (small preset, best of 5 rounds, three
+not memory, sets the C++ kernel's pace: bench/engine/techniques.py (small preset, best of 5 rounds, three
 runs on 8408659/0c615c6) measured int8's TPOT at 0.70x, 0.90x and 0.69x float32's at batch 1
 (float32's step swung between about 10 and 13 ms, int8's stayed 8.8-10.3 ms), 0.64-0.67x at
 batch 4 and 1.04-1.07x at batch 16; the kernel moves its bytes at 14-16 GB/s where float32's

@@ -23,7 +23,7 @@ nothing the others do not.
 Then everything the process holds is frozen (gc.freeze): the modules, Bokeh's and Panel's
 classes and caches, about 150,000 objects that live as long as the server. A full garbage
 collection walks every tracked object, and the server runs one on its event loop each time
-sessions close (Panel's, a few seconds after) and before each memory trim (lessons.shell.heap),
+sessions close (Panel's, a few seconds after) and before each memory trim (widgets.runtime.heap),
 while every reader's page waits: frozen, such a collection walks the open pages' objects
 only, not the start's (bench/results/web.md has the times). Garbage among the frozen
 objects is never collected; there is none to speak of, since the start-up pages were collected
@@ -52,7 +52,7 @@ from panel.io.state import set_curdoc
 from widgets.job_status import format_time
 
 from ..registry import LESSONS
-from . import heap
+from widgets.runtime import heap
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ import panel as pn
 from engine.lab.client import get_service
 from widgets.a11y import page_fixes
 from widgets.html import html_pane
+from widgets.runtime.heap import trim_after_session
 
 from ..engine_check import EngineCheckPage
 from ..registry import LESSONS, lesson_class, lesson_info
 from ..url_state import TRUE, raw_value
 from .about import AboutPage
-from .heap import trim_after_session
 from .index import index_content
 from .instructor import instructor_content
 from .not_found import not_found_content

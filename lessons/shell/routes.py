@@ -3,8 +3,8 @@ friendly 404 page for paths the server does not know (/nonsense, /app/typo).
 
 /engine-status answers the service's status (engine.lab.client.EngineService.status: the job
 running, the queue in the order it will run, counters, the memory of this process and the
-worker) and, as "web_heap", this process's memory trims (lessons.shell.heap.status), so a
-teacher's script or bench/classroom.py can watch a class. It holds no session ids.
+worker) and, as "web_heap", this process's memory trims (widgets.runtime.heap.status), so a
+teacher's script or bench/lab/classroom.py can watch a class. It holds no session ids.
 
 Bokeh's server answers an unknown path with Tornado's bare "404: Not Found". Two ways in:
 - `panel serve app.py --plugins lessons.shell.routes`: Panel adds this module's ROUTES after its
@@ -22,9 +22,9 @@ import json
 from tornado.web import RequestHandler
 
 from engine.lab.client import get_service
+from widgets.runtime import heap
 from widgets.site_css import site_css
 
-from . import heap
 from .not_found import not_found_html
 from .template import APP_TITLE
 

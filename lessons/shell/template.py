@@ -73,7 +73,7 @@ class SiteTemplate(pn.template.BootstrapTemplate):
         # session's periodic callback (a status line's timer, 4 a second while a job runs) sets
         # that flag on and off, so each tick changed every open page's spinner twice and sent
         # each reader two messages: work growing with the square of the readers, all on the web
-        # server's one core (in a 30-student class 50-80% of it, bench/classroom.py), and a
+        # server's one core (in a 30-student class 50-80% of it, bench/lab/classroom.py), and a
         # spinner turning on a reader's page for other readers' timers. Each page says what it
         # is doing in its own status line (widgets.job_status).
         params.setdefault("busy_indicator", None)

@@ -1,5 +1,5 @@
 """A reader's UI event on a served lesson page walks the page's model index once, however many
-panes its callbacks update (widgets.doc_hold.one_walk_per_reader_event, installed by
+panes its callbacks update (widgets.runtime.doc_hold.one_walk_per_reader_event, installed by
 app.serve_page): the page's "document ready", which starts the lesson, and a click. A plain
 property patch (a slider's value) walks nothing, as before."""
 
@@ -11,7 +11,7 @@ from bokeh.document import Document
 from bokeh.server.contexts import BokehSessionContext, _RequestProxy
 from panel.io.state import set_curdoc, state
 
-from bench.students import button_click, document_ready, model_changed
+from bench.lab.students import button_click, document_ready, model_changed
 from lessons.session_jobs import SessionJobs
 from tests.lessons.test_session_jobs import StubService
 

@@ -4,7 +4,7 @@ browser's "document ready" event (so every lesson starts its measurements), and 
 has discarded their sessions no Bokeh document, page, periodic callback or engine job of theirs is
 alive. Readers arrive as a class does, a lesson's worth at once (their stays overlap, so the
 test waits one stay per round, not one per reader), then the same again. The same with 500
-sessions and the process's memory, against a served app: python bench/classroom.py --churn 500."""
+sessions and the process's memory, against a served app: python bench/lab/classroom.py --churn 500."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Browser tests: the app served by `panel serve` (the README's command) in a subprocess on free
 ports, a second local web server on another origin for the embedding tests, and Debian's
 Chromium driven by pytest-playwright (no downloaded browser). Ports, waiting for a server, its
-stop and Chromium's options are bench/served_app.py's, so the benches serve the app the same way."""
+stop and Chromium's options are bench/web/served_app.py's, so the benches serve the app the same way."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from unittest import mock
 import pytest
 from ui_helpers import ConsoleLog
 
-from bench.served_app import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_for_http
-from bench.served_app import stop_server as stop
+from bench.web.served_app import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_for_http
+from bench.web.served_app import stop_server as stop
 
 
 def pytest_collection_modifyitems(items):
@@ -32,7 +32,7 @@ STOP_S = 5.0  # a served app stops within this long of Ctrl-C (it takes about a 
 
 
 def stop_promptly(proc: subprocess.Popen, what: str) -> None:
-    """Stop a served process with Ctrl-C (bench/served_app.py); a warning in the run's summary
+    """Stop a served process with Ctrl-C (bench/web/served_app.py); a warning in the run's summary
     if it took more than STOP_S, saying whether SIGINT was ignored or blocked in it (a process
     inherits either from whatever started it), so a slow session teardown names its cause. A
     warning, not an error: the session's last test would be charged with it."""

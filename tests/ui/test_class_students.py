@@ -1,4 +1,4 @@
-"""The class bench's students (bench/students.py): a protocol student speaks Bokeh's websocket
+"""The class bench's students (bench/lab/students.py): a protocol student speaks Bokeh's websocket
 protocol without Bokeh models, so what it sends must be what Bokeh and BokehJS send, and on a
 served lesson it must get what a reader gets: the page, a number once it has sent the ready event
 and skipped, and a released slider's point. No browser: the served app and a websocket."""
@@ -18,7 +18,7 @@ from bokeh.events import DocumentReady
 from bokeh.models import Button, Column, ColumnDataSource, Slider
 from bokeh.protocol import Protocol
 
-from bench.students import (
+from bench.lab.students import (
     Assembler,
     ProtocolStudent,
     StudentLoop,

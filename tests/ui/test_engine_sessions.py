@@ -98,5 +98,5 @@ def test_the_engine_status_is_served_as_json(app_url):
         status = json.loads(response.read())
     assert {"ready", "running", "queued", "queue", "jobs_done", "memory"} <= set(status)
     assert status["memory"]["web"]["rss_mib"] > 0
-    assert {"trims", "trim_pending", "last_trim"} <= set(status["web_heap"])  # lessons.shell.heap
+    assert {"trims", "trim_pending", "last_trim"} <= set(status["web_heap"])  # widgets.runtime.heap
     assert not any("session" in key for key in status)  # nothing that names a reader

@@ -15,7 +15,7 @@ import pytest
 from conftest import STOP_S, served_app, sigint_ignored
 from playwright.sync_api import expect
 
-from bench.served_app import start_server, stop_server
+from bench.web.served_app import start_server, stop_server
 from lessons.registry import LESSONS
 from lessons.shell.router import PAGES
 from lessons.shell.template import ROUTE, page_url
@@ -60,7 +60,7 @@ def test_plain_panel_serve_is_styled_without_errors(page, console, plain_url):
 
 
 def test_ctrl_c_stops_the_app_and_its_engine_worker_within_seconds(tmp_path):
-    """A teacher's Ctrl-C on the class command (bench/served_app.start_server, as the README
+    """A teacher's Ctrl-C on the class command (bench/web/served_app.start_server, as the README
     runs it) once a page has started the engine worker: the server exits cleanly within STOP_S
     (about a second here), and its worker with it, nothing left holding the KV pool."""
     proc, url = start_server(str(tmp_path / "cache"), log=tmp_path / "server.log")

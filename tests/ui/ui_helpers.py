@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.served_app import PAGE_TEXT_JS as TEXT_JS  # the benches read a page's text alike
+from bench.web.served_app import PAGE_TEXT_JS as TEXT_JS  # the benches read a page's text alike
 
 
 class ConsoleLog:

@@ -16,11 +16,11 @@ only) with a pool, block manager and runner of its own, made in milliseconds, an
 kept are bounded by what they hold together (MAX_MODEL_BYTES), each counted once. A paused job's
 engine (engine.lab.worker.pause) is shared too: it is set aside, since its requests hold KV
 blocks, and the jobs run inside the pause get a sibling. Before, both built the model again:
-bench/classroom.py at 30 students uses tiny, tiny with block_snapshots' 2 MiB budget and the
+bench/lab/classroom.py at 30 students uses tiny, tiny with block_snapshots' 2 MiB budget and the
 roofline's small, three engines for two places, so small was evicted whenever both tiny ones had
 been used since and built again, and each level of nested pauses built tiny again.
 
-What a class at 30 builds now (a traced run, `bench/engine_gaps.py` reads the "built",
+What a class at 30 builds now (a traced run, `bench/lab/engine_gaps.py` reads the "built",
 "sibling", "resize" and "evict" marks; each build is also a line in the server's log): tiny
 once (0.05 s) and small once (2.8 s, most of it laying out a transposed copy of every weight
 that the plan on disk did not use: now only made where the plan multiplies by it,

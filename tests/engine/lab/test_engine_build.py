@@ -68,7 +68,7 @@ def test_the_worker_says_it_loads_the_model_and_stops_when_told(fresh_engines):
 
 def test_jobs_inside_nested_pauses_share_the_paused_jobs_model_and_build_none(
         fresh_engines, monkeypatch):
-    """Finding of bench/classroom.py at 30 students: points run inside a paused load test's
+    """Finding of bench/lab/classroom.py at 30 students: points run inside a paused load test's
     pause built the model again (3 s and more each, with other readers' points waiting), once
     per level of nested pauses. They get a sibling now: the same weights, a pool of their own,
     decoding exactly as the paused job's engine does while that one's blocks stay held."""
@@ -128,7 +128,7 @@ def test_a_sibling_of_a_paused_block_snapshots_engine_steps_its_own_pool(fresh_e
 
 def test_engines_differing_only_in_their_pool_share_one_model_and_count_as_one(
         fresh_engines, monkeypatch):
-    """Finding of bench/classroom.py at 30 students: tiny, tiny with block_snapshots' own 2 MiB
+    """Finding of bench/lab/classroom.py at 30 students: tiny, tiny with block_snapshots' own 2 MiB
     budget and the roofline's small were three engines for two kept, so small was evicted and
     built again for each of its points. A key differing only in its KV budget or prefix caching
     now gets a sibling of the kept model, and the models are what is counted."""

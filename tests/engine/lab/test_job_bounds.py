@@ -1,5 +1,5 @@
 """The registry states how long each kind takes at given params (engine.lab.registry Bound;
-bench/job_bounds.py times them). Here the tiny-preset bounds run at exactly those params, and the
+bench/lab/job_bounds.py times them). Here the tiny-preset bounds run at exactly those params, and the
 test checks the size of the work they did (batch, steps, tokens, requests), not its time: a change
 that makes a lesson's job bigger than its stated bound shows up here, and the bound has to be
 measured again."""

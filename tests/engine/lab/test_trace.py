@@ -57,7 +57,7 @@ def test_off_nothing_is_kept_or_written(tracing, monkeypatch):
 
 
 def test_a_traced_service_marks_both_sides_of_a_job(tracing, tmp_path, monkeypatch):
-    """What bench/engine_gaps.py reads of a class: the dispatcher's "got" (a worker message, with
+    """What bench/lab/engine_gaps.py reads of a class: the dispatcher's "got" (a worker message, with
     the queue's length) and "send" (a job to the worker), the worker's "recv" and "done"."""
     from service_helpers import QUICK, TIMEOUT, finished, wait_ready
 
