@@ -50,9 +50,9 @@ from panel.io.document import _cleanup_doc, _destroy_document
 from panel.io.state import set_curdoc
 
 from widgets.job_status import format_time
+from widgets.runtime import heap
 
 from ..registry import LESSONS
-from widgets.runtime import heap
 
 log = logging.getLogger(__name__)
 
