@@ -9,7 +9,7 @@ decode step (LLMEngine.time_decode_steps) with the candidates at each tuned row 
 products' choice and "cpp" where the C++ library is built, and keeps the faster.
 
 Then the choices are made monotonic: going down from the largest row count, a count whose step
-is slower than a larger count's is timed again, with the larger count's choice among its
+is slower than a larger count's (by more than SLACK, the timings' own noise) is timed again, with the larger count's choice among its
 candidates, up to RETIMES times. A row count whose step stays slower after that is left as
 measured, and said (`broken`): the rule is about the plan's choices, and a choice that measures
 slower twice against every candidate is the machine's, not the plan's.
@@ -27,6 +27,10 @@ from .matmul_plan import TUNED_ROWS
 
 # A step timed again this many times at most when it is slower than a larger batch's.
 RETIMES = 2
+# How much slower than a larger batch's a step may measure and count as no slower: a memory-bound
+# step is nearly flat over its first row counts, where a best-of-rounds time still varies by a
+# few percent from one timing to the next; beyond that, a slower step is the plan's to fix.
+SLACK = 1.03
 # Interleaved rounds of each candidate's step per timing; each candidate keeps its best.
 ROUNDS = 3
 
@@ -75,14 +79,15 @@ def fastest(times: dict[str, float]) -> str:
 
 
 def faster_larger(times: list[dict[str, float]], i: int) -> int | None:
-    """The index of the larger row count whose best step is the fastest, where it is faster
-    than row count i's best step; else None (i is no slower than every larger count)."""
+    """The index of the larger row count whose best step is the fastest, where row count i's
+    best step is slower than it by more than SLACK; else None (i is no slower)."""
     best = [min(t.values()) for t in times]
     j = min(range(i + 1, len(times)), key=best.__getitem__)
-    return j if best[j] < best[i] else None
+    return j if best[i] > SLACK * best[j] else None
 
 
 def broken(seconds: list[float]) -> list[int]:
-    """The row counts of TUNED_ROWS whose step is slower than some larger count's."""
+    """The row counts of TUNED_ROWS whose step is slower than some larger count's by more
+    than SLACK."""
     return [TUNED_ROWS[i] for i in range(len(seconds) - 1)
-            if seconds[i] > min(seconds[i + 1:])]
+            if seconds[i] > SLACK * min(seconds[i + 1:])]

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from engine.model.matmul_plan import TUNED_ROWS
-from engine.model.step_plan import RETIMES, broken, faster_larger, fastest, settle_steps
+from engine.model.step_plan import (
+    RETIMES,
+    SLACK,
+    broken,
+    faster_larger,
+    fastest,
+    settle_steps,
+)
 from engine.steps import run_steps
 
 
@@ -130,3 +137,17 @@ def test_fastest_and_faster_larger():
     assert fastest({"w_xt": 0.9, "cpp": 1.0}) == "w_xt"
     times = [{"a": 3.0}, {"a": 2.0}, {"a": 2.5}]
     assert faster_larger(times, 0) == 1 and faster_larger(times, 1) is None
+
+
+def test_a_step_within_the_timings_noise_of_a_larger_ones_is_not_timed_again():
+    """A flat memory-bound stretch: 1 row measured 2% over 2 rows is noise, not a slow path;
+    over SLACK it is timed again."""
+    steps = rising(0.0, 1.0)
+    steps[1] = 0.001 * (1 + (SLACK - 1) * 0.7)
+    time_steps, asked = replayed({"cpp": flat(steps)})
+    plan, seconds = run_steps(settle_steps(["cpp"] * len(TUNED_ROWS), (), time_steps))
+    assert len(asked) == len(TUNED_ROWS) and not broken(seconds)
+    steps[1] = 0.001 * SLACK * 1.01
+    time_steps, asked = replayed({"cpp": flat(steps)})
+    run_steps(settle_steps(["cpp"] * len(TUNED_ROWS), (), time_steps))
+    assert len(asked) == len(TUNED_ROWS) + RETIMES
