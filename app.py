@@ -29,9 +29,9 @@ import sys
 import panel as pn
 
 from engine.errors import ConfigError
-from engine.lab.client import get_service
 from engine.lab.endpoint import configure
 from engine.lab.setup_state import start_setup
+from lessons.shell import router
 from lessons.shell.closed_sockets import ignore_closed_socket_writes
 from lessons.shell.first_build import before_serving, build_every_page_once
 from lessons.shell.heap import keep_big_blocks_apart
@@ -87,7 +87,7 @@ if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs onc
     except ConfigError as e:  # the site still serves, with the built-in engine only
         print(f"app.py: no endpoint to measure: {e}", file=sys.stderr)
     import_lessons()  # with --warm: as the server starts, before the first reader
-    start_setup(get_service())  # kernels and plans, in the engine worker (once per server)
+    start_setup(router.get_service())  # kernels and plans, in the engine worker (once a server)
     serve_page(pn.state.curdoc)
     if before_serving():  # --warm: every page built once before the first reader
         build_every_page_once(serve_page)
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.num_threads:
         pn.config.nthreads = args.num_threads
     import_lessons()  # before the first reader
-    start_setup(get_service())  # kernels and plans, in the engine worker, in the background
+    start_setup(router.get_service())  # kernels and plans, in the engine worker, in the background
     build_every_page_once(serve_page)  # what a first build leaves, held from the start
     pn.serve(
         {ROUTE: lambda: serve_page(pn.state.curdoc)}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,

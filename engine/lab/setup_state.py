@@ -108,8 +108,9 @@ def start_setup(service) -> bool:
     """Submit the "setup" job to the engine service (engine.lab.client.EngineService), once per
     web process: app.py calls it at start-up, and each session's run of app.py again. It belongs
     to no session, so no reader leaving cancels it; it queues and pauses like any long job.
-    False where it was submitted before or $LLM_SPEED_SETUP is "0"."""
-    if os.environ.get(SETUP_ENV, "1") == "0" or _submitted.is_set():
+    False where it was submitted before, $LLM_SPEED_SETUP is "0", or there is no service (a
+    page built without an engine worker)."""
+    if service is None or os.environ.get(SETUP_ENV, "1") == "0" or _submitted.is_set():
         return False
     _submitted.set()
     service.submit("setup", {}, use_cache=False)
