@@ -8,8 +8,8 @@ matrix-product plan, products and whole step, where this machine has none. What 
 not built or timed again, so a later start finishes in seconds.
 
 It is a long job like the others: it queues behind readers' points, and the service pauses it
-between two steps (a compile, a model's build step) for shorter jobs, through the `cancelled()`
-hook every long body polls; cancelled, it stops there, and a preset's half-made build is kept
+for shorter jobs through the `cancelled()` hook every long body polls: between a model's build
+steps, and every POLL_S while the compiler runs in a thread of its own; cancelled, it stops there, and a preset's half-made build is kept
 for the next try (engine.lab.jobs.engines.build). Its progress goes to its submitter as events
 and to the set-up state on disk (engine.lab.setup_state) that the about page shows.
 
@@ -20,7 +20,9 @@ carry the path they were measured on (LLMEngine.path), and the cache keeps each 
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from ...cli.tune import LESSON_PRESETS
@@ -31,6 +33,8 @@ from ..setup_state import SetupState, read_state, write_state
 from .engines import build, drop_plain_engines, engine_key
 
 PRESETS = LESSON_PRESETS  # made ready in this order: tiny, the first lessons' model, first
+POLL_S = 0.5  # how often the job asks to pause while a compiler runs
+TICK_S = 5.0  # how often it says the compiler still runs
 
 
 def setup_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
@@ -50,13 +54,16 @@ def setup_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     if resolve_device("auto").startswith("cuda"):
         say(1, "a GPU: no CPU kernels needed", kernels="not needed")
     else:
-        try:
-            build_kernel(tick=lambda s: say(0, f"building the C++ kernels ({s:.0f} s)"))
+        built = build_kernels_pausably(
+            cancelled, lambda seconds: say(0, f"building the C++ kernels ({seconds:.0f} s)"))
+        if built is None:
+            return _stopped(state)
+        if isinstance(built, KernelBuildError):
+            say(1, "the C++ kernels cannot be built here", kernels="unavailable",
+                kernel_message=str(built))
+        else:
             say(1, "the C++ kernels are built", kernels="built")
             drop_plain_engines()
-        except KernelBuildError as e:
-            say(1, "the C++ kernels cannot be built here", kernels="unavailable",
-                kernel_message=str(e))
     for done, name in enumerate(presets, 2):
         if cancelled():
             return _stopped(state)
@@ -70,6 +77,38 @@ def setup_job(params: dict, emit: Emit, cancelled: Cancelled) -> dict | None:
     write_state(replace(state, state="done"))
     return {"kernels": state.kernels, "kernel_message": state.kernel_message,
             "presets": presets, "path": path, "seconds": time.monotonic() - started}
+
+
+def build_kernels_pausably(cancelled: Cancelled, waiting: Callable[[float], None]):
+    """Build the kernels in a thread of their own while this job polls cancelled() every
+    POLL_S: a compile takes a minute or more and cannot stop half-way, so readers' jobs run in
+    the job's pauses meanwhile (on the plain path, their disturbance check seeing the compiler)
+    instead of waiting for it. `waiting(seconds so far)` is called from this thread every
+    TICK_S (the job's events are sent from one thread only). True when built, the
+    KernelBuildError when they cannot be, None when the job was cancelled (the compile goes on
+    and its library is kept for the next try)."""
+    outcome: list = []
+
+    def compile_them() -> None:
+        try:
+            build_kernel()
+            outcome.append(True)
+        except KernelBuildError as e:
+            outcome.append(e)
+
+    builder = threading.Thread(target=compile_them, name="kernel-build", daemon=True)
+    started = said = time.monotonic()
+    builder.start()
+    while builder.is_alive():
+        builder.join(POLL_S)
+        if not builder.is_alive():
+            break
+        if time.monotonic() - said >= TICK_S:
+            said = time.monotonic()
+            waiting(said - started)
+        if cancelled():
+            return None
+    return outcome[0] if outcome else KernelBuildError("the kernel build stopped unexpectedly")
 
 
 def _stopped(state: SetupState) -> None:

@@ -270,3 +270,19 @@ def test_a_result_from_before_the_setup_is_the_plain_paths_under_its_own_cache_k
     assert store.put(asked_plain, fast, "2026-01-01T00:00:01")  # asked before, measured after
     assert store.get(asked_fast)["result"]["path"] == "fast"
     assert store.get(asked_plain)["result"]["path"] == "plain"
+
+
+def test_while_the_compiler_runs_the_setup_asks_to_pause_and_can_be_cut_short(monkeypatch):
+    """A compile cannot stop half-way: it runs in a thread of its own and the job polls
+    cancelled() meanwhile (where the worker pauses it for readers' jobs). The compiler here is
+    a stand-in that takes a second and a half."""
+    import time
+
+    from engine.lab.jobs import setup
+
+    monkeypatch.setattr(setup, "build_kernel", lambda: time.sleep(1.5))
+    monkeypatch.setattr(setup, "TICK_S", 0.5)
+    polled, waited = [], []
+    assert setup.build_kernels_pausably(lambda: polled.append(1) and False, waited.append)
+    assert len(polled) >= 2 and waited and all(s >= 0.5 for s in waited)
+    assert setup.build_kernels_pausably(lambda: True, waited.append) is None
