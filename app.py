@@ -3,6 +3,12 @@
     panel serve app.py [--plugins lessons.shell.routes]   # the option adds the friendly 404
     python app.py [--port 5006] [--address 0.0.0.0] [--allow-websocket-origin HOST:PORT] ...
 
+At start-up the app sets its engine up in the background: the engine worker builds the C++
+kernels and times the lessons' models' matrix-product plans (the "setup" job; a minute or more
+the first time on two cores, seconds after), pausing for readers' measurements; the About page
+shows its progress, and results measured before it is done are labelled as the plain path's.
+LLM_SPEED_SETUP=0 leaves it out.
+
 Measuring an OpenAI-compatible server (vLLM, SGLang, `python -m engine serve`) as well as the
 built-in engine: `panel serve app.py --args --endpoint URL --model M`, `python app.py --endpoint
 URL --model M`, or $LLM_SPEED_ENDPOINT and $LLM_SPEED_MODEL (see engine.lab.endpoint).
@@ -24,6 +30,8 @@ import panel as pn
 
 from engine.errors import ConfigError
 from engine.lab.endpoint import configure
+from engine.lab.setup_state import start_setup
+from lessons.shell import router
 from lessons.shell.first_build import before_serving, build_every_page_once
 from lessons.shell.router import build_page, import_lessons
 from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
@@ -47,7 +55,8 @@ def serve_page(doc, args=None) -> None:
     once queues behind each page's build on the web server's one core."""
     # One recomputation of the document's model index for the whole page: Bokeh recomputes it
     # (a walk over every model) each time a root is added or a freeze ends, seven times per
-    # lesson page; under one freeze, once: 12-20% of a page's build CPU (a lesson page 150-340 ms).
+    # lesson page; under one freeze, once: a sizeable share of a page's build CPU
+    # (`python bench/page_build.py` measures it).
     with doc.models.freeze():
         page = build_page(args)
         if doc.session_context is not None:
@@ -64,6 +73,7 @@ if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs onc
     except ConfigError as e:  # the site still serves, with the built-in engine only
         print(f"app.py: no endpoint to measure: {e}", file=sys.stderr)
     import_lessons()  # with --warm: as the server starts, before the first reader
+    start_setup(router.get_service())  # kernels and plans, in the engine worker (once a server)
     serve_page(pn.state.curdoc)
     if before_serving():  # --warm: every page built once before the first reader
         build_every_page_once(serve_page)
@@ -92,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.num_threads:
         pn.config.nthreads = args.num_threads
     import_lessons()  # before the first reader
+    start_setup(router.get_service())  # kernels and plans, in the engine worker, in the background
     build_every_page_once(serve_page)  # what a first build leaves, held from the start
     pn.serve(
         {ROUTE: lambda: serve_page(pn.state.curdoc)}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,

@@ -6,11 +6,11 @@ first jobs wait behind it, and holds them afterwards (engine.lab.jobs.engines ke
 round starts one fresh process per tree (alternating which goes first), pinned with one thread as
 the worker pins itself (engine.lab.worker.isolate), which builds each preset as the worker does
 (engines.build, the matrix-product plans read from the bench's cache, as `python -m engine tune`
-leaves them) and reports every step's seconds, its resident memory before and after, a decode
+or the app's set-up job leaves them) and reports every step's seconds, its resident memory before and after, a decode
 step's median time at batch 1 and 8 (engine.sweep.measure_point) and a greedy continuation's
 tokens. Every round is printed, then the medians and their ratio (second tree / first).
 
-    python bench/engine_builds.py --trees /work/main . [--presets tiny,small] [--rounds 3]
+    python bench/engine_builds.py --trees ../main . [--presets tiny,small] [--rounds 3]
 """
 
 from __future__ import annotations

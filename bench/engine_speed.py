@@ -2,7 +2,9 @@
 
 In one run (so the ratios share the machine's mood):
   1. the device's limits, measured now (not cached): memory read bandwidth and matmul peak; the
-     bandwidth again before each batch-1 round, whose step is compared with that round's floor;
+     bandwidth again before every round, whose step is compared with that round's roofline
+     bound, and the matmul peak again at the end (VMs of one class differ severalfold: the
+     ratios against the limits measured beside them are what carry over);
   2. the decode step of `small` at batch 1, 2, 4, ..., 64 (128-token prompts, 32 new tokens):
      - the engine (paged cache, scheduler-free batch, tuned weight layout, CPU attention kernel),
      - engine.reference.ContiguousDecoder: a plain loop of the same shape (contiguous cache,
@@ -10,11 +12,15 @@ In one run (so the ratios share the machine's mood):
      - transformers' generate() on an equivalent random-weight LlamaConfig, at batch 1 (optional:
        skipped with a note when transformers is not installed; `pip install -e '.[bench]'`),
      in interleaved rounds, median step after warm-up; and the roofline bound of each step,
-     max(bytes / bandwidth, FLOPs / peak) with engine.calc.step_cost's formulas;
+     max(bytes / bandwidth, FLOPs / peak) with engine.calc.step_cost's formulas; every round's
+     line says the limits it was compared with and the op calls of one engine step at that
+     batch (torch.profiler's top-level calls: a count, independent of the load);
   3. a mixed-length step: 8 sequences of about 128 tokens and 1 of about 2048, against 9 of the
      same total context (decode cost must follow the sum of the lengths, not batch x longest),
      for `small` and `tiny`;
-  4. the `tiny` sweep, whose shape the knob lesson teaches.
+  4. the `tiny` sweep, whose shape the knob lesson teaches, with its op calls per step and its
+     batch-1 step against its weights-over-bandwidth floor (tiny's weights fit a server CPU's
+     last-level cache, whose faster floor engine/hardware.py's cache roof gives where measured).
 Every round is printed as it is measured. Prints the tables, each target with its value, limit and
 whether it was met, and a JSON object (also saved to bench/results/engine_speed.json).
 
@@ -44,6 +50,8 @@ from engine.model.cpu_kernel import KernelBuildError, build_kernel  # noqa: E402
 from engine.reference import ContiguousDecoder  # noqa: E402
 from engine.sweep import WARMUP_STEPS, measure_point, sweep_prompts  # noqa: E402
 
+BOUND_EVERY, BOUND_ENDS = 2.0, 1.5  # small's step / roofline bound: at every batch; at 1 and 64
+
 PROMPT_LEN, NEW_TOKENS = 128, 32
 # The mixed-length case: contexts of about 8 x 128 + 2048 during the timed steps, against 9
 # sequences holding the same total; MIXED_NEW_TOKENS decode steps each.
@@ -55,6 +63,29 @@ TINY_BATCHES = (1, 4, 16, 64)
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def op_calls_per_step(engine: LLMEngine, batch: int) -> int:
+    """Top-level op calls of one decode step at this batch (torch.profiler; outside any timing)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    prompts = sweep_prompts(engine.tokenizer.vocab_size, batch, 8, 0)
+    seqs = [engine.new_sequence(p, 4, ignore_eos=True) for p in prompts]
+    try:
+        for seq in seqs:
+            engine.reserve(seq, seq.num_uncomputed)
+        engine.step([], [(seq, seq.num_uncomputed) for seq in seqs])
+        for seq in seqs:
+            engine.reserve(seq, 1)
+        engine.step(seqs, [])  # the first decode step at this batch: not counted
+        for seq in seqs:
+            engine.reserve(seq, 1)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            engine.step(seqs, [])
+    finally:
+        for seq in seqs:
+            engine.release(seq)
+    return sum(1 for event in prof.events() if event.cpu_parent is None)
 
 
 def reference_step_ms(engine: LLMEngine, batch: int) -> float:
@@ -136,7 +167,9 @@ class HFRunner:
 
 def measure_small(engine: LLMEngine, hf: HFRunner | None, batches: list[int], rounds: int,
                   limits: dict) -> tuple[list[dict], list[float]]:
-    """Rows of the small table (every round kept) and batch 1's step / floor per round."""
+    """Rows of the small table (every round kept) and batch 1's step / floor per round. Each
+    round measures the bandwidth first and prints the step against that round's roofline bound
+    (with the run's matmul peak), and the op calls of one step."""
     shape = engine.model_config.describe(engine.device)
     weight_bytes = engine.model.weight_bytes()
     rows, floor_ratios = [], []
@@ -144,28 +177,38 @@ def measure_small(engine: LLMEngine, hf: HFRunner | None, batches: list[int], ro
         runs: dict[str, list[float]] = {"engine": [], "reference": []}
         if hf and batch == 1:
             runs["transformers"] = []
+        calls = op_calls_per_step(engine, batch)
+        cost = decode_cost(shape, batch, decode_context(PROMPT_LEN, NEW_TOKENS))
+        flops_ms = 1000 * cost.flops / (limits["matmul_gflops"] * 1e9)
+        round_ratios, round_bandwidths = [], []
         for r in range(rounds):
-            bandwidth = measure_bandwidth(engine.device) if batch == 1 else None
+            bandwidth = measure_bandwidth(engine.device)
+            round_bandwidths.append(bandwidth)
             runs["engine"].append(measure_point(engine, batch, PROMPT_LEN, NEW_TOKENS).tpot_ms)
             runs["reference"].append(reference_step_ms(engine, batch))
             if "transformers" in runs:
                 runs["transformers"].append(hf.step_ms(batch))
+            bound_ms = max(1000 * cost.bytes / (bandwidth * 1e9), flops_ms)
+            round_ratios.append(runs["engine"][-1] / bound_ms)
             line = "  ".join(f"{k} {v[-1]:7.2f} ms" for k, v in runs.items())
-            if bandwidth:
+            line += (f"  limits {bandwidth:.1f} GB/s, {limits['matmul_gflops']:.0f} GFLOP/s ->"
+                     f" bound {bound_ms:.2f} ms, engine / bound {round_ratios[-1]:.3f},"
+                     f" {calls} op calls per step")
+            if batch == 1:
                 floor_ms = 1000 * weight_bytes / (bandwidth * 1e9)
                 floor_ratios.append(runs["engine"][-1] / floor_ms)
-                line += (f"  bandwidth {bandwidth:.1f} GB/s -> floor {floor_ms:.2f} ms, "
-                         f"engine / floor {floor_ratios[-1]:.3f}")
+                line += f", engine / weights floor {floor_ratios[-1]:.3f}"
             log(f"small batch {batch:>3} round {r + 1}: {line}")
-        cost = decode_cost(shape, batch, decode_context(PROMPT_LEN, NEW_TOKENS))
         bytes_ms = 1000 * cost.bytes / (limits["bandwidth_gbs"] * 1e9)
-        flops_ms = 1000 * cost.flops / (limits["matmul_gflops"] * 1e9)
-        row = {"batch_size": batch, "rounds_ms": runs,
+        row = {"batch_size": batch, "rounds_ms": runs, "op_calls_per_step": calls,
+               "bandwidth_gbs_per_round": round_bandwidths,
+               "engine_over_bound_per_round": round_ratios,
                **{k: statistics.median(v) for k, v in runs.items()},
                "bytes": cost.bytes, "flops": cost.flops, "bytes_ms": bytes_ms,
                "flops_ms": flops_ms, "bound_ms": max(bytes_ms, flops_ms),
                "bound_by": "bytes" if bytes_ms >= flops_ms else "FLOPs"}
         row["engine_over_bound"] = row["engine"] / row["bound_ms"]
+        row["engine_over_bound_own_rounds"] = statistics.median(round_ratios)
         row["engine_over_reference"] = row["engine"] / row["reference"]
         if "transformers" in row:
             row["transformers_over_engine"] = row["transformers"] / row["engine"]
@@ -189,18 +232,28 @@ def measure_mixed(engine: LLMEngine, name: str, rounds: int) -> dict:
 
 
 def measure_tiny(engine: LLMEngine, rounds: int) -> list[dict]:
-    """The tiny sweep, every round printed; each batch's median over rounds."""
+    """The tiny sweep, every round printed with that round's bandwidth, batch 1's step against
+    tiny's weights over it, and each batch's op calls per step; each batch's median over
+    rounds."""
     runs: dict[int, list[float]] = {b: [] for b in TINY_BATCHES}
+    calls = {b: op_calls_per_step(engine, b) for b in TINY_BATCHES}
+    floors: list[float] = []
     for r in range(rounds):
+        bandwidth = measure_bandwidth(engine.device)
         for batch in TINY_BATCHES:
             runs[batch].append(measure_point(engine, batch, PROMPT_LEN, NEW_TOKENS).tpot_ms)
+        floor_ms = 1000 * engine.model.weight_bytes() / (bandwidth * 1e9)
+        floors.append(runs[1][-1] / floor_ms)
         log(f"tiny round {r + 1}: " + "  ".join(
-            f"batch {b} {runs[b][-1]:.3f} ms" for b in TINY_BATCHES))
+            f"batch {b} {runs[b][-1]:.3f} ms ({calls[b]} op calls)" for b in TINY_BATCHES)
+            + f"  limits {bandwidth:.1f} GB/s -> weights floor {floor_ms:.3f} ms, batch 1 / "
+              f"floor {floors[-1]:.3f}")
     points = []
     for batch in TINY_BATCHES:
         ms = statistics.median(runs[batch])
         points.append({"batch_size": batch, "tpot_ms": ms, "tokens_per_s": 1000 * batch / ms,
-                       "rounds_ms": runs[batch]})
+                       "rounds_ms": runs[batch], "op_calls_per_step": calls[batch]})
+    points[0]["over_weights_floor_per_round"] = floors
     return points
 
 
@@ -215,7 +268,12 @@ def evaluate(small: list[dict], floor_ratios: list[float], mixed: list[dict],
     by_batch = {r["batch_size"]: r for r in small}
     worst = max(small, key=lambda r: r["engine_over_bound"])
     target(f"small: worst engine step / roofline bound (batch {worst['batch_size']})",
-           worst["engine_over_bound"], 2.0, worst["engine_over_bound"] <= 2.0)
+           worst["engine_over_bound"], BOUND_EVERY, worst["engine_over_bound"] <= BOUND_EVERY)
+    for end in (1, 64):
+        if end in by_batch:
+            ratio = by_batch[end]["engine_over_bound"]
+            target(f"small batch {end}: engine step / roofline bound", ratio, BOUND_ENDS,
+                   ratio <= BOUND_ENDS)
     if floor_ratios:
         ratio = statistics.median(floor_ratios)
         target("small batch 1: engine step / bandwidth floor (weights / bandwidth that round)",
@@ -232,6 +290,10 @@ def evaluate(small: list[dict], floor_ratios: list[float], mixed: list[dict],
     ms = {p["batch_size"]: p["tpot_ms"] for p in tiny}
     tps = {p["batch_size"]: p["tokens_per_s"] for p in tiny}
     target("tiny batch 1: ms per decode step", ms[1], 1.0, ms[1] <= 1.0)
+    floor = statistics.median(tiny[0]["over_weights_floor_per_round"])
+    target("tiny batch 1: step / weights-over-bandwidth floor", floor, 1.5, floor <= 1.5)
+    calls = tiny[0]["op_calls_per_step"]
+    target("tiny batch 1: op calls per decode step", calls, 12, calls <= 12)
     early, late = tps[4] / tps[1], tps[64] / tps[16]
     target("tiny: gain 16->64 / gain 1->4 (concave: < 1)", late / early, 1.0, late < early)
     gain = tps[64] / tps[1]
@@ -246,19 +308,22 @@ def print_tables(small: list[dict], mixed: list[dict], tiny: list[dict], targets
     print(f"\nsmall, ms per decode step (median of rounds); roofline with {limits['bandwidth_gbs']:.1f}"
           f" GB/s and {limits['matmul_gflops']:.0f} GFLOP/s measured in this run")
     print(f"{'batch':>5} {'engine':>8} {'reference':>10} {'transformers':>13} {'MB':>7} "
-          f"{'GFLOP':>7} {'bound':>7} {'bound by':>8} {'engine/bound':>13} {'engine/ref':>11}")
+          f"{'GFLOP':>7} {'bound':>7} {'bound by':>8} {'engine/bound':>13} {'engine/ref':>11}"
+          f" {'op calls':>9}")
     for r in small:
         print(f"{r['batch_size']:>5} {r['engine']:>8.1f} {r['reference']:>10.1f} "
               f"{r.get('transformers', float('nan')):>13.1f} {r['bytes'] / 1e6:>7.0f} "
               f"{r['flops'] / 1e9:>7.2f} {r['bound_ms']:>7.1f} {r['bound_by']:>8} "
-              f"{r['engine_over_bound']:>13.2f} {r['engine_over_reference']:>11.2f}")
+              f"{r['engine_over_bound']:>13.2f} {r['engine_over_reference']:>11.2f}"
+              f" {r['op_calls_per_step']:>9}")
     print("\nmixed lengths, ms per decode step (median of rounds)")
     for case in mixed:
         print(f"{case['preset']:>6}: 8 x 128 + 1 x 2048 {case['mixed_ms']:7.2f}   9 x 341 "
               f"{case['even_ms']:7.2f}   ratio {case['ratio']:.3f}")
-    print(f"\n{'batch':>5} {'tiny tok/s':>11} {'ms/step':>8}")
+    print(f"\n{'batch':>5} {'tiny tok/s':>11} {'ms/step':>8} {'op calls':>9}")
     for p in tiny:
-        print(f"{p['batch_size']:>5} {p['tokens_per_s']:>11.0f} {p['tpot_ms']:>8.3f}")
+        print(f"{p['batch_size']:>5} {p['tokens_per_s']:>11.0f} {p['tpot_ms']:>8.3f}"
+              f" {p['op_calls_per_step']:>9}")
     print()
     for t in targets:
         print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']} "
@@ -306,6 +371,8 @@ def main() -> int:
     tiny = measure_tiny(tiny_engine, args.rounds)
 
     targets = evaluate(small, floor_ratios, mixed, tiny)
+    limits["matmul_gflops_at_end"] = measure_matmul(device)[0]
+    log(f"limits at the end: matmul {limits['matmul_gflops_at_end']:.0f} GFLOP/s")
     result = {
         "device": describe_device(device),
         "threads": torch.get_num_threads(),

@@ -1,8 +1,8 @@
 """A decode step with the measured matmul plan against every product pinned to one variant.
 
-The plan (engine/model/matmul_plan.py) times the products alone; a plan of "cpp" also makes the
-whole decode step one C++ call, which that timing does not see. This shows what each choice costs
-in a real step: rounds interleave the tuned plan and each pin (median step of each, every round
+The plan (engine/model/matmul_plan.py) times the products alone, then weighs the candidates in
+the whole decode step (engine/model/step_plan.py); this shows what each choice costs in a real
+step at the batch sizes asked: rounds interleave the tuned plan and each pin (median step of each, every round
 printed), on one engine, so they share the machine's load.
 
     python bench/plan_pins.py [--preset small] [--batch-sizes 1,16] [--pins cpp,w_xt_split]

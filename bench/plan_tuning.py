@@ -4,7 +4,7 @@
     python bench/plan_tuning.py [--presets tiny,small] [--rounds 2] [--batch-sizes 1,4,16,64]
                                 [--step-rounds 3]
 
-Pinned like the lab's worker (engine.cli.tune.pin_like_the_worker: on the 2-core machine one
+Pinned like the lab's worker (engine.cli.tune.pin_like_the_worker: on a 2-core machine one
 thread on the engine's core). For each preset it builds an engine, then times the plan both ways,
 `--rounds` times in alternating order, on the engine's own weights, printing every round's
 seconds and choices (row count ranges) and the ratio. Where the two ways' last plans differ at

@@ -11,8 +11,8 @@ checkouts of the engine in one run (so the ratio shares the machine's load):
 Each checkout runs in worker processes (PYTHONPATH = that tree), two by default, started in the
 order A B B A; each round times `--steps` decode steps (median step) in every worker, in that
 order or its reverse (alternating), so neither tree always goes first, or starts first. Why two:
-with one worker per tree, an A/A run (two identical trees) favoured one of them by 4-5% (0.950 and
-0.963), whatever the cause (start order, where a process's memory lands), so each round prints
+with one worker per tree, an A/A run (two identical trees) can favour one of them by several
+percent, whatever the cause (start order, where a process's memory lands), so each round prints
 every worker, a tree's time is the mean of its workers', and an A/A line (each tree's first
 worker / its second) shows how far two processes of one tree differ: a ratio between trees
 within that of 1 is no difference. Before timing, each worker counts the top-level op calls of

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 
 import torch
 
@@ -16,7 +17,16 @@ from .config import WEIGHT_FORMATS, EngineConfig, checkpoint_path, get_preset
 from .device import configure_threads, resolve_device, synchronize, torch_dtype
 from .errors import ConfigError
 from .model.kv_cache import PagedKVCache, default_budget
+from .model.matmul_plan import (
+    TUNED_ROWS,
+    plan_key,
+    rows_plan,
+    save_step_plan,
+    split_transposed,
+    step_plan,
+)
 from .model.model import LlamaModel, load_checkpoint
+from .model.step_plan import ROUNDS, broken, settle_steps
 from .model_runner import ModelRunner
 from .sampler import SamplingParams
 from .sequence import Sequence
@@ -25,7 +35,7 @@ from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-ENGINE_VERSION = "0.5.0"  # 0.5: a decode step in one C++ call, rows_matmul two rows at a time
+ENGINE_VERSION = "0.6.0"  # 0.6: the plan weighed in the whole decode step, one call at any plan
 
 
 def default_backend(device: str, dtype: torch.dtype) -> str:
@@ -135,9 +145,84 @@ class LLMEngine:
             from .model.cpu_kernel import fused_layer_ops
 
             # The same library fuses each residual add with its norm, SwiGLU's three ops, and
-            # whole decode layers where the products are its own.
+            # a whole decode step into one call.
             self.model.use_fused_ops(fused_layer_ops())
         self._ids = itertools.count()
+        self.plan_weighed = False
+        yield from self._weigh_plan_steps()
+
+    @property
+    def path(self) -> str:
+        """"fast" where this engine runs the way the lessons describe it (on a GPU; on the CPU,
+        the C++ kernels with a plan weighed in the whole step), else "plain" (torch's own ops:
+        before the app's set-up has built the kernels, or where they cannot be built). A result
+        says which (engine.lab.setup_state), and the cache keeps each under its own key."""
+        if self.device.startswith("cuda"):
+            return "fast"
+        return "fast" if self.backend == "cpp" and self.plan_weighed else "plain"
+
+    def _weigh_plan_steps(self) -> Steps[None]:
+        """On the CPU, the products' plan weighed in this engine's whole decode step
+        (engine/model/step_plan.py), read from the machine's plans' file or timed there now
+        and kept; where the pool cannot hold a 64-row batch the products' plan is used as it
+        is (a later engine with a larger pool times it)."""
+        linears = self.model.planned_linears()
+        if self.device != "cpu":
+            return
+        if not linears:  # int8 weights: their kernel needs no plan
+            self.plan_weighed = True
+            return
+        if linears[0].plan is None:
+            return
+        weights = [m.weight.detach() for m in linears]
+        settled = step_plan(weights, self.backend)
+        if settled is None:
+            tuned = [linears[0].plan[rows - 1] for rows in TUNED_ROWS]
+            extra = ("cpp",) if "cpp" in plan_key(weights)[0] else ()
+            weighed = yield from settle_steps(tuned, extra, self.time_decode_steps)
+            if weighed is None:
+                return
+            settled, seconds = weighed
+            save_step_plan(weights, self.backend, settled, seconds)
+            if broken(seconds):
+                log.info("%s: the decode step at %s rows stays slower than at a larger batch "
+                         "after timing it again", self.model_config.name, broken(seconds))
+        self.model.use_plan(rows_plan(settled))
+        self.plan_weighed = True
+
+    def time_decode_steps(self, rows: int, variants: tuple[str, ...],
+                          rounds: int = ROUNDS) -> dict[str, float] | None:
+        """Each variant's best time, over `rounds` interleaved rounds, of this engine's whole
+        decode step (LLMEngine.step: the batch's inputs, the model, the sampler) at `rows` rows
+        with every product in that variant; the plan is restored after. None where the pool
+        cannot hold `rows` sequences."""
+        linears = self.model.planned_linears()
+        kept = linears[0].plan
+        seqs = [self.new_sequence([1 + i % 64], rounds * len(variants) + 1, ignore_eos=True)
+                for i in range(rows)]
+        times = dict.fromkeys(variants, float("inf"))
+        try:
+            if not all(self.reserve(seq, 1) for seq in seqs):
+                return None
+            self.step([], [(seq, 1) for seq in seqs])
+            for _ in range(rounds):
+                for variant in variants:
+                    plan = list(kept)
+                    plan[rows - 1] = variant
+                    for m in linears:
+                        if variant == "x_wt" and m.weight_t is None:
+                            m.weight_t = split_transposed(m.weight.detach())
+                        m.plan = plan
+                    if not all(self.reserve(seq, 1) for seq in seqs):
+                        return None
+                    start = time.perf_counter()
+                    self.step(seqs, [])
+                    times[variant] = min(times[variant], time.perf_counter() - start)
+        finally:
+            for seq in seqs:
+                self.release(seq)
+            self.model.use_plan(kept)
+        return times
 
     def _build_kv_cache(self, budget: int) -> None:
         """The paged KV pool for a byte budget, its block manager, and the runner over them."""

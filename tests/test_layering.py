@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WEB_MAY_IMPORT = ("engine.config", "engine.errors", "engine.paths", "engine.calc.",
                   "engine.lab.client", "engine.lab.events", "engine.lab.registry",
                   "engine.lab.params", "engine.lab.results", "engine.lab.cache",
-                  "engine.lab.endpoint", "engine.lab.cores", "engine.lab.quality")
+                  "engine.lab.endpoint", "engine.lab.cores", "engine.lab.quality",
+                  "engine.lab.setup_state")
 
 
 def allowed(module: str) -> bool:

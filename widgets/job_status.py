@@ -86,6 +86,12 @@ def disturbed_text(check: DisturbanceCheck | None, remeasuring: bool = False) ->
     return f"DISTURBED: {why}; {then}"
 
 
+# A result measured on the plain path (before the engine's set-up built its kernels and timed its
+# plans, or where they cannot be built): slower than the engine the lessons describe.
+PLAIN_PATH = ("measured on the plain path (the engine's C++ kernels and plans not set up yet; "
+              "see the About page)")
+
+
 @dataclass(frozen=True)
 class Measurement:
     """What the label says about one job's result: where it came from and how good it is."""
@@ -96,6 +102,7 @@ class Measurement:
     spread: Spread | None = None
     check: DisturbanceCheck | None = None
     remeasuring: bool = False
+    path: str = ""  # "plain": measured before the engine's set-up (engine.lab.setup_state)
 
     @classmethod
     def of(cls, event) -> Measurement:
@@ -107,7 +114,7 @@ class Measurement:
         except ResultError:
             spread = check = None
         return cls(event.cached, event.device, event.measured_at, spread, check,
-                   getattr(event, "remeasuring", False))
+                   getattr(event, "remeasuring", False), str(data.get("path") or ""))
 
     @property
     def disturbed(self) -> bool:
@@ -436,6 +443,10 @@ class JobStatus(pn.viewable.Viewer):
         steady = spread_text(results[-1].spread) if results and not several else ""
         if steady:
             parts.append(steady)
+        plain = [r for r in results if r.path == "plain"]
+        if plain:
+            count = f"{len(plain)} " if several else ""
+            parts.append(f"{count}{PLAIN_PATH}")
         return parts
 
     def _disturbed_line(self) -> str:

@@ -1,23 +1,24 @@
 """`python -m engine tune`: time the lessons' models' matrix-product plans, and measure the
 machine's two limits (memory bandwidth, matmul peak), as part of a machine's set-up, after
-`build-kernel`.
+`build-kernel`. The app does the same at its first start, in its engine worker (the "setup"
+job, engine.lab.jobs.setup); this command is for a machine set up before any reader comes.
 
-A plan (engine/model/matmul_plan.py) is a fact about the machine (CPU, torch, threads, the C++
-library's build) and a model's shapes, like the kernels' build: timed on first use, it costs a
-reader's first engine 20 s for small on the 2-core machine, in the middle of a class. Here each
-preset is timed the way the lab's worker will use it: pinned to the engine's cores of the core
-split (engine/lab/cores.py: ENGINE_CORES, as for the server), with one torch thread per core,
-so the plan lands under the key the worker reads. A plan already on disk is not timed again,
-and its model is not built: whether it is there is read from the model's shapes alone (its
-layers as made, no checkpoint read, no copies laid out), so a second `tune` makes no weights.
+A plan (engine/model/matmul_plan.py, weighed in the whole step by engine/model/step_plan.py) is
+a fact about the machine (CPU, torch, threads, the C++ library's build) and a model's shapes,
+like the kernels' build: timed on first use, it costs a reader's first engine tens of seconds
+for small on a 2-core machine. Here each preset is timed the way the lab's worker will use it:
+pinned to the engine's cores of the core split (engine/lab/cores.py, as for the server), with
+one torch thread per core, so the plan lands under the key the worker reads. A plan already on
+disk is not timed again, and its model is not built: whether it is there is read from the
+model's shapes alone (its layers as made, no checkpoint read, no copies laid out), so a second
+`tune` makes no weights.
 
 The limits (engine.hardware.hardware_limits) are a fact about the machine too, read by every
-page that draws a roofline or the "On a GPU" box (the `info` job). Measured during a class they
-were mostly disturbed by the web server's work, so never kept, and measured again by each page
-that asked: five times in a class of 30 (bench/lab/classroom.py), 20 s of the engine's first 40
-while the first readers waited for their numbers. Here they are measured the way the worker
-measures them (pinned to its cores, inside the same disturbance check) and kept when quiet;
-when not, `tune` says so (the worker measures them when a page asks, as before).
+page that draws a roofline (the `info` job). Measured during a class they are mostly disturbed
+by the web server's work, so never kept, and measured again by each page that asks. Here they
+are measured the way the worker measures them (pinned to its cores, inside the same
+disturbance check) and kept when quiet; when not, `tune` says so (the worker measures them
+when a page asks).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import time
 
 import torch
 
-from ..config import get_preset
+from ..config import EngineConfig, get_preset
 from ..device import configure_threads, resolve_device, torch_dtype
 from ..hardware import hardware_limits, limits_on_disk
 from ..lab import cores
-from ..llm_engine import build_model_steps
+from ..llm_engine import LLMEngine, default_backend
 from ..model.layers import Linear
 from ..model.matmul_plan import has_plan
 from ..model.model import LlamaModel
@@ -58,26 +59,34 @@ def pin_like_the_worker() -> cores.CoreSplit:
 
 
 def plan_on_disk(name: str) -> bool:
-    """Whether the preset's plan is on disk for this process's threads: the plan's key is read
-    from the model's decode layers (as LlamaModel.prepare_for_inference_steps lists them, in
-    the dtype a CPU build gives them) as constructed: no checkpoint read, no transposed copies
-    (small: 0.1 s; on the meta device it would be 1 s, for torch's first import of dynamo)."""
+    """Whether the preset's plan is on disk for this process's threads, weighed in the step of
+    the backend its engine takes here (the C++ one where it is built): the plan's key is read
+    from the model's decode layers (as LlamaModel.planned_linears lists them, in the dtype a CPU
+    build gives them) as constructed: no checkpoint read, no transposed copies."""
     cfg = get_preset(name)
-    model = LlamaModel(cfg).to(dtype=torch_dtype(cfg.dtype_name("cpu")))
+    dtype = torch_dtype(cfg.dtype_name("cpu"))
+    model = LlamaModel(cfg).to(dtype=dtype)
     return has_plan([m.weight for m in model.modules()
-                     if isinstance(m, Linear) and m.qweight is None])
+                     if isinstance(m, Linear) and m.qweight is None],
+                    default_backend("cpu", dtype))
+
+
+def plan_steps(name: str):
+    """Build the preset's engine on the CPU, in steps (engine.steps), which times its plan where
+    the cache has none: the products, then the whole decode step (step_plan)."""
+    return LLMEngine.build_steps(EngineConfig(preset=name, device="cpu"))
 
 
 def plan_preset(name: str) -> float | None:
-    """Build the preset's model on the CPU, which times its plan where the cache has none;
+    """Build the preset's engine on the CPU, which times its plan where the cache has none;
     the seconds the timing took, or None where the plan was on disk (then nothing is built)."""
     if plan_on_disk(name):
         return None
     timed_from = None
     last_said = time.monotonic()
     start = time.monotonic()
-    for said in build_model_steps(name, "cpu"):
-        if said.startswith("matrix products timed"):
+    for said in plan_steps(name):
+        if " timed" in said:
             if timed_from is None:
                 timed_from = start
             if time.monotonic() - last_said >= PROGRESS_EVERY_S:

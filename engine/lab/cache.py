@@ -1,8 +1,9 @@
 """The measurement cache: results by their full key, in memory and as one JSON file each on disk.
 
-The key is (device, engine version, job kind, params with the kind's defaults filled in): a
-classroom moving the same slider measures each point once, and a result measured by another
-engine version or on another device is never served. Only trustworthy results are kept: one
+The key is (device, engine version, job kind, params with the kind's defaults filled in, the
+engine's path: engine.lab.setup_state): a classroom moving the same slider measures each point
+once, and a result measured by another engine version, on another device or on the plain path
+before the engine's set-up is never served as this one's. Only trustworthy results are kept: one
 whose disturbance check (engine.lab.quality) says disturbed is refused, and so is one without a
 check (measured before results carried one). A stored result keeps its spread and check, so a
 page drawing it from the cache shows both. An entry read from disk is checked against its kind's
@@ -11,7 +12,7 @@ key, or a result of the wrong shape (a format changed without a version bump, a 
 truncated write) is deleted and the point measured again, never shown.
 
 `nearest(key)` finds the cached result closest to a key that has none (same device, engine
-version and kind; every setting that is not a number the same; numbers near, see `distance`), so
+version, path and kind; every setting that is not a number the same; numbers near, see `distance`), so
 a page can show it at once, marked as such, while the exact one is measured.
 
 What stays in memory is bounded by size, not count: this store lives in the web process, which a
@@ -37,6 +38,7 @@ from pathlib import Path
 from ..errors import ResultError
 from ..paths import write_text_atomic
 from .results import RESULTS, Measured, parse_result
+from .setup_state import PATHS, engine_path
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,12 @@ def trustworthy(result: dict, kind: str | None = None) -> bool:
     return "check" in result or (record is not None and not issubclass(record, Measured))
 
 
+def with_path(key: dict, path: str) -> dict:
+    """The key for a result measured on `path`: "path" only for the fast one."""
+    plain = {k: v for k, v in key.items() if k != "path"}
+    return {**plain, "path": path} if path == "fast" else plain
+
+
 class CacheStore:
     """Measured results by full key, as one JSON file each on disk and, the most recently used up
     to `memory_bytes` of JSON (none over `keep_at_most`), in memory."""
@@ -107,8 +115,11 @@ class CacheStore:
 
     @staticmethod
     def key(device: str, engine_version: str, kind: str, params: dict) -> dict:
-        return {"device": device, "engine_version": engine_version, "kind": kind,
-                "params": params}
+        """A result's full key, with the engine's path now (engine.lab.setup_state): a result
+        of the plain path is never served as the fast path's. The plain path's key is the key
+        as it was before paths (no "path"), so caches written before it keep answering."""
+        return with_path({"device": device, "engine_version": engine_version, "kind": kind,
+                          "params": params}, engine_path())
 
     def _path(self, key: dict) -> Path:
         text = json.dumps(key, sort_keys=True, separators=(",", ":"))
@@ -160,7 +171,8 @@ class CacheStore:
         keys = self._keys_of(key["kind"])
         candidates = sorted(
             (distance(key["params"], k["params"]), name, k) for name, k in list(keys.items())
-            if k["device"] == key["device"] and k["engine_version"] == key["engine_version"])
+            if k["device"] == key["device"] and k["engine_version"] == key["engine_version"]
+            and k.get("path", "plain") == key.get("path", "plain"))
         for far, name, other in candidates:
             if far > within:
                 break
@@ -212,7 +224,10 @@ class CacheStore:
 
     def put(self, key: dict, result: dict, measured_at: str) -> bool:
         """Keep a result (in memory and on disk); False, keeping nothing, if it is not
-        trustworthy (disturbed, or without a check)."""
+        trustworthy (disturbed, or without a check). A result that says its path is kept
+        under that path's key, whatever the path was when it was asked for."""
+        if isinstance(result, dict) and result.get("path") in PATHS:
+            key = with_path(key, result["path"])
         if not trustworthy(result, key["kind"]):
             log.info("not caching a %s result: %s", key["kind"],
                      "disturbed" if disturbed(result) else "it has no disturbance check")

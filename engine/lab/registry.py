@@ -171,6 +171,10 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
           bounds=(Bound(B["info"], {}, "the about page's description (limits measured once per "
                                        "machine, then read from disk)"),),
           timed=False),
+    _spec("setup", "engine.lab.jobs.setup:setup_job", {}, results.SetupResult,
+          "The engine's first-start set-up: build the C++ kernels, then each lesson preset's "
+          "engine, timing its plans where none are on disk (app.py submits it at start-up).",
+          cacheable=False, size="load", pausable=True, timed=False),
     # ---- measurements of single steps ---------------------------------------------------------
     _spec("sweep_point", "engine.lab.jobs.measure:sweep_point_job", {
         **ENGINE, "batch_size": Int(1, lo=1, hi=4096), "prompt_len": Int(128, lo=1),

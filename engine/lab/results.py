@@ -351,6 +351,8 @@ class SweepPointResult(Measured):
     prefill_tokens_per_s: float
     # every timed decode step in ms (warm-up excluded); None in results cached before it was kept
     step_ms: list[float] | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    # "fast" or "plain" (engine.lab.setup_state): the engine's path; None where not said
+    path: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
@@ -371,6 +373,22 @@ class PrefillPointResult(Measured):
     tokens_per_s: float
     weight_bytes: int
     kv_bytes_per_token: int
+    # "fast" or "plain" (engine.lab.setup_state): the engine's path; None where not said
+    path: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+
+
+@dataclass(frozen=True)
+class SetupResult(Record):
+    """The app's first-start set-up (engine.lab.jobs.setup): the kernels' state ("built",
+    "unavailable" with why in one line, "not needed" on a GPU), the presets made ready, the path
+    results are measured on from now ("fast" or "plain"), and the seconds it took."""
+
+    job_kind: ClassVar[str] = "setup"
+    kernels: str
+    kernel_message: str
+    presets: list[str]
+    path: str
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -802,7 +820,7 @@ RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
-    EndpointConcurrencyResult, EndpointStreamResult)}
+    EndpointConcurrencyResult, EndpointStreamResult, SetupResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

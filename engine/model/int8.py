@@ -6,16 +6,14 @@ Why: a decode step at a small batch reads every weight once, and int8 reads a qu
 float32's bytes (and holds a quarter of the memory). Whether that makes the step faster depends on
 what the step waits for. The kernels widen the int8 weights in registers as they multiply: on the
 CPU csrc/int8_linear.cpp (float32 activations), on CUDA triton_int8.py (the activations' dtype;
-tested in Triton's interpreter, not timed on a GPU here). On this 2-core AVX2 CPU the widening,
-not memory, sets the C++ kernel's pace: bench/engine/techniques.py (small preset, best of 5 rounds, three
-runs on 8408659/0c615c6) measured int8's TPOT at 0.70x, 0.90x and 0.69x float32's at batch 1
-(float32's step swung between about 10 and 13 ms, int8's stayed 8.8-10.3 ms), 0.64-0.67x at
-batch 4 and 1.04-1.07x at batch 16; the kernel moves its bytes at 14-16 GB/s where float32's
-step moves its own at 39-53 GB/s. Integer dot products (activations quantized too) or a GPU
-would be needed to turn the whole byte saving into speed at batch 1. The cost is the
+tested in Triton's interpreter, not timed on a GPU here). On a 2-core AVX2 CPU the widening,
+not memory, sets the C++ kernel's pace: int8's step is faster than float32's at batch 1 and 4
+and about as fast at batch 16, well short of the 4x that the bytes alone promise, because the
+kernel moves its bytes at a fraction of the bandwidth float32's step reaches
+(`python bench/engine/techniques.py` measures both). Integer dot products (activations quantized too)
+or a GPU would be needed to turn the whole byte saving into speed at batch 1. The cost is the
 rounding: at most half a scale step per weight, which the quality check measures
-(engine.quantization: on tiny, held-out loss 4.924881 against 4.924949, 99.56% next-token
-agreement).
+(engine.quantization: held-out loss and next-token agreement against float32).
 """
 
 from __future__ import annotations

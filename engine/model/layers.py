@@ -6,8 +6,8 @@ its speed is how fast the weights stream from memory, and on CPUs that depends o
 product is laid out (engine/model/matmul_plan.py measures the choices once per machine). A layer
 keeps its weight in a second, transposed layout only where its plan multiplies by it ("x_wt"):
 the copy is as big as the weight, and making it was most of a model's build once the plan is on
-disk (the small preset: 1.9 of 2.8 s, and 0.5 GB more for the engine worker to hold), while on
-this machine, with the C++ library built, the plans choose "cpp" at nearly every row count.
+disk, and it doubles what the engine worker holds for the model; where the C++ library is built
+no plan offers that layout (the one-call decode step reads the weights as they are).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import int8
-from .matmul_plan import multiply, split_transposed
+from .matmul_plan import STEP_PRODUCTS, multiply, split_transposed
 
 
 class RMSNorm(nn.Module):
@@ -78,9 +78,13 @@ class Linear(nn.Module):
         self.weight = None
         self.weight_t = self.plan = None
 
-    def multiplies_in_cpp(self, rows: int) -> bool:
-        """Whether `rows` rows are multiplied by the C++ library's rows_matmul (the plan's "cpp")."""
-        return self.plan is not None and rows <= len(self.plan) and self.plan[rows - 1] == "cpp"
+    def step_product(self, rows: int) -> int | None:
+        """The code of the layout the plan picks for `rows` rows, as the C++ one-call decode step
+        takes it (matmul_plan.STEP_PRODUCTS), or None where that step cannot run it (no plan,
+        more rows than it covers, or a layout that reads a transposed copy)."""
+        if self.plan is None or rows > len(self.plan):
+            return None
+        return STEP_PRODUCTS.get(self.plan[rows - 1])
 
     def weight_bytes(self) -> int:
         """Bytes one product reads for the weight, as held."""

@@ -3,42 +3,45 @@
 A decode step multiplies B rows (one per sequence) by every weight matrix. The physics says a
 memory-bound step should cost about the same for B = 1 and B = 8, but BLAS libraries pick their
 inner kernels by shape, and for small B the choice is erratic: with MKL on a 2-core AVX2 machine,
-W @ x.T (W stored out x in) streams a 768 x 3072 matrix at 24 GB/s for 2 or 4 rows and 12 GB/s for
-8, and one row is fastest as x @ W.T with W.T stored in x out (shared/PERF-NOTES.md has the
-table). A single product also tends to be streamed by one core: on that machine one row times
-all of a GPT-2-small's matrices reached about 20 GB/s against 28 GB/s for summing the same
-memory, and cutting each matrix into one piece per thread, multiplied as a batch (torch.bmm runs
-the pieces on different cores), reached about 25. Rather than hard-code one machine's quirks,
-the engine times five ways of doing every product of a decode step, for each row count in
-TUNED_ROWS (every count up to 16, then 24, 32, 48 and 64), and keeps the fastest:
+W @ x.T (W stored out x in) streams a 768 x 3072 matrix twice as fast for 2 or 4 rows as for 8,
+and one row is fastest as x @ W.T with W.T stored in x out (shared/PERF-NOTES.md has the table).
+A single product also tends to be streamed by one core; cutting each matrix into one piece per
+thread, multiplied as a batch (torch.bmm runs the pieces on different cores), streams faster.
+Rather than hard-code one machine's quirks, the engine times the ways of doing every product of
+a decode step, for each row count in TUNED_ROWS (every count up to 16, then 24, 32, 48 and 64),
+and keeps the fastest:
 
 - "x_wt": x @ W.T, from a stored copy of W.T cut by output columns into one (in x out/P)
-  piece per thread (P pieces, `split_transposed`), multiplied as a batch of P;
+  piece per thread (P pieces, `split_transposed`), multiplied as a batch of P; offered only
+  where the C++ library is not built (the one-call step has no copies to read);
 - "w_xt": (W @ x.T).T, from the usual (out x in) weight;
 - "w_xt_split": the same with W viewed as P (out/P x in) pieces, multiplied as a batch (no copy);
 - "w_xt_pad": W @ x.T with x padded with zero rows to PAD_ROWS (the extra rows are dropped),
   for libraries that are faster at that size;
 - "linear": F.linear, what a plain loop does (so the plan is never slower than that loop's);
-- "cpp": where the engine's C++ library is built (`python -m engine build-kernel`), one call that
-  reads each weight row once for all the rows (csrc/rows_matmul.cpp): at batch 1 the others'
-  three to five op calls cost about as much as the arithmetic of tiny's matrices.
+- "cpp": where the engine's C++ library is built, one call that reads each weight row once for
+  all the rows (csrc/rows_matmul.cpp).
 
-It is timed on the model's own weights, layer after layer as a step reads them: each matrix is
-then read from memory, not from cache, as in a real step, and mixing layouts from one layer to
-the next turned out slower than any single choice, so one variant serves every layer for a given
-row count. A row count between two tuned ones takes the larger one's choice (`rows_plan`). Plans
-are cached per machine (CPU, torch version, threads), model shape and, where "cpp" was timed, the
-C++ library's build (a changed kernel is timed again).
-"cpp" is kept where it is within ONE_CALL_MARGIN of the fastest (`choose`): a plan of "cpp" at a
-row count also makes the whole decode step one C++ call (LlamaModel.decode_logits), which saves
-the Python around every layer that timing the products alone does not see.
-Timing costs the first use of a model on a machine: 20 s for small on one core of the 2-core
-machine, one pass through 510 MB of weights for each variant, round and row count. So every
-variant is timed once at a row count, and only those within DROP of the best are timed again
-(`time_variants`; "w_xt_pad" is not timed from PAD_ROWS rows on, where it is "w_xt"): 12 s
-for small, 0.58 of timing every variant every round, with the same choices (`python
-bench/plan_tuning.py`); `python -m engine tune` times the lessons' presets as part of a
-machine's set-up, so that no reader waits for it.
+Where the C++ library is built, a decode step is one C++ call whichever of these the plan picks
+(LlamaModel.decode_logits passes the choice as a STEP_PRODUCTS code): at batch 1 the Python
+around each layer costs about as much as tiny's arithmetic, so no layout may bring it back.
+
+Products are timed on the model's own weights, layer after layer as a step reads them: each
+matrix is then read from memory, not from cache, as in a real step; one variant serves every
+layer for a given row count (mixing layouts from one layer to the next was slower than any
+single choice). The products' choice is then weighed in the whole decode step it makes
+(engine/model/step_plan.py): the engine times its real step with the candidates at each row
+count and keeps a plan whose step is never slower at fewer rows. A row count between two tuned
+ones takes the larger one's choice (`rows_plan`). Plans are cached per machine (CPU, torch
+version, threads), model shape and, where "cpp" was timed, the C++ library's build (a changed
+kernel is timed again).
+
+Timing every variant at every row count in every round costs a pass through the weights each
+(small: 510 MB): so every variant is timed once at a row count, and only those within DROP of
+the best are timed again (`time_variants`; "w_xt_pad" is not timed from PAD_ROWS rows on, where
+it is "w_xt"), which makes the same choices in about half the time (`python
+bench/plan_tuning.py`). The app's set-up job and `python -m engine tune` time the lessons'
+presets when a machine is first used, so that no reader waits for it.
 Above MAX_TUNED_ROWS rows (prefill, very large batches) the product is compute-bound and F.linear
 is used.
 
@@ -64,15 +67,13 @@ VARIANTS = ("x_wt", "w_xt", "w_xt_split", "w_xt_pad", "linear", "cpp")
 TUNED_ROWS = (*range(1, 17), 24, 32, 48, 64)
 MAX_TUNED_ROWS = TUNED_ROWS[-1]
 PAD_ROWS = 16
-PLAN_VERSION = 7  # 7: "cpp" kept within ONE_CALL_MARGIN of the fastest (choose)
-# How much slower, timed alone, the products may be in "cpp" and still be chosen. On the 2-core
-# machine, with a margin of 5%, the tuning picked "w_xt_split" for small at 1 row, although the
-# step with every product pinned to "cpp" (one call) was 5% faster than the tuned one in every
-# round (`python bench/plan_pins.py`: medians of 3 interleaved rounds 10.05 against 10.56 ms).
-ONE_CALL_MARGIN = 1.10
-# After a round, a variant slower than the round's best by more than this (by `choose`'s measure)
-# is not timed again at that row count. The first pass of a variant at a new row count was up to
-# 43% slower than its next ones on the 2-core machine (x_wt on tiny): 1.5 drops only clear losers.
+PLAN_VERSION = 8  # the file's format and rules; a changed rule times every plan again
+# The product layouts the C++ one-call decode step runs, with the code decode_model takes
+# (csrc/fused_ops.cpp `product`).
+STEP_PRODUCTS = {"cpp": 0, "linear": 1, "w_xt": 2, "w_xt_split": 3, "w_xt_pad": 4}
+# After a round, a variant slower than the round's best by more than this is not timed again at
+# that row count. A variant's first pass at a new row count can be 40% slower than its next
+# ones (the first touch of its buffers): 1.5 drops only clear losers.
 DROP = 1.5
 
 
@@ -115,10 +116,13 @@ def multiply(rows: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor,
 
 
 def available_variants() -> tuple[str, ...]:
-    """VARIANTS this process can run: "cpp" only where the C++ library is built (and loaded)."""
+    """VARIANTS this process times: where the C++ library is built (and loaded), the layouts its
+    one-call decode step runs (STEP_PRODUCTS); else every one but "cpp"."""
     from .cpu_kernel import rows_matmul_kernel
 
-    return VARIANTS if rows_matmul_kernel() is not None else VARIANTS[:-1]
+    if rows_matmul_kernel() is not None:
+        return tuple(v for v in VARIANTS if v in STEP_PRODUCTS)
+    return tuple(v for v in VARIANTS if v != "cpp")
 
 
 def tune_rows(weights: list[tuple[torch.Tensor, torch.Tensor]], budget_s: float = 3.0,
@@ -169,7 +173,7 @@ def time_variants(one_pass: Callable[[str], float], variants: tuple[str, ...], r
                   drop: float | None = DROP) -> dict[str, float]:
     """Each variant's best of up to `repeats` passes (`one_pass(variant)`: seconds), in
     interleaved rounds. After each round the variants more than `drop` times slower than the
-    best, as `choose` weighs them, are not timed again (they keep their time, which cannot be
+    best are not timed again (they keep their time, which cannot be
     chosen); once one is left the choice is clear and timing stops. drop=None: every round
     times every variant."""
     return run_steps(time_variants_steps(one_pass, variants, repeats, drop))
@@ -185,8 +189,8 @@ def time_variants_steps(one_pass: Callable[[str], float], variants: tuple[str, .
         for variant in left:
             times[variant] = min(times[variant], one_pass(variant))
         if drop is not None:
-            best = min(_weighed(v, times[v]) for v in left)
-            left = [v for v in left if _weighed(v, times[v]) <= drop * best]
+            best = min(times[v] for v in left)
+            left = [v for v in left if times[v] <= drop * best]
         if len(left) == 1 or done == repeats:
             break
         yield f"{said}: round {done}"
@@ -194,14 +198,9 @@ def time_variants_steps(one_pass: Callable[[str], float], variants: tuple[str, .
 
 
 def choose(times: dict[str, float]) -> str:
-    """The variant to use at one row count, from each variant's best time: the fastest, or "cpp"
-    where it is within ONE_CALL_MARGIN of it (the one-call step then saves more than that)."""
-    return min(times, key=lambda v: (_weighed(v, times[v]), v != "cpp"))
-
-
-def _weighed(variant: str, seconds: float) -> float:
-    """A time as `choose` compares it: "cpp"'s divided by ONE_CALL_MARGIN."""
-    return seconds / ONE_CALL_MARGIN if variant == "cpp" else seconds
+    """The variant to use at one row count, from each variant's best time: the fastest ("cpp"
+    on a tie: it needs no copy and no padding). The whole step then weighs it (step_plan)."""
+    return min(times, key=lambda v: (times[v], v != "cpp"))
 
 
 def rows_plan(tuned: list[str]) -> list[str]:
@@ -264,8 +263,35 @@ def _read_plans(path) -> dict:
     return {}
 
 
-def has_plan(weights: list[torch.Tensor]) -> bool:
-    """Whether this machine's plans' file (for this process's thread count) has the plan for
-    these weights: only their dtype and shapes are read, so meta tensors do, and a set-up step
-    (`python -m engine tune`) need not make a model's weights to find out."""
-    return plan_key(weights)[1] in _read_plans(_plan_file())
+def has_plan(weights: list[torch.Tensor], backend: str | None = None) -> bool:
+    """Whether this machine's plans' file (for this process's thread count) has the products'
+    plan for these weights, and with `backend`, the plan weighed in that backend's whole step
+    (step_plan): only their dtype and shapes are read, so meta tensors do, and a set-up step
+    need not make a model's weights to find out."""
+    plans = _read_plans(_plan_file())
+    key = plan_key(weights)[1]
+    return key in plans and (backend is None or _step_key(key, backend) in plans)
+
+
+def _step_key(key: str, backend: str) -> str:
+    return f"{key}|step {backend}"
+
+
+def step_plan(weights: list[torch.Tensor], backend: str) -> list[str] | None:
+    """The plan weighed in the whole decode step on `backend` (one variant per TUNED_ROWS),
+    from this machine's plans' file, or None where it has not been timed."""
+    entry = _read_plans(_plan_file()).get(_step_key(plan_key(weights)[1], backend))
+    if isinstance(entry, dict) and len(entry.get("plan", ())) == len(TUNED_ROWS):
+        return list(entry["plan"])
+    return None
+
+
+def save_step_plan(weights: list[torch.Tensor], backend: str, plan: list[str],
+                   seconds: list[float]) -> None:
+    """Keep the plan weighed in the whole step, with each row count's step time (the
+    monotonic rule's evidence: step_plan.broken reads it)."""
+    path = _plan_file()
+    plans = _read_plans(path)
+    plans[_step_key(plan_key(weights)[1], backend)] = {
+        "plan": plan, "step_ms": [round(1000 * t, 4) for t in seconds]}
+    write_json_atomic(path, plans)

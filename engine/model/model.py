@@ -123,17 +123,18 @@ class LlamaModel(nn.Module):
                       attend) -> torch.Tensor | None:
         """Logits of a decode-only step (flat rows, one token each) in one C++ call, from token
         ids to the output projection, where `attend` offers the step's `decode_inputs` (the
-        engine's cpp backend) and the measured plan does the products with the library's
-        rows_matmul at this many rows (one plan serves every product: matmul_plan); else None,
-        and the caller runs the layers one by one. At batch 1 the Python around each layer
-        (its arguments, its op calls) costs more than tiny's arithmetic."""
+        engine's cpp backend) and the measured plan covers this many rows: the call does every
+        product in the layout the plan picks (one plan serves every product: matmul_plan);
+        else None, and the caller runs the layers one by one. At batch 1 the Python around each
+        layer (its arguments, its op calls) costs more than tiny's arithmetic, so no layout
+        may bring it back."""
         inputs = getattr(attend, "decode_inputs", None)
-        if self.decode_model is None or inputs is None \
-                or not self.lm_head.multiplies_in_cpp(input_ids.shape[0]):
+        how = self.lm_head.step_product(input_ids.shape[0])
+        if self.decode_model is None or inputs is None or how is None:
             return None
         return self.decode_model(input_ids, positions, self.embed.weight, self.rotary.cos,
                                  self.rotary.sin, self.decode_weights, self.cfg.norm_eps,
-                                 *inputs(), self.cfg.heads)
+                                 *inputs(), self.cfg.heads, how)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits in float32 (a conversion op only where the model runs in half precision)."""
@@ -158,10 +159,9 @@ class LlamaModel(nn.Module):
 
     def use_fused_ops(self, ops) -> None:
         """Run every residual add with its norm, and every SwiGLU activation, as one C++ call
-        each, and a decode-only step as one call where the measured plan does every product
-        with the library's rows_matmul (decode_logits; cpu_kernel.fused_layer_ops; float32 CPU
-        inference only: the ops have no autograd). At batch 1 a small model's step costs mostly
-        op calls: this takes four per layer out, or all but a few where the step is one call."""
+        each, and a decode-only step of up to MAX_TUNED_ROWS rows as one call (decode_logits;
+        cpu_kernel.fused_layer_ops; float32 CPU inference only: the ops have no autograd). At
+        batch 1 a small model's step costs mostly op calls: this leaves a handful."""
         if self.embed.weight.dtype != torch.float32 or self.embed.weight.device.type != "cpu":
             raise ValueError("the fused C++ layer ops run float32 models on the CPU only")
         for m in self.modules():
@@ -186,13 +186,21 @@ class LlamaModel(nn.Module):
         a time, when this machine has no plan for the model's shapes yet."""
         self.eval()
         self.requires_grad_(False)
-        linears = [m for m in self.modules() if isinstance(m, Linear) and m.qweight is None]
+        linears = self.planned_linears()
         if self.embed.weight.device.type == "cpu" and linears:  # in step order
             plan = yield from matmul_plan_steps([m.weight.detach() for m in linears])
-            for m in linears:
-                m.prepare_for_cpu_decode(plan)
+            self.use_plan(plan)
             if "x_wt" in plan:  # a copy of every weight made: a step of its own
                 yield "weights laid out for small batches"
+
+    def planned_linears(self) -> list[Linear]:
+        """The linear layers a matrix-product plan serves (float weights), in step order."""
+        return [m for m in self.modules() if isinstance(m, Linear) and m.qweight is None]
+
+    def use_plan(self, plan: list[str]) -> None:
+        """Every planned layer follows `plan` (a variant for each row count 1..MAX_TUNED_ROWS)."""
+        for m in self.planned_linears():
+            m.prepare_for_cpu_decode(plan)
 
     def held_bytes(self) -> int:
         """Bytes of memory the model's tensors hold, each storage once: its weights as held

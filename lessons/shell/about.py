@@ -1,5 +1,6 @@
 """About this machine: the device the engine runs on, its measured limits, the model presets,
-and what the engine service is doing right now (refreshed every second)."""
+the engine's first-start set-up (its C++ kernels and plans: engine.lab.setup_state) and what the
+engine service is doing right now (both refreshed every second)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import html
 import panel as pn
 
 from engine.lab.results import InfoResult, PresetShape
+from engine.lab.setup_state import SetupState, read_state
+from engine.lab.setup_state import describe as describe_setup
 from widgets.html import html_pane, site_html
 from widgets.job_status import RANDOM_WEIGHTS
 
@@ -48,6 +51,16 @@ def figures_html(info: InfoResult) -> str:
     ]) + "</div>"
 
 
+def setup_html(state: SetupState) -> str:
+    """The set-up's line, with a progress bar while it runs (plain HTML: the bar is a
+    <progress> element, read by screen readers with its value)."""
+    text = f"<p>{html.escape(describe_setup(state))}</p>"
+    if state.state == "running" and state.total:
+        text += (f'<progress max="{state.total}" value="{state.done}" '
+                 f'aria-label="engine set-up">{state.done} of {state.total}</progress>')
+    return text
+
+
 class AboutPage(Page):
     """The machine and the engine service, as measured by the engine's "info" job."""
 
@@ -60,6 +73,7 @@ class AboutPage(Page):
         self.presets = html_pane("", visible=False)
         self.service = html_pane(describe_status(self.jobs.service.status()),
                                  css_classes=["service-status"])
+        self.setup = html_pane(setup_html(read_state()), css_classes=["engine-setup"])
 
     def view(self) -> pn.viewable.Viewable:
         return pn.Column(
@@ -68,6 +82,11 @@ class AboutPage(Page):
                       "from papers and datasheets are marked as quoted and name their source). "
                       "These are the limits it works against.</p>"),
             self.figures, self.runner.status, self.presets,
+            html_pane("<h2>The engine's set-up</h2><p>The first time the app starts on a "
+                      "machine, the engine builds its C++ kernels and times how to multiply "
+                      "its models' weights here, in the background; results measured before "
+                      "that is done are labelled as the plain path's.</p>"),
+            self.setup,
             html_pane("<h2>The engine service, now</h2><p>One worker process runs every "
                       "reader's measurements, one at a time: short measurements before long "
                       "runs, readers in turn, the same measurement asked by several readers run "
@@ -84,6 +103,9 @@ class AboutPage(Page):
 
     def refresh_status(self) -> None:
         self.service.object = site_html(describe_status(self.jobs.service.status()))
+        setup = site_html(setup_html(read_state()))
+        if self.setup.object != setup:
+            self.setup.object = setup
 
     def _on_event(self, event) -> None:
         if event.type == "result":

@@ -65,13 +65,12 @@ def test_paged_equals_contiguous_cache(engine):
     check_against_contiguous_cache(engine)
 
 
-@pytest.mark.parametrize("variant", ["cpp", "linear"])
+@pytest.mark.parametrize("variant", ["cpp", "linear", "w_xt", "w_xt_split", "w_xt_pad"])
 def test_cpp_one_call_decode_step_equals_contiguous_cache(tiny_engine_factory, cpp_kernel,
                                                           variant):
-    """The cpp backend's decode steps run the whole model in one C++ call where the plan does
-    every product with the library's rows_matmul ("cpp"), else the one-call attention (rotary,
-    cache writes, attention) between the products; its model adds each residual in the norm
-    after it and runs SwiGLU's activation in one call (csrc/fused_ops.cpp). Both match the plain
+    """The cpp backend's decode steps run the whole model in one C++ call whichever product
+    layout the plan picks (csrc/fused_ops.cpp `product`); its model adds each residual in the
+    norm after it and runs SwiGLU's activation in one call. Every layout matches the plain
     contiguous-cache loop."""
     engine = tiny_engine_factory(seed=2, backend="cpp")
     model = engine.model
@@ -84,7 +83,7 @@ def test_cpp_one_call_decode_step_equals_contiguous_cache(tiny_engine_factory, c
     model.decode_model = lambda *args, op=model.decode_model: step_calls.append(1) or op(*args)
     decode_steps = check_against_contiguous_cache(engine)
     assert engine.runner.attention.fused_qkv is not None  # the last (decode) step took it
-    assert len(step_calls) == (decode_steps if variant == "cpp" else 0)
+    assert len(step_calls) == decode_steps
 
 
 def check_against_contiguous_cache(engine) -> int:

@@ -15,18 +15,15 @@ block_snapshots asks; prefix caching) share one model: a sibling has the same we
 only) with a pool, block manager and runner of its own, made in milliseconds, and the models
 kept are bounded by what they hold together (MAX_MODEL_BYTES), each counted once. A paused job's
 engine (engine.lab.worker.pause) is shared too: it is set aside, since its requests hold KV
-blocks, and the jobs run inside the pause get a sibling. Before, both built the model again:
-bench/lab/classroom.py at 30 students uses tiny, tiny with block_snapshots' 2 MiB budget and the
-roofline's small, three engines for two places, so small was evicted whenever both tiny ones had
-been used since and built again, and each level of nested pauses built tiny again.
+blocks, and the jobs run inside the pause get a sibling. Building the model again for each
+would evict and rebuild models in turn: a class uses tiny, tiny with block_snapshots' 2 MiB
+budget and the roofline's small, three engines for two models, and nested pauses more.
 
-What a class at 30 builds now (a traced run, `bench/lab/engine_gaps.py` reads the "built",
-"sibling", "resize" and "evict" marks; each build is also a line in the server's log): tiny
-once (0.05 s) and small once (2.8 s, most of it laying out a transposed copy of every weight
-that the plan on disk did not use: now only made where the plan multiplies by it,
-engine.model.layers), 7 siblings and 11 pool resizes (0.14 s together), nothing dropped: 3% of
-the worker's time. A plan not on disk is what costs (small: 20 s of timing), hence `python -m
-engine tune` at set-up.
+What a class builds shows in a traced run (`bench/lab/engine_gaps.py` reads the "built", "sibling",
+"resize" and "evict" marks; each build is also a line in the server's log): each model once, a
+sibling or a pool resize in milliseconds. A plan not on disk is what costs (tens of seconds for
+small), hence the app's set-up job at its first start (engine.lab.jobs.setup) and `python -m
+engine tune`.
 """
 
 from __future__ import annotations
@@ -50,10 +47,10 @@ from .. import trace
 log = logging.getLogger(__name__)
 # The models kept (their engines, and siblings sharing them, engine_for) hold at most this many
 # bytes of tensors together (LlamaModel.held_bytes; the most recently used one is always kept).
-# A bound by count (two models, up to stop 31) built a model again at every turn whenever three
-# were used in turns (the quantization lesson's small in fp32 and int8 beside the knob's tiny);
-# the lessons' models hold tiny 21 MiB, small 490 MiB in fp32 (about 200 in int8), together
-# under 1 GiB (a preset's parameters in float32: ModelConfig.params x 4 bytes, and its buffers).
+# A bound by count would build a model again at every turn whenever three are used in turns (the
+# quantization lesson's small in fp32 and int8 beside the knob's tiny); by bytes, the lessons'
+# models fit together (a preset's parameters in float32: ModelConfig.params x 4 bytes, and its
+# buffers; small is about 0.5 GB in float32).
 MAX_MODEL_BYTES = 2**30
 MAX_PAUSED_BUILDS = 2  # half-made builds kept (build)
 SHRINK_AT = 4  # a pool this many times larger than a job needs is shrunk to fit it
@@ -140,6 +137,22 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
     _engines[key] = engine  # most recently used last
     _evict()
     return engine
+
+
+def drop_plain_engines() -> None:
+    """Forget the engines, and the half-made builds, that asked for the "auto" backend and got
+    another than "auto" gives now: the C++ kernels built since (the set-up job), their next job
+    builds again on the fast path. Paused jobs' engines stay with their jobs."""
+    from ...llm_engine import default_backend
+
+    for key, engine in list(_engines.items()) + list(_spares.items()):
+        if key[2] == "auto" and engine.backend != default_backend(engine.device, engine.dtype):
+            _engines.pop(key, None)
+            _spares.pop(key, None)
+            log.info("dropped the %s engine built before the kernels", describe(key))
+    for key in [k for k in _paused if k[2] == "auto"]:
+        _paused.pop(key)
+        _timings.pop(key, None)
 
 
 def model_key(key: tuple) -> tuple:

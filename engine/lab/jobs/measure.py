@@ -1,7 +1,8 @@
 """Jobs that measure single engine steps, one point of a chart each.
 
 - `sweep_point`: one batch size of the batch-size sweep (engine.sweep): TTFT, the median decode
-  step (TPOT), tokens/s, KV bytes, bytes and FLOPs per step.
+  step (TPOT), tokens/s, KV bytes, bytes and FLOPs per step, and the path it was measured on
+  ("plain" before the app's set-up has built the kernels: LLMEngine.path).
 - `prefill_point`: time prefill passes of one prompt length; FLOPs and bytes from the preset's
   shape (engine.calc.step_cost), so the pass can be placed on the roofline.
 - `kv_allocation`: build the engine's paged KV cache (engine.model.kv_cache.PagedKVCache) for every
@@ -51,14 +52,15 @@ def measure_sweep_point(engine, params: dict, emit: Emit, control: Control) -> d
              "p50": point.tpot_ms, "p90": point.step_ms_p90}  # the sweep's own deciles
     return {"device": engine.device, "preset": params["preset"],
             "weights": engine.model_config.weights, "backend": engine.backend,
-            "weight_bytes": engine.model.weight_bytes(), **point.to_dict(), "spread": steps}
+            "path": engine.path, "weight_bytes": engine.model.weight_bytes(),
+            **point.to_dict(), "spread": steps}
 
 
 def progress_every(emit: Emit, every_s: float):
     """on_step(done, total) that sends a "progress" event at most every every_s, and at the
     last step. A knob point's decode steps take about a millisecond each on tiny: an event for
-    each was 31 a point, each one crossing to the web process and redrawing its reader's
-    status on the class's busiest core. Called between timed steps, never inside one."""
+    each would be dozens a point, each one crossing to the web process and redrawing its
+    reader's status on the class's busiest core. Called between timed steps, never inside one."""
     every = Every(every_s)
 
     def on_step(done: int, total: int) -> None:
@@ -109,7 +111,7 @@ def prefill_point_job(params: dict, emit: Emit, control: Control) -> dict | None
     return {
         "device": engine.device, "preset": params["preset"],
         "weights": "random" if engine.config.random_weights else engine.model_config.weights,
-        "dtype": shape["dtype"], "batch_size": batch, "prompt_len": prompt_len,
+        "path": engine.path, "dtype": shape["dtype"], "batch_size": batch, "prompt_len": prompt_len,
         "ms": 1000 * seconds, "ms_all": [1000 * t for t in times],
         "flops": cost.flops, "bytes": cost.bytes, "intensity": cost.intensity,
         "achieved_gflops": cost.achieved_gflops(seconds),

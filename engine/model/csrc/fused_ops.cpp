@@ -4,16 +4,22 @@
 // Why: at batch 1 a small model's decode step costs mostly op calls (a few microseconds each),
 // not arithmetic. In plain torch the residual add and its norm are two calls, and the SwiGLU
 // activation three (chunk, silu, mul), in every layer; here each is one call, and each reads its
-// input once. Where every product of a step is the library's rows_matmul (the measured plan's
-// "cpp" variant), `decode_model` runs the whole step, from token ids to logits, the same
+// input once. `decode_model` runs a whole decode-only step, from token ids to logits, the same
 // arithmetic, in one call: the Python around each layer (its arguments, its ops' dispatch) costs
-// more than tiny's arithmetic at batch 1. The layouts match engine/model/model.py: rows of `hidden` (any leading shape), and the fused
-// gate_up projection's rows (gate's columns first, then up's).
+// more than tiny's arithmetic at batch 1. Its products follow the measured plan's layout for the
+// step's row count (`product`; the codes are engine/model/matmul_plan.py's STEP_PRODUCTS), so the
+// step is one call from Python whichever layout the plan chose. The layouts match
+// engine/model/model.py: rows of `hidden` (any leading shape), and the fused gate_up
+// projection's rows (gate's columns first, then up's).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/bmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/index_select.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -125,6 +131,45 @@ at::Tensor silu_mul(const at::Tensor& gate_up) {
   return out;
 }
 
+// How many pieces "w_xt_split" cuts a weight into: one per thread, or fewer so they are equal
+// (matmul_plan.pieces).
+int64_t pieces(int64_t out_features) {
+  for (int64_t p = std::min<int64_t>(at::get_num_threads(), out_features); p > 1; --p) {
+    if (out_features % p == 0) return p;
+  }
+  return 1;
+}
+
+// x (M, in) times weight (out, in) transposed, laid out as the plan's variant says (codes of
+// matmul_plan.STEP_PRODUCTS): 0 rows_matmul, 1 linear, 2 W @ x.T, 3 the same with W in one
+// piece per thread (one bmm), 4 W @ x.T with x padded with zero rows to 16. Contiguous (M, out).
+at::Tensor product(const at::Tensor& x, const at::Tensor& weight, int64_t how) {
+  const int64_t rows = x.size(0), out = weight.size(0);
+  switch (how) {
+    case 0:
+      return rows_matmul(x, weight);
+    case 1:
+      return at::linear(x, weight);
+    case 2:
+      return at::mm(weight, x.t()).t().contiguous();
+    case 3: {
+      const int64_t count = pieces(out);
+      const at::Tensor parts = at::bmm(weight.view({count, out / count, weight.size(1)}),
+                                       x.t().expand({count, x.size(1), rows}));
+      return parts.reshape({out, rows}).t().contiguous();
+    }
+    case 4: {
+      if (rows >= 16) return at::mm(weight, x.t()).t().contiguous();
+      at::Tensor padded = at::zeros({16, x.size(1)}, x.options());
+      padded.narrow(0, 0, rows).copy_(x);
+      return at::mm(weight, padded.t()).t().narrow(0, 0, rows).contiguous();
+    }
+    default:
+      TORCH_CHECK(false, "decode_model: unknown product layout ", how);
+  }
+  return rows_matmul(x, weight);
+}
+
 // A decoder layer of a decode-only step (engine/model/model.py DecoderLayer, with every product
 // done by rows_matmul): the input norm (after adding `pending`, the previous layer's MLP output,
 // where there is one), the fused q/k/v projection, decode_step (rotary, cache writes, attention),
@@ -135,12 +180,12 @@ std::tuple<at::Tensor, at::Tensor> decode_layer(
     const at::Tensor& x, const at::Tensor& pending, at::TensorList weights, double eps,
     const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& slots, at::Tensor k_cache,
     at::Tensor v_cache, const at::Tensor& block_tables, const at::Tensor& seq_lens,
-    int64_t heads) {
+    int64_t heads, int64_t how) {
   auto [stream, h] = norm_rows(x, pending, weights[0], eps);
-  const at::Tensor attended = decode_step(rows_matmul(h, weights[1]), cos, sin, slots, k_cache,
+  const at::Tensor attended = decode_step(product(h, weights[1], how), cos, sin, slots, k_cache,
                                           v_cache, block_tables, seq_lens, heads);
-  auto [after_attn, h2] = norm_rows(stream, rows_matmul(attended, weights[2]), weights[3], eps);
-  return {after_attn, rows_matmul(silu_mul(rows_matmul(h2, weights[4])), weights[5])};
+  auto [after_attn, h2] = norm_rows(stream, product(attended, weights[2], how), weights[3], eps);
+  return {after_attn, product(silu_mul(product(h2, weights[4], how)), weights[5], how)};
 }
 
 // A decode-only step of the whole model in one call (engine/model/model.py LlamaModel, every
@@ -154,7 +199,7 @@ at::Tensor decode_model(const at::Tensor& ids, const at::Tensor& positions,
                         const at::Tensor& sin_table, at::TensorList weights, double eps,
                         const at::Tensor& slots, at::Tensor k_cache, at::Tensor v_cache,
                         const at::Tensor& block_tables, const at::Tensor& seq_lens,
-                        int64_t heads) {
+                        int64_t heads, int64_t how) {
   TORCH_CHECK(k_cache.dim() == 5 && v_cache.sizes() == k_cache.sizes(),
               "decode_model: caches of layers x blocks x block_size x kv_heads x head_dim");
   const int64_t layers = k_cache.size(0), head_dim = k_cache.size(4);
@@ -168,10 +213,10 @@ at::Tensor decode_model(const at::Tensor& ids, const at::Tensor& positions,
   for (int64_t layer = 0; layer < layers; ++layer) {
     std::tie(x, pending) = decode_layer(x, pending, weights.slice(6 * layer, 6), eps, cos, sin,
                                         slots, k_cache.select(0, layer), v_cache.select(0, layer),
-                                        block_tables, seq_lens, heads);
+                                        block_tables, seq_lens, heads, how);
   }
   const at::Tensor h = std::get<1>(norm_rows(x, pending, weights[6 * layers], eps));
-  return rows_matmul(h, weights[6 * layers + 1]);
+  return product(h, weights[6 * layers + 1], how);
 }
 
 }  // namespace engine_kernels
@@ -181,7 +226,7 @@ TORCH_LIBRARY_FRAGMENT(engine_cpu, m) {
   m.def("silu_mul(Tensor gate_up) -> Tensor");
   m.def("decode_model(Tensor ids, Tensor positions, Tensor embed, Tensor cos, Tensor sin, "
         "Tensor[] weights, float eps, Tensor slots, Tensor(a!) k_cache, Tensor(b!) v_cache, "
-        "Tensor block_tables, Tensor seq_lens, int heads) -> Tensor");
+        "Tensor block_tables, Tensor seq_lens, int heads, int how) -> Tensor");
   m.impl("add_rms_norm", c10::DispatchKey::CPU, &engine_kernels::add_rms_norm);
   m.impl("silu_mul", c10::DispatchKey::CPU, &engine_kernels::silu_mul);
   m.impl("decode_model", c10::DispatchKey::CPU, &engine_kernels::decode_model);

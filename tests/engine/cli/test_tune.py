@@ -10,12 +10,13 @@ import sys
 
 from engine.cli.tune import LESSON_PRESETS
 
-# What the lab's worker does before its first job (engine.lab.worker.isolate), then a model build:
-# prints each step's words, so a plan timed here (not found on disk) shows.
+# What the lab's worker does before its first job (engine.lab.worker.isolate), then an engine's
+# build: prints each step's words, so a plan timed here (not found on disk) shows.
 BUILD_AS_THE_WORKER = (
     "import sys; from engine.lab.worker import isolate; from engine.llm_engine import "
-    "build_model_steps; isolate(None, None); "
-    "[print(step) for step in build_model_steps(sys.argv[1], 'cpu')]")
+    "LLMEngine; from engine.config import EngineConfig; isolate(None, None); "
+    "[print(step) for step in LLMEngine.build_steps(EngineConfig(preset=sys.argv[1], "
+    "device='cpu'))]")
 
 
 # The worker's `info` job's machine description: its check (None when read from disk) and
@@ -33,7 +34,9 @@ def run(args: list[str], cache, **env) -> subprocess.CompletedProcess:
 def test_tune_leaves_each_presets_plan_where_the_worker_reads_it(tmp_path):
     out = run(["-m", "engine", "tune", "--preset", "tiny", "--preset", "draft"], tmp_path)
     assert out.returncode == 0, out.stderr
-    limits, *said = out.stdout.splitlines()
+    lines = out.stdout.splitlines()
+    limits = next((line for line in lines if line.startswith("limits ")), "")
+    said = [line for line in lines if line != limits]
     kept = limits.startswith("limits measured: ")  # else disturbed: said why, not kept
     assert kept or "limits were disturbed by other work, so not kept" in out.stderr
     assert [line.split()[:3] for line in said] == [["tiny", "plan", "timed"],
@@ -43,7 +46,7 @@ def test_tune_leaves_each_presets_plan_where_the_worker_reads_it(tmp_path):
     built = run(["-c", BUILD_AS_THE_WORKER, "tiny"], tmp_path)
     assert built.returncode == 0, built.stderr
     assert "weights made" in built.stdout
-    assert "matrix products timed" not in built.stdout  # read from disk, not timed again
+    assert " timed" not in built.stdout  # products and whole step: read from disk
 
     again = run(["-m", "engine", "tune", "--preset", "draft"], tmp_path)
     assert again.returncode == 0 and again.stdout.splitlines()[-1].split() == [
@@ -63,13 +66,13 @@ def test_a_plan_on_disk_is_found_from_the_models_shapes_and_nothing_is_built(tmp
 
     monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))
     assert not tune.plan_on_disk("draft")
-    run_steps(tune.build_model_steps("draft", "cpu"))  # as the worker builds it: timed, saved
+    run_steps(tune.plan_steps("draft"))  # as the worker builds it: timed, saved
     assert tune.plan_on_disk("draft") and not tune.plan_on_disk("tiny")
 
     def no_build(*args, **kwargs):
         raise AssertionError("a model was built for a plan on disk")
 
-    monkeypatch.setattr(tune, "build_model_steps", no_build)
+    monkeypatch.setattr(tune, "plan_steps", no_build)
     assert tune.plan_preset("draft") is None
 
 
@@ -78,13 +81,14 @@ def test_a_worker_without_the_set_up_times_the_plan_itself(tmp_path):
     built = run(["-c", BUILD_AS_THE_WORKER, "draft"], tmp_path)
     assert built.returncode == 0, built.stderr
     assert "matrix products timed for 20 of 20 batch sizes" in built.stdout
+    assert "decode steps timed for 20 of 20 batch sizes" in built.stdout
 
 
 def test_unknown_preset_is_refused_in_one_line_before_any_timing(tmp_path):
     out = run(["-m", "engine", "tune", "--preset", "tiny", "--preset", "huge"], tmp_path)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [
-        "error: unknown preset 'huge': choose one of tiny, small, large (or a draft model: draft)"]
+        "error: unknown preset 'huge': choose one of tiny, mini, small, large (or a draft model: draft)"]
 
 
 def test_a_plan_that_cannot_be_saved_says_why_in_one_line(tmp_path):

@@ -188,3 +188,101 @@ def test_models_are_kept_while_what_they_hold_fits_the_bound_not_by_count(
     monkeypatch.setattr(engines, "MAX_MODEL_BYTES", 1)
     assert build(KEY) is not None and built[-1] == KEY  # built again: nothing else fits
     assert [is_built(k) for k in keys] == [True, False, False]
+
+
+# ---- the app's first-start set-up (engine.lab.jobs.setup) ---------------------------------------
+def test_the_setup_job_builds_the_kernels_and_times_the_plans_in_a_private_cache(
+        fresh_engines, tmp_path, monkeypatch, cpp_kernel, int8_kernel):
+    """In a cache with nothing in it, the set-up job builds (here: loads, the kernels being in
+    this process already) the C++ kernels and builds the preset's engine, which times its plan,
+    products and whole step; its progress is on disk for the about page; a second run finds
+    everything there and times nothing."""
+    from engine.cli.tune import plan_on_disk
+    from engine.lab.jobs import setup
+    from engine.lab.results import parse_result
+    from engine.lab.setup_state import engine_path, read_state
+
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))
+    monkeypatch.setattr(setup, "PRESETS", ("draft",))
+    assert engine_path() == "plain" and read_state().state == "not started"
+    assert not plan_on_disk("draft")
+    said: list[dict] = []
+    result = setup.setup_job({}, lambda kind, data: said.append(data), lambda: False)
+    record = parse_result("setup", result)
+    assert record.kernels == "built" and record.path == "fast" and record.presets == ["draft"]
+    messages = [d["message"] for d in said]
+    assert any("matrix products timed" in m for m in messages)
+    assert any("decode steps timed" in m for m in messages)
+    assert said[-1]["done"] == said[-1]["total"] == 2
+    assert plan_on_disk("draft") and engine_path() == "fast"
+    state = read_state()
+    assert state.state == "done" and state.kernels == "built"
+    built = engines._engines[("draft", "auto", "auto", None, False, "fp32", False)]
+    assert built.path == "fast" and built.backend == "cpp"
+
+    engines._engines.clear()
+    said.clear()
+    assert setup.setup_job({}, lambda kind, data: said.append(data), lambda: False) is not None
+    assert not any(" timed" in d["message"] for d in said)  # all on disk now
+
+
+def test_a_cancelled_setup_stops_and_says_so(fresh_engines, tmp_path, monkeypatch, cpp_kernel,
+                                             int8_kernel):
+    from engine.lab.jobs import setup
+    from engine.lab.setup_state import engine_path, read_state
+
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))
+    monkeypatch.setattr(setup, "PRESETS", ("draft",))
+    assert setup.setup_job({}, lambda kind, data: None, lambda: True) is None
+    assert read_state().state == "stopped" and engine_path() == "plain"
+
+
+def test_a_result_from_before_the_setup_is_the_plain_paths_under_its_own_cache_key(
+        tiny_engine_factory, tmp_path, monkeypatch):
+    """An engine on torch's own ops (no kernels yet) measures a point that says "plain"; the
+    cache keys it under the plain path, so once the set-up is done the same point is not
+    found (it is measured again on the fast path), and a result that says "fast" is kept under
+    the fast path's key whatever the path was when it was asked for."""
+    from engine.lab.cache import CacheStore
+    from engine.lab.jobs.measure import measure_sweep_point
+    from engine.lab.results import parse_result
+    from engine.lab.setup_state import SetupState, engine_path, write_state
+
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))
+    engine = tiny_engine_factory(backend="torch")
+    params = {"preset": "tiny", "batch_size": 2, "prompt_len": 8, "new_tokens": 4, "seed": 0}
+    result = {**measure_sweep_point(engine, params, lambda *a: None, lambda: False),
+              "check": None}
+    assert result["path"] == engine.path == "plain"
+    assert parse_result("sweep_point", result).path == "plain"
+
+    store = CacheStore(tmp_path / "results")
+    asked_plain = CacheStore.key("cpu", "v", "sweep_point", params)
+    assert "path" not in asked_plain and engine_path() == "plain"  # the key as before paths
+    assert store.put(asked_plain, result, "2026-01-01T00:00:00")
+    write_state(SetupState(state="done", path="fast"))
+    asked_fast = CacheStore.key("cpu", "v", "sweep_point", params)
+    assert asked_fast != asked_plain and asked_fast["path"] == "fast"
+    assert store.get(asked_fast) is None and store.nearest(asked_fast) is None
+    assert store.get(asked_plain)["result"]["path"] == "plain"
+
+    fast = {**result, "path": "fast"}
+    assert store.put(asked_plain, fast, "2026-01-01T00:00:01")  # asked before, measured after
+    assert store.get(asked_fast)["result"]["path"] == "fast"
+    assert store.get(asked_plain)["result"]["path"] == "plain"
+
+
+def test_while_the_compiler_runs_the_setup_asks_to_pause_and_can_be_cut_short(monkeypatch):
+    """A compile cannot stop half-way: it runs in a thread of its own and the job polls
+    cancelled() meanwhile (where the worker pauses it for readers' jobs). The compiler here is
+    a stand-in that takes a second and a half."""
+    import time
+
+    from engine.lab.jobs import setup
+
+    monkeypatch.setattr(setup, "build_kernel", lambda: time.sleep(1.5))
+    monkeypatch.setattr(setup, "TICK_S", 0.5)
+    polled, waited = [], []
+    assert setup.build_kernels_pausably(lambda: polled.append(1) and False, waited.append)
+    assert len(polled) >= 2 and waited and all(s >= 0.5 for s in waited)
+    assert setup.build_kernels_pausably(lambda: True, waited.append) is None

@@ -107,10 +107,19 @@ def test_fused_ops_refuse_a_half_precision_model(ops):
 
 
 def test_decode_model_refuses_a_wrong_weight_list_in_one_line(ops):
-    """Six weights per layer, then the final norm's and the output projection's."""
+    """Six weights per layer, then the final norm's and the output projection's; and a product
+    layout it does not know."""
     cache = torch.zeros(2, 4, 16, 2, 32)
     with pytest.raises(RuntimeError, match="six weights per layer"):
         ops.decode_model(torch.tensor([1]), torch.tensor([0]), torch.randn(10, 256),
                          torch.randn(64, 1, 32), torch.randn(64, 1, 32), [torch.ones(256)] * 5,
                          1e-5, torch.tensor([0]), cache, cache.clone(), torch.tensor([[0]]),
-                         torch.tensor([1], dtype=torch.int32), 8)
+                         torch.tensor([1], dtype=torch.int32), 8, 0)
+    layer = [torch.ones(256), torch.randn(384, 256), torch.randn(256, 256), torch.ones(256),
+             torch.randn(128, 256), torch.randn(256, 64)]
+    with pytest.raises(RuntimeError, match="unknown product layout 9"):
+        ops.decode_model(torch.tensor([1]), torch.tensor([0]), torch.randn(10, 256),
+                         torch.randn(64, 1, 32), torch.randn(64, 1, 32),
+                         layer * 2 + [torch.ones(256), torch.randn(10, 256)],
+                         1e-5, torch.tensor([0]), cache, cache.clone(), torch.tensor([[0]]),
+                         torch.tensor([1], dtype=torch.int32), 8, 9)
