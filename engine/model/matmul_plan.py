@@ -40,7 +40,7 @@ Timing every variant at every row count in every round costs a pass through the 
 (small: 510 MB): so every variant is timed once at a row count, and only those within DROP of
 the best are timed again (`time_variants`; "w_xt_pad" is not timed from PAD_ROWS rows on, where
 it is "w_xt"), which makes the same choices in about half the time (`python
-bench/plan_tuning.py`). The app's set-up job and `python -m engine tune` time the lessons'
+bench/engine/plan_tuning.py`). The app's set-up job and `python -m engine tune` time the lessons'
 presets when a machine is first used, so that no reader waits for it.
 Above MAX_TUNED_ROWS rows (prefill, very large batches) the product is compute-bound and F.linear
 is used.

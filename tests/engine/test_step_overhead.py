@@ -1,5 +1,5 @@
 """A decode step's op calls: at batch 1 a small model's step costs mostly the framework's few
-microseconds per op call, not arithmetic (bench/step_overhead.py times it). Counted with
+microseconds per op call, not arithmetic (bench/engine/step_overhead.py times it). Counted with
 torch.profiler, so the check does not depend on the machine's load. The weight products are
 pinned to each layout a plan may pick, so the count does not follow the machine's tuned plan."""
 

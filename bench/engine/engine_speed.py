@@ -24,7 +24,7 @@ In one run (so the ratios share the machine's mood):
 Every round is printed as it is measured. Prints the tables, each target with its value, limit and
 whether it was met, and a JSON object (also saved to bench/results/engine_speed.json).
 
-    python bench/engine_speed.py [--rounds 3] [--batch-sizes 1,2,4,8,16,32,64] [--no-hf]
+    python bench/engine/engine_speed.py [--rounds 3] [--batch-sizes 1,2,4,8,16,32,64] [--no-hf]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.calc.step_cost import decode_context, decode_cost  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402

@@ -5,7 +5,7 @@ the whole decode step (engine/model/step_plan.py); this shows what each choice c
 step at the batch sizes asked: rounds interleave the tuned plan and each pin (median step of each, every round
 printed), on one engine, so they share the machine's load.
 
-    python bench/plan_pins.py [--preset small] [--batch-sizes 1,16] [--pins cpp,w_xt_split]
+    python bench/engine/plan_pins.py [--preset small] [--batch-sizes 1,16] [--pins cpp,w_xt_split]
                               [--rounds 3]
 """
 
@@ -16,7 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.config import EngineConfig  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
@@ -24,7 +24,7 @@ from engine.model.layers import Linear  # noqa: E402
 from engine.model.matmul_plan import MAX_TUNED_ROWS, VARIANTS  # noqa: E402
 from engine.sweep import measure_point  # noqa: E402
 
-PROMPT_LEN, NEW_TOKENS = 128, 32  # as bench/engine_speed.py
+PROMPT_LEN, NEW_TOKENS = 128, 32  # as bench/engine/engine_speed.py
 
 
 def main() -> int:

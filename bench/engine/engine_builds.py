@@ -10,7 +10,7 @@ or the app's set-up job leaves them) and reports every step's seconds, its resid
 step's median time at batch 1 and 8 (engine.sweep.measure_point) and a greedy continuation's
 tokens. Every round is printed, then the medians and their ratio (second tree / first).
 
-    python bench/engine_builds.py --trees ../main . [--presets tiny,small] [--rounds 3]
+    python bench/engine/engine_builds.py --trees ../main . [--presets tiny,small] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.lab.classroom import fresh_cache  # noqa: E402
 

@@ -5,7 +5,7 @@ well under a millisecond; what it costs beyond that is the framework's per-call 
 microseconds per op call, a few hundred calls a step). This bench shows both, and compares two
 checkouts of the engine in one run (so the ratio shares the machine's load):
 
-    python bench/step_overhead.py [--base DIR] [--preset tiny] [--batch 1] [--rounds 7]
+    python bench/engine/step_overhead.py [--base DIR] [--preset tiny] [--batch 1] [--rounds 7]
                                   [--workers 2]
 
 Each checkout runs in worker processes (PYTHONPATH = that tree), two by default, started in the
@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parents[2]
 PROMPT_LEN = 128
 
 
@@ -84,7 +84,7 @@ class Worker:
     def __init__(self, tree: str, root: Path, args):
         self.tree = tree
         env = dict(os.environ, PYTHONPATH=str(root))
-        cmd = [sys.executable, str(HERE / "bench" / "step_overhead.py"), "--worker",
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker",
                "--preset", args.preset, "--batch", str(args.batch), "--steps", str(args.steps),
                "--rounds", str(args.rounds)]
         self.proc = subprocess.Popen(cmd, env=env, cwd=root, stdin=subprocess.PIPE,

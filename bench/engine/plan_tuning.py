@@ -1,7 +1,7 @@
 """What timing the matrix-product plan costs, and what it chooses: every variant in every round
 (drop=None, the way up to DROP) against dropping clear losers after each round (DROP), in one run.
 
-    python bench/plan_tuning.py [--presets tiny,small] [--rounds 2] [--batch-sizes 1,4,16,64]
+    python bench/engine/plan_tuning.py [--presets tiny,small] [--rounds 2] [--batch-sizes 1,4,16,64]
                                 [--step-rounds 3]
 
 Pinned like the lab's worker (engine.cli.tune.pin_like_the_worker: on a 2-core machine one
@@ -9,7 +9,7 @@ thread on the engine's core). For each preset it builds an engine, then times th
 `--rounds` times in alternating order, on the engine's own weights, printing every round's
 seconds and choices (row count ranges) and the ratio. Where the two ways' last plans differ at
 one of --batch-sizes, it then runs decode steps with each plan (median of --step-rounds
-interleaved rounds of bench/plan_pins.py's point), so a different choice shows what it costs.
+interleaved rounds of bench/engine/plan_pins.py's point), so a different choice shows what it costs.
 The full timing's own rounds differ from each other too (near ties, noise): both are printed.
 """
 
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.cli.tune import pin_like_the_worker  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
@@ -37,7 +37,7 @@ from engine.model.matmul_plan import (  # noqa: E402
 )
 from engine.sweep import measure_point  # noqa: E402
 
-PROMPT_LEN, NEW_TOKENS = 128, 32  # as bench/plan_pins.py
+PROMPT_LEN, NEW_TOKENS = 128, 32  # as bench/engine/plan_pins.py
 
 
 def ranges(plan: list[str]) -> str:
