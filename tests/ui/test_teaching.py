@@ -12,7 +12,7 @@ from ui_helpers import page_text
 
 LONG = 120_000
 # Settings no other browser test uses, so this lesson's points are not in the cache yet.
-KNOB = "/app?lesson=knob&batch_size=8&prompt_len=24&new_tokens=6"
+KNOB = "/app?lesson=knob&preset=tiny&batch_size=8&prompt_len=24&new_tokens=6"
 CHECK, SOURCE = 8, 9  # the points table's disturbance check and source columns
 FIRST_QUESTION = ("Each step reads every weight to make a single token",
                   "The prompt has to be read again at every step",
