@@ -19,8 +19,9 @@ N requests get N tokens for one sweep of the weights.</p>
 <p>A mixture-of-experts model is different: each token uses only a few of its experts, so batch
 1 reads only those, and a larger batch reads more of them until all are read. DeepSeek-V3, for
 one, activates 37 B of its 671 B parameters per token (DeepSeek-AI, arXiv:2412.19437, 2024). The
-tiny preset is different too: its 22 MB of weights fit in this machine's cache, so its steps do
-not wait for memory at all, and their fixed per-step costs set the pace (lesson 5 draws both).</p>
+tiny preset is different too: its 22 MB of weights fit in a server CPU's last-level cache (tens
+of MB), so its steps need not wait for memory, and their fixed per-step costs set the pace
+(lesson 5 measures both on this machine).</p>
 <p>Cheap is not free. Each request in the step still brings its own arithmetic, and its own
 cached keys and values to read, which nobody else shares. Move the slider and release it: the
 engine measures that batch size on this machine (or takes the point from its cache, and says
@@ -76,10 +77,9 @@ TAKEAWAY = check_takeaway((
 
 INSTRUCTOR = InstructorNotes(
     minutes=15,
-    timing="One measurement per new batch size (the mini preset by default: under a second "
-           "at batch 64 on a quiet 2-core machine; small takes longer, tiny less). Warm the "
-           "ladder 1 to 64 before class: readers still predict first, and the points then "
-           "appear at once.",
+    timing="One measurement per new batch size (of the mini preset by default; small takes "
+           "longer, tiny less). Warm the ladder 1 to 64 before class: readers still predict "
+           "first, and the points then appear at once.",
     misconceptions=(
         "\"Batching makes each request faster\": it makes the server faster; each user's "
         "time per token rises.",

@@ -10,8 +10,8 @@ from widgets.content import Choice, MeasuredQuestion, PredictionQuestion, Questi
 INTRO = """
 <p>A model answers in two kinds of work. <strong>Prefill</strong> reads your whole prompt in one
 pass: every weight matrix multiplies hundreds of token vectors at once. <strong>Decode</strong>
-then makes one token per step: every weight matrix is read from memory again to multiply a
-single vector per sequence.</p>
+then makes one token per step: every weight matrix is read again (from memory, for a model
+larger than the processor's caches) to multiply a single vector per sequence.</p>
 <p>The same weights, the same machine, yet the two run into different walls. To see which, we
 need this machine's two limits: how fast it can move bytes from memory, and how fast it can
 multiply.</p>
@@ -84,9 +84,10 @@ OBJECTIVES = (
 
 CACHE_TEXT = """
 <h2>A model that fits in the cache beats the floor</h2>
-<p>The floor assumes the weights come from memory. The tiny preset's weights are small enough to
-stay in this machine's last-level cache between steps, so its decode steps read them at the
-cache's bandwidth, several times the memory's: the second set of decode points sits above the
+<p>The floor assumes the weights come from memory. The tiny preset's 22 MB of weights are small
+enough to stay in a server CPU's last-level cache between steps (the numbers below say whether
+they fit in this one's). Then its decode steps read them at the cache's bandwidth, several times
+the memory's: the second set of decode points sits above the
 memory roof, under the dashed cache roof, and its steps take less than the memory floor says.
 What then sets their pace is the fixed cost of a step: dozens of small operations launched one
 after another and the Python between them (<em>overhead-bound</em>; CUDA graphs cut it on a GPU).
