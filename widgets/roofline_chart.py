@@ -149,6 +149,7 @@ class RooflineChart(pn.viewable.Viewer):
         if not self.cache_gbs or not self.peak_gflops:
             self.cache_roof.data = {"x": [], "y": []}
             self._cache_line.visible = False
+            self._cache_legend(False)
             return
         lo, hi = self._x_span()
         knee = self.peak_gflops / self.cache_gbs
@@ -156,6 +157,13 @@ class RooflineChart(pn.viewable.Viewer):
         ys = [min(self.peak_gflops, self.cache_gbs * x) for x in xs]
         self.cache_roof.data = {"x": xs, "y": ys}
         self._cache_line.visible = True
+        self._cache_legend(True)
+
+    def _cache_legend(self, visible: bool) -> None:
+        """The cache roof's legend entry only while it is drawn (a page without it has none)."""
+        for item in self.figure.legend[0].items:
+            if self._cache_line in item.renderers:
+                item.visible = visible
 
     # ---- points ------------------------------------------------------------------------------
     @changes_bokeh_models

@@ -69,7 +69,7 @@ INSTRUCTOR = InstructorNotes(
     minutes=20,
     timing="One run of the trace per policy (how long each took here is in the numbers "
            "below); Compare all three queues the other two. Warmed, all three come from the "
-           "cache at once.",
+           "cache at once, after each reader's prediction.",
     misconceptions=(
         "\"The dynamic timeout bounds every wait\": it bounds the wait for a batch to fill; "
         "a ready batch still waits for the running one to end.",
