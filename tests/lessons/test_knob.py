@@ -263,3 +263,18 @@ def test_with_the_teachers_endpoint_the_knob_is_concurrent_clients(endpoint_set)
     page.source = "engine"  # back to the built-in engine: batch sizes again
     assert service.submitted[-1].kind == "sweep_point" and page.preset_choice.visible
     assert page.curve.figure.xaxis[0].axis_label.startswith("batch size")
+
+
+def test_a_cached_point_waits_for_the_prediction_too():
+    """No answer before the prediction: the default view's point is in the cache, yet nothing
+    is sent (so nothing drawn) until the reader skips; the status says a result is ready."""
+    page = KnobLesson.from_url({**SMALL, "batch_size": [b"1"]})
+    service = attach(page, predict=True)
+    service.put("sweep_point", page.job_params(1), {"result": {}, "device": DEVICE,
+                                                    "measured_at": WHEN})
+    pn.panel(page).get_root()
+    assert [j.kind for j in service.submitted if j.kind == "sweep_point"] == []
+    assert "a result is ready" in page.runner.status.message
+    assert page.curve.batches() == [] and page._table() == ""
+    page.prediction_box.skip()
+    assert [j.params["batch_size"] for j in service.submitted if j.kind == "sweep_point"] == [1]

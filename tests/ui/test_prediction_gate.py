@@ -9,7 +9,7 @@ import re
 from playwright.sync_api import expect
 from ui_helpers import page_text, skip_prediction
 
-LONG = 120_000
+LONG = 300_000  # ms: the first point also waits for the engine worker to start
 # Settings no other browser test uses, so the first visit measures them fresh.
 KNOB = "/app?lesson=knob&preset=tiny&batch_size=2&prompt_len=8&new_tokens=6"
 TOKENS_JS = """() => {
@@ -44,7 +44,7 @@ def test_a_warm_cache_shows_no_number_before_the_prediction(page, console, app_u
         assert not any(re.search(rf"(?<![\d,.]){re.escape(f)}(?![\d,.])", text)
                        for f in figures), figures
         skip_prediction(second)
-        second.wait_for_function(f"() => (({TOKENS_JS})() || []).length == 2", timeout=30_000)
+        second.wait_for_function(f"() => (({TOKENS_JS})() || []).length == 2", timeout=LONG)
         expect(second.locator("tr", has_text="cached").first).to_be_visible()
         text = page_text(second)
         assert all(f in text for f in figures), figures
