@@ -27,6 +27,7 @@ def drawn(page) -> list[float]:
 
 
 def test_a_warm_cache_shows_no_number_before_the_prediction(page, console, app_url, browser):
+    page.set_default_timeout(LONG)  # the page's first load waits for a shared machine
     page.goto(app_url + KNOB)  # the first reader warms the cache
     skip_prediction(page)
     page.wait_for_function(f"() => (({TOKENS_JS})() || []).length == 2", timeout=LONG)
@@ -35,6 +36,7 @@ def test_a_warm_cache_shows_no_number_before_the_prediction(page, console, app_u
     assert "Traceback" not in page_text(page) and console.errors == []
 
     second = browser.new_page()  # another reader: no cookie, the same server and cache
+    second.set_default_timeout(LONG)
     try:
         second.goto(app_url + KNOB)
         expect(second.get_by_text(re.compile("a result is ready"))).to_be_visible(
