@@ -33,23 +33,27 @@ def test_a_warm_cache_shows_no_number_before_the_prediction(page, console, app_u
     page.wait_for_function(f"() => (({TOKENS_JS})() || []).length == 2", timeout=LONG)
     # as the readouts and the table print them; one or two digits could be any other number
     figures = {f"{t:,.0f}" for t in drawn(page)} - {f"{n}" for n in range(100)}
+    # a point disturbed by other work is labelled and never cached, by design: then the second
+    # reader's point is measured afresh, and only the hiding can be checked
+    quiet = "DISTURBED" not in page_text(page)
     assert "Traceback" not in page_text(page) and console.errors == []
 
     second = browser.new_page()  # another reader: no cookie, the same server and cache
     second.set_default_timeout(LONG)
     try:
         second.goto(app_url + KNOB)
-        expect(second.get_by_text(re.compile("a result is ready"))).to_be_visible(
-            timeout=60_000)
+        status = "a result is ready" if quiet else "a result is ready|waiting for your prediction"
+        expect(second.get_by_text(re.compile(status))).to_be_visible()
         text = page_text(second)
         assert drawn(second) == [] and "tokens/s at batch" not in text
         assert not any(re.search(rf"(?<![\d,.]){re.escape(f)}(?![\d,.])", text)
                        for f in figures), figures
         skip_prediction(second)
-        second.wait_for_function(f"() => (({TOKENS_JS})() || []).length == 2", timeout=LONG)
-        expect(second.locator("tr", has_text="cached").first).to_be_visible()
-        text = page_text(second)
-        assert all(f in text for f in figures), figures
-        assert "Traceback" not in text
+        second.wait_for_function(f"() => (({TOKENS_JS})() || []).length == 2")
+        if quiet:
+            expect(second.locator("tr", has_text="cached").first).to_be_visible()
+            text = page_text(second)
+            assert all(f in text for f in figures), figures
+        assert "Traceback" not in page_text(second)
     finally:
         second.close()
