@@ -1,6 +1,7 @@
-"""The device's two physical limits, measured by micro-benchmarks: memory read bandwidth and
-matrix-multiply peak. Together they draw the roofline that every decode and prefill step is
-compared against. Measured once per machine (device name, torch version, threads) and cached,
+"""The device's physical limits, measured by micro-benchmarks: memory read bandwidth and
+matrix-multiply peak, and the read bandwidth of its last-level cache. The first two draw the
+roofline that every decode and prefill step is compared against; the cache roof shows why a model
+whose weights fit in that cache runs faster than the memory floor says. Measured once per machine (device name, torch version, threads) and cached,
 but only when measured quietly: a peak measured while other work took the cores would sit under
 every lesson's roofline from then on (see hardware_limits).
 """
@@ -11,6 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -27,6 +29,10 @@ class HardwareLimits:
     matmul_dtype: str
     threads: int
     measured_at: str  # ISO time of measurement
+    # read bandwidth over a buffer that fits in the last-level cache, and that cache's size
+    # (None where the OS does not say)
+    cache_bandwidth_gbs: float | None = None
+    llc_bytes: int | None = None
     check: dict | None = None  # the disturbance check, when measured now with one (not cached)
 
     @property
@@ -54,6 +60,48 @@ def measure_bandwidth(device: str, nbytes: int = 2**30, repeats: int = 10) -> fl
     return nbytes / seconds / 1e9
 
 
+def last_level_cache_bytes(device: str = "cpu") -> int | None:
+    """The size of the device's last-level cache: a GPU's L2, or the CPU's highest-level data
+    or unified cache as Linux reports it in /sys; None where neither says."""
+    if str(device).startswith("cuda"):
+        return getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None) or None
+    best: tuple[int, int] | None = None
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = parse_cache_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and (best is None or level > best[0]):
+            best = (level, size)
+    return best[1] if best else None
+
+
+def parse_cache_size(text: str) -> int:
+    """Bytes in a /sys cache size such as "32768K" or "2M"."""
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * scale
+
+
+def measure_cache_bandwidth(device: str, llc_bytes: int | None, repeats: int = 10,
+                            sums: int = 50) -> float:
+    """GB/s reading a buffer of a quarter of the last-level cache (4 MiB when its size is
+    unknown) again and again (x.sum(), as measure_bandwidth does over memory): after the
+    first pass the buffer is read from the cache. Many sums per timing, so that each timing
+    is long beside the clock's resolution."""
+    nbytes = max(2**18, (llc_bytes or 2**24) // 4)
+    x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+
+    def read():
+        for _ in range(sums):
+            x.sum()
+
+    seconds = _best_seconds(read, device, repeats)
+    return sums * nbytes / seconds / 1e9
+
+
 def measure_matmul(device: str, size: int | None = None, repeats: int = 5):
     """GFLOP/s of a square matmul: fp32 on CPU (2048), bf16 on CUDA (8192)."""
     cuda = str(device).startswith("cuda")
@@ -75,6 +123,7 @@ def _cache_file(device: str):
 def measure_limits(device: str) -> HardwareLimits:
     """Both limits, measured now (a few seconds)."""
     gflops, dtype = measure_matmul(device)
+    llc = last_level_cache_bytes(device)
     return HardwareLimits(
         device=describe_device(device),
         memory_bandwidth_gbs=round(measure_bandwidth(device), 2),
@@ -82,17 +131,27 @@ def measure_limits(device: str) -> HardwareLimits:
         matmul_dtype=dtype,
         threads=torch.get_num_threads(),
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        cache_bandwidth_gbs=round(measure_cache_bandwidth(device, llc), 2),
+        llc_bytes=llc,
     )
 
 
 Checked = Callable[[Callable[[], HardwareLimits]], tuple[HardwareLimits, dict]]
 
 
+def _read(path) -> HardwareLimits:
+    """Limits kept on disk; ValueError for a file without the cache roof (kept before it was
+    measured), which is then measured again."""
+    limits = HardwareLimits(**json.loads(path.read_text()))
+    if limits.cache_bandwidth_gbs is None:
+        raise ValueError("no cache bandwidth")
+    return limits
+
+
 def limits_on_disk(device: str) -> bool:
     """Whether this device's limits are kept (readable), so hardware_limits measures nothing."""
-    path = _cache_file(device)
     try:
-        HardwareLimits(**json.loads(path.read_text()))
+        _read(_cache_file(device))
     except (OSError, ValueError, TypeError):
         return False
     return True
@@ -109,7 +168,7 @@ def hardware_limits(device: str, refresh: bool = False,
     path = _cache_file(device)
     if path.exists() and not refresh:
         try:
-            return HardwareLimits(**json.loads(path.read_text()))
+            return _read(path)
         except (ValueError, TypeError):
             pass  # unreadable or from an older version: measure again
     if checked is None:

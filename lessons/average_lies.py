@@ -2,10 +2,9 @@
 
 A real load test on the engine (the `load_test` job, engine/lab/jobs/serving.py): Poisson
 arrivals of a mix of short and long requests, served in real time under continuous batching,
-about 10 s on a 2-core CPU with the defaults (40 requests at 4 a second: 80 until the class
-bench, bench/lab/classroom.py, showed load tests taking most of the engine's time; the page reads the
-same from 40, see `requests`). Histograms of E2E and TTFT with P50, mean, P90,
-P95 and P99 marked; the percentile table; the slowest requests with why they were slow, read
+about 10 s of arrivals with the defaults (40 requests at 4 a second; see `requests`).
+Histograms of E2E and TTFT with P50, mean, P90, P95 and P99 marked; the percentile table; the
+slowest requests with why they were slow, read
 from the trace (lessons.trace_reading).
 
 URL: load (open or closed), rate, users, requests, long_share, max_batch
@@ -26,12 +25,11 @@ import param
 
 from engine.calc.stats import min_samples
 from engine.lab.results import EndpointLoadTestResult, LoadTestResult, Percentiles
-from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
+from widgets.checkpoint import Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.latency_histogram import LatencyHistogram
-from widgets.prediction import PredictionQuestion
 from widgets.readouts import table_html
 from widgets.tables import UNBOUNDED
 
@@ -39,7 +37,7 @@ from .base import LessonPage
 from .data_record import Run, result_header
 from .endpoint_source import EndpointSource, endpoint_label
 from .load_model import CLOSED, LOADS, OPEN
-from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
+from .teaching import Lookup, which_is_larger
 from .trace_reading import (
     STAT_COLUMNS,
     Latency,
@@ -48,153 +46,24 @@ from .trace_reading import (
     request_latencies,
     slowest,
 )
+from .words.average_lies import (
+    INSTRUCTOR,
+    INTRO,
+    OBJECTIVES,
+    PREDICTION,
+    PROSE,
+    QUESTIONS,
+    QUOTED,
+    TAKEAWAY,
+)
 
-INTRO = """
-<p>"The average response takes 300 ms" sounds like a promise. It is not one. Response times of a
-busy server are lopsided: most requests are quick, a few are very slow, and those few drag the
-average up while hiding behind it. The people who got the slow answers remember them.</p>
-<p>Below, the engine serves a real load test: requests arrive at random moments (a Poisson
-process at the rate you choose), most of them short, some long, all sharing one server. Every
-request's timeline is recorded; the charts show how the latencies spread out.</p>
-<p>Load testers drive a server in one of two ways, and you can choose either. <strong>Open
-loop</strong> (<a href="app?page=vocabulary#open-loop">glossary</a>): requests arrive at a rate,
-whether or not earlier ones are answered, as from a large public audience; past the server's
-capacity the queue, and the tail, grow without bound. <strong>Closed loop</strong>
-(<a href="app?page=vocabulary#closed-loop">glossary</a>): a fixed number of users, each sending
-their next request as soon as their last answer ends, so that many requests are always in the
-system and the queue can never outgrow them.</p>
-"""
-
-PROSE = """
-<h2>Reading the shape</h2>
-<p>Both histograms lean to the left with a long tail to the right: the spread is
-<a href="app?page=vocabulary#right-skew">right-skewed</a>. The median (P50) is the latency half
-the requests beat; the mean is pulled to the right of it by the slow tail. P90, P95 and P99 are
-the latencies that 90, 95 and 99 percent of requests beat: they describe the answers people
-complain about. Here percentiles interpolate linearly between the nearest ranks, as numpy and
-vLLM's benchmark do.</p>
-
-<h2>Why engineers quote P99</h2>
-<p>If a page makes ten requests, the chance that at least one of them lands in the slowest 1%
-is 1 &minus; 0.99<sup>10</sup>, almost 10%. Tail latency is what a user meets on a normal day,
-so targets (SLOs) are written on P95 or P99, never on the mean. A benchmark that sends one
-request at a time on an empty server shows only the small spread of the requests' own lengths:
-the tail that queueing and shared steps cause only appears with realistic concurrency, requests
-arriving while others run. Raise the rate and run again: P99 grows much faster than P50.</p>
-"""
-
-QUOTED = """
-<blockquote class="quoted">
-<p><strong>Quoted, not measured here.</strong> What is fast enough depends on the use: "a chatbot
-may require a fast initial response (e.g., under 0.2 seconds) but moderate speed in decoding
-which only needs to match human reading speed, whereas code completion requires a fast
-end-to-end generation time."</p>
-<p class="source">Source: the DistServe authors' blog post (Hao AI Lab, UC San Diego, 2024,
-hao-ai-lab.github.io/blogs/distserve).</p>
-<p>And reading speed: "a TPOT of 100 milliseconds per token would be 10 tokens per second, or
-~450 words per minute, which is faster than a typical person can read."</p>
-<p class="source">Source: Databricks documentation, "Conduct your own LLM endpoint
-benchmarking".</p>
-</blockquote>
-"""
-
-# The quoted examples above, as limits to hold this run's figures against:
+# The quoted examples (QUOTED, in the words), as limits to hold this run's figures against:
 # (label, figure of the run, limit in ms, what the example is)
 EXAMPLES = (("TTFT P50", lambda m: m.ttft_ms.p50, 200.0, "a chatbot's first response"),
             ("TTFT P99", lambda m: m.ttft_ms.p99, 200.0, "a chatbot's first response"),
             ("TPOT P50", lambda m: m.tpot_ms.p50, 100.0, "faster than a typical reader"),
             ("TPOT P99", lambda m: m.tpot_ms.p99, 100.0, "faster than a typical reader"))
 
-
-OBJECTIVES = (
-    "read a latency histogram and say why its mean sits to the right of its median",
-    "say what P50, P90, P95 and P99 mean, and why targets are written on the tail",
-    "explain from a run's trace why its slowest requests were slow",
-)
-
-PREDICTION = PredictionQuestion(
-    "Requests arrive at random moments, most short, some long. Where will the mean end-to-end "
-    "time sit against the median?",
-    ("Above the median", "About on it (within 2%)", "Below the median"))
-
-TAKEAWAY = check_takeaway((
-    "Latency under load is right-skewed: most requests are quick, a few are slow, and the slow "
-    "few pull the mean above the median.",
-    "Users meet the tail, so targets are written on P95 or P99, measured under realistic "
-    "concurrent load.",
-    "A one-request-at-a-time benchmark hides the tail that queueing and shared steps cause; "
-    "the trace tells why each slow request was slow.",
-))
-
-INSTRUCTOR = InstructorNotes(
-    minutes=15,
-    timing="One load test, started once the reader has predicted (at once when cached): its "
-           "arrivals last requests / rate seconds, then the queue drains; how long it took here "
-           "is in the numbers below. A higher rate means fewer seconds of arrivals but a longer "
-           "queue.",
-    misconceptions=(
-        "\"The mean is a fair summary of latency\": it describes almost nobody's request when "
-        "the spread is skewed.",
-        "\"P99 is the slowest request\": it is the latency 99% of requests beat; the maximum "
-        "is slower still.",
-        "\"A benchmark with one request at a time predicts a busy day\": it never measures "
-        "queueing or shared steps.",
-        "\"The tail is random noise\": the trace usually names the cause (queued behind a long "
-        "prefill, admitted late, a long answer).",
-    ),
-    prompts=(
-        "A page makes 10 requests. How often does a reader meet a request slower than P99?",
-        "Which of the five slowest requests were slow because of their own length, and which "
-        "because of others?",
-        "You report one number to a manager: the mean, P50 or P99? What does each hide?",
-    ),
-)
-
-QUESTIONS = (
-    Question("Most requests take about 200 ms and a few take 3 s. Where does the mean sit?",
-             (Choice("Above the median: the slow few pull it up", True,
-                     "A handful of large values move the mean a lot and the median hardly at "
-                     "all: the mean ends up describing nobody's request."),
-              Choice("On the median: the two agree for latencies", False,
-                     "Only for a symmetric spread. Latency is right-skewed, with a long tail of "
-                     "slow requests."),
-              Choice("Below the median: most requests are fast", False,
-                     "The many fast ones can each sit only a little below the median; a slow "
-                     "one sits far above it, so the mean goes up."))),
-    Question("Why are latency targets written on P99 rather than on the mean?",
-             (Choice("Users meet the slow tail often, and the mean hides it", True,
-                     "One request in a hundred sounds rare, but a busy user or a page making "
-                     "many calls meets it often, and remembers it."),
-              Choice("P99 is steadier from one run to the next than the mean", False,
-                     "The tail is the noisiest part of the spread and needs many requests to "
-                     "estimate; the reason is what it describes, not its stability."),
-              Choice("The mean is always larger than P99 once a server is busy", False,
-                     "In a right-skewed spread the mean sits well below P99; it is blind to how "
-                     "bad the slow requests are, not larger."))),
-    Question("A benchmark sends one request at a time and reports a P99 of 250 ms. What does it "
-             "tell you about a busy day?",
-             (Choice("Little: it never measures queueing or steps shared with others", True,
-                     "Requests that never overlap show only the model's own speed and their own "
-                     "lengths. Queueing and shared steps, the main causes of the tail, appear "
-                     "only under concurrent load."),
-              Choice("That P99 will stay near 250 ms whatever the arrival rate becomes", False,
-                     "Run this page's load test at a higher rate: P99 climbs much faster than "
-                     "P50."),
-              Choice("That the mean under load will also be about 250 ms", False,
-                     "A percentile from an empty server predicts neither the mean nor the tail "
-                     "under load."))),
-    Question("The arrival rate doubles. What usually happens?",
-             (Choice("P99 grows much more than P50", True,
-                     "The median request still finds a slot quickly; the unlucky ones now queue "
-                     "behind more work, so the tail stretches first."),
-              Choice("P50 and P99 grow by the same factor", False,
-                     "Queueing hits the unlucky requests hardest, so the spread widens."),
-              Choice("Nothing changes until the server is full", False,
-                     "Requests start sharing steps and waiting for slots long before the server "
-                     "is saturated."))),
-    MeasuredQuestion("skew", "Once the load test above has run, a question on its numbers "
-                             "appears here."),
-)
 
 
 def skew_outcome(e2e: Percentiles) -> tuple[str, str] | None:
@@ -281,9 +150,9 @@ class AverageLiesLesson(EndpointSource, LessonPage):
                         label="Arrival rate (requests per second, open loop)")
     users = param.Integer(default=8, bounds=(1, 64),
                           label="Concurrent users (closed loop)")
-    # 40 by default (was 80): P95 is bounded from 20 requests and P99 needs 100 (min_samples),
-    # so the table marks the same cells; the intervals are about 1.4 times wider and the
-    # histograms half as full (8 long requests at the default share, not 16)
+    # 40 by default: a class's load tests share one engine, so each is kept short. P95 is
+    # bounded from 20 requests, P99 needs 100 (min_samples: the table marks it) and the words
+    # read P95 at this size; a reader raises it for a P99 of its own
     requests = param.Integer(default=40, bounds=(10, 400), label="Requests in the test")
     long_share = param.Number(default=0.2, bounds=(0.0, 0.6), step=0.05,
                               label="Share of long requests")

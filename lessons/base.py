@@ -39,9 +39,10 @@ module-level constants beside its prose, and the class binds them and holds the 
 A new lesson also registers in lessons.registry; tests/lessons/test_lesson_content.py then holds
 it to this pattern (objectives, prediction, takeaway, notes, a measured question, shuffled keys).
 
-Predict first: while the reader has neither predicted nor skipped, the runner parks every job
-the measurement cache cannot answer (cached results still come at once, labelled cached) and
-sends them the moment the prediction is made. The page draws, around body(): the title and what
+Predict first: while the reader has neither predicted nor skipped, the runner parks every job,
+those the measurement cache can answer too (the status then says a result is ready), and sends
+them the moment the prediction is made: no answer is on the page before the reader commits, and
+a cached one is drawn at once after. The page draws, around body(): the title and what
 it measures, the objectives, the URL's notices, then the takeaway, the checkpoint (one seed per
 reader: lessons.reader_seed) and the links to the lessons before and after. Headings are HTML,
 one h1 per page and h2 for its sections.
@@ -231,7 +232,7 @@ class LessonPage(UrlPage):
         self.prediction_box: PredictionBox | None = None
         if self.prediction is not None:
             self.prediction_box = PredictionBox(self.prediction)
-            self.runner.hold_fresh(lambda: not self.prediction_box.made)
+            self.runner.hold_fresh(lambda: not self.prediction_box.made, cached_too=True)
             self.prediction_box.param.watch(self._predicted, "made")
 
     def _predicted(self, event) -> None:

@@ -21,7 +21,9 @@ keeps what it drew of the first part, the status keeps its partial figure labell
 run's result replaces both. Predict first: after `hold_fresh(waiting)`, while `waiting()` is true a
 job the engine's cache cannot answer is parked instead of run (a cached one is answered at once,
 as ever), and `release()` sends the parked ones: a lesson holds its first fresh measurement until
-the reader has made a prediction. Each job's events reach its handler on the session's own loop
+the reader has made a prediction. With `hold_fresh(waiting, cached_too=True)` a cached job is
+parked as well and the status says a result is ready: no answer shows before the prediction, and
+the reveal is instant. Each job's events reach its handler on the session's own loop
 (lessons.session_jobs), after the status has taken them. While the group's first job waits in the
 engine's queue behind other readers' jobs, the status says how many are ahead, refreshed twice a
 second (on the web process's one clock, widgets.ticker, which changes the page only when the
@@ -66,6 +68,7 @@ class _Entry:
         self.streamed = False  # the handler has drawn some of the run's live events
         self.restarted = False  # ... and the run was stopped and queued again, to start over
         self.parked: tuple[str, dict, bool] | None = None  # (kind, params, use_cache) if held
+        self.ready = False  # parked, though the cache holds its result
 
     @property
     def open(self) -> bool:
@@ -84,6 +87,8 @@ class JobRunner:
         self._poll = None
         self._waiting: Callable[[], bool] | None = None
         self._hold_message = ""
+        self._hold_cached = False
+        self._ready_message = ""
 
     # ---- submitting ------------------------------------------------------------------------------
     def run(self, jobs: Sequence[tuple[str, dict, Handler]], use_cache: bool = True,
@@ -109,12 +114,16 @@ class JobRunner:
                 replace: bool = False) -> Job:
         entry = _Entry(handler)
         self._entries.append(entry)
-        if self._waiting is not None and self._waiting() \
-                and not (use_cache and self._cached(kind, params)):
-            entry.parked = (kind, dict(params), use_cache)
-            entry.job = Job(0, kind, dict(params), None, None, use_cache, state=HELD)
-            self.status.job_progress(0, 0, self._hold_message)
-            return entry.job
+        if self._waiting is not None and self._waiting():
+            cached = use_cache and self._cached(kind, params)
+            if not cached or self._hold_cached:
+                entry.parked = (kind, dict(params), use_cache)
+                entry.job = Job(0, kind, dict(params), None, None, use_cache, state=HELD)
+                entry.ready = cached
+                ready = all(e.ready for e in self._entries if e.parked is not None)
+                self.status.job_progress(0, 0, self._ready_message if ready
+                                         else self._hold_message)
+                return entry.job
         self._send(entry, kind, params, use_cache, replace)
         return entry.job
 
@@ -126,10 +135,16 @@ class JobRunner:
 
     # ---- predict first ---------------------------------------------------------------------------
     def hold_fresh(self, waiting: Callable[[], bool],
-                   message: str = "waiting for your prediction above (or skip it)") -> None:
-        """While `waiting()` is true, park the jobs the cache cannot answer (module doc)."""
+                   message: str = "waiting for your prediction above (or skip it)",
+                   cached_too: bool = False,
+                   ready_message: str = "a result is ready: predict above (or skip) to see "
+                                        "it at once") -> None:
+        """While `waiting()` is true, park the jobs the cache cannot answer, and with
+        `cached_too` the ones it can as well (module doc)."""
         self._waiting = waiting
         self._hold_message = message
+        self._hold_cached = cached_too
+        self._ready_message = ready_message
 
     def release(self) -> None:
         """Send the parked jobs of the current group to the engine."""

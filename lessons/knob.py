@@ -4,8 +4,10 @@ A batch-size slider from 1 to 64. Each position the reader releases it at is mea
 engine (the `sweep_point` job: a batch of prompts prefilled together, then decoded together,
 the median decode step timed) or taken from the measurement cache, labelled so. Points build
 the curve (widgets.throughput_curve): total tokens/s and each user's ms per token, with a "you
-are here" marker and the marginal gain of the last doubling. A preset picker (tiny, small) and
-the device are named next to the numbers.
+are here" marker and the marginal gain of the last doubling. A preset picker (mini by default,
+whose weights are several times a server CPU's last-level cache, so every step streams them from
+memory; tiny, which fits in the cache; small) and the device are named next to the numbers. The
+words are lessons.words.knob; the curve's analysis is engine.calc.batch_curve.
 
 URL: batch_size, preset, prompt_len, new_tokens (/app?lesson=knob&batch_size=16&preset=small),
 source.
@@ -25,25 +27,31 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.batch_curve import (
+    doubling_gains,
+    first_small_doubling,
+    growth_choice,
+    kv_equals_weights_batch,
+    weight_ridge_batch,
+)
 from engine.calc.batch_ladder import LADDER
 from engine.calc.gpu_scaling import (
+    BF16_BYTES,
     LLAMA_3_8B,
     Machine,
     bend_batch,
     decode_step,
-    intensity_ceiling,
     kv_capacity,
     step_floor_ms,
 )
 from engine.calc.stats import Estimate, estimate
 from engine.lab import registry
 from engine.lab.results import EndpointConcurrencyResult, SweepPointResult
-from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
+from widgets.checkpoint import Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import RANDOM_WEIGHTS, provenance
 from widgets.pareto_chart import ParetoChart
-from widgets.prediction import PredictionQuestion
 from widgets.readouts import Readouts, table_html
 from widgets.tables import sig
 from widgets.throughput_curve import ThroughputCurve
@@ -52,138 +60,25 @@ from .base import LessonPage
 from .data_record import check_cell, check_text, data_header, origin_text
 from .endpoint_source import EndpointSource, endpoint_label
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import BOUND_PRIMER, InstructorNotes, Lookup, check_takeaway
-
-# An uncached tiny point at batch 64 is measured in about 1.2 s on an idle 2-core CPU (64 prompt
-# tokens each, 32 new tokens: 31 decode steps, 29 of them timed): well inside 5 s when busy.
-DEFAULT_PROMPT_LEN = 64
-DEFAULT_NEW_TOKENS = 32
-
-INTRO = """
-<p>Decoding writes one token per request per step, and every step has to stream all of the
-model's weights from memory. That read is the same whether the step serves one request or
-sixty-four. So putting more requests into the same step is the cheapest speed-up a server has:
-N requests get N tokens for one sweep of the weights.</p>
-<p>Cheap is not free. Each request in the step still brings its own arithmetic, and its own
-cached keys and values to read, which nobody else shares. Move the slider and release it: the
-engine measures that batch size on this machine (or takes the point from its cache, and says
-so). The points build the curve.</p>
-"""
-
-PROSE = """
-<h2>Two lines, one knob</h2>
-<p>The solid line is the server's total output, in tokens per second for all users together.
-At small batches it climbs almost in proportion: the step is memory-bound, paced by the weight
-read, and extra requests ride along at the cost of their own arithmetic and cache reads. Then it
-bends over: as the batch grows, the arithmetic and the per-request cache reads, not the shared
-weight read, set the step's pace, and more requests mostly make the step longer. The dashed line
-is what each user feels, the time between two of their tokens: flat at first, then rising with
-the batch.</p>
-
-<h2>Picking a point on the curve</h2>
-<p>A batch size is a trade. An overnight job that summarizes a million documents wants the
-right-hand end: most tokens per second, per dollar. A chat wants the largest batch whose time
-per token still feels fluent. There is no best batch size, only the best one for a target; the
-<a href="app?lesson=slo-goodput">last lesson</a> turns that into numbers. Why the bend comes
-where it does on this machine is the subject of <a href="app?lesson=roofline">lesson 5</a>.</p>
-"""
-
-PARETO = """
-<h2>The chart serving teams compare</h2>
-<p>The same points, drawn the way load-testing reports draw them: up, the server's total tokens
-per second; right, the tokens per second each user gets (1000 divided by their ms per token).
-Each point is a batch size. Moving right costs throughput, moving up costs each user's speed. The
-line joins the points that no other point beats on both: the <em>Pareto frontier</em>. A setting
-below it wastes something; choosing among the points on it is choosing a target.</p>
-"""
-
-OBJECTIVES = (
-    "explain why one decode step can serve many requests for little more than the cost of one",
-    "read total throughput and each user's time per token off a measured curve",
-    "pick a batch size for a latency target",
+from .teaching import BOUND_PRIMER, Lookup
+from .words.knob import (
+    INSTRUCTOR,
+    INTRO,
+    OBJECTIVES,
+    PARETO,
+    PREDICTION,
+    PROSE,
+    QUESTIONS,
+    SMALL_GAIN,
+    TAKEAWAY,
 )
 
-PREDICTION = PredictionQuestion(
-    "Going from batch 1 to batch 8, how will the total tokens per second change?",
-    ("6 to 8 times as many", "3 to 6 times as many", "Under 3 times as many"))
-
-TAKEAWAY = check_takeaway((
-    "A decode step reads all the weights once, whatever the batch: more requests per step get "
-    "more tokens from that one read.",
-    "Total throughput climbs almost in proportion, then bends as each request's own arithmetic "
-    "and KV reads take over; each user's time per token rises with the batch.",
-    "Picking a batch size is picking a point on that curve: the largest batch whose time per "
-    "token still meets your target.",
-))
-
-INSTRUCTOR = InstructorNotes(
-    minutes=15,
-    timing="One measurement per new batch size (the small preset takes longer than the tiny "
-           "one). Warm the ladder 1 to 64 before class; moving the slider then answers from "
-           "the cache at once.",
-    misconceptions=(
-        "\"Batching makes each request faster\": it makes the server faster; each user's "
-        "time per token rises.",
-        "\"Batching is free because the weights are shared\": each request adds its own "
-        "arithmetic and its own KV cache reads.",
-        "\"The best batch size is the largest\": only for work nobody waits for.",
-    ),
-    prompts=(
-        "From your curve: at which batch does a doubling first give less than 20% more total "
-        "tokens per second?",
-        "A chat needs at most 50 ms per token: which batch would you run on this machine?",
-        "Why does the bend come at a batch of hundreds on a GPU, and sooner when contexts are "
-        "long? (See the box on GPUs.)",
-    ),
-)
-
-QUESTIONS = (
-    Question("Why does serving one request at a time waste the hardware during decode?",
-             (Choice("Each step reads every weight to make a single token", True,
-                     "The weight traffic of a step is the same for 1 or 32 requests; with one "
-                     "request the arithmetic units mostly wait for memory."),
-              Choice("The prompt has to be read again at every step", False,
-                     "The KV cache keeps the prompt's keys and values; decode reads them, it "
-                     "does not push the prompt through the model again."),
-              Choice("One request cannot use more than one core at a time", False,
-                     "A step's matrix multiplications use every core; the limit is how fast "
-                     "the weights arrive from memory."))),
-    Question("Going from batch 1 to batch 32, what happens to each user's time per token?",
-             (Choice("It rises: slowly at first, then faster", True,
-                     "Each step does work for everyone in it, so it takes longer; while the "
-                     "shared weight read sets the pace, the rise is small."),
-              Choice("It falls, because batching is efficient", False,
-                     "The server's total rises; each user waits a longer step for their next "
-                     "token."),
-              Choice("It stays the same: the weights are read once", False,
-                     "The weight read is shared, but each request adds its own arithmetic and "
-                     "KV reads: measure batch 1 and batch 32 here."))),
-    Question("Why does the total tokens/s curve flatten out?",
-             (Choice("Per-request work, not the shared weight read, starts to set the pace",
-                     True,
-                     "Arithmetic and KV reads grow with every request while the weight read "
-                     "does not; past the crossover, more requests mostly make the step longer."),
-              Choice("Each new request adds another copy of the weights for the step to read",
-                     False,
-                     "The weights are read once per step for the whole batch; what each request "
-                     "adds is its own arithmetic and its own cached keys and values."),
-              Choice("The engine caps how many tokens one step may hold", False,
-                     "Every request in the batch gets its token each step here; the curve "
-                     "bends by itself."))),
-    Question("A chat product must keep each user's time per token under a limit. Which batch "
-             "size should it run?",
-             (Choice("The largest one whose time per token stays under the limit", True,
-                     "That buys the most total throughput the target allows: read the dashed "
-                     "line up to the limit."),
-              Choice("Batch 1, so each user gets the fastest possible tokens", False,
-                     "That wastes most of the machine; many users can share a step before "
-                     "anyone notices."),
-              Choice("The largest batch the memory allows, to get the most throughput", False,
-                     "Past some point each user's tokens come too slowly: throughput is not "
-                     "the target of a chat."))),
-    MeasuredQuestion("doubling", "Measure batch 1, 2, 4 and 8 (slide to 8, then to 2): a "
-                                 "question on your own curve appears here."),
-)
+# Short prompts and answers keep the largest default point (mini, batch 64: 1,024 prompt tokens
+# to prefill, then 15 decode steps) inside the class queue's bound (engine.lab.registry); the
+# weight read every step makes does not depend on them.
+DEFAULT_PRESET = "mini"
+DEFAULT_PROMPT_LEN = 16
+DEFAULT_NEW_TOKENS = 16
 
 GPU_MODEL = LLAMA_3_8B
 SHORT_CONTEXT, LONG_CONTEXT = 200, 1000  # tokens cached per sequence
@@ -200,9 +95,12 @@ def gpu_finding(machines: list[Machine]) -> str:
         n = kv_capacity(GPU_MODEL, m, LONG_CONTEXT)
         return "\u2013" if n is None else f"{n:,}"
 
-    ceiling = intensity_ceiling(GPU_MODEL, LONG_CONTEXT)
+    half = kv_equals_weights_batch(GPU_MODEL.weight_bytes, GPU_MODEL.kv_bytes_per_token,
+                                   LONG_CONTEXT)
     table = machine_table(machines, (
-        (f"decode reaches the ridge at batch ({SHORT_CONTEXT}-token contexts)",
+        ("the weight matrix multiplies reach the ridge at batch (any context)",
+         lambda m: f"{weight_ridge_batch(m.ridge, BF16_BYTES):,}"),
+        (f"the whole step reaches the ridge at batch ({SHORT_CONTEXT}-token contexts)",
          lambda m: bend(m, SHORT_CONTEXT)),
         (f"... ({LONG_CONTEXT:,}-token contexts)", lambda m: bend(m, LONG_CONTEXT)),
         (f"sequences of {LONG_CONTEXT:,} tokens whose KV fits beside the weights",
@@ -211,37 +109,34 @@ def gpu_finding(machines: list[Machine]) -> str:
          lambda m: sig(step_floor_ms(decode_step(GPU_MODEL, 64, LONG_CONTEXT), m))),
     ), f"{GPU_MODEL.name} in bf16, {GPU_MODEL.kv_bytes_per_token:,} KV bytes per token")
     return (
-        "<p>Where does the knob bend on a GPU? Counting the weights alone, a bf16 decode step at "
-        "batch B does about B FLOPs per byte (2 per weight per sequence, 2 bytes per weight), "
-        "so it stays memory-bound until B reaches the ridge point: a batch of hundreds. But "
-        "every sequence also reads its own cached keys and values at every step, and nobody "
-        "shares those bytes. With short contexts the bend still comes at hundreds; with "
-        f"{LONG_CONTEXT:,}-token contexts a step's intensity can never pass "
-        f"{sig(ceiling)} FLOP/byte however large the batch (2 x parameters FLOPs per sequence "
-        "over its own cache's bytes), below both GPUs' ridges: decode stays memory-bound, and "
-        "the memory for the cache runs out before the arithmetic does. Batch sizes from the "
-        "engine's step-cost formulas (the first batch whose intensity reaches the ridge); KV "
-        "capacity = (memory - weights) / (context x KV bytes per token).</p>" + table)
-
-
-SMALL_GAIN = 0.20  # "less than 20% more tokens/s" in the measured question
+        "<p>Where does the knob bend on a GPU? A decode step is two kinds of work. The weight "
+        "matrix multiplies are shared by the batch: in bf16 they do about B FLOPs per byte at "
+        "batch B (2 per weight per sequence, 2 bytes per weight), so they reach the ridge point "
+        "at a batch of hundreds, whatever the context. Attention is not shared: every sequence "
+        "reads its own cached keys and values at every step, a few FLOPs per byte at any batch, "
+        "so it never reaches the ridge. With short contexts the weight read dominates and the "
+        f"bend comes at hundreds; with {LONG_CONTEXT:,}-token contexts the cache reads equal "
+        f"the weight read already at batch {half:,.0f} (weight bytes / (context x KV bytes per "
+        "token)), where throughput has climbed half of the way to its ceiling: the curve "
+        "flattens without the step ever becoming compute-bound, and the memory for the cache "
+        "runs out before the arithmetic does. Batch sizes from the engine's step-cost "
+        "formulas; KV capacity = (memory - weights) / (context x KV bytes per token) (JAX "
+        "Scaling Book, \"All About Transformer Inference\", 2025).</p>" + table)
 
 
 def doubling_question(points: dict[int, Point]) -> Question | None:
     """From the reader's curve (batch 1, 2, 4, ... as far as measured without a gap, at least
     to 8): the first doubling that gave less than 20% more total tokens/s. The key is theirs."""
-    ladder = [1]
-    while ladder[-1] * 2 in points and ladder[-1] * 2 <= 64:
-        ladder.append(ladder[-1] * 2)
-    if 1 not in points or ladder[-1] < 8:
+    totals = {b: p.tokens_per_s for b, p in points.items()}
+    gains = doubling_gains(totals)
+    if not gains or max(gains) < 8:
         return None
-    gains = {b: points[b].tokens_per_s / points[b // 2].tokens_per_s - 1 for b in ladder[1:]}
-    first = next((b for b in ladder[1:] if gains[b] < SMALL_GAIN), None)
-    top = ladder[-1]
+    first = first_small_doubling(totals, SMALL_GAIN)
+    top = max(gains)
     listed = "; ".join(f"{b // 2} to {b}: {100 * g:+.0f}%" for b, g in gains.items())
     why = f"Your curve: {listed}."
     none = f"None up to batch {top}"
-    options = [f"{b // 2} to {b}" for b in ladder[1:]] + [none]
+    options = [f"{b // 2} to {b}" for b in gains] + [none]
     right = none if first is None else f"{first // 2} to {first}"
     index = options.index(right)
     shown = options[max(0, index - 2):index + 2]  # the answer and its neighbours
@@ -256,9 +151,7 @@ def growth_outcome(points: dict[int, Point]) -> tuple[str, str] | None:
     """Which prediction choice the batch-1 and batch-8 points support."""
     if 1 not in points or 8 not in points:
         return None
-    ratio = points[8].tokens_per_s / points[1].tokens_per_s
-    choice = ("6 to 8 times as many" if ratio >= 6 else "3 to 6 times as many" if ratio >= 3
-              else "Under 3 times as many")
+    choice, ratio = growth_choice(points[1].tokens_per_s, points[8].tokens_per_s)
     return choice, (f"{points[1].tokens_per_s:,.0f} tokens/s at batch 1, "
                     f"{points[8].tokens_per_s:,.0f} at batch 8: x{ratio:.1f}")
 
@@ -385,7 +278,12 @@ class KnobLesson(EndpointSource, LessonPage):
     shows_nearby = True  # a cached point of another batch size, drawn while this one waits
 
     batch_size = param.Integer(default=8, bounds=(1, 64), label="Batch size")
-    preset = param.Selector(default="tiny", objects=["tiny", "small"], label="Model preset")
+    preset = param.Selector(default=DEFAULT_PRESET, objects=["mini", "tiny", "small"],
+                            label="Model preset",
+                            doc="mini: 130 MB of weights, several times a server CPU's last-level "
+                                "cache (random weights: timing only); tiny: the course's trained "
+                                "model, small enough to stay in the cache; small: about "
+                                "GPT-2-small size (random weights: timing only).")
     prompt_len = param.Integer(default=DEFAULT_PROMPT_LEN, bounds=(8, 512),
                                label="Prompt tokens per request")
     new_tokens = param.Integer(default=DEFAULT_NEW_TOKENS, bounds=(4, 128),
@@ -533,7 +431,7 @@ class KnobLesson(EndpointSource, LessonPage):
             f"(a bootstrap over the timed steps); the table gives the steps' own spread (p10 "
             f"to p90) and whether other work disturbed the point. Big dots were measured "
             f"live, small ones came from the cache."
-            f"{' The small preset has ' + RANDOM_WEIGHTS + '.' if point.weights == 'random' else ''}"
+            f"{' The ' + point.preset + ' preset has ' + RANDOM_WEIGHTS + '.' if point.weights == 'random' else ''}"
             "</p>")
         self._moved()
         outcome = growth_outcome(self.measured)

@@ -1,10 +1,13 @@
 """Lesson 5: Prefill versus decode, and the memory wall (roofline). /app?lesson=roofline
 
-The machine's two limits come from the engine's `info` job (a memory-bandwidth and a matmul
-micro-benchmark). Decode steps at several batch sizes (`sweep_point`, shared with lesson 4's
-cache) and prefill passes at several prompt lengths (`prefill_point`) are placed under them:
-x = FLOPs / bytes moved, y = FLOPs / measured time, both from the preset's shape
-(engine.calc.step_cost). Beside it, each decode step's time against its bandwidth floor.
+The machine's limits come from the engine's `info` job (memory-bandwidth, matmul and cache-
+bandwidth micro-benchmarks). Decode steps at several batch sizes (`sweep_point`) and prefill
+passes at several prompt lengths (`prefill_point`) of the chosen preset (mini by default, several
+times the last-level cache) are placed under them, and beside them the tiny preset's decode steps,
+whose weights stay in the cache: x = FLOPs / bytes moved, y = FLOPs / measured time, both from
+the preset's shape (engine.calc.step_cost). Beside it, each decode step's time against its
+bandwidth floor, and tiny's against both floors (engine.calc.cache_fit). The words are
+lessons.words.roofline.
 
 URL: preset, max_batch (decode batches 1, 2, 4, ... up to it), max_prompt (prompts of 16, 64,
 256, ... tokens up to it): /app?lesson=roofline&preset=tiny&max_batch=4&max_prompt=64
@@ -17,12 +20,10 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.cache_fit import fits_in_cache, floors
 from engine.calc.gpu_scaling import (
-    A100,
-    H100,
     LLAMA_3_8B,
     Machine,
-    compute_bound_prompt,
     decode_step,
     prefill_floor_ms,
     step_floor_ms,
@@ -31,12 +32,11 @@ from engine.calc.stats import estimate
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.lab.registry import get_spec
 from engine.lab.results import InfoResult, PrefillPointResult, PresetShape, SweepPointResult
-from widgets.checkpoint import Choice, MeasuredQuestion, Question
+from widgets.checkpoint import Choice, Question
 from widgets.data_download import DataDownload
 from widgets.floor_chart import FloorChart
 from widgets.html import html_pane
 from widgets.job_status import RANDOM_WEIGHTS
-from widgets.prediction import PredictionQuestion
 from widgets.roofline_chart import RooflineChart
 from widgets.tables import sig
 
@@ -44,157 +44,26 @@ from .base import LessonPage
 from .data_record import Run, runs_header, spread_cell
 from .machine_limits import roofs, show_limits
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import InstructorNotes, Lookup, check_takeaway
+from .teaching import Lookup
+from .words.roofline import (
+    CACHE_TEXT,
+    CPU_NOTE,
+    FLOOR_TEXT,
+    INSTRUCTOR,
+    INTRO,
+    LIMITS_TEXT,
+    OBJECTIVES,
+    PREDICTION,
+    QUESTIONS,
+    ROOFLINE_TEXT,
+    TAKEAWAY,
+)
 
 _SWEEP = get_spec("sweep_point").params  # decode steps at the sweep_point job's defaults
 DECODE_PROMPT_LEN, DECODE_NEW_TOKENS = _SWEEP["prompt_len"].default, _SWEEP["new_tokens"].default
-DECODE, PREFILL = "decode step", "prefill pass"
-
-INTRO = """
-<p>A model answers in two kinds of work. <strong>Prefill</strong> reads your whole prompt in one
-pass: every weight matrix multiplies hundreds of token vectors at once. <strong>Decode</strong>
-then makes one token per step: every weight matrix is read from memory again to multiply a
-single vector per sequence.</p>
-<p>The same weights, the same machine, yet the two run into different walls. To see which, we
-need this machine's two limits: how fast it can move bytes from memory, and how fast it can
-multiply.</p>
-"""
-
-LIMITS_TEXT = """
-<p>Both limits are measured here by the engine, once per machine: <strong>memory
-bandwidth</strong> by summing a 1 GiB array (every byte read once), <strong>compute
-peak</strong> by multiplying two large square matrices.</p>
-"""
-
-# Prompt length below which a bf16 prefill is memory-bound on each datasheet GPU, to the nearest 50.
-A100_PROMPT, H100_PROMPT = (round(compute_bound_prompt(LLAMA_3_8B, gpu) / 50) * 50
-                             for gpu in (A100, H100))
-
-ROOFLINE_TEXT = f"""
-<h2>The roofline</h2>
-<p>A step does some number of floating-point operations (FLOPs) and moves some number of bytes.
-Their ratio, <a href="app?page=vocabulary#arithmetic-intensity">arithmetic intensity</a> =
-FLOPs / bytes, decides which limit binds:</p>
-<ul>
-<li>a step can go no faster than <strong>bandwidth &times; intensity</strong> FLOP/s (the
-slanted roof: memory is the bottleneck),</li>
-<li>nor faster than the <strong>compute peak</strong> (the flat roof).</li>
-</ul>
-<p>The roofs meet at the <a href="app?page=vocabulary#ridge-point">ridge point</a>, peak /
-bandwidth. For a decode step at batch B on a model of P parameters, each weight does about 2
-FLOPs per sequence (a multiply and an add), and every weight is read once: <strong>intensity
-&asymp; 2&middot;B&middot;P FLOPs / (P &times; bytes per weight + KV cache bytes)</strong>. In
-32-bit floats that is about B/2: one sequence gets half a FLOP per byte, far left of the ridge.
-The KV cache bytes are each sequence's own, so they grow with B and keep the intensity from
-growing quite as fast as the batch. A prefill pass of L tokens reuses each weight L times, so
-its intensity is about L/2 here: long prompts sit far to the right. A short prompt does not:
-below the ridge it is memory-bound too. On a GPU, whose ridge is much further right (see the
-box below), that takes in more prompts: in bf16 a prefill of L tokens does about L FLOPs per byte
-of weights, so it stays memory-bound up to about {A100_PROMPT} tokens on an A100 and
-{H100_PROMPT} on an H100 (their ridge points from the datasheets).</p>
-<p>The points below are the engine's own steps: FLOPs and bytes counted from the preset's shape
-(the formulas are in the engine's <code>step_cost</code> module), divided by the time the step
-really took.</p>
-"""
-
-FLOOR_TEXT = """
-<h2>The floor under every token</h2>
-<p>A decode step cannot finish before it has read its bytes, so <strong>TPOT &ge; bytes moved
-per step / memory bandwidth</strong>. The dashed line is that floor for each batch size,
-computed from the measured bandwidth; the solid line is the engine's measured time per decode
-step (the median of its timed steps; the whiskers, that median's 95% interval, and the table
-beside gives how many steps were timed). Batching adds few bytes (each sequence's own cached keys and values), so the floor rises
-slowly while the tokens per step multiply.</p>
-"""
-
-CPU_NOTE = """
-<p><em>On this CPU the presets run in 32-bit floats: it has no fast 16-bit (bf16) arithmetic,
-so a 16-bit model would be slower here, not faster. On a GPU the engine uses bf16 (2 bytes per
-weight), which halves the bytes of every step.</em></p>
-"""
-
-OBJECTIVES = (
-    "place a step on this machine's roofline from its FLOPs, its bytes and its time",
-    "say why decode at a small batch is memory-bound and a long prefill compute-bound",
-    "work out the least time a decode step can take from the bytes it reads",
-)
-
-PREDICTION = PredictionQuestion(
-    "A decode step at batch 1: what share of this machine's measured compute peak will it "
-    "reach?",
-    ("Under 10%", "10% to 50%", "Over 50%"))
-
-TAKEAWAY = check_takeaway((
-    "Every step is held by one of two limits, memory bandwidth or the compute peak; its "
-    "arithmetic intensity (FLOPs per byte) says which.",
-    "Decode at a small batch does a FLOP or two per byte of weights read: far left of the "
-    "ridge, memory-bound, its time floored by bytes / bandwidth.",
-    "Long prefills, and decode at large enough batches, move right toward the compute roof; "
-    "short prompts stay memory-bound on a GPU.",
-))
-
-INSTRUCTOR = InstructorNotes(
-    minutes=20,
-    timing="The page measures the machine once, then decode at 6 batch sizes and prefill at 4 "
-           "prompt lengths of the small preset, a dozen jobs in a row when nothing is cached; "
-           "warm it before class and it shows them at once.",
-    misconceptions=(
-        "\"More FLOP/s makes batch-1 decode faster\": memory bandwidth does; the arithmetic "
-        "units mostly wait.",
-        "\"Decode is slow because attention is quadratic\": at short contexts the weight "
-        "read dominates each step.",
-        "\"Prefill is always compute-bound\": a short prompt sits left of the ridge, "
-        "especially on a GPU.",
-    ),
-    prompts=(
-        "Where would a batch-1 step of an 8B model in bf16 sit on an H100's roofline?",
-        "Why does the measured TPOT sit above the bandwidth floor, and by how much here?",
-        "What would 8-bit weights do to a decode point's intensity and to its floor?",
-    ),
-)
-
-QUESTIONS = (
-    Question("Why does serving one request at a time waste the machine during decode?", (
-        Choice("Each step reads every weight to do about two FLOPs with it", True,
-               "Half a FLOP per byte (in 32-bit floats) sits far left of the ridge point: the "
-               "step is bound by bandwidth, and the compute peak goes unused."),
-        Choice("One sequence needs more arithmetic units than the chip has", False,
-               "It uses a small share of them; the point sits far below the flat roof."),
-        Choice("One sequence's KV cache is larger than all of the weights", False,
-               "For short sequences the cache is small beside the weights; the weights are what "
-               "every step reads."))),
-    Question("Going from batch 1 to batch 8, where does a decode step move on the roofline?", (
-        Choice("Right and up: about 8 times the FLOPs for a few more bytes", True,
-               "The weights are read once for all eight sequences, so intensity and achieved "
-               "FLOP/s both rise until the step meets a roof."),
-        Choice("Left and down: eight sequences mean more bytes per FLOP", False,
-               "Only each sequence's cached keys and values are extra bytes; the weights, the "
-               "bulk, are shared."),
-        Choice("Straight up: the same intensity, done eight times as fast", False,
-               "Intensity is FLOPs per byte; batching multiplies the FLOPs while the bytes "
-               "barely grow, so the point moves right."))),
-    Question("2 GB of weights, 1 TB/s of memory bandwidth: what is the least TPOT at batch 1?", (
-        Choice("About 2 ms: each step reads all 2 GB at 1 TB/s", True,
-               "TPOT >= bytes per step / bandwidth = 2 GB / 1000 GB/s = 2 ms, before counting "
-               "the KV cache."),
-        Choice("About 0.002 ms: the chip does trillions of FLOPs a second", False,
-               "Fast arithmetic does not help: the step waits for the bytes."),
-        Choice("About 20 ms: the weights are read once per layer and token", False,
-               "Each weight belongs to one layer and is read once per step: 2 GB per step in "
-               "all."))),
-    Question("Which of these is compute-bound on this machine?", (
-        Choice("A prefill pass over a prompt of a thousand tokens", True,
-               "Each weight multiplies every prompt token, so the intensity is in the hundreds "
-               "of FLOPs per byte, right of the ridge point."),
-        Choice("A decode step for a single sequence", False,
-               "It does about half a FLOP per byte: memory-bound."),
-        Choice("Both: they multiply the same weights, so they sit at the same place", False,
-               "Their intensities differ by a factor of hundreds; the chart shows them on "
-               "either side of the ridge."))),
-    MeasuredQuestion("roof", "Once the decode steps above are measured, a question on your "
-                             "own chart appears here."),
-)
-
+DECODE, PREFILL, CACHED = "decode step", "prefill pass", "decode step, tiny (fits in cache)"
+IN_CACHE = "tiny"  # the preset drawn beside the chosen one: small enough to stay in the cache
+IN_CACHE_MAX_BATCH = 4  # its decode steps at batch 1, 2, 4: enough to place it, and cheap
 
 GPU_MODEL = LLAMA_3_8B
 GPU_CONTEXT = 1000  # tokens cached
@@ -268,10 +137,12 @@ def powers(start: int, factor: int, limit: int) -> list[int]:
     return out
 
 
-def job_label(kind: str, params: dict) -> str:
-    """A job of the page named as its charts name its point ("decode, batch 4")."""
+def job_label(kind: str, params: dict, preset: str | None = None) -> str:
+    """A job of the page named as its charts name its point ("decode, batch 4"; "tiny decode,
+    batch 4" for a preset other than the page's)."""
     if kind == "sweep_point":
-        return f"decode, batch {params['batch_size']}"
+        other = params.get("preset") not in (None, preset)
+        return f"{params['preset'] + ' ' if other else ''}decode, batch {params['batch_size']}"
     if kind == "prefill_point":
         return f"prefill, {params['prompt_len']:,} tokens"
     return "machine limits"
@@ -284,9 +155,12 @@ class RooflineLesson(LessonPage):
     objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
     instructor, questions = INSTRUCTOR, QUESTIONS
 
-    preset = param.Selector(default="small", objects=["tiny", "small"], label="Model preset",
-                            doc="small: about GPT-2-small size (random weights: timing only); "
-                                "tiny: the course's trained model.")
+    preset = param.Selector(default="mini", objects=["mini", "small", "tiny"],
+                            label="Model preset",
+                            doc="mini: 130 MB of weights, several times a server CPU's last-level "
+                                "cache (random weights: timing only); small: about GPT-2-small "
+                                "size (random weights: timing only); tiny: the course's trained "
+                                "model, small enough to stay in the cache.")
     max_batch = param.Integer(default=32, bounds=(1, 64), label="Largest decode batch",
                               doc="Decode steps are measured at batch 1, 2, 4, ... up to this.")
     max_prompt = param.Integer(default=1024, bounds=(16, 1024), label="Longest prompt (tokens)",
@@ -298,8 +172,9 @@ class RooflineLesson(LessonPage):
         self.machine: InfoResult | None = None
         self.pending: list[SweepPointResult | PrefillPointResult] = []  # before the machine's info
         self.decode_results: dict[int, DecodeStep] = {}
+        self.cached_results: dict[int, DecodeStep] = {}  # tiny's, beside another preset
         self.prefill_results: dict[int, PrefillPointResult] = {}
-        self.chart = RooflineChart(series=[DECODE, PREFILL])
+        self.chart = RooflineChart(series=[DECODE, PREFILL, CACHED])
         self.gpu_box = GpuBox(gpu_finding)  # this machine's row comes with the info job
         self.floor = FloorChart(x_label="batch size", y_label="time per decode step (ms)",
                                 measured_label="measured TPOT",
@@ -310,6 +185,8 @@ class RooflineLesson(LessonPage):
                                         css_classes=["roofline-summary"])
         self.floor_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
                                               css_classes=["floor-summary"])
+        self.cache_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                              css_classes=["cache-summary"])
         self.shown: dict[str, Run] = {}  # every job the charts are drawn from, by its label
         self.download = DataDownload("roofline-points", self.chart.rows, self.download_header,
                                      "The roofline's points")
@@ -325,15 +202,23 @@ class RooflineLesson(LessonPage):
     def prompt_lens(self) -> list[int]:
         return powers(16, 4, self.max_prompt)
 
+    def in_cache_batches(self) -> list[int]:
+        """tiny's decode batches drawn beside another preset ([] when tiny is the preset)."""
+        if self.preset == IN_CACHE:
+            return []
+        return [b for b in self.batch_sizes() if b <= IN_CACHE_MAX_BATCH]
+
     def job_params(self) -> list[tuple[str, dict]]:
         """(kind, params) of every job the current settings show, info first."""
+        def decode(preset: str, b: int) -> tuple[str, dict]:
+            return ("sweep_point", {"preset": preset, "batch_size": b,
+                                    "prompt_len": DECODE_PROMPT_LEN,
+                                    "new_tokens": DECODE_NEW_TOKENS})
         jobs: list[tuple[str, dict]] = [("info", {})]
-        jobs += [("sweep_point", {"preset": self.preset, "batch_size": b,
-                                  "prompt_len": DECODE_PROMPT_LEN,
-                                  "new_tokens": DECODE_NEW_TOKENS})
-                 for b in self.batch_sizes()]
+        jobs += [decode(self.preset, b) for b in self.batch_sizes()]
         jobs += [("prefill_point", {"preset": self.preset, "prompt_len": n})
                  for n in self.prompt_lens()]
+        jobs += [decode(IN_CACHE, b) for b in self.in_cache_batches()]
         return jobs
 
     @classmethod
@@ -352,7 +237,8 @@ class RooflineLesson(LessonPage):
                 continue
             r = cached.result
             if kind == "sweep_point":
-                lines.append(f"decode, batch {r.batch_size}: {r.tpot_ms:.2f} ms per step")
+                lines.append(f"{r.preset} decode, batch {r.batch_size}: {r.tpot_ms:.2f} ms per "
+                             "step")
             else:
                 lines.append(f"prefill, {r.prompt_len:,} tokens: {sig(r.ms)} ms, "
                              f"{sig(r.achieved_gflops)} GFLOP/s")
@@ -367,16 +253,19 @@ class RooflineLesson(LessonPage):
         """Measure (or fetch from the cache) every point of the current settings."""
         self.pending = []
         self.decode_results.clear()
+        self.cached_results.clear()
         self.prefill_results.clear()
         self.chart.clear()
         self.floor.clear()
         self.roof_summary.object = ""
         self.floor_summary.object = ""
+        self.cache_summary.object = ""
         handlers = {"info": self.show_info, "sweep_point": self.show_decode,
                     "prefill_point": self.show_prefill}
-        self.shown = {job_label(kind, params): Run(kind, params)
+        label = lambda kind, params: job_label(kind, params, self.preset)  # noqa: E731
+        self.shown = {label(kind, params): Run(kind, params)
                       for kind, params in self.job_params()}
-        jobs = [(kind, params, self._handler(handlers[kind], self.shown[job_label(kind, params)]))
+        jobs = [(kind, params, self._handler(handlers[kind], self.shown[label(kind, params)]))
                 for kind, params in self.job_params()]
         self.runner.run(jobs, use_cache=not fresh)
 
@@ -398,8 +287,14 @@ class RooflineLesson(LessonPage):
         self.machine = info
         self.gpu_box.set_info(info.to_dict())
         shape = self.shape()
+        line = show_limits(self.chart, info)
+        self.chart.cache_gbs = info.cache_bandwidth_gbs
+        if info.cache_bandwidth_gbs:
+            llc = (f" ({info.llc_bytes / 2**20:.0f} MiB)" if info.llc_bytes else "")
+            line += (f", last-level cache{llc} read bandwidth "
+                     f"**{sig(info.cache_bandwidth_gbs)} GB/s**")
         self.limits.object = (
-            show_limits(self.chart, info) + ". "
+            line + ". "
             f"The ridge point, where the two roofs meet, is {sig(info.matmul_gflops)} / "
             f"{sig(info.memory_bandwidth_gbs)} = **{sig(info.ridge_flop_per_byte)} FLOP "
             "per byte**: a step doing fewer FLOPs per byte than that waits on memory."
@@ -411,24 +306,34 @@ class RooflineLesson(LessonPage):
         for point in pending:
             (self.show_decode if isinstance(point, SweepPointResult) else self.show_prefill)(point)
 
-    def shape(self) -> PresetShape | None:
-        """The preset's shape from the machine's info (None before it has come)."""
+    def shape(self, preset: str | None = None) -> PresetShape | None:
+        """A preset's shape (the page's by default) from the machine's info (None before it
+        has come)."""
         if self.machine is None:
             return None
-        return next((p for p in self.machine.presets if p.name == self.preset), None)
+        name = preset or self.preset
+        return next((p for p in self.machine.presets if p.name == name), None)
 
     def show_decode(self, point: SweepPointResult) -> None:
         if self.machine is None:
             self.pending.append(point)
             return
-        shape = {**self.shape().to_dict(), "weight_bytes": point.weight_bytes}
+        shape = {**self.shape(point.preset).to_dict(), "weight_bytes": point.weight_bytes}
         cost = decode_cost(shape, point.batch_size,
                            decode_context(point.prompt_len, point.new_tokens))
         step = DecodeStep(point, cost.bytes, cost.intensity,
                           cost.achieved_gflops(point.tpot_ms / 1000),
                           cost.floor_ms(self.machine.memory_bandwidth_gbs))
-        self.decode_results[point.batch_size] = step
         steps = estimate(point.step_ms, 50) if point.step_ms else None  # the median's interval
+        if point.preset != self.preset:
+            self.cached_results[point.batch_size] = step
+            self.chart.add_point(CACHED, f"{point.preset} decode, batch {point.batch_size}",
+                                 step.intensity, step.achieved_gflops, point.tpot_ms, steps)
+            self._summarize_cache()
+            self.say(f"{point.preset} decode, batch {point.batch_size}, measured: "
+                     f"{sig(point.tpot_ms)} ms per step, {sig(step.achieved_gflops)} GFLOP/s.")
+            return
+        self.decode_results[point.batch_size] = step
         self.chart.add_point(DECODE, f"decode, batch {point.batch_size}", step.intensity,
                              step.achieved_gflops, point.tpot_ms, steps)
         self.floor.add(point.batch_size, point.tpot_ms, step.floor_ms, steps)
@@ -450,6 +355,7 @@ class RooflineLesson(LessonPage):
 
     def _summarize(self) -> None:
         self._judge()
+        self._summarize_cache()
         lines = []
         bw = self.machine.memory_bandwidth_gbs
         if self.decode_results:
@@ -500,6 +406,39 @@ class RooflineLesson(LessonPage):
                 "engine spends on other things than streaming weights: attention, small "
                 "matrices that do not reach full speed, Python between the layers.")
 
+    def _summarize_cache(self) -> None:
+        """tiny's batch-1 step against both floors, beside the page's preset at batch 1."""
+        if not self.cached_results or self.machine is None:
+            return
+        b = min(self.cached_results)
+        r = self.cached_results[b]
+        m = self.machine
+        f = floors(r.bytes, r.tpot_ms, m.memory_bandwidth_gbs, m.cache_bandwidth_gbs)
+        weights = r.point.weight_bytes
+        fits = fits_in_cache(weights, m.llc_bytes)
+        where = ("" if fits is None else
+                 f" against a last-level cache of {m.llc_bytes / 1e6:.1f} MB: "
+                 f"{'it fits' if fits else 'it does not fit'}")
+        cache = ("" if f.cache_floor_ms is None else
+                 f"; read at the cache's {sig(m.cache_bandwidth_gbs)} GB/s, "
+                 f"**{sig(f.cache_floor_ms)} ms**")
+        verdict = ("below the memory floor: its weights did not come from memory"
+                   if f.beats_memory_floor else
+                   "above the memory floor: on this machine now, its fixed per-step costs "
+                   "outweigh what the cache saves")
+        lines = [f"{r.point.preset} at batch {b}: {weights / 1e6:.1f} MB of weights{where}. "
+                 f"Its step reads {r.bytes / 1e6:.1f} MB; read from memory at "
+                 f"{sig(m.memory_bandwidth_gbs)} GB/s that is at least "
+                 f"**{sig(f.memory_floor_ms)} ms**{cache}. The engine took "
+                 f"**{sig(r.tpot_ms)} ms** ({f.over_memory_floor:.2f}x the memory floor): "
+                 f"{verdict}."]
+        if 1 in self.decode_results and b == 1:
+            d = self.decode_results[1]
+            lines.append(f"{self.preset} at batch 1 took {sig(d.tpot_ms)} ms, "
+                         f"{d.tpot_ms / d.floor_ms:.2f}x its memory floor of "
+                         f"{sig(d.floor_ms)} ms.")
+        self.cache_summary.object = " ".join(lines)
+
     # ---- the data, to download ------------------------------------------------------------------------
     def download_header(self) -> dict:
         return runs_header(
@@ -515,6 +454,8 @@ class RooflineLesson(LessonPage):
         """The points measured while other work took the engine's core, in words."""
         decode = [f"decode batch {b}" for b, r in sorted(self.decode_results.items())
                   if r.point.disturbed]
+        decode += [f"{IN_CACHE} decode batch {b}" for b, r in sorted(self.cached_results.items())
+                   if r.point.disturbed]
         prefill = [f"prefill {n:,} tokens" for n, p in sorted(self.prefill_results.items())
                    if p.disturbed]
         return decode + prefill
@@ -546,5 +487,6 @@ class RooflineLesson(LessonPage):
                 html_pane("<h2>This machine's two limits</h2>" + LIMITS_TEXT), self.limits,
                 self.controls(), self.runner.status, html_pane(ROOFLINE_TEXT), self.chart,
                 self.download, self.roof_summary, html_pane(FLOOR_TEXT), self.floor,
-                self.floor_download, self.floor_summary, html_pane(CPU_NOTE), self.gpu_box]
+                self.floor_download, self.floor_summary, html_pane(CACHE_TEXT),
+                self.cache_summary, html_pane(CPU_NOTE), self.gpu_box]
 

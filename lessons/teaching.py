@@ -1,7 +1,8 @@
 """What a lesson says around its demo, as data: what the reader will be able to do, the three
-lines to keep, and the notes for whoever teaches it. Each lesson module holds its own as
-module-level constants (OBJECTIVES, TAKEAWAY, INSTRUCTOR beside PROSE and QUESTIONS); the lesson
-page, the printable course summary and the instructor pages all read them from there.
+lines to keep, and the notes for whoever teaches it. Each lesson's words module
+(lessons/words/<concept>.py) holds its own as module-level constants (OBJECTIVES, TAKEAWAY,
+INSTRUCTOR beside PROSE and QUESTIONS); the lesson page, the printable course summary and the
+instructor pages all read them from there.
 """
 
 from __future__ import annotations
@@ -32,15 +33,20 @@ def check_takeaway(lines: tuple[str, ...]) -> tuple[str, ...]:
     return lines
 
 
-# Lessons 1 and 4 use "compute-bound" and "memory-bound" before lesson 5 measures them.
+# Lessons 1 and 4 use "compute-bound", "memory-bound" and "overhead-bound" before lesson 5
+# measures them.
 BOUND_PRIMER = """
-<aside class="primer" aria-label="Two limits, in two sentences">
-<p><strong>Two limits, in two sentences.</strong> Work is
+<aside class="primer" aria-label="Three limits, in three sentences">
+<p><strong>Three limits, in three sentences.</strong> Work is
 <a href="app?page=vocabulary#compute-bound">compute-bound</a> when the processor's arithmetic sets
 its pace: the data would arrive faster than the sums can be done with it. It is
 <a href="app?page=vocabulary#memory-bound">memory-bound</a> when the processor waits for bytes to
-arrive from memory, so that faster arithmetic would not help; <a href="app?lesson=roofline">lesson
-5</a> measures both limits of this machine.</p>
+arrive from memory, so that faster arithmetic would not help. It is <em>overhead-bound</em> when
+neither is busy and the fixed cost of each step sets the pace: launching dozens of small
+operations, the Python between them, waiting for the device; this is what CUDA graphs cut on a
+GPU, by replaying a whole step as one launch. A model small enough to stay in the processor's
+cache never waits for memory and often lands here. <a href="app?lesson=roofline">Lesson 5</a>
+measures this machine's limits, its cache's among them.</p>
 </aside>
 """
 

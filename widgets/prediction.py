@@ -7,7 +7,9 @@ run, and the page then puts the prediction beside what was measured.
     box.reveal("The first token's", "TTFT 840 ms against gaps of 31 ms")   # after measuring
 
 A pick locks the choice (it is what the measurement is compared with); "Skip" opens the gate
-without a prediction. Which choice a measurement supports is the lesson's to say.
+without a prediction. A measurement revealed before either (a page that draws without the gate)
+is kept and shown only once the gate opens, so the box never gives the answer away. Which choice
+a measurement supports is the lesson's to say.
 """
 
 from __future__ import annotations
@@ -117,14 +119,9 @@ class PredictionBox(pn.viewable.Viewer):
         self._result.visible = True
 
     def _show(self) -> None:
-        if self.measured is None:
+        if self.measured is None or not self.made:
             return
         if self.choice is None:
-            if not self.made:  # a cached result came first: shown, the prediction still open
-                text = (f"Already measured (from the cache): {self.measured} ({self._detail}). "
-                        "Predict anyway, then compare.")
-                self._say(text, "neutral")
-                return
             self._say(f"Measured: {self.measured} ({self._detail}).", "neutral")
             return
         right = self.choice == self.measured

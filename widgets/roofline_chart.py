@@ -1,7 +1,9 @@
 """A roofline: attainable FLOP/s against arithmetic intensity (FLOPs per byte moved), log-log.
 
 Two roofs from two measured limits: the slanted one is memory bandwidth x intensity, the flat
-one the matrix-multiply peak; they meet at the ridge point. Measured steps are drawn as points
+one the matrix-multiply peak; they meet at the ridge point. A page may add a third, dashed: the
+last-level cache's read bandwidth x intensity, the roof of a model whose weights stay in that
+cache between steps (hidden until it is set). Measured steps are drawn as points
 (one series per kind, e.g. decode steps and prefill passes), with a table of the same numbers.
 The chart is built once; limits and points update it in place.
 """
@@ -41,6 +43,10 @@ class RooflineChart(pn.viewable.Viewer):
     peak_gflops = param.Number(default=None, allow_None=True, bounds=(0, None),
                                inclusive_bounds=(False, True),
                                doc="Measured matrix-multiply peak, GFLOP/s (the flat roof).")
+    cache_gbs = param.Number(default=None, allow_None=True, bounds=(0, None),
+                             inclusive_bounds=(False, True),
+                             doc="Measured last-level cache read bandwidth, GB/s (the dashed "
+                                 "roof); None hides it.")
     series = param.List(default=["decode step", "prefill pass"], item_type=str, constant=True,
                         doc="The kinds of measured points, one colour and marker each.")
     height = param.Integer(default=420, bounds=(200, None), doc="Chart height in pixels.")
@@ -57,6 +63,10 @@ class RooflineChart(pn.viewable.Viewer):
                      y_axis_label="achieved GFLOP/s", title="This machine's roofline")
         fig.line("x", "y", source=self.roof, line_width=3, color=ROOF_COLOR,
                  legend_label="the roof (measured limits)")
+        self.cache_roof = ColumnDataSource({"x": [], "y": []}, name="roofline cache roof")
+        self._cache_line = fig.line("x", "y", source=self.cache_roof, line_width=2,
+                                    line_dash="dashed", color=ROOF_COLOR, visible=False,
+                                    legend_label="the cache roof (weights kept in cache)")
         for i, (name, source) in enumerate(self.sources.items()):
             fig.add_layout(Whisker(source=source, base="intensity", lower="gflops_lo",
                                    upper="gflops_hi", line_color=SERIES_COLORS[i % len(SERIES_COLORS)]))
@@ -98,8 +108,10 @@ class RooflineChart(pn.viewable.Viewer):
             return None
         return step_cost.roof_gflops(intensity, self.bandwidth_gbs, self.peak_gflops)
 
-    def set_limits(self, bandwidth_gbs: float, peak_gflops: float) -> None:
-        self.param.update(bandwidth_gbs=bandwidth_gbs, peak_gflops=peak_gflops)
+    def set_limits(self, bandwidth_gbs: float, peak_gflops: float,
+                   cache_gbs: float | None = None) -> None:
+        self.param.update(bandwidth_gbs=bandwidth_gbs, peak_gflops=peak_gflops,
+                          cache_gbs=cache_gbs)
 
     def _x_span(self) -> tuple[float, float]:
         xs = [x for s in self.sources.values() for x in s.data["intensity"]]
@@ -107,10 +119,11 @@ class RooflineChart(pn.viewable.Viewer):
         hi = max([X_SPAN[1], *[x * 3 for x in xs]])
         return lo, hi
 
-    @param.depends("bandwidth_gbs", "peak_gflops", watch=True)
+    @param.depends("bandwidth_gbs", "peak_gflops", "cache_gbs", watch=True)
     @changes_bokeh_models
     def _draw_roof(self) -> None:
         ridge = self.ridge_point
+        self._draw_cache_roof()
         if ridge is None:
             self.roof.data = {"x": [], "y": []}
             for model in (self.ridge, self.memory_label, self.compute_label):
@@ -130,6 +143,27 @@ class RooflineChart(pn.viewable.Viewer):
                                   text=f"compute peak: {sig(self.peak_gflops)} GFLOP/s",
                                   visible=True)
         self._refresh_table()
+
+    def _draw_cache_roof(self) -> None:
+        """min(peak, cache bandwidth x intensity), dashed; hidden without both."""
+        if not self.cache_gbs or not self.peak_gflops:
+            self.cache_roof.data = {"x": [], "y": []}
+            self._cache_line.visible = False
+            self._cache_legend(False)
+            return
+        lo, hi = self._x_span()
+        knee = self.peak_gflops / self.cache_gbs
+        xs = [lo, knee, max(hi, knee * 3)] if knee > lo else [lo, hi]
+        ys = [min(self.peak_gflops, self.cache_gbs * x) for x in xs]
+        self.cache_roof.data = {"x": xs, "y": ys}
+        self._cache_line.visible = True
+        self._cache_legend(True)
+
+    def _cache_legend(self, visible: bool) -> None:
+        """The cache roof's legend entry only while it is drawn (a page without it has none)."""
+        for item in self.figure.legend[0].items:
+            if self._cache_line in item.renderers:
+                item.visible = visible
 
     # ---- points ------------------------------------------------------------------------------
     @changes_bokeh_models

@@ -47,7 +47,7 @@ from bench.harness import Run  # noqa: E402
 from bench.web import ui_latency  # noqa: E402
 from bench.web.served_app import CHROMIUM, CHROMIUM_ARGS, PAGE_TEXT_JS, SKIP_PREDICTION, stop_server  # noqa: E402
 from engine.lab import cores  # noqa: E402
-from lessons.knob import DEFAULT_NEW_TOKENS, DEFAULT_PROMPT_LEN  # noqa: E402
+from lessons.knob import DEFAULT_NEW_TOKENS, DEFAULT_PRESET, DEFAULT_PROMPT_LEN  # noqa: E402
 from lessons.two_clocks import DEFAULT_PROMPT  # noqa: E402
 
 TARGET = 1.25
@@ -207,8 +207,9 @@ def one_round(browser, rnd: int) -> dict:
     finally:
         stop_server(proc)
     gen_args = ["generate", "--prompt", DEFAULT_PROMPT, "--max-new-tokens", str(ANSWER_TOKENS)]
-    sweep_args = ["sweep", "--batch-sizes", ",".join(map(str, BATCHES)), "--prompt-len",
-                  str(DEFAULT_PROMPT_LEN), "--new-tokens", str(DEFAULT_NEW_TOKENS)]
+    sweep_args = ["sweep", "--preset", DEFAULT_PRESET, "--batch-sizes",
+                  ",".join(map(str, BATCHES)), "--prompt-len", str(DEFAULT_PROMPT_LEN),
+                  "--new-tokens", str(DEFAULT_NEW_TOKENS)]
     for how, pinned in (("pinned", True), ("free", False)):
         gen = cli(gen_args, pinned, cache)
         sweep = {p["batch_size"]: p["tpot_ms"] for p in cli(sweep_args, pinned, cache)["points"]}

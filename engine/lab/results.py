@@ -323,6 +323,8 @@ class InfoResult(Measured):
     matmul_dtype: str
     ridge_flop_per_byte: float
     limits_measured_at: str
+    cache_bandwidth_gbs: float | None = None  # read bandwidth within the last-level cache
+    llc_bytes: int | None = None  # that cache's size; None where the OS does not say
 
 
 @dataclass(frozen=True)

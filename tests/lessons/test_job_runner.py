@@ -235,6 +235,27 @@ def test_held_fresh_jobs_wait_for_release_and_cached_ones_do_not():
     runner.add("sweep_point", {"batch_size": 8}, got.append)  # no longer waiting: sent at once
     assert service.submitted[-1].params["batch_size"] == 8
 
+def test_held_with_cached_too_even_cached_jobs_wait_and_the_status_says_one_is_ready():
+    """No answer before the prediction: with cached_too a job the cache can answer is parked
+    too, the status says a result is ready, and release() sends it (answered from the cache)."""
+    runner, service = runner_on_a_page()
+    waiting = [True]
+    runner.hold_fresh(lambda: waiting[0], cached_too=True)
+    service.put("sweep_point", {"batch_size": 2}, {"result": {}, "device": DEVICE,
+                                                   "measured_at": ""})
+    got = []
+    runner.run([("sweep_point", {"batch_size": 2}, got.append)])
+    assert service.submitted == [] and got == []
+    assert [j.params["batch_size"] for j in runner.held] == [2]
+    assert "ready" in runner.status.message
+    runner.add("sweep_point", {"batch_size": 1}, got.append)  # one not cached: still waiting
+    assert "prediction" in runner.status.message and "ready" not in runner.status.message
+    waiting[0] = False
+    runner.release()
+    assert sorted(j.params["batch_size"] for j in service.submitted) == [1, 2]
+    assert runner.held == []
+
+
 def test_a_group_replaces_the_runners_queued_jobs_in_the_engine_queue():
     runner, service = runner_on_a_page()
     runner.run([("sweep_point", {"batch_size": b}, lambda e: None) for b in (1, 2)])

@@ -1,5 +1,6 @@
 """Lesson 4 without a browser: slider positions become sweep_point jobs (run for real on the
-tiny model, or answered as if from the cache), points build the curve, the readouts follow."""
+tiny model, or answered as if from the cache), points build the curve, the readouts follow. Its
+default model streams its weights from memory: tests/lessons/test_memory_bound_defaults.py."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from lessons.knob import (
     growth_outcome,
 )
 
-SMALL = {"prompt_len": [b"16"], "new_tokens": [b"8"]}
+SMALL = {"preset": [b"tiny"], "prompt_len": [b"16"], "new_tokens": [b"8"]}
 
 
 def release(page, batch: int) -> None:
@@ -119,7 +120,9 @@ def test_a_new_preset_starts_a_new_curve(lesson):
     page.preset = "small"
     assert page.curve.batches() == []
     assert {j.params["preset"] for j in service.submitted[3:]} == {"small"}
-    assert "random weights: timing only" in page._table() or page._table() == ""
+    assert page._table() == ""  # no small point yet
+    page.measured[1] = Point(tokens_per_s=50.0, tpot_ms=20.0)
+    assert "small preset (random weights: timing only)" in page._table()
 
 
 def test_doubling_words():
@@ -260,3 +263,18 @@ def test_with_the_teachers_endpoint_the_knob_is_concurrent_clients(endpoint_set)
     page.source = "engine"  # back to the built-in engine: batch sizes again
     assert service.submitted[-1].kind == "sweep_point" and page.preset_choice.visible
     assert page.curve.figure.xaxis[0].axis_label.startswith("batch size")
+
+
+def test_a_cached_point_waits_for_the_prediction_too():
+    """No answer before the prediction: the default view's point is in the cache, yet nothing
+    is sent (so nothing drawn) until the reader skips; the status says a result is ready."""
+    page = KnobLesson.from_url({**SMALL, "batch_size": [b"1"]})
+    service = attach(page, predict=True)
+    service.put("sweep_point", page.job_params(1), {"result": {}, "device": DEVICE,
+                                                    "measured_at": WHEN})
+    pn.panel(page).get_root()
+    assert [j.kind for j in service.submitted if j.kind == "sweep_point"] == []
+    assert "a result is ready" in page.runner.status.message
+    assert page.curve.batches() == [] and page._table() == ""
+    page.prediction_box.skip()
+    assert [j.params["batch_size"] for j in service.submitted if j.kind == "sweep_point"] == [1]

@@ -9,7 +9,10 @@ import panel as pn
 from in_process_service import DEVICE, InProcessService, attach
 from lesson_stubs import downloaded, said
 
+from engine.config import PRESETS
 from lessons.kv_cache import KVCacheLesson
+
+CACHES = 3 * len(PRESETS)  # every preset in the engine's dtype, fp16 and fp8
 
 
 def lesson(args=None, answered=True):
@@ -34,11 +37,11 @@ def test_the_presets_agree_with_the_engines_real_allocation():
     assert service.kinds() == ["info", "kv_allocation", "block_snapshots"]
     assert "tiny" in page.calculator.object
     rows = page.agreement()
-    assert len(rows) == 9 and all(r.agrees for r in rows)
-    assert "All 9 caches agree with the formula" in page.check_summary.object
+    assert len(rows) == CACHES and all(r.agrees for r in rows)
+    assert f"All {CACHES} caches agree with the formula" in page.check_summary.object
     assert "tiny 3,072 bytes per token (float32)" in page.check_summary.object
     assert "2 × 6 × 2 × 32 × 4 = 3,072" in page.check.object
-    assert any(s and s.startswith("All 9 caches agree with the formula. What the engine")
+    assert any(s and s.startswith(f"All {CACHES} caches agree with the formula. What the engine")
                for s in said(page))
 
 
@@ -48,7 +51,7 @@ def test_a_disagreement_would_be_shown():
     wrong = dataclasses.replace(first, allocated_bytes=first.allocated_bytes + 64)
     page.allocation = dataclasses.replace(page.allocation, caches=[wrong, *rest])
     page._refresh_check()
-    assert "1 of 9 caches differ" in page.check_summary.object and "DIFFERS" in page.check.object
+    assert f"1 of {CACHES} caches differ" in page.check_summary.object and "DIFFERS" in page.check.object
 
 
 def chain(blocks: list[int]) -> str:

@@ -8,12 +8,13 @@ import pytest
 from in_process_service import DEVICE, InProcessService, attach
 from lesson_stubs import downloaded, said
 
+from engine.calc.cache_fit import floors
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.config import PRESETS
 from engine.hardware import measure_matmul
 from engine.lab import quality
 from engine.lab.results import parse_result
-from lessons.roofline import DECODE, PREFILL, RooflineLesson, powers
+from lessons.roofline import CACHED, DECODE, PREFILL, RooflineLesson, powers
 from widgets.tables import sig
 
 
@@ -38,7 +39,10 @@ def test_the_url_picks_the_measurements():
     assert [p["batch_size"] for p in sweeps] == [1, 2, 4]
     assert all(p["preset"] == "tiny" and p["prompt_len"] == 128 for p in sweeps)
     assert RooflineLesson.warm_jobs()[0] == ("info", {})
-    assert len(RooflineLesson.warm_jobs()) == 1 + 6 + 4
+    # the default (mini) at 6 batch sizes and 4 prompts, and tiny's decode at batch 1, 2, 4
+    warm = RooflineLesson.warm_jobs()
+    assert len(warm) == 1 + 6 + 4 + 3
+    assert [p["preset"] for k, p in warm[1:]] == ["mini"] * 10 + ["tiny"] * 3
 
 
 TINY = {"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"256"]}
@@ -185,3 +189,28 @@ def test_the_prediction_and_the_question_follow_the_batch_1_step():
     left = one.intensity < page.machine.ridge_flop_per_byte
     assert asked.answer.text.startswith("Memory bandwidth" if left else "The compute peak")
     assert "NVIDIA H100" in page.gpu_box.text and "(measured here)" in page.gpu_box.text
+
+
+def test_tiny_beside_the_default_is_placed_under_the_cache_roof_against_both_floors():
+    """A page of another preset draws tiny's decode steps as their own series, the cache roof
+    from the info job, and tiny's batch-1 step against the memory and the cache floors."""
+    tiny_page, service = lesson({**TINY, "max_batch": [b"1"], "max_prompt": [b"16"]})
+    info = {**service.result("info"), "cache_bandwidth_gbs": 150.0, "llc_bytes": 32 * 2**20}
+    tiny = [j.result for j in service.submitted if j.kind == "sweep_point"][0]
+    page, held = lesson({"max_batch": [b"1"], "max_prompt": [b"16"]},
+                        InProcessService(hold={"info", "sweep_point", "prefill_point"}))
+    assert [(j.kind, j.params.get("preset")) for j in held.submitted] == [
+        ("info", None), ("sweep_point", "mini"), ("prefill_point", "mini"),
+        ("sweep_point", "tiny")]
+    page.show_info(parse_result("info", info))
+    page.show_decode(parse_result("sweep_point", tiny))
+    assert page.chart.cache_gbs == 150.0 and page.chart._cache_line.visible
+    assert [p["label"] for p in page.chart.points(CACHED)] == ["tiny decode, batch 1"]
+    assert page.chart.points(DECODE) == []
+    step = page.cached_results[1]
+    f = floors(step.bytes, tiny["tpot_ms"], info["memory_bandwidth_gbs"], 150.0)
+    text = page.cache_summary.object
+    assert f"**{sig(f.memory_floor_ms)} ms**" in text and f"**{sig(f.cache_floor_ms)} ms**" in text
+    assert "it fits" in text  # 22 MB of weights against 33.6 MB
+    assert ("below the memory floor" in text) == f.beats_memory_floor
+    assert "150 GB/s" in page.limits.object

@@ -1,5 +1,5 @@
 """The prediction box: nothing is made until the reader picks or skips; a pick is locked and
-compared with what the measurement supports; a cached result shown first leaves it open."""
+compared with what the measurement supports; a result revealed first stays hidden until then."""
 
 from __future__ import annotations
 
@@ -53,12 +53,20 @@ def test_skipping_measures_without_a_prediction():
     assert box.verdict == "Measured: Both (numbers)."
 
 
-def test_a_cached_result_first_leaves_the_prediction_open():
+def test_a_result_revealed_first_stays_hidden_until_the_reader_predicts():
     box = built()
     box.reveal("Both", "numbers")
-    assert not box.made and "Already measured (from the cache)" in box.verdict
+    assert not box.made and box.verdict == "" and not box._result.visible
+    assert "numbers" not in box._result.object
     box.choice = "Both"
     assert box.made and box.verdict.startswith("As you predicted.")
+
+
+def test_a_result_revealed_first_shows_once_the_reader_skips():
+    box = built()
+    box.reveal("Both", "numbers")
+    box.skip()
+    assert box.verdict == "Measured: Both (numbers)."
 
 
 def test_the_measurement_must_be_one_of_the_choices():

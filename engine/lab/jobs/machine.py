@@ -1,5 +1,5 @@
-"""What the machine is: `info` (device, threads, presets, measured memory bandwidth and matmul
-peak) and the worker's identity, which keys the measurement cache."""
+"""What the machine is: `info` (device, threads, presets, measured memory bandwidth, matmul
+peak and last-level cache bandwidth) and the worker's identity, which keys the measurement cache."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ def machine_info(device: str = "auto", refresh: bool = False) -> dict:
         "matmul_gflops": limits.matmul_gflops,
         "matmul_dtype": limits.matmul_dtype,
         "ridge_flop_per_byte": round(limits.ridge_flop_per_byte, 2),
+        "cache_bandwidth_gbs": limits.cache_bandwidth_gbs,
+        "llc_bytes": limits.llc_bytes,
         "limits_measured_at": limits.measured_at,
         "check": limits.check,  # None when read from disk (measured quietly before)
     }
