@@ -29,7 +29,7 @@ from lessons.capacity import (
     request_latencies,
 )
 from lessons.teaching import service_lookup
-from lessons.words.capacity import problems_html, worked_problems
+from lessons.words.capacity import NONE, problems_html, worked_problems
 from widgets.tables import sig
 
 # short requests at a high rate: the check's load test serves them in about a second
@@ -112,7 +112,7 @@ def test_a_target_out_of_reach_gives_no_plan_and_no_check():
     assert "load_test" not in [j.kind for j in service.submitted]
     assert "**No plan on this machine:** even batch" in page.plan_pane.object
     assert "no plan to check" in page.check_pane.object
-    assert "Measured: None: a target is out of reach" in page.prediction_box.verdict
+    assert f"Measured: {NONE} (even batch" in page.prediction_box.verdict
 
 
 def test_the_download_is_the_points_table_with_the_plans_choice():
