@@ -60,6 +60,7 @@ from .words.capacity import (
     BY_TPOT,
     BY_TTFT,
     CHECK_TEXT,
+    GPU_TEXT,
     INSTRUCTOR,
     INTRO,
     METHOD,
@@ -296,15 +297,9 @@ def gpu_finding(machines: list[Machine], demand: Demand, targets: Targets,
          "sequences whose KV fits", "tokens/s, tensor parallel", "tokens/s, t replicas"),
         rows, (False, True, True, True, True, True), css_class="plain capacity-tp")
     sources = "".join(f"<li>{html.escape(s)}.</li>" for s in NVLINK_SOURCES)
-    return (
-        "<p>The same plan for a real model on data-centre GPUs. The TTFT and TPOT of each batch "
-        "are floors (the longer of bytes / bandwidth and FLOPs / peak, with the datasheet's "
-        "figures), so the replicas below are the fewest that could do; a real "
-        "GPU reaches a fraction of either roof, and the load test is what settles it. The "
-        "price is yours to type (a placeholder, not a quoted price).</p>"
-        + table + TP_TEXT + tp +
-        f'<p class="source">NVLink, quoted, not measured here: </p><ul class="source">{sources}'
-        "</ul>")
+    return (GPU_TEXT + table + TP_TEXT + tp
+            + f'<p class="source">NVLink, quoted, not measured here: </p><ul class="source">'
+            f"{sources}</ul>")
 
 
 class CapacityLesson(LessonPage):

@@ -38,6 +38,7 @@ from .job_runner import event_record
 from .on_a_gpu import GpuBox, machine_table
 from .teaching import Lookup
 from .words.chunked_prefill import (
+    GPU_TEXT,
     INSTRUCTOR,
     INTRO,
     OBJECTIVES,
@@ -70,12 +71,7 @@ def gpu_finding(machines: list[Machine], long_prompt: int, chunk: int) -> str:
         ("a decode step at batch 8, for comparison (ms)",
          lambda m: sig(step_floor_ms(decode_step(GPU_MODEL, 8, 1000), m))),
     ), f"{GPU_MODEL.name} in bf16: the least time a prefill step can take")
-    return (
-        "<p>On a GPU the stall is shorter but the same shape. A prefill step of L tokens takes "
-        "at least max(2 &times; parameters &times; L / peak, weight bytes / bandwidth); while "
-        "it runs, every stream waits. A whole long document on an A100 holds every reader "
-        "for hundreds of milliseconds, dozens of times a normal gap; a chunk caps the extra "
-        "at about one chunk's time per step.</p>" + table)
+    return GPU_TEXT + table
 
 
 def ttft_question(whole: RunSummary, chunked: RunSummary, chunk_size: int) -> Question | None:

@@ -75,6 +75,7 @@ from .teaching import Lookup
 from .words.slo_goodput import (
     CAPACITY_TEXT,
     COST_TEXT,
+    GPU_TEXT,
     INSTRUCTOR,
     INTRO,
     OBJECTIVES,
@@ -142,13 +143,7 @@ def gpu_finding(machines: list[Machine], tpot_limit_ms: float | None, price: flo
          else f"{tokens(m):,.0f}"),
         ("cost per million tokens at your price, at least", cost),
     ), f"{LLAMA_3_8B.name} in bf16, {GPU_CONTEXT:,} tokens cached per sequence")
-    return (
-        "<p>What does your TPOT limit allow on a GPU? Every decode step takes at least its bytes "
-        "(the weights once, each sequence's cache) / bandwidth, so the largest batch whose step "
-        "stays within the limit (and whose caches fit beside the weights) is the most a GPU can "
-        "serve at that pace; batch / step time is then the most tokens per second, and the "
-        "price per hour you typed prices them. Real engines reach a fraction of these ceilings; "
-        "the bigger batches of a GPU are why its cost per token is so much lower.</p>" + table)
+    return GPU_TEXT + table
 
 
 def sweep_outcome(judged: list[tuple[RatePoint, Judged]]) -> tuple[str, str] | None:

@@ -266,3 +266,10 @@ def problems_html() -> str:
     return (f'<section class="worked"><h2>Worked problems</h2><ol>{asked}</ol><details '
             f'class="answer-key"><summary>Answer key</summary><ol>{key}</ol></details>'
             "</section>")
+
+GPU_TEXT = """
+<p>The same plan for a real model on data-centre GPUs. The TTFT and TPOT of each batch are
+floors (the longer of bytes / bandwidth and FLOPs / peak, with the datasheet's figures), so the
+replicas below are the fewest that could do; a real GPU reaches a fraction of either roof, and the
+load test is what settles it. The price is yours to type (a placeholder, not a quoted price).</p>
+"""

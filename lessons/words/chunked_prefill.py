@@ -159,3 +159,10 @@ QUESTIONS = (
     MeasuredQuestion("ttft", "Once both runs above have finished, a question on your own "
                              "numbers appears here."),
 )
+
+GPU_TEXT = """
+<p>On a GPU the stall is shorter but the same shape. A prefill step of L tokens takes at least
+max(2 &times; parameters &times; L / peak, weight bytes / bandwidth); while it runs, every stream
+waits. A whole long document on an A100 holds every reader for hundreds of milliseconds, dozens
+of times a normal gap; a chunk caps the extra at about one chunk's time per step.</p>
+"""

@@ -213,3 +213,12 @@ QUESTIONS = (
     MeasuredQuestion("attainment", "Once the sweep above has measured a rate, a question on "
                                    "your own numbers appears here."),
 )
+
+GPU_TEXT = """
+<p>What does your TPOT limit allow on a GPU? Every decode step takes at least its bytes (for a
+dense model, the weights once and each sequence's cache) / bandwidth, so the largest batch whose
+step stays within the limit (and whose caches fit beside the weights) is the most a GPU can serve
+at that pace; batch / step time is then the most tokens per second, and the price per hour you
+typed prices them. Real engines reach a fraction of these ceilings; the bigger batches of a GPU
+are why its cost per token is so much lower.</p>
+"""
