@@ -452,7 +452,7 @@ class CapacityLesson(LessonPage):
         self.plan_pane.object = plan_text(p, float(self.price_per_hour), kv,
                                           lesson_8_text(p, sweeps) if p.feasible else "")
         self.prediction_box.reveal(outcome(p, points_from(self.results)), (
-            f"batch {p.batch}, so {p.replicas} replica(s), one completing "
+            f"{p.replicas} replica(s) at batch {p.batch}, one replica completing "
             f"{sig(p.replica_rps)} requests/s" if p.feasible else p.why))
         question = replica_question(p)
         if question is not None:
