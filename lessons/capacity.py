@@ -13,6 +13,9 @@ replicas. Worked problems end the page, with an answer key computed by the same 
 
 URL: rate, prompt_len, output_len, ttft_target_ms, tpot_target_ms, price_per_hour,
 gpu_price_per_hour: /app?lesson=capacity&rate=10&output_len=16
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/capacity.py; this module is its view.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ runs' step events and then exactly from their token times; the long request's TT
 
 URL: chunk_size, requests, output_len, long_prompt:
 /app?lesson=chunked-prefill&chunk_size=256&requests=4&output_len=60&long_prompt=1024
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/chunked_prefill.py; this module is its view.
 """
 
 from __future__ import annotations

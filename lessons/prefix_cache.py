@@ -8,6 +8,9 @@ the ones it computed. The verdict compares the later requests' TTFT and gives th
 rate.
 
 URL: shared_prefix, requests: /app?lesson=prefix-cache&shared_prefix=512&requests=4
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/prefix_cache.py; this module is its view.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ machine's, and so whether the step waited on memory or on the kernel's work per 
 its loss and how often the two pick the same next token.
 
 URL: preset: /app?lesson=quantization&preset=tiny
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/quantization.py; this module is its view.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ runs, max_batch, source:
 With an OpenAI-compatible server configured by the teacher (engine.lab.endpoint), the source
 choice sends the same sweep over HTTP to it (`endpoint_rate_sweep`, timed at the client), and the
 figures are labelled with its model and host; its batch size is its own, so the slider goes.
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/slo_goodput.py; this module is its view.
 """
 
 from __future__ import annotations

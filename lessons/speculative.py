@@ -10,6 +10,9 @@ speculative run's tokens are compared with plain decoding's, and the page says w
 the same. The "On a GPU" box gives the batch at which a decode step stops being memory-bound.
 
 URL: k, batch_size: /app?lesson=speculative&k=3&batch_size=1
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/speculative.py; this module is its view.
 """
 
 from __future__ import annotations
