@@ -12,6 +12,9 @@ machine's, and so whether the step waited on memory or on the kernel's work per 
 its loss and how often the two pick the same next token.
 
 URL: preset: /app?lesson=quantization&preset=tiny
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/quantization.py; this module is its view.
 """
 
 from __future__ import annotations
@@ -21,19 +24,36 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.gpu_savings import FORMATS as GPU_FORMATS
+from engine.calc.gpu_savings import tpot_floor_ms, weight_bytes
+from engine.calc.gpu_scaling import LLAMA_3_8B, Machine
 from engine.lab.results import InfoResult, Int8PointResult, Int8QualityResult
-from widgets.checkpoint import Choice, MeasuredQuestion, Question
+from widgets.checkpoint import Choice, Question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane
 from widgets.job_status import RANDOM_WEIGHTS
-from widgets.prediction import PredictionQuestion
 from widgets.roofline_chart import RooflineChart
 from widgets.tables import sig
 
 from .base import LessonPage
 from .data_record import Run, check_text, runs_header
 from .machine_limits import roofs, show_limits
-from .teaching import InstructorNotes, Lookup, check_takeaway
+from .on_a_gpu import GpuBox, machine_table
+from .teaching import Lookup
+from .words.quantization import (
+    GPU_TEXT,
+    INSTRUCTOR,
+    INTRO,
+    KERNEL,
+    OBJECTIVES,
+    PREDICTION,
+    QUALITY_SETUP,
+    QUESTIONS,
+    QUOTE,
+    SETUP,
+    SPEED_CHOICES,
+    TAKEAWAY,
+)
 
 BATCHES = (1, 4, 16)
 FORMATS = ("fp32", "int8")
@@ -42,150 +62,18 @@ PROMPT_LEN, NEW_TOKENS = 128, 32
 QUALITY = {"preset": "tiny", "windows": 58, "seq_len": 256}  # every held-out window
 MEMORY_BOUND_SHARE = 0.6  # a step reaching this share of the measured bandwidth waits on memory
 
-INTRO = """
-<p>A decode step at a small batch reads every weight of the model once to produce one token per
-sequence (<a href="app?lesson=roofline">lesson 5</a>): on most hardware it waits for memory, and
-its time follows the bytes it reads. Store the weights in fewer bytes and there are fewer bytes
-to wait for.</p>
-<p><strong>Weight-only int8 quantization</strong> keeps each weight as a whole number from -127
-to 127 and one float32 scale per row of a weight matrix: w &asymp; q &times; scale, with the
-scale = the row's largest |w| / 127. One byte a weight instead of float32's four: a quarter of
-the bytes. The activations stay float32, so the engine's int8 kernel turns each int8 weight back
-into a float as it multiplies (<em>dequantisation</em>). The cost is rounding: each weight moves
-by up to half a scale step.</p>
-<p>The story usually told stops at the bytes: a quarter of the bytes, so up to four times
-faster. This page measures whether that happens here.</p>
-"""
 
-SETUP = """
-<h2>The experiment</h2>
-<p>The engine decodes 32 tokens after 128-token prompts, at batch 1, 4 and 16, once with float32
-weights and once with int8 weights, and times every decode step (TPOT is their median). Each step
-is placed on this machine's roofline: its arithmetic intensity is the FLOPs it does per byte it
-reads, its height the FLOPs per second it achieved. Int8 does the same arithmetic on a quarter of
-the weight bytes, so its points sit further right, where the memory roof is higher. Whether a
-point also rises, whether the step ran faster, depends on what it waited for.</p>
-"""
+GPU_MODEL = LLAMA_3_8B
 
-KERNEL = """
-<h2>What the int8 kernel does for every weight</h2>
-<p>For float32 weights, a product loads 8 weights (32 bytes) and does a multiply-add with each
-input row. The engine's int8 kernel (engine/model/csrc/int8_linear.cpp, AVX2) loads 8 weights (8
-bytes), then widens them to 32-bit integers, converts those to floats, and only then does the
-same multiply-add; the row's scale is applied once at the end. A quarter of the bytes, but more
-instructions per weight. A step ends when both the bytes have arrived and the instructions are
-done: saving bytes helps only while the bytes are what the step waits for.</p>
-<p>What would make int8 faster here: integer dot products that consume the int8 weights without
-widening them (quantising the activations to int8 too, as llama.cpp's Q8_0 path does with AVX2's
-byte multiply-adds, or AVX-512 VNNI where a CPU has it). A GPU is another case: its arithmetic
-outruns its memory by far more than this CPU's, so the widening should hide behind the memory
-reads and the byte saving show as speed. On CUDA the engine runs int8 weights through a Triton
-kernel of its own (engine/model/triton_int8.py) that reads the int8 tiles and widens them in
-registers the same way. That kernel is tested for correctness in Triton's interpreter on this
-CPU and has not been timed on a GPU here: how much faster it makes a GPU step is not measured in
-this course.</p>
-"""
 
-QUALITY_SETUP = """
-<h2>What the rounding costs</h2>
-<p>The trained tiny model, loaded twice (float32 and int8 weights), reads every held-out window
-of the corpus (text its training never saw). For each position it predicts the next token: the
-loss is the average of -log(probability of the true next token), lower is better, and the
-agreement is how often both versions put the same token first.</p>
-"""
-
-QUOTE = """
-<blockquote class="quoted">
-<p><strong>Quoted, not measured here.</strong> Weight-only quantization is common in serving.
-LLM.int8() (Dettmers et al., "LLM.int8(): 8-bit Matrix Multiplication for Transformers at
-Scale", NeurIPS 2022, arXiv:2208.07339) found that from about 6.7 billion parameters a few
-outlier features need to stay in 16 bits for int8 to keep quality. GPTQ (Frantar et al.,
-arXiv:2210.17323, 2022) and AWQ (Lin et al., arXiv:2306.00978, 2023) quantize weights to 4 bits
-with small quality loss by choosing the rounding with a little calibration data.</p>
-<p class="source">Sources: the papers named above.</p>
-</blockquote>
-"""
-
-OBJECTIVES = (
-    "explain how weight-only int8 stores a weight in one byte with a per-row scale",
-    "tell from a step's bytes, time and the machine's bandwidth whether it waits on memory",
-    "say why a quarter of the bytes does not always make a step faster, and measure the "
-    "quality it costs",
-)
-
-PREDICTION = PredictionQuestion(
-    "At batch 1, with int8 weights (a quarter of the bytes), the time per output token "
-    "compared with float32 weights will be ...",
-    ("About 4 times shorter", "Shorter, but far from 4 times", "About the same, or longer"))
-SPEED_CHOICES = PREDICTION.choices
-
-TAKEAWAY = check_takeaway((
-    "Int8 weights take a quarter of float32's bytes and, scaled per row, barely change the "
-    "trained model's loss or its choice of next token.",
-    "Fewer bytes shorten only a step that waits on memory: a kernel that widens every weight "
-    "back to float can spend the time the bytes saved.",
-    "Measure time per token with your own kernel and hardware: quantization always saves "
-    "memory, speed only where reading weights sets the pace.",
-))
-
-INSTRUCTOR = InstructorNotes(
-    minutes=20,
-    timing="The machine's limits (read from disk once measured), then six decode points (float32 "
-           "and int8 at batch 1, 4 and 16; the small preset takes seconds each), then the "
-           "quality check on the tiny model (a few seconds).",
-    misconceptions=(
-        "\"A quarter of the bytes, so four times faster\": only while reading weights is all "
-        "the step waits for, and only with a kernel that keeps up with memory.",
-        "\"Int8 means integer arithmetic\": here only the storage is int8; the sums are float32 "
-        "after the kernel widens each weight.",
-        "\"Quantization ruins quality\": measure it; per-row int8 is usually close to float32 "
-        "(the quality check shows how close here), 4-bit needs more care.",
-    ),
-    prompts=(
-        "At which batch did int8 gain most in your runs? Compare the GB/s each format reached "
-        "there with the machine's bandwidth.",
-        "What would you measure before buying int8 for speed on a GPU? On this CPU?",
-        "Int8 frees three quarters of the weight memory. What could a server do with it even "
-        "where it is not faster? (More KV cache, bigger batches: lesson 6.)",
-    ),
-)
-
-QUESTIONS = (
-    Question("How does weight-only int8 store a weight here?", (
-        Choice("One signed byte per weight, and one float scale per row", True,
-               "w is about q x scale, q from -127 to 127, scale = the row's largest |w| / 127."),
-        Choice("One byte per weight, with no scale and the same range", False,
-               "Without a scale the weights (mostly well under 1) would all round to 0."),
-        Choice("Two bytes per weight, as a float with a shorter exponent", False,
-               "That is bf16 or fp16: half the bytes, not a quarter."))),
-    Question("A step reads a quarter of the bytes with int8, yet takes as long. Why?", (
-        Choice("It was waiting on the kernel's work per weight, not on memory", True,
-               "Its achieved bandwidth falls well below the machine's: the widening and the "
-               "multiply-adds set its pace, and fewer bytes do not shorten that."),
-        Choice("Int8 weights take four times as long to read from memory", False,
-               "A byte is a byte: memory delivers int8 bytes as fast as float32 bytes."),
-        Choice("The model does four times the arithmetic when weights are int8", False,
-               "The arithmetic is the same; only the extra widening per weight is added."))),
-    Question("How can you tell from measurements that a decode step waits on memory?", (
-        Choice("Bytes read / its time is close to the measured bandwidth", True,
-               "If it moves bytes about as fast as the memory can deliver them, memory sets "
-               "the pace (lesson 5's floor)."),
-        Choice("Its time per token is longer than a prefill pass's time", False,
-               "A prefill does far more work; the comparison says nothing about what a decode "
-               "step waits for."),
-        Choice("Its FLOPs per second reach the machine's compute peak", False,
-               "That is a compute-bound step: the arithmetic, not memory, sets its pace."))),
-    Question("How does this page measure what int8 costs in quality?", (
-        Choice("Held-out loss and next-token agreement of both models", True,
-               "On text the training never saw: the loss of each, and how often both pick "
-               "the same next token."),
-        Choice("The loss of each model on the text it was trained on", False,
-               "Training text flatters a model; the held-out windows are the fair test."),
-        Choice("The largest rounding error among all the model's weights", False,
-               "That bounds each weight's change, not what the model then predicts."))),
-    MeasuredQuestion("best-batch", "Once the six decode points have been measured, a question "
-                                   "on your own numbers appears here."),
-)
+def gpu_finding(machines: list[Machine]) -> str:
+    """Lesson 11's finding on each machine: Llama-3-8B's batch-1 TPOT floor with its weights in
+    bf16, 8 bits and 4 bits (engine.calc.gpu_savings: weight bytes / bandwidth)."""
+    table = machine_table(machines, tuple(
+        (f"{fmt.name}: {weight_bytes(GPU_MODEL, fmt) / 1e9:.0f} GB of weights, TPOT at least (ms)",
+         lambda m, fmt=fmt: sig(tpot_floor_ms(GPU_MODEL, fmt, m))) for fmt in GPU_FORMATS),
+        f"{GPU_MODEL.name} at batch 1: the decode step's floor, bytes / bandwidth")
+    return GPU_TEXT + table
 
 
 @dataclass(frozen=True)
@@ -328,7 +216,7 @@ def table_html(steps: dict[tuple[int, str], Step], bandwidth_gbs: float | None) 
 
 
 class QuantizationLesson(LessonPage):
-    """Lesson 11: int8 weights, a quarter of the bytes; measured speed and quality."""
+    """Lesson 11: int8 weights against this CPU's float32; measured speed and quality."""
 
     slug = "quantization"
     objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
@@ -356,6 +244,7 @@ class QuantizationLesson(LessonPage):
                                      self.download_header, "The measured steps")
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
+        self.gpu_box = GpuBox(gpu_finding)
 
     # ---- jobs ------------------------------------------------------------------------------
     def point_params(self, batch: int, fmt: str) -> dict:
@@ -430,6 +319,7 @@ class QuantizationLesson(LessonPage):
 
     def show_machine(self, info: InfoResult) -> None:
         self.machine = info
+        self.gpu_box.set_info(info.to_dict())
         self.limits.object = (show_limits(self.chart, info)
                               + ", measured by the engine as in lesson 5.")
         self._draw()
@@ -510,4 +400,4 @@ class QuantizationLesson(LessonPage):
                 self.runner.status, self.verdict, self.chart, self.table, self.download,
                 html_pane("<h2>Why the bytes did or did not become speed</h2>"), self.why,
                 html_pane(KERNEL), html_pane(QUALITY_SETUP), self.quality_pane,
-                html_pane(QUOTE)]
+                html_pane(QUOTE), self.gpu_box]

@@ -78,8 +78,9 @@ LESSONS: tuple[LessonInfo, ...] = (
         "grows.",
         "lessons.speculative:SpeculativeLesson"),
     LessonInfo(
-        "quantization", 11, "Quantization: a quarter of the bytes",
-        "Time per token and bytes read per decode step with float32 and int8 weights at batch "
+        "quantization", 11, "Quantization: fewer bytes per weight",
+        "Time per token and bytes read per decode step with this CPU's float32 weights and "
+        "int8 weights (a quarter of float32's bytes; half of bf16's, which GPUs serve) at batch "
         "1, 4 and 16, placed on this machine's roofline, and what int8 costs the trained model "
         "in held-out loss and next-token agreement.",
         "lessons.quantization:QuantizationLesson"),

@@ -18,27 +18,41 @@ runs, max_batch, source:
 With an OpenAI-compatible server configured by the teacher (engine.lab.endpoint), the source
 choice sends the same sweep over HTTP to it (`endpoint_rate_sweep`, timed at the client), and the
 figures are labelled with its model and host; its batch size is its own, so the slider goes.
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/slo_goodput.py; this module is its view.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import html
 from dataclasses import dataclass
 
 import panel as pn
 import param
 
 from engine.calc.gpu_scaling import LLAMA_3_8B, Machine, decode_step, kv_capacity, step_floor_ms
+from engine.calc.rate_sweep import (
+    MAX_RATE,
+    OUTPUT_LEN,
+    POINTS,
+    PROMPT_LEN,
+    REQUESTS,
+    RUNS,
+    default_sweep_params,
+    point_estimates,
+    pool_runs,
+    run_figures,
+    sweep_params,
+    sweep_rates,
+)
 from engine.calc.slo_math import (
     CHAT,
-    CHAT_SOURCES,
     SLO,
     Judged,
     cost_per_million_tokens,
     judge,
 )
-from engine.calc.stats import Estimate, estimates, min_samples, runs_estimate
+from engine.calc.stats import Estimate, min_samples
 from engine.lab.results import (
     CapacityLoad,
     CapacitySearchResult,
@@ -46,12 +60,11 @@ from engine.lab.results import (
     RatePoint,
     RateSweepResult,
 )
-from widgets.checkpoint import Choice, MeasuredQuestion, Question, numeric_question
+from widgets.checkpoint import Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane
 from widgets.job_status import JobStatus
 from widgets.pareto_chart import ParetoChart
-from widgets.prediction import PredictionQuestion
 from widgets.rate_curve import RateCurve
 from widgets.tables import UNBOUNDED, html_table, interval_text, sig, table_pane, with_interval
 
@@ -61,7 +74,22 @@ from .endpoint_source import EndpointSource, endpoint_label
 from .job_runner import JobRunner, event_record
 from .number_input import number_problem
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import InstructorNotes, Lookup, check_takeaway
+from .teaching import Lookup
+from .words.slo_goodput import (
+    CAPACITY_TEXT,
+    COST_TEXT,
+    GPU_TEXT,
+    INSTRUCTOR,
+    INTRO,
+    OBJECTIVES,
+    PARETO_TEXT,
+    PREDICTION,
+    QUESTIONS,
+    QUOTE,
+    SWEEP_TEXT,
+    TAKEAWAY,
+    TARGETS_TEXT,
+)
 
 
 @dataclass(frozen=True)
@@ -77,185 +105,7 @@ class Use:
 USES = {"interactive": Use("interactive chat", 8, CHAT),
         "batch": Use("overnight batch", 32, SLO())}
 MAX_SWEEP_S = 150.0  # a sweep expected to take longer is refused with a message
-PROMPT_LEN, OUTPUT_LEN = [32, 128], [16, 64]
 
-INTRO = """
-<p>Before tuning anything, decide what "fast enough" means for the people using it. A chat user
-watches the first token arrive and the text flow: they live on <strong>TTFT</strong> and
-<strong>TPOT</strong>. An overnight job that summarizes a million documents has no one watching:
-only <strong>throughput</strong>, and so the cost of each token, matters. The same engine serves
-both; they want different settings.</p>
-<p>A target written down is an <a href="app?page=vocabulary#slo">SLO</a> (service level
-objective). <a href="app?page=vocabulary#goodput">Goodput</a> counts, per second, only the
-requests that met it. Throughput can look splendid while goodput is zero: a server that answers
-everything late has served nobody well.</p>
-"""
-
-TARGETS_TEXT = """
-<h2>The SLO, request by request</h2>
-<p>Goodput needs a yes or no for every request, so the SLO is a set of per-request limits, as
-vLLM's benchmark takes them (<code>--goodput ttft:X tpot:Y e2el:Z</code>): a request counts when
-its TTFT is within X, its TPOT (its average gap after the first token) within Y and, if you set
-one, its whole answer within Z. The share of requests that meet every limit is the
-<a href="app?page=vocabulary#slo-attainment">SLO attainment</a>. Beside it, the table checks the
-run's P50 and P99 of each metric against the same limits: a P99 TTFT within the limit means 99%
-of requests met <em>that</em> limit; attainment counts those that met all of them at once, so it
-can be lower than every percentile suggests.</p>
-"""
-
-QUOTE = """
-<blockquote class="quoted">
-<p><strong>Quoted, not measured here.</strong> The default limits come from two published
-examples, not from an industry standard:</p>
-<ul>
-""" + "".join(f"<li>{what}: {html.escape(source)}.</li>" for what, source in CHAT_SOURCES) + """
-</ul>
-<p>And why attainment is the yardstick: DistServe (Zhong et al., OSDI 2024, arXiv:2401.09670)
-reports that it "can serve 7.4x more requests or 12.6x tighter SLO, compared to state-of-the-art
-systems, while staying within latency constraints for > 90% of requests".</p>
-</blockquote>
-"""
-
-SWEEP_TEXT = """
-<h2>Raising the request rate</h2>
-<p>The engine serves the same set of requests (prompts of 32 to 128 tokens, answers of 16 to 64)
-at several arrival rates, with arrivals at random moments (a
-<a href="app?page=vocabulary#poisson">Poisson process</a>) as real users send them: open-loop
-load, whatever the server's pace. At low rates every request is served at once; past the
-engine's capacity a queue builds, TTFT grows without bound, and goodput falls away from
-throughput.</p>
-<p>Each rate is run several times, each run with other requests arriving at other moments: a
-point is all its runs' tokens (or requests) over all their time, and its whiskers the 95%
-interval of that figure from how much the runs differ (wide with few runs: two or three runs
-say little about their own spread). The runs, not the requests, are the samples here: the
-requests of one run share its queue, and what moves a rate's figure (when requests happened to
-come, what else the machine was doing) shows only from one run to the next.</p>
-"""
-
-PARETO_TEXT = """
-<h2>Throughput against each user's speed</h2>
-<p>The chart load-testing reports put first: up, the output tokens per second of the whole
-server; right, the tokens per second each user gets (1000 divided by the median request's time
-per output token, with its 95% interval). Each point is one offered rate. Raising the rate buys
-throughput with each user's speed until the engine is full; past that, points stop moving up and
-only move left. The line joins the rates no other rate beats on both axes.</p>
-"""
-
-CAPACITY_TEXT = """
-<h2>How many users does this machine hold?</h2>
-<p>The sweep above is <strong>open-loop</strong> load: requests arrive at a rate, whether or not
-earlier ones are answered, as from a large public audience. A team sizing a service also asks
-the <strong>closed-loop</strong> question: N users, each sending their next request as soon as
-their last answer ends, so N requests are always in the system (a chat product with N people
-typing, or N clients of a batch pipeline). The search below raises N, doubling, until a load
-misses the two targets you set below it (a P95 TTFT and the tokens per second each user gets),
-then halves the gap. It tries only loads about a fifth apart (1 to 8 users, then 10, 11, 13,
-16, 19, 23, 27, 32, ...): that is its step. Closer loads cannot be told apart here, as the same
-load measured twice on this shared machine differs by more than one more user adds. Each load
-is judged on all its requests: their P95 TTFT and median time per token, each with its 95%
-interval. A load whose interval lies on one side of the targets is settled by one run; one whose
-interval straddles a target is run again with other requests, up to three runs, and judged on
-the requests of all of them. A run that other work on the machine disturbed is run again.</p>
-"""
-
-COST_TEXT = """
-<h2>What a million tokens cost</h2>
-<p>A machine costs the same per hour whether it is busy or not, so the price of a token is the
-price of the time it took: <strong>cost per million tokens = (price per hour / 3600) &times;
-(1,000,000 / tokens per second)</strong>. Which tokens per second? For the batch job, every token
-counts: use the throughput. For the chat, only tokens of requests that met the SLO count: use
-goodput.</p>
-"""
-
-OBJECTIVES = (
-    "write an SLO as per-request limits, and count goodput and SLO attainment under it",
-    "read where goodput falls away from throughput as the request rate rises",
-    "price a million tokens from a measured throughput, for a chat and for batch work",
-)
-
-PREDICTION = PredictionQuestion(
-    "The request rate doubles and doubles again, past what the engine can serve. What happens "
-    "to throughput and to goodput?",
-    ("Throughput levels off while goodput falls", "Both keep rising with the rate",
-     "Goodput falls while throughput still rises", "Both level off together"))
-
-TAKEAWAY = check_takeaway((
-    "Decide the target first: a chat lives on TTFT and TPOT, an overnight job only on "
-    "throughput and cost.",
-    "Goodput counts only requests within every per-request limit; past capacity, throughput "
-    "holds while goodput and SLO attainment fall.",
-    "Cost per million tokens = (price per hour / 3600) x (1,000,000 / tokens per second): count "
-    "goodput's tokens for a chat, all tokens for batch work.",
-))
-
-INSTRUCTOR = InstructorNotes(
-    minutes=20,
-    timing="The sweep serves the same requests at each rate in turn (how long each rate "
-           "took here is in the numbers below). Warm both uses (interactive and batch) before "
-           "class; new limits and prices are judged on the page without running anything.",
-    misconceptions=(
-        "\"High throughput means happy users\": throughput counts late answers too.",
-        "\"SLO attainment is the percentile\": P99 TTFT within its limit says 99% met that "
-        "one limit; attainment needs every limit met by the same request.",
-        "\"Cost per token is set by the hardware\": it is set by the tokens per second you "
-        "get out of it, and for a chat only the tokens that met the SLO count.",
-    ),
-    prompts=(
-        "What limits would you write for a voice assistant? For an autocomplete popup?",
-        "At what request rate would you stop admitting new requests here, and why there?",
-        "Why price a chat with goodput but an overnight job with throughput?",
-    ),
-)
-
-QUESTIONS = (
-    Question("Past a certain request rate, throughput holds steady but goodput falls. Why?", (
-        Choice("Requests queue: all are served, but their TTFT passes the limit", True,
-               "The engine keeps producing tokens at its capacity; the extra requests only wait "
-               "longer, and a late request does not count."),
-        Choice("The engine starts producing wrong tokens when it is under heavy load", False,
-               "The tokens are the same; they come too late."),
-        Choice("Goodput counts tokens while throughput counts requests", False,
-               "The chart shows both in the same units, requests/s and tokens/s."))),
-    Question("An overnight job summarizes documents; nobody reads the answers until morning. "
-             "What should you tune for?", (
-        Choice("Throughput per dollar: nobody waits for these answers", True,
-               "With no one waiting, the cheapest settings (large batches, full queues) are the "
-               "right ones."),
-        Choice("P99 TTFT, so no document waits too long to start", False,
-               "No one sees the first token arrive; only the total time and its cost matter."),
-        Choice("A steady TPOT, so the text flows smoothly to its reader", False,
-               "No one watches the text flow."))),
-    Question("A machine costs $2 per hour and produces 500 tokens per second. What does a "
-             "million tokens cost?", (
-        Choice("About $1.11", True,
-               "(2 / 3600) x (1,000,000 / 500) = 0.000556 $/s x 2,000 s = $1.11."),
-        Choice("About $0.28", False,
-               "Check the formula: the price per second times the seconds a million tokens "
-               "take."),
-        Choice("About $0.56", False,
-               "0.56 is the hours a million tokens take (2,000 s); times $2 per hour is $1.11."),
-        Choice("About $4.00", False,
-               "That is $2 per hour times 2 hours; a million tokens take 2,000 s, 0.56 h."))),
-    Question("Why set the SLO before tuning the batch size?", (
-        Choice("The best batch depends on it: bigger is cheaper but slower per user", True, "Without a target there is no way to say which point of the curve is "
-                     "right."),
-        Choice("The engine needs the SLO to decide how it should schedule its requests",
-               False,
-               "The engine runs the same either way; the SLO judges the result."),
-        Choice("An SLO makes the engine faster by dropping the slow requests", False,
-               "Limits measure; they do not speed anything up or drop anything."))),
-    Question("95% of requests meet the TTFT limit, and 95% meet the TPOT limit. What is the SLO "
-             "attainment?", (
-        Choice("Between 90% and 95%: a request must meet both limits", True,
-               "At most 95% (no more than either limit's share); at least 90% (at most 5% miss "
-               "each, so at most 10% miss one or the other)."),
-        Choice("Exactly 95%, since each limit is met by 95% of requests", False,
-               "Only if the same requests miss both; usually some miss one, some the other."),
-        Choice("Over 95%: meeting one limit helps a request meet the other", False,
-               "Attainment can never exceed the share meeting any single limit."))),
-    MeasuredQuestion("attainment", "Once the sweep above has measured a rate, a question on "
-                                   "your own numbers appears here."),
-)
 
 GPU_CONTEXT = 1000  # tokens cached per sequence
 
@@ -296,13 +146,7 @@ def gpu_finding(machines: list[Machine], tpot_limit_ms: float | None, price: flo
          else f"{tokens(m):,.0f}"),
         ("cost per million tokens at your price, at least", cost),
     ), f"{LLAMA_3_8B.name} in bf16, {GPU_CONTEXT:,} tokens cached per sequence")
-    return (
-        "<p>What does your TPOT limit allow on a GPU? Every decode step takes at least its bytes "
-        "(the weights once, each sequence's cache) / bandwidth, so the largest batch whose step "
-        "stays within the limit (and whose caches fit beside the weights) is the most a GPU can "
-        "serve at that pace; batch / step time is then the most tokens per second, and the "
-        "price per hour you typed prices them. Real engines reach a fraction of these ceilings; "
-        "the bigger batches of a GPU are why its cost per token is so much lower.</p>" + table)
+    return GPU_TEXT + table
 
 
 def sweep_outcome(judged: list[tuple[RatePoint, Judged]]) -> tuple[str, str] | None:
@@ -363,70 +207,13 @@ class UseFigures:
 
 def capacity_ttft(load: CapacityLoad) -> str:
     """A load's P95 TTFT with its 95% interval, † when its requests cannot bound a P95 (a load
-    recorded before loads were pooled has the figure alone)."""
+    whose record carries no request count shows the figure alone)."""
     if load.requests is None:
         return sig(load.ttft_p95_ms)
     return with_interval(load.ttft_p95_ms, Estimate(
         "P95", load.ttft_p95_ms, load.ttft_ci_lo, load.ttft_ci_hi, load.requests,
         bool(load.ttft_bounded)))
 
-
-def point_estimates(point: RatePoint) -> dict[str, Estimate]:
-    """The percentiles a rate is judged on (P50 and P99 of each metric the SLO can limit), each
-    with its sample count and its 95% bootstrap interval over the rate's requests. TPOT is per
-    request (a one-token answer has none and is not counted)."""
-    return {f"P{q} {name}": est
-            for name, values in (("TTFT", point.ttft_ms), ("TPOT", point.tpot_ms),
-                                 ("E2E", point.e2e_ms))
-            for q, est in zip((50, 99), estimates(values, (50, 99)))}
-
-
-def pool_runs(points: list[RatePoint]) -> list[RatePoint]:
-    """One point per rate, in rate order: its runs' requests together (their per-request lists
-    joined; counts, tokens and seconds added), so a percentile or an attainment is of all the
-    rate's requests and a throughput all its tokens over all its time (runs_estimate's figure).
-    A rate of one run is that run."""
-    by_rate: dict[float, list[RatePoint]] = {}
-    for p in points:
-        by_rate.setdefault(p.rate, []).append(p)
-    return [runs[0] if len(runs) == 1 else _pool(runs) for _rate, runs in sorted(by_rate.items())]
-
-
-def _pool(runs: list[RatePoint]) -> RatePoint:
-    durations = [r.duration_s for r in runs]
-    seconds = None if None in durations else sum(durations)
-    done, tokens = sum(r.completed for r in runs), sum(r.output_tokens for r in runs)
-    slots = [(r.slot_use, r.duration_s) for r in runs if r.slot_use is not None]
-    itl_max = [r.itl_max_ms for r in runs if r.itl_max_ms is not None]
-    return dataclasses.replace(
-        runs[0], requests=sum(r.requests for r in runs), completed=done, duration_s=seconds,
-        output_tokens=tokens, throughput_tok_s=tokens / seconds if seconds else None,
-        requests_per_s=done / seconds if seconds else None,
-        ttft_ms=[v for r in runs for v in r.ttft_ms], tpot_ms=[v for r in runs for v in r.tpot_ms],
-        e2e_ms=[v for r in runs for v in r.e2e_ms],
-        output_len=[v for r in runs for v in r.output_len],
-        itl_p50_ms=None, itl_p99_ms=None, itl_max_ms=max(itl_max) if itl_max else None,
-        preemptions=sum(r.preemptions for r in runs),
-        slot_use=(sum(u * d for u, d in slots) / sum(d for _u, d in slots)
-                  if seconds and slots else None),
-        failed=None if all(r.failed is None for r in runs) else sum(r.failed or 0 for r in runs),
-        run=None)
-
-
-CURVE_FIGURES = ("completed_rps", "goodput_rps", "throughput_tok_s", "goodput_tok_s")
-
-
-def run_figures(runs: list[RatePoint], slo: SLO) -> dict[str, Estimate]:
-    """The rate curve's four figures at one rate from its runs, each all the runs' requests (or
-    tokens) over all their time with its 95% interval over the runs (runs_estimate): the same
-    figure as the pooled run's, judged against the SLO."""
-    judged = [judge(r.to_dict(), slo) for r in runs if r.duration_s]
-    seconds = [j.duration_s for j in judged]
-    amounts = {"completed_rps": [j.completed for j in judged],
-               "goodput_rps": [j.good for j in judged],
-               "throughput_tok_s": [j.output_tokens for j in judged],
-               "goodput_tok_s": [j.good_tokens for j in judged]}
-    return {f: runs_estimate(amounts[f], seconds) for f in CURVE_FIGURES}
 
 
 def curve_point(rate: float, figures: dict[str, Estimate]) -> dict:
@@ -456,16 +243,6 @@ def pareto_point(point: RatePoint, judged: Judged, est: Estimate,
     return row
 
 
-def sweep_rates(max_rate: float, points: int) -> list[float]:
-    """points rates, doubling up to max_rate: max_rate / 2^(points - 1), ..., max_rate."""
-    return [round(max_rate / 2 ** (points - 1 - i), 4) for i in range(points)]
-
-
-def sweep_params(max_rate: float, points: int, requests: int, runs: int, max_batch: int) -> dict:
-    """The `rate_sweep` job's params for these settings, on this lesson's mix of lengths."""
-    return {"rates": sweep_rates(max_rate, points), "requests": requests, "runs": runs,
-            "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN, "max_batch": max_batch}
-
 
 class SLOGoodputLesson(EndpointSource, LessonPage):
     """Lesson 8: the SLO first, then throughput, goodput, attainment and the cost of a token."""
@@ -488,11 +265,11 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
                                   label="Price of the machine per hour ($)",
                                   doc="What this machine costs you per hour; a placeholder, "
                                       "not a quoted price.")
-    max_rate = param.Number(default=128.0, bounds=(0.1, 256.0),
+    max_rate = param.Number(default=MAX_RATE, bounds=(0.1, 256.0),
                             label="Highest request rate (/s)")
-    points = param.Integer(default=5, bounds=(2, 8), label="Rates measured")
-    requests = param.Integer(default=16, bounds=(4, 64), label="Requests per run")
-    runs = param.Integer(default=3, bounds=(1, 5), label="Runs per rate",
+    points = param.Integer(default=POINTS, bounds=(2, 8), label="Rates measured")
+    requests = param.Integer(default=REQUESTS, bounds=(4, 64), label="Requests per run")
+    runs = param.Integer(default=RUNS, bounds=(1, 5), label="Runs per rate",
                          doc="Each rate is run this many times, each run with other requests; "
                              "the points' intervals come from how the runs differ.")
     max_batch = param.Integer(default=8, bounds=(1, 64), label="Max batch")
@@ -595,9 +372,7 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
     def default_sweep_params(cls, max_batch: int) -> dict:
         """This lesson's sweep at its default rates, requests and runs and at a batch limit:
         the job lesson 12 looks up in the cache to use this lesson's measurement of a replica."""
-        p = cls.param
-        return sweep_params(p.max_rate.default, p.points.default, p.requests.default,
-                            p.runs.default, max_batch)
+        return default_sweep_params(max_batch)
 
     def sweep_job(self) -> tuple[str, dict]:
         """The built-in engine's sweep, or the same sweep sent to the teacher's endpoint."""

@@ -3,11 +3,16 @@
 Real runs of the engine's `speculative` job: greedy generation from corpus prompts, plainly and
 with a draft proposing k tokens a step that the target verifies in one step (prompt lookup, and
 the small draft model shipped in assets/draft). At the reader's batch size: tokens per target
-step measured beside the formula (1 - a^(k+1)) / (1 - a) at the measured acceptance a, and TPOT
-against plain decoding. Then plain and prompt lookup at batch 1, 4 and 16: where it stops
-helping. Every speculative run's tokens equal plain decoding's (checked, and said).
+step measured beside the formula (1 - a^(k+1)) / (1 - a) at the measured acceptance a (accepted
+/ (accepted + rejections), shown beside the share of guesses kept), and TPOT against plain
+decoding. Then plain and prompt lookup at batch 1, 4 and 16: where it stops helping. Each
+speculative run's tokens are compared with plain decoding's, and the page says whether they are
+the same. The "On a GPU" box gives the batch at which a decode step stops being memory-bound.
 
 URL: k, batch_size: /app?lesson=speculative&k=3&batch_size=1
+
+The lesson's words (prose, questions, instructor notes, quoted sources) are in
+lessons/words/speculative.py; this module is its view.
 """
 
 from __future__ import annotations
@@ -17,146 +22,60 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.gpu_scaling import (
+    LLAMA_3_8B,
+    Machine,
+    bend_batch,
+    decode_step,
+    step_floor_ms,
+)
 from engine.calc.stats import Estimate, batch_series_estimate
 from engine.lab.results import SpeculativeResult
-from widgets.checkpoint import Choice, MeasuredQuestion, Question
+from widgets.checkpoint import Choice, Question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane
-from widgets.prediction import PredictionQuestion
 from widgets.tables import sig, with_interval
 
 from .base import LessonPage
 from .data_record import Run, runs_header
-from .teaching import InstructorNotes, Lookup, check_takeaway, which_is_larger
+from .on_a_gpu import GpuBox, machine_table
+from .teaching import Lookup, which_is_larger
+from .words.speculative import (
+    BATCH_SETUP,
+    GPU_TEXT,
+    INSTRUCTOR,
+    INTRO,
+    OBJECTIVES,
+    PREDICTION,
+    QUESTIONS,
+    QUOTE,
+    SETUP,
+    TAKEAWAY,
+)
 
 PROMPT_LEN, NEW_TOKENS = 48, 64
 BATCHES = (1, 4, 16)
 METHODS = {"off": "plain decoding", "ngram": "prompt lookup", "draft": "draft model"}
 
-INTRO = """
-<p>At small batch sizes a decode step is memory-bound (<a href="app?lesson=roofline">lesson
-5</a>): it reads every weight to produce one token per sequence, and the arithmetic units mostly
-wait. Checking several tokens in one step costs about as much as checking one.</p>
-<p><strong>Speculative decoding</strong> uses that. A cheap <em>draft</em> guesses the next k
-tokens; the model (the <em>target</em>) runs one step over its last token and the k guesses,
-which gives its own choice after each of them. The guesses it agrees with are kept, plus its own
-token at the first disagreement: between 1 and k + 1 tokens for one target step. With greedy
-acceptance, as here, the text is exactly what plain decoding writes; only the number of target
-steps changes.</p>
-<p>Two drafts: <strong>prompt lookup</strong> finds the last few tokens earlier in the text and
-proposes what followed them there (no model at all; it shines when the answer repeats the
-prompt), and a <strong>draft model</strong>, 0.9 million parameters trained by this repository's
-script on the same corpus as the tiny target.</p>
-"""
 
-SETUP = """
-<h2>The experiment</h2>
-<p>The engine generates 64 tokens for each of a batch of 48-token prompts from the corpus,
-greedily, three times: plainly, with prompt lookup and with the draft model, both proposing k
-tokens a step. If each guess is accepted independently with probability a, a target step yields
-on average (1 - a<sup>k+1</sup>) / (1 - a) tokens; the table puts the measured tokens per step
-beside that formula at the measured a.</p>
-"""
+GPU_MODEL = LLAMA_3_8B
+GPU_CONTEXTS = (500, 8000)  # tokens cached per sequence: a short chat, a long document
 
-BATCH_SETUP = """
-<h2>As the batch grows</h2>
-<p>The same generation at batch 1, 4 and 16, plain and with prompt lookup (same k). A bigger
-batch already fills the step with useful work, so the k extra rows per sequence are no longer
-free, and every rejected guess is work thrown away.</p>
-"""
 
-QUOTE = """
-<blockquote class="quoted">
-<p><strong>Quoted, not measured here.</strong> Speculative decoding was introduced by Leviathan,
-Kalman and Matias ("Fast Inference from Transformers via Speculative Decoding", ICML 2023,
-arXiv:2211.17192) and by Chen et al. ("Accelerating Large Language Model Decoding with
-Speculative Sampling", arXiv:2302.01318, 2023); both accept draft tokens so that the output
-distribution equals the target's, also when sampling. The expected number of tokens per target
-step, (1 - a<sup>k+1</sup>) / (1 - a), is Leviathan et al.'s. Prompt lookup decoding is Apoorv
-Saxena's (github.com/apoorvumang/prompt-lookup-decoding, 2023), available in vLLM as its n-gram
-speculator.</p>
-<p class="source">Sources: the papers and repository named above.</p>
-</blockquote>
-"""
+def gpu_finding(machines: list[Machine]) -> str:
+    """Lesson 10's finding on each machine: up to which batch a decode step stays memory-bound
+    (so speculation's extra rows ride on the weight read), at a short and a long context."""
+    def bend(m: Machine, context: int) -> str:
+        b = bend_batch(GPU_MODEL, m, context)
+        return "none up to 4,096: memory-bound at any batch" if b is None else f"{b:,}"
 
-OBJECTIVES = (
-    "explain how a target can check k guessed tokens in one step and keep its exact output",
-    "predict tokens per target step from the acceptance rate with (1 - a^(k+1)) / (1 - a)",
-    "say why speculation helps at batch 1 and stops helping as the batch grows",
-)
-
-PREDICTION = PredictionQuestion(
-    "At batch 1, with prompt lookup guessing 4 tokens a step, the time per output token "
-    "compared with plain decoding will be ...",
-    ("Lower: fewer target steps per token", "About the same", "Higher: the checks cost more"))
-
-TAKEAWAY = check_takeaway((
-    "A memory-bound step can check several guessed tokens for about the price of one, so a "
-    "good draft cuts the target steps per token.",
-    "Tokens per step follow (1 - a^(k+1)) / (1 - a): the acceptance rate a matters more than "
-    "k, and the draft's own time is paid every step.",
-    "Use it where steps are memory-bound (small batches, latency first); at large batches the "
-    "extra rows are no longer free.",
-))
-
-INSTRUCTOR = InstructorNotes(
-    minutes=20,
-    timing="Three runs at the reader's batch size (plain, prompt lookup, draft model), then "
-           "plain and prompt lookup at batch 1, 4 and 16; each run is 64 tokens (how long they "
-           "took here is in the numbers below).",
-    misconceptions=(
-        "\"The draft writes the answer\": the target checks every token; with greedy "
-        "acceptance the text is exactly the target's.",
-        "\"More guesses are always better\": each extra guess is accepted only if all before "
-        "it were, and every guess costs a row of the step.",
-        "\"It raises throughput\": it lowers latency when the hardware idles; a full batch "
-        "has no idle hardware to spend.",
-    ),
-    prompts=(
-        "Why does prompt lookup do well on code edits and summaries that quote the input?",
-        "The draft model here is nearly as good as the target. Why not serve the draft "
-        "instead? (Acceptance measures agreement with the target, not quality.)",
-        "What would make the draft model pay off on this CPU, where both models are small?",
-    ),
-)
-
-QUESTIONS = (
-    Question("Why can the target check k guessed tokens in about the time of one step?", (
-        Choice("The step is memory-bound: extra rows reuse weights it reads anyway", True,
-               "The step reads every weight once whatever the rows; while it is memory-bound "
-               "the extra rows' arithmetic is nearly free."),
-        Choice("The target skips its attention layers for the tokens the draft proposed", False,
-               "Every guessed token goes through every layer, attention included; that is what "
-               "makes the check exact."),
-        Choice("The draft's guesses are already checked by the draft model itself", False,
-               "The draft cannot check itself; only the target's own choice decides."))),
-    Question("With greedy acceptance, how does the text compare with plain decoding?", (
-        Choice("It is the same, token for token: only the number of target steps changes",
-               True, "A guess is kept only if it equals the target's own greedy choice there."),
-        Choice("It is close, with small differences where the draft model guessed", False,
-               "Every kept token is the target's own choice; the draft only saves steps."),
-        Choice("It follows the draft's text wherever the draft was confident enough", False,
-               "Confidence plays no part: a guess is kept only if it equals the target's."))),
-    Question("Each guess is accepted with probability a = 0.5, and k = 4. About how many tokens "
-             "does a target step give?", (
-        Choice("About 1.9: (1 - 0.5^5) / (1 - 0.5) = 1.94", True,
-               "Each extra guess counts only if all before it were accepted: 1 + 0.5 + 0.25 + "
-               "0.125 + 0.0625."),
-        Choice("About 3: half of the four guesses, plus its own token", False,
-               "A guess after a rejected one never counts, so the sum falls off geometrically."),
-        Choice("About 2.5: half of the five tokens the step could yield", False,
-               "The tokens are accepted in order and stop at the first rejection."))),
-    Question("Why does speculation stop helping as the batch grows?", (
-        Choice("The step is no longer memory-bound: extra rows cost real time", True,
-               "At large batches the arithmetic sets the pace (lesson 4's bend), and rejected "
-               "guesses are wasted arithmetic."),
-        Choice("The draft's guesses are less often right when many requests run", False,
-               "Each sequence's acceptance does not depend on the others in the batch."),
-        Choice("Greedy acceptance only works for one sequence at a time", False,
-               "Each sequence in the batch is checked on its own rows; it works at any batch."))),
-    MeasuredQuestion("drafts", "Once the three runs above have finished, a question on your own "
-                               "numbers appears here."),
-)
+    table = machine_table(machines, (
+        ("batch-1 step (ms), at least", lambda m: sig(step_floor_ms(
+            decode_step(GPU_MODEL, 1, GPU_CONTEXTS[0]), m))),
+        *((f"smallest batch that is compute-bound, {c:,} tokens cached",
+           lambda m, c=c: bend(m, c)) for c in GPU_CONTEXTS),
+    ), f"{GPU_MODEL.name} in bf16: where a decode step stops being memory-bound")
+    return GPU_TEXT + table
 
 
 @dataclass(frozen=True)
@@ -167,8 +86,9 @@ class Row:
     tpot_ms: float
     over_plain: float
     tokens_per_step: float
-    formula: float | None
-    acceptance: float | None
+    formula: float | None  # (1 - a^(n+1)) / (1 - a) at `alpha`, over the rounds' lengths n
+    alpha: float | None  # a: accepted / (accepted + rejections), the formula's input
+    kept: float | None  # the share of guesses kept: accepted / proposed
     draft_ms_per_step: float | None
     verify_ms_per_step: float | None
     same_text: bool
@@ -192,7 +112,7 @@ def row(run: SpeculativeResult, plain: SpeculativeResult) -> Row:
     spec = run.method != "off"
     return Row(name=METHODS[run.method], tpot_ms=run.tpot_ms, over_plain=run.tpot_ms / plain.tpot_ms,
                tokens_per_step=run.tokens_per_step, formula=run.expected_tokens_per_step,
-               acceptance=run.acceptance_rate,
+               alpha=run.alpha, kept=run.acceptance_rate,
                draft_ms_per_step=run.draft_ms / steps if spec else None,
                verify_ms_per_step=run.verify_ms / steps if spec else None,
                same_text=run.output_ids == plain.output_ids, tpot=tpot_estimate(run))
@@ -223,20 +143,30 @@ def drafts_question(rows: dict[str, Row]) -> Question | None:
         for text in ("Prompt lookup", "The draft model", "About the same (within 5%)")))
 
 
+def fraction(a: float | None) -> str:
+    """The acceptance a as the formula takes it: 0.62."""
+    return "-" if a is None else f"{a:.2f}"
+
+
+def percent(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
+
+
 def table_html(rows: dict[str, Row], k: int, batch: int) -> str:
     body = []
     for r in rows.values():
         body.append(
             f'<tr><th scope="row">{r.name}</th><td class="num">{sig(r.tokens_per_step)}</td>'
             f'<td class="num">{sig(r.formula)}</td>'
-            f'<td class="num">{"-" if r.acceptance is None else f"{100 * r.acceptance:.0f}%"}'
-            f'</td><td class="num">{sig(r.draft_ms_per_step)}</td>'
+            f'<td class="num">{fraction(r.alpha)}</td><td class="num">{percent(r.kept)}</td>'
+            f'<td class="num">{sig(r.draft_ms_per_step)}</td>'
             f'<td class="num">{sig(r.verify_ms_per_step)}</td>'
             f'<td class="num">{with_interval(r.tpot_ms, r.tpot)}</td>'
             f'<td class="num">{r.over_plain:.2f}x</td>'
             f'<td>{"same" if r.same_text else "DIFFERENT"}</td></tr>')
-    heads = ("tokens per target step", "formula at the measured a", "guesses accepted",
-             "draft per step (ms)", "target step (ms)", "TPOT (ms)", "TPOT against plain",
+    heads = ("tokens per target step", "formula at a, over the steps' proposal lengths",
+             "a: a guess accepted, the ones before it accepted (the formula's input)",
+             "share of guesses kept", "draft per step (ms)", "target step (ms)", "TPOT (ms)", "TPOT against plain",
              "text against plain")
     head = "".join(f'<th scope="col">{h}</th>' for h in heads)
     return (f'<table class="plain spec-table"><caption>{NEW_TOKENS} tokens for each of {batch} '
@@ -286,6 +216,7 @@ class SpeculativeLesson(LessonPage):
         self.batch_table = pn.pane.HTML("", sizing_mode="stretch_width")
         self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width",
                                         css_classes=["spec-verdict"])
+        self.gpu_box = GpuBox(gpu_finding)
 
     # ---- jobs ------------------------------------------------------------------------------
     def run_params(self, method: str, batch: int) -> dict:
@@ -319,6 +250,7 @@ class SpeculativeLesson(LessonPage):
         return lines
 
     def start(self) -> None:
+        self.gpu_box.fetch(self.jobs)
         self.by_batch.clear()
         self.table.object = self.batch_table.object = self.verdict.object = ""
         self.shown = {run_name(m, b): Run("speculative", self.run_params(m, b))
@@ -402,7 +334,7 @@ class SpeculativeLesson(LessonPage):
                     "tokens_per_step": run.tokens_per_step,
                     "formula_tokens_per_step": run.expected_tokens_per_step,
                     "proposed": run.proposed, "accepted": run.accepted,
-                    "acceptance_rate": run.acceptance_rate, "tpot_ms": run.tpot_ms,
+                    "alpha": run.alpha, "share_kept": run.acceptance_rate, "tpot_ms": run.tpot_ms,
                     "ttft_ms": run.ttft_ms, "draft_ms": run.draft_ms, "verify_ms": run.verify_ms,
                     "same_text_as_plain": None if plain is None
                     else run.output_ids == plain.output_ids})
@@ -415,8 +347,10 @@ class SpeculativeLesson(LessonPage):
             columns="decoding: plain, prompt lookup or the draft model; batch: prompts decoded "
                     "together; k: guesses a step; new_tokens: tokens each prompt generated; "
                     "target_steps: the model's steps they took; tokens_per_step: tokens per "
-                    "target step (formula_*: (1 - a^(k+1)) / (1 - a) at the measured "
-                    "acceptance a); proposed, accepted: the draft's guesses; tpot_ms: mean time "
+                    "target step (formula_*: (1 - a^(n+1)) / (1 - a) at alpha, averaged over "
+                    "the steps' proposal lengths n); alpha: a, the formula's input, accepted / "
+                    "(accepted + rejections); share_kept: accepted / proposed; proposed, "
+                    "accepted: the draft's guesses; tpot_ms: mean time "
                     "per output token, ttft_ms: to the first, over the batch's prompts; "
                     "draft_ms, verify_ms: the run's time drafting and checking")
 
@@ -430,4 +364,4 @@ class SpeculativeLesson(LessonPage):
             sizing_mode="stretch_width")
         return [html_pane(INTRO), self.prediction_box, html_pane(SETUP), controls,
                 self.runner.status, self.verdict, self.table, html_pane(BATCH_SETUP),
-                self.batch_table, self.download, html_pane(QUOTE)]
+                self.batch_table, self.download, html_pane(QUOTE), self.gpu_box]

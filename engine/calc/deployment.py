@@ -52,6 +52,15 @@ from .slo_math import Targets, cost_per_million_tokens
 FILL = 0.8  # plan each replica to 80% of what it completes, leaving room for bursts
 ATTAINMENT = 0.95  # a load meets the targets when this share of its requests meets both
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch sizes the GPU estimate considers
+CHECK_SECONDS = 10.0  # the plan's load test: its arrivals span about this long ...
+CHECK_REQUESTS = (24, 96)  # ... within these bounds on its number of requests
+# What shortens a step at batch 1, said where no batch size meets a target: a decode step
+# (TPOT) waits on its weight bytes, a prefill (TTFT) on its arithmetic.
+TPOT_CURES = ("a faster machine, fewer weight bytes to read per step (a smaller or quantized "
+              "model), fewer target steps per token (speculative decoding) or the weights "
+              "split over several GPUs (tensor parallelism)")
+TTFT_CURES = ("a faster machine, a smaller model, the prompts' shared part served from a "
+              "prefix cache, or the work split over several GPUs (tensor parallelism)")
 
 
 @dataclass(frozen=True)
@@ -243,14 +252,16 @@ def plan(points: Sequence[BatchPoint], demand: Demand, targets: Targets,
     if fastest.tpot_ms > targets.tpot_ms:
         why = (f"even batch {fastest.batch}'s TPOT, {fastest.tpot_ms:.3g} ms, is over the "
                f"{targets.tpot_ms:g} ms target")
+        cure = TPOT_CURES
     elif quickest.ttft_ms > targets.ttft_ms:
         why = (f"even batch {quickest.batch}'s TTFT, {quickest.ttft_ms:.3g} ms, is over the "
                f"{targets.ttft_ms:g} ms target")
+        cure = TTFT_CURES
     else:
-        why = "no batch size meets both targets at once"
+        why, cure = "no batch size meets both targets at once", TPOT_CURES
     return Plan(demand, targets, fill, None,
-                why + ": more replicas add requests per second, not speed per request, so a "
-                      "faster machine (or a smaller model) is needed")
+                why + ": more replicas add requests per second, not speed per request, so "
+                      "each step must get shorter: " + cure)
 
 
 # ---- the same plan on a GPU, from its datasheet -----------------------------------------------

@@ -24,10 +24,11 @@ GENERAL = """
 <p>Per lesson: how long it takes, the numbers this machine gives for its default settings, the
 misconceptions readers bring, and questions to discuss. Before a class, run
 <code>python -m lessons.warm</code> on the machine that serves the pages: it measures every
-lesson's default view once, so thirty readers opening a lesson at once see results at once
-(labelled as cached) and the numbers below are filled in. Every lesson asks the reader for a
-prediction before its first fresh measurement; with a warm cache the page shows the cached
-result at once and still asks, so the class can predict together first.</p>
+lesson's default view once, so the numbers below are filled in and thirty readers opening a
+lesson at once do not queue for the same measurement. Every lesson asks the reader for a
+prediction first: a result, cached or fresh, stays hidden until the reader predicts or skips,
+so the warm cache only makes the reveal instant. The class can predict together, then
+reveal.</p>
 """
 
 NOT_MEASURED = ("Not measured on this machine yet: run <code>python -m lessons.warm</code> "

@@ -89,10 +89,15 @@ TERMS: tuple[Term, ...] = (
          "says how many users were served well; a percentile of one metric says how slow one "
          "kind of wait got.", "Requests meeting every limit / completed requests.", LOAD),
     Term("Goodput", "goodput",
-         "Requests per second that met every per-request limit (TTFT at most X, TPOT at most Y, "
-         "and E2E at most Z if one is set), as vLLM's benchmark counts it with --goodput; the "
-         "rest count for nothing, however fast the server was on average.",
-         "Requests meeting every limit / the run's wall time.", LOAD),
+         "Two definitions are in use. Per run: requests per second that met every per-request "
+         "limit (TTFT at most X, TPOT at most Y, and E2E at most Z if one is set), as vLLM's "
+         "benchmark counts it with --goodput; the rest count for nothing, however fast the "
+         "server was on average. Per GPU, as the DistServe paper (Zhong et al., OSDI 2024) "
+         "defines it: the highest request rate a GPU can be offered while a set share of "
+         "requests (say 90%) still meets the SLO. Lesson 8 counts the first; lesson 12 plans "
+         "with the second.",
+         "Per run: requests meeting every limit / the run's wall time. Per GPU: the highest "
+         "rate of a rate sweep whose SLO attainment reaches the share.", LOAD),
     Term("Cost per million tokens", "cost",
          "What a million output tokens cost on a machine rented by the hour: (price per hour / "
          "3600) x (1,000,000 / tokens per second). Count all tokens (throughput) for batch "
@@ -163,15 +168,23 @@ TERMS: tuple[Term, ...] = (
     Term("Memory-bound", "memory-bound",
          "Work whose speed is set by how fast bytes come from memory: the sums would be quick, "
          "but the processor waits for the data. A decode step at a small batch is "
-         "memory-bound: it reads every weight to make one token per sequence.", "", LIMITS),
+         "memory-bound: for a dense model it reads every weight to make one token per sequence.",
+         "", LIMITS),
     Term("Prefill", "prefill",
          "Reading the prompt: the model processes all its tokens in one pass (or in chunks) "
          "and sets most of TTFT. Compute-bound for long prompts; a short prompt on a GPU is "
          "memory-bound, like a decode step.", "", LIMITS),
     Term("Decode", "decode",
-         "Writing the answer: one step per new token, each step reading all the model's weights "
-         "from memory. Requests sharing a step share that read; each still reads its own KV "
-         "cache.", "", LIMITS),
+         "Writing the answer: one step per new token. For a dense model each step reads all "
+         "the model's weights from memory, and requests sharing a step share that read; each "
+         "still reads its own KV cache. In a mixture-of-experts model each token uses only a "
+         "few experts, so a step reads the experts its batch's tokens chose: more of them as "
+         "the batch grows, until all are read.", "", LIMITS),
+    Term("Mixture of experts (MoE)", "moe",
+         "A model whose MLP layers are many experts, of which a router sends each token to a "
+         "few: DeepSeek-V3 has 671 B parameters, 37 B of them active per token "
+         "(arXiv:2412.19437). A step's weight bytes then grow with the batch, as more experts "
+         "are chosen, instead of staying those of the whole model.", "", LIMITS),
     Term("Arithmetic intensity", "arithmetic-intensity",
          "FLOPs done per byte moved from memory. Low intensity: memory-bound; high: "
          "compute-bound.", "Counted from the model's shape (engine.calc.step_cost).", LIMITS),
@@ -188,15 +201,29 @@ TERMS: tuple[Term, ...] = (
          "Keeping the KV cache of a prompt's beginning (a shared system prompt) so a later "
          "request that starts the same way skips that part of its prefill.", "", LATER),
     Term("Quantization", "quantization",
-         "Storing weights (or the KV cache) in fewer bits, such as 8 or 4 instead of 16 or 32: "
-         "fewer bytes per step and a lower decode floor, which is faster only where reading "
-         "those bytes sets the pace; its cost in quality has to be measured.",
+         "Storing weights (or the KV cache) in fewer bits. GPUs serve in 16-bit bf16, so int8 "
+         "or FP8 weights halve the bytes and 4-bit weights quarter them (this CPU's baseline "
+         "is 32-bit float32, so there int8 is a quarter). Fewer bytes per step lower the decode "
+         "floor, which is faster only where reading those bytes sets the pace; FP8 with 8-bit "
+         "activations too (W8A8) also runs the arithmetic faster on GPUs that have FP8 units. "
+         "Its cost in quality has to be measured.",
          "Lesson 11: time per token with float32 and int8 weights, held-out loss and "
          "next-token agreement.", LATER),
     Term("Speculative decoding", "speculative-decoding",
          "A small, fast draft proposes several next tokens; the large model checks them all in "
          "one step and keeps those it agrees with, so one step can yield several tokens. It "
-         "helps most at batch 1 and fades as the batch grows.", "", LATER),
+         "helps while the step is memory-bound: most at batch 1, and it fades once the step "
+         "becomes compute-bound (short contexts at large batches). At long contexts the KV "
+         "reads keep a step memory-bound at any batch, and speculation still pays there "
+         "(MagicDec, Chen, Sadhukhan et al., arXiv:2408.11049).", "", LATER),
+    Term("Batch invariance", "batch-invariance",
+         "An engine is batch-invariant when a request's output does not depend on what else "
+         "is in its batch. Real serving engines usually are not: kernels sum in a different "
+         "order for other batch sizes, chunkings and cache layouts, and in floating point a "
+         "different order can flip a near-tie between two tokens (Thinking Machines Lab, H. "
+         "He, \"Defeating Nondeterminism in LLM Inference\", 2025). Chunked prefill and "
+         "speculative decoding are exact in exact arithmetic; the pages say where this engine's "
+         "outputs are checked equal.", "", LATER),
     Term("Tensor parallelism", "tensor-parallelism",
          "Splitting every weight matrix across several GPUs, each computing its share of every "
          "layer and exchanging results after it: more memory bandwidth and room for one model, "

@@ -17,6 +17,7 @@ from lesson_stubs import downloaded
 from engine.calc.batch_ladder import LADDER
 from engine.calc.deployment import plan
 from engine.calc.kv_math import format_bytes
+from engine.calc.rate_sweep import default_sweep_params
 from engine.lab import registry
 from engine.lab.worker import plain
 from lessons.capacity import (
@@ -25,12 +26,10 @@ from lessons.capacity import (
     measured_rate,
     outcome,
     points_from,
-    problems_html,
     request_latencies,
-    worked_problems,
 )
-from lessons.slo_goodput import SLOGoodputLesson
 from lessons.teaching import service_lookup
+from lessons.words.capacity import NONE, problems_html, worked_problems
 from widgets.tables import sig
 
 # short requests at a high rate: the check's load test serves them in about a second
@@ -88,7 +87,7 @@ def test_the_plan_comes_from_lesson_4s_points_and_a_load_test_checks_it():
     assert f"{good} of {len(lat)} requests" in page.check_pane.object
     assert page.check_pane.object == words
     # the prediction and the question on the reader's own plan
-    assert f"Measured: {outcome(p)}" in page.prediction_box.verdict
+    assert f"Measured: {outcome(p, points_from(page.results))}" in page.prediction_box.verdict
     asked = page.checkpoint.questions[-1].question
     assert asked.answer.text == f"{sig(p.replica_rps)} requests/s"
     assert len(asked.choices) >= 3
@@ -113,7 +112,7 @@ def test_a_target_out_of_reach_gives_no_plan_and_no_check():
     assert "load_test" not in [j.kind for j in service.submitted]
     assert "**No plan on this machine:** even batch" in page.plan_pane.object
     assert "no plan to check" in page.check_pane.object
-    assert "Measured: None: a target is out of reach" in page.prediction_box.verdict
+    assert f"Measured: {NONE} (even batch" in page.prediction_box.verdict
 
 
 def test_the_download_is_the_points_table_with_the_plans_choice():
@@ -147,7 +146,7 @@ def test_without_lesson_8s_sweep_the_plan_says_it_rests_on_lesson_4_and_links_to
     p = page.current
     assert p.measured is None and p.replicas == p.replicas_from_points
     asked = {json.dumps(["rate_sweep", registry.normalize(
-        "rate_sweep", SLOGoodputLesson.default_sweep_params(b))], sort_keys=True) for b in LADDER}
+        "rate_sweep", default_sweep_params(b))], sort_keys=True) for b in LADDER}
     assert asked <= set(service.asked)  # lesson 8's own job at each ladder batch, nothing run
     assert "rate_sweep" not in service.kinds()
     text = page.plan_pane.object
@@ -164,11 +163,11 @@ def test_lesson_8s_sweep_of_the_planned_batch_joins_the_plan():
         "rates": [25.0, 400.0], "requests": 8, "runs": 1, "prompt_len": [16, 16],
         "output_len": [4, 4], "max_batch": batch}))
     key = json.dumps(["rate_sweep", registry.normalize(
-        "rate_sweep", SLOGoodputLesson.default_sweep_params(batch))], sort_keys=True)
+        "rate_sweep", default_sweep_params(batch))], sort_keys=True)
     record = {"result": plain(result), "device": "cpu", "measured_at": "in this test"}
     page, service = lesson(service=WithCache({key: record}))
     p = page.current
-    sweep = service_lookup(service)("rate_sweep", SLOGoodputLesson.default_sweep_params(batch))
+    sweep = service_lookup(service)("rate_sweep", default_sweep_params(batch))
     assert p.batch == batch and p.measured == measured_rate(sweep.result, p.targets)
     text = page.plan_pane.object
     assert f"lesson 8's rate sweep at a batch limit of {batch}, the plan's batch" in text
@@ -183,3 +182,30 @@ def test_lesson_8s_sweep_of_the_planned_batch_joins_the_plan():
         assert "even at its lowest rate" in text
     [check] = [j for j in service.submitted if j.kind == "load_test"]
     assert check.params["rate"] == round(200.0 / p.replicas, 3)
+
+
+def test_the_keys_are_not_the_shortest_choice_of_every_question():
+    """A reader who always picks the shortest choice should not pass: in at most one of the
+    fixed questions is the key the shortest, and in at most half the longest."""
+    from lessons.words.capacity import QUESTIONS
+    from widgets.content import Question
+
+    fixed = [q for q in QUESTIONS if isinstance(q, Question)]
+    shortest = sum(len(q.answer.text) < min(len(c.text) for c in q.choices if not c.correct)
+                   for q in fixed)
+    longest = sum(len(q.answer.text) > max(len(c.text) for c in q.choices if not c.correct)
+                  for q in fixed)
+    assert len(fixed) >= 4 and shortest <= 1 and longest <= len(fixed) // 2
+
+
+
+def test_the_prediction_names_the_target_that_stops_a_larger_batch():
+    from engine.calc.deployment import BatchPoint, Demand
+    from engine.calc.slo_math import Targets
+    from lessons.words.capacity import BY_TPOT, BY_TTFT, NEITHER, NONE
+
+    points = [BatchPoint(1, 10.0, 20.0), BatchPoint(4, 30.0, 40.0), BatchPoint(16, 300.0, 60.0)]
+    demand = Demand(10.0, 64, 32)
+    for targets, expected in ((Targets(1000.0, 50.0), BY_TPOT), (Targets(100.0, 100.0), BY_TTFT),
+                              (Targets(1000.0, 100.0), NEITHER), (Targets(1000.0, 10.0), NONE)):
+        assert outcome(plan(points, demand, targets), points) == expected, targets

@@ -59,7 +59,9 @@ def test_the_page_shows_what_the_cache_gave_each_request():
     assert later.n == 2 and later.lo <= on.later_ttft_ms <= later.hi
     assert f"{sig(later.lo)}–{sig(later.hi)} ms, 2 requests)" in verdict
     ratio = off.later_ttft_ms / on.later_ttft_ms
-    assert f"**{ratio:.1f}x sooner**" in verdict and "384 of their" in verdict
+    assert f"**{ratio:.1f}x sooner**" in verdict
+    assert f"384 of the {sum(r.prompt_tokens for r in on.requests):,} prompt tokens of all 3 " \
+           "requests" in verdict
     choice, detail = cache_outcome(summarize(off), summarize(on))
     assert f"Measured: {choice} ({detail})" in page.prediction_box.verdict
     # the status region speaks each run in words (now, or after the live region's gap)

@@ -115,3 +115,17 @@ def test_the_explanation_follows_what_each_step_waited_for():
     assert speed_outcome(step("fp32", 21.0, 0.5), step("int8", 12.0, 0.1))[0] == SPEED_CHOICES[1]
     assert speed_outcome(step("fp32", 21.0, 0.5), step("int8", 6.0, 0.1))[0] == SPEED_CHOICES[0]
     assert best_batch_question({1: (step("fp32", 2, 1), step("int8", 2, 1))}) is None
+
+
+def test_the_gpu_box_takes_this_machine_from_the_pages_own_info_job(lesson):
+    """One info job (the page's), whose limits also head the "On a GPU" box; the box gives
+    Llama-3-8B's weights in bf16, 8 and 4 bits (16, 8, 4 GB) and the batch-1 TPOT floor of
+    each, the H100's 4.79, 2.40 and 1.20 ms (bytes / 3,350 GB/s)."""
+    assert [j.kind for j in lesson.service.submitted].count("info") == 1
+    text = lesson.gpu_box.text
+    assert "(measured here)" in text
+    for label in ("bf16: 16 GB", "int8 or FP8: 8 GB", "4-bit: 4 GB"):
+        assert label in text
+    h100 = text[text.rindex("NVIDIA H100 SXM</th>"):]  # the finding, below the limits
+    h100 = h100[:h100.index("</tr>")]
+    assert [c for c in ("4.79", "2.4", "1.2") if c in h100] == ["4.79", "2.4", "1.2"]

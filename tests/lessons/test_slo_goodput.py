@@ -10,7 +10,7 @@ from in_process_service import InProcessService, attach
 from lesson_stubs import said
 
 from engine.calc.slo_math import cost_per_million_tokens
-from lessons.slo_goodput import SLOGoodputLesson, capacity_ttft, sweep_rates
+from lessons.slo_goodput import SLOGoodputLesson, capacity_ttft
 from widgets.tables import UNBOUNDED, sig
 
 SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"], "runs": [b"1"]}
@@ -24,11 +24,6 @@ def lesson(args=None, answered=True):
     pn.panel(page).get_root()
     service.submitted = [j for j in service.submitted if j.kind != "info"]  # the GPU box's
     return page, service
-
-
-def test_rates_double_up_to_the_highest():
-    assert sweep_rates(16, 5) == [1, 2, 4, 8, 16]
-    assert sweep_rates(3, 2) == [1.5, 3]
 
 
 def good_requests(point: dict, ttft_ms=200, tpot_ms=100) -> int:

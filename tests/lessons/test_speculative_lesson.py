@@ -5,13 +5,16 @@ question on the reader's runs, on real runs of the tiny model and the shipped dr
 
 from __future__ import annotations
 
+import re
+
 import panel as pn
 import pytest
 from in_process_service import attach
 from lesson_stubs import downloaded, said
 
+from engine.calc.gpu_scaling import GPUS
 from engine.speculative import expected_tokens_per_step
-from lessons.speculative import BATCHES, METHODS, SpeculativeLesson, speed_outcome
+from lessons.speculative import BATCHES, METHODS, SpeculativeLesson, gpu_finding, speed_outcome
 from widgets.tables import sig
 
 
@@ -19,6 +22,7 @@ def lesson(args=None):
     page = SpeculativeLesson.from_url(args or {})
     service = attach(page)
     pn.panel(page).get_root()
+    service.submitted = [j for j in service.submitted if j.kind != "info"]  # the GPU box's
     return page, service
 
 
@@ -84,3 +88,39 @@ def test_the_download_holds_every_run_of_both_tables_with_its_counts():
         assert r["same_text_as_plain"] is (run.output_ids == page.by_batch[r["batch"]]["off"]
                                            .output_ids)
     assert header["job"] == "speculative" and "prompt lookup, batch 16" in header["params"]
+
+
+def cells(table: str, row: str) -> list[str]:
+    """The text of each cell of the table's row whose header is `row`."""
+    start = table.index(f'<th scope="row">{row}</th>')
+    body = table[start:table.index("</tr>", start)]
+    return re.findall(r'<td[^>]*>([^<]*)</td>', body)
+
+
+def test_the_tables_acceptance_is_the_formulas_input():
+    """The column named as the formula's input shows a = accepted / (accepted + rejections):
+    the formula at that figure gives the engine's, and at the share of guesses kept it would
+    not (the two differ whenever a step rejects a guess)."""
+    page, _ = lesson({"k": [b"3"]})
+    heads = re.findall(r'<th scope="col">([^<]*)</th>', page.table.object)[1:]
+    a_col = next(i for i, h in enumerate(heads) if "the formula's input" in h)
+    kept_col = heads.index("share of guesses kept")
+    for m in ("ngram", "draft"):
+        run, r = page.by_batch[1][m], page.rows(1)[m]
+        row = cells(page.table.object, METHODS[m])
+        assert r.alpha == run.alpha and r.kept == run.acceptance_rate
+        assert row[a_col] == f"{run.alpha:.2f}"
+        assert row[kept_col] == f"{100 * run.acceptance_rate:.0f}%"
+        shown = float(row[a_col])
+        assert expected_tokens_per_step(shown, 3) == pytest.approx(
+            run.expected_tokens_per_step_at_k, abs=0.02 * 3)
+        if run.alpha < 1 and run.acceptance_rate < run.alpha - 0.05:
+            assert expected_tokens_per_step(run.acceptance_rate, 3) < \
+                run.expected_tokens_per_step_at_k - 0.01
+
+
+def test_the_gpu_box_gives_where_a_step_stops_being_memory_bound():
+    text = gpu_finding(list(GPUS))
+    assert "smallest batch that is compute-bound, 500 tokens cached" in text
+    assert "memory-bound at any batch" in text  # 8,000 tokens of Llama-3-8B never reach the ridge
+    assert "MagicDec" in text

@@ -156,3 +156,17 @@ def test_tensor_parallel_splits_the_step_and_adds_two_all_reduces_per_layer():
         # t GPUs in tensor parallel: a shorter step, more KV room, fewer tokens than t replicas
         assert r.tpot_ms < rows[0].tpot_ms and r.max_batch > rows[0].max_batch
         assert r.tp_tok_s < r.replicas_tok_s
+
+
+@pytest.mark.parametrize("targets, ways", [
+    (Targets(ttft_ms=1000.0, tpot_ms=100.0),
+     ("faster machine", "quantized", "speculative decoding", "tensor parallelism")),
+    (Targets(ttft_ms=5.0, tpot_ms=1000.0), ("faster machine", "prefix cache", "tensor parallelism")),
+])
+def test_with_no_plan_the_message_names_the_ways_to_a_shorter_step(targets, ways):
+    from engine.calc.deployment import BatchPoint, Demand, plan
+
+    p = plan([BatchPoint(1, ttft_ms=10.0, tpot_ms=500.0)], Demand(1.0, 16, 16), targets)
+    assert p.point is None
+    assert all(way in p.why for way in ways), p.why
+    assert ("speculative" in p.why) is (targets.tpot_ms < 500.0)
