@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import re
 
-from conftest import served_app
 from playwright.sync_api import expect
-from ui_helpers import page_text, skip_prediction
+from ui_helpers import page_text, served_app, skip_prediction
 
 from engine.lab.endpoint import Endpoint
 

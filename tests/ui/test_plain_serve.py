@@ -12,8 +12,8 @@ import time
 import urllib.request
 
 import pytest
-from conftest import STOP_S, served_app, sigint_ignored
 from playwright.sync_api import expect
+from ui_helpers import STOP_S, served_app, sigint_ignored
 
 from bench.served_app import start_server, stop_server
 from lessons.registry import LESSONS

@@ -19,10 +19,10 @@ import sys
 from urllib.parse import unquote, urlparse
 
 import pytest
-from conftest import ROOT
 from playwright.sync_api import expect
 from ui_helpers import page_text
 
+from bench.served_app import ROOT
 from lessons.export import rewrite_links
 from lessons.knob import PROSE, QUESTIONS
 from lessons.registry import LESSONS, lesson_class
