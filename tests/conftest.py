@@ -11,6 +11,9 @@ and the shared `server` fixture.
 - `server` is a real `python -m engine serve` on 127.0.0.1 (a free port), for the HTTP tests and
   the lessons measuring an endpoint: started once when first asked for, stopped at the end, and
   bounded in time whatever happens to the tests.
+- `machine_setup` is a results cache as a set-up machine has it (`python -m engine tune`), made
+  once per session and copied into the caches of served apps and engine workers whose tests are
+  not about making it (helpers.seed_machine_setup).
 - `int8_kernel` is the C++ int8 linear kernel, built into the tests' cache for the engine tests,
   the quantization lesson's tests and the served app's engine worker (which reads the same cache).
 - Every test gives back the cores it found: a page built in this process starts the app's engine
@@ -30,7 +33,7 @@ import threading
 
 import pytest
 import torch
-from helpers import LIFETIME_S, SERVER_MAX_BATCH, kernel_or_skip
+from helpers import LIFETIME_S, SERVER_MAX_BATCH, kernel_or_skip, run_engine
 
 if os.environ.get("LLM_SPEED_TEST_CACHE"):
     os.environ["LLM_SPEED_CACHE"] = os.environ["LLM_SPEED_TEST_CACHE"]
@@ -64,6 +67,24 @@ def int8_kernel():
 
     kernel_or_skip(INT8_LINEAR)
     return int8_linear_kernel()
+
+
+# The presets the served app's tests run (the speculative lesson's draft model among them).
+SETUP_PRESETS = ("tiny", "draft")
+
+
+@pytest.fixture(scope="session")
+def machine_setup(tmp_path_factory):
+    """A results cache after `python -m engine tune --preset tiny --preset draft`: matrix-product
+    plans timed as the lab's worker runs (pinned to the engine's cores, one thread per core, so
+    under the key the worker reads) and the machine's limits where they were measured quietly.
+    Made once per session: each served app and engine worker started with a copy no longer
+    times the plans and measures the limits on its own."""
+    cache = tmp_path_factory.mktemp("machine-setup")
+    presets = [arg for name in SETUP_PRESETS for arg in ("--preset", name)]
+    out = run_engine(["tune", *presets], cache, timeout=600)
+    assert out.returncode == 0, f"the machine's set-up failed: {out.stderr[-2000:]}"
+    return cache
 
 
 START_S = 300  # the server is up within this long: a bound for a broken start, not a timing claim

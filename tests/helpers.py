@@ -9,6 +9,8 @@ under that name, and its import-time settings (the private results cache) run ag
 - `kernel_or_skip`: build a C++ kernel, or skip where the compiler cannot; with
   REQUIRE_KERNELS_ENV set (CI sets it), a failed build fails the test instead, so a broken
   compiler cannot turn a hundred kernel tests into a green run of skips.
+- `reset_panel_state`: the autouse fixture of the packages that build Panel objects in this
+  process (tests/lessons, tests/widgets): each test starts from a clean pn.state.
 - `seed_machine_setup`: copy what a machine's set-up leaves in a cache (built kernels, matmul
   plans, measured limits, the probe profile) into another cache, so a test that is not about
   making them starts where a set-up machine would.
@@ -99,3 +101,15 @@ def seed_machine_setup(source: Path, target: Path) -> Path:
             else:
                 shutil.copy2(path, target / path.name)
     return target
+
+
+@pytest.fixture(autouse=True)
+def reset_panel_state():
+    """After each test, a clean pn.state (Panel's own test-suite habit), so one test's documents
+    and caches never leak into the next. Panel is imported here, not above: the engine's tests
+    never load it."""
+    yield
+    import panel as pn
+
+    pn.state.reset()
+    pn.state.clear_caches()

@@ -13,6 +13,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from helpers import seed_machine_setup
 from ui_helpers import ConsoleLog, served_app, stop_promptly
 
 from bench.served_app import CHROMIUM, CHROMIUM_ARGS, free_port, wait_for_http
@@ -30,9 +31,10 @@ def embed_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def app_cache(tmp_path_factory) -> Path:
-    """The served app's own results cache (its engine worker's $LLM_SPEED_CACHE)."""
-    return tmp_path_factory.mktemp("cache")
+def app_cache(tmp_path_factory, machine_setup) -> Path:
+    """The served app's own results cache (its engine worker's $LLM_SPEED_CACHE), holding a
+    set-up machine's plans and limits (tests/conftest.py: machine_setup) and no results."""
+    return seed_machine_setup(machine_setup, tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,36 @@ def page_text(page_or_frame) -> str:
     return page_or_frame.evaluate(TEXT_JS, None)
 
 
+# How long a browser test waits for a measurement (ms): the first job of a session may wait for
+# the engine worker to start, and a CI machine is shared. A bound for a stuck page, not a timing.
+LONG = 240_000
+
+# The data of a named Bokeh ColumnDataSource in the page (BokehJS's own model, as drawn).
+SOURCE_JS = """(name) => {
+  for (const doc of Bokeh.documents) {
+    const model = doc.get_model_by_name(name);
+    if (model) {
+      const entries = model.data instanceof Map ? [...model.data] : Object.entries(model.data);
+      return Object.fromEntries(entries.map(([k, v]) => [k, Array.from(v)]));
+    }
+  }
+  return null;
+}"""
+
+
+def source(page, name: str) -> dict[str, list]:
+    """The columns of the page's data source named `name`; fails if there is none."""
+    data = page.evaluate(SOURCE_JS, name)
+    assert data is not None, f"no data source named {name!r} in the page"
+    return {k: list(v) for k, v in data.items()}
+
+
+def assert_clean(page, console) -> None:
+    """No traceback in the page's text and no console error."""
+    assert "Traceback" not in page_text(page)
+    assert console.errors == []
+
+
 def element_text(locator) -> str:
     """The text of the element a locator finds, its shadow DOM included."""
     return locator.evaluate(TEXT_JS)
