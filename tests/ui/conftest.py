@@ -64,6 +64,10 @@ def app_int8_kernel(int8_kernel, app_cache) -> None:
     shutil.copy2(built, target)
 
 
+# The embedded lesson's settings, the same in both embeddings: a small workload, measured once.
+EMBEDDED_KNOB = "batch_size=4&prompt_len=16&new_tokens=8"
+
+
 @pytest.fixture(scope="session")
 def embed_site(tmp_path_factory, app_url, embed_port):
     """Another origin (127.0.0.1:<port>, not localhost:<app port>) with pages embedding a
@@ -74,9 +78,9 @@ def embed_site(tmp_path_factory, app_url, embed_port):
     (site / "iframe.html").write_text(
         '<!doctype html><html><head><title>Course site</title></head><body>'
         '<h1>Our course</h1><iframe id="lesson" title="Lesson" width="1000" height="700" '
-        f'src="{app_url}/app?lesson=knob"></iframe></body></html>')
+        f'src="{app_url}/app?lesson=knob&{EMBEDDED_KNOB}"></iframe></body></html>')
     script = server_document(f"{app_url}/app", arguments={
-        "lesson": "knob", "batch_size": "4", "prompt_len": "16", "new_tokens": "8"})
+        "lesson": "knob", **dict(arg.split("=") for arg in EMBEDDED_KNOB.split("&"))})
     (site / "script.html").write_text(
         '<!doctype html><html><head><title>Course site</title></head><body>'
         f'<h1>Our course</h1><div id="lesson">{script}</div></body></html>')

@@ -11,6 +11,7 @@ import time
 
 import pytest
 import torch
+from run_checks import check_invariants, tiny_engine_with_budget
 
 from engine.cli.main import main
 from engine.errors import ConfigError
@@ -20,7 +21,6 @@ from engine.serve.loop import run
 from engine.serve.metrics import ttft_ms
 from engine.serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
 from engine.serve.workload import Request, WorkloadSpec, make_workload
-from tests.engine.test_scheduler import check_invariants, tiny_engine
 
 # Two greedy runs may batch a request with different neighbours, and floating-point sums then
 # differ in the last bits; that can flip an argmax only where the top two logits are this close.
@@ -30,13 +30,13 @@ PAUSE = 3.0  # s: a pause of a run, far longer than its steps and its requests' 
 
 @pytest.fixture(scope="module")
 def engine():
-    return tiny_engine(16 * 2**20)
+    return tiny_engine_with_budget(16 * 2**20)
 
 
 @pytest.fixture(scope="module")
 def small_engine():
     """20 KV blocks of 16 tokens: too few for the workload below, so requests get preempted."""
-    return tiny_engine(20 * 16 * 3072)
+    return tiny_engine_with_budget(20 * 16 * 3072)
 
 
 @pytest.fixture(scope="module")
