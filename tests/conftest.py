@@ -2,7 +2,8 @@
 and the shared `server` fixture.
 
 - The results cache: every test session gets a private one in a temp dir (removed at exit), so no
-  test leaves numbers a reader will see, and tests never read a reader's results as their own.
+  test leaves numbers a reader will see, and tests never read a reader's results as their own. Set here once: constants and helpers the
+  test files share live in tests/helpers.py, never imported from a conftest.
   $LLM_SPEED_TEST_CACHE names a directory to use instead (developers keep one to reuse the built
   C++ kernel between runs); a reader's $LLM_SPEED_CACHE is never used.
 - Triton kernels run in the interpreter on CPU tensors when no GPU is present; the variable must be
@@ -10,6 +11,9 @@ and the shared `server` fixture.
 - `server` is a real `python -m engine serve` on 127.0.0.1 (a free port), for the HTTP tests and
   the lessons measuring an endpoint: started once when first asked for, stopped at the end, and
   bounded in time whatever happens to the tests.
+- `machine_setup` is a results cache as a set-up machine has it (`python -m engine tune`), made
+  once per session and copied into the caches of served apps and engine workers whose tests are
+  not about making it (helpers.seed_machine_setup).
 - `int8_kernel` is the C++ int8 linear kernel, built into the tests' cache for the engine tests,
   the quantization lesson's tests and the served app's engine worker (which reads the same cache).
 - Every test gives back the cores it found: a page built in this process starts the app's engine
@@ -29,6 +33,7 @@ import threading
 
 import pytest
 import torch
+from helpers import LIFETIME_S, SERVER_MAX_BATCH, kernel_or_skip, run_engine
 
 if os.environ.get("LLM_SPEED_TEST_CACHE"):
     os.environ["LLM_SPEED_CACHE"] = os.environ["LLM_SPEED_TEST_CACHE"]
@@ -39,6 +44,11 @@ else:
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# The apps the tests serve do not start the first-start set-up job (kernels, every preset's
+# plans: minutes of the worker's time); the machine_setup fixture seeds what they need, and the
+# set-up job has tests of its own (tests/engine/lab/test_engine_build.py, test_about_setup.py).
+os.environ.setdefault("LLM_SPEED_SETUP", "0")
 
 CORES_AT_START = os.sched_getaffinity(0)
 
@@ -56,18 +66,33 @@ def cores_given_back():
 @pytest.fixture(scope="session")
 def int8_kernel():
     """The C++ int8 linear kernel, built once into the tests' own cache ($LLM_SPEED_CACHE); the
-    tests that need it (int8 weights) are skipped where it cannot be built."""
-    from engine.model.cpu_kernel import INT8_LINEAR, KernelBuildError, build_one, int8_linear_kernel
+    tests that need it (int8 weights) are skipped where it cannot be built (failed in CI:
+    helpers.kernel_or_skip)."""
+    from engine.model.cpu_kernel import INT8_LINEAR, int8_linear_kernel
 
-    try:
-        build_one(INT8_LINEAR)
-    except KernelBuildError as e:
-        pytest.skip(str(e))
+    kernel_or_skip(INT8_LINEAR)
     return int8_linear_kernel()
 
 
-LIFETIME_S = 5400  # killed after this however the test session ends (CI stops a run at 90 min)
-SERVER_MAX_BATCH = 8
+# The presets the served app's tests run (the speculative lesson's draft model among them).
+SETUP_PRESETS = ("tiny", "draft")
+
+
+@pytest.fixture(scope="session")
+def machine_setup(tmp_path_factory):
+    """A results cache after `python -m engine tune --preset tiny --preset draft`: matrix-product
+    plans timed as the lab's worker runs (pinned to the engine's cores, one thread per core, so
+    under the key the worker reads) and the machine's limits where they were measured quietly.
+    Made once per session: each served app and engine worker started with a copy no longer
+    times the plans and measures the limits on its own."""
+    cache = tmp_path_factory.mktemp("machine-setup")
+    presets = [arg for name in SETUP_PRESETS for arg in ("--preset", name)]
+    out = run_engine(["tune", *presets], cache, timeout=600)
+    assert out.returncode == 0, f"the machine's set-up failed: {out.stderr[-2000:]}"
+    return cache
+
+
+START_S = 300  # the server is up within this long: a bound for a broken start, not a timing claim
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +107,7 @@ def server(tmp_path_factory):
     line: list[str] = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
     reader.start()
-    reader.join(120)
+    reader.join(START_S)
     try:
         if not line or not line[0]:
             raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")

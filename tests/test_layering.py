@@ -68,12 +68,16 @@ def web_modules() -> list[str]:
     return names + [m.rstrip(".") for m in WEB_MAY_IMPORT if not m.endswith(".")]
 
 
-def test_importing_the_web_side_never_loads_torch(tmp_path):
+def test_importing_the_web_side_and_building_pages_never_loads_torch(tmp_path):
+    """Every web module imported, and two pages built as the router builds them for a reader
+    (the about page and a lesson, which start the engine service: torch is the worker's)."""
     modules = web_modules()
     code = ("import importlib, sys\n"
             f"for name in {modules!r}:\n"
             "    importlib.import_module(name)\n"
             "import engine.calc.kv_math, engine.calc.slo_math, engine.calc.step_cost\n"
+            "from lessons.shell.router import build_page\n"
+            "build_page({'page': [b'about']}); build_page({'lesson': [b'knob']})\n"
             "print(sorted(m for m in ('torch', 'triton', 'safetensors', 'tokenizers')"
             " if m in sys.modules))")
     env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import PROMPTS
 
 from engine.generate import generate
 from engine.model.layers import Linear
@@ -13,11 +14,6 @@ from engine.model.model import full_logits
 from engine.reference import ContiguousDecoder
 from engine.sampler import SamplingParams
 
-PROMPTS = [
-    "The function returns a new list",
-    "If the file does not exist,",
-    "A class is a way to bundle data and behaviour. Each instance",
-]
 LONG_PROMPT = (
     "Return a new sorted list from the items in iterable. A custom key function can be supplied "
     "to customize the sort order, and the reverse flag can be set to request the result in "

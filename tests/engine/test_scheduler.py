@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from run_checks import check_invariants, tiny_engine_with_budget
 
-from engine.config import EngineConfig
 from engine.scheduler import SchedulerConfig
 from engine.serve.loop import RunResult, run
 from engine.serve.workload import Request, WorkloadSpec, make_workload
@@ -16,16 +16,9 @@ from engine.serve.workload import Request, WorkloadSpec, make_workload
 KV_BUDGET = 16 * 2**20
 
 
-def tiny_engine(kv_budget_bytes: int):
-    """The tiny preset with its trained weights, on CPU, with a given KV budget."""
-    from engine.llm_engine import LLMEngine
-
-    return LLMEngine(EngineConfig(preset="tiny", device="cpu", kv_budget_bytes=kv_budget_bytes))
-
-
 @pytest.fixture(scope="module")
 def engine():
-    return tiny_engine(KV_BUDGET)
+    return tiny_engine_with_budget(KV_BUDGET)
 
 
 def serve(engine, requests: list[Request], **config) -> RunResult:
@@ -35,38 +28,6 @@ def serve(engine, requests: list[Request], **config) -> RunResult:
     assert engine.blocks.num_used == 0, "blocks leaked"
     check_invariants(result, requests, cfg)
     return result
-
-
-def check_invariants(result: RunResult, requests: list[Request], cfg: SchedulerConfig) -> None:
-    by_id = {r.id: r for r in result.requests}
-    assert not result.cancelled
-    for req in requests:
-        t = by_id[req.id]
-        # every request gets exactly its output length, one token per step
-        assert len(t.token_s) == len(t.output_ids) == req.output_len
-        assert t.finish_s == t.token_s[-1] and t.first_token_s == t.token_s[0]
-        assert all(a < b for a, b in zip(t.token_s, t.token_s[1:]))
-        # no admission before arrival
-        assert t.arrival_s <= t.admitted_s <= t.first_token_s
-    previous_end = 0.0
-    for step in result.steps:
-        assert step.start_s >= previous_end and step.end_s > step.start_s
-        previous_end = step.end_s
-        ran = step.decode_ids + [i for i, _ in step.prefill_chunks]
-        assert len(ran) == len(set(ran))
-        assert all(by_id[i].arrival_s <= step.start_s for i in ran), "ran before it arrived"
-        # never more than max_batch sequences hold a slot, decoding or prefilling
-        assert len(ran) <= step.running <= cfg.max_batch
-        assert step.decode_seqs == len(step.decode_ids)
-        assert step.kv_blocks_used <= result.kv_blocks_total
-        for i in step.decode_ids + step.finished_ids:
-            assert step.end_s in by_id[i].token_s
-    if cfg.policy == "continuous":
-        budget = cfg.token_budget or math.inf
-        for step in result.steps:
-            assert step.num_tokens <= budget, "over the per-step token budget"
-            for _, n in step.prefill_chunks:
-                assert cfg.chunk_size == 0 or n <= cfg.chunk_size
 
 
 def launches(result: RunResult):
@@ -186,7 +147,7 @@ def test_unchunked_prefills_each_prompt_whole(engine):
 
 
 def test_preemption_by_recompute_when_blocks_run_out():
-    small = tiny_engine(20 * 16 * 3072)  # 20 blocks of 16 tokens (3072 bytes per tiny token)
+    small = tiny_engine_with_budget(20 * 16 * 3072)  # 20 blocks of 16 tokens (3072 bytes per tiny token)
     assert small.cache.num_blocks == 20
     spec = WorkloadSpec(kind="poisson", requests=6, rate=math.inf, prompt_len=(40, 80),
                         output_len=(30, 40), seed=4)

@@ -5,6 +5,7 @@ entries are rolled back (num_computed and blocks), and the counts add up."""
 from __future__ import annotations
 
 import pytest
+from helpers import PROMPTS
 
 from engine.block_manager import blocks_for
 from engine.errors import ConfigError
@@ -18,11 +19,6 @@ from engine.speculative import (
     ngram_lookup,
 )
 
-PROMPTS = [
-    "The function returns a new list",
-    "If the file does not exist,",
-    "A class is a way to bundle data and behaviour. Each instance",
-]
 NEW_TOKENS = 32
 
 

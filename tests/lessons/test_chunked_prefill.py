@@ -65,7 +65,14 @@ def test_the_verdict_compares_worst_gaps_and_the_long_ttft():
     ratio = whole.worst_ms / chunked.worst_ms
     if whole.disturbed or chunked.disturbed:  # this machine was busy: no comparison is made
         assert "says nothing about chunks" in verdict
-        return
+        # then the same runs marked quiet (as the disturbed test below marks one disturbed):
+        # the comparison below is checked on every run, whatever the machine's load
+        for job, name in zip(service.submitted, (WHOLE, CHUNKED), strict=True):
+            quiet = {**job.result, "check": {**job.result["check"], "disturbed": False,
+                                             "reasons": []}}
+            page.show_run(name, job.params["chunk_size"], parse_result("serve_run", quiet))
+        whole, chunked = page.results[WHOLE], page.results[CHUNKED]
+        verdict, ratio = page.verdict.object, whole.worst_ms / chunked.worst_ms
     assert "Nothing else took the engine's core while it ran" in verdict
     if ratio > 1:
         assert f"worst stall is **{ratio:.1f}x shorter**" in verdict

@@ -33,7 +33,9 @@ def test_powers_end_at_the_limit():
 
 
 def test_the_url_picks_the_measurements():
-    page, service = lesson({"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"64"]})
+    held = InProcessService(hold={"info", "sweep_point", "prefill_point"})  # asked, not run
+    page, service = lesson({"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"64"]},
+                           held)
     assert service.kinds() == ["info"] + ["sweep_point"] * 3 + ["prefill_point"] * 2
     sweeps = [j.params for j in service.submitted if j.kind == "sweep_point"]
     assert [p["batch_size"] for p in sweeps] == [1, 2, 4]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import panel as pn
@@ -19,7 +18,9 @@ import pytest
 from bokeh.client import pull_session
 from bokeh.document import Document
 from bokeh.events import DocumentReady
+from helpers import seed_machine_setup, wait_until
 
+from bench.web.served_app import free_port
 from engine.lab import client, cores
 from lessons.base import LessonPage
 from lessons.registry import LESSONS
@@ -29,15 +30,10 @@ HOLD_S = 1.0  # each reader stays this long: long enough for jobs to be queued a
 WAIT_S = 60.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def served_app(tmp_path, monkeypatch):
-    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))  # the worker's cache: this test's
+def served_app(tmp_path, monkeypatch, machine_setup):
+    # the worker's cache: this test's, as a set-up machine has it
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(seed_machine_setup(machine_setup, tmp_path)))
     from lessons.shell.router import build_page
 
     port = free_port()
@@ -47,7 +43,7 @@ def served_app(tmp_path, monkeypatch):
                       unused_session_lifetime_milliseconds=300,
                       check_unused_sessions_milliseconds=100)
     try:
-        wait_until(lambda: listening(port), "no server listening")
+        wait_for(lambda: listening(port), "a server listening")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
@@ -88,12 +84,9 @@ def alive(kind: type) -> list:
     return [o for o in gc.get_objects() if issubclass(type(o), kind)]
 
 
-def wait_until(predicate, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still {what} after {WAIT_S} s")
-        time.sleep(0.2)  # the server discards closed sessions on its own timer
+def wait_for(predicate, what: str) -> None:
+    """Poll every 0.2 s (the server discards closed sessions on its own timer)."""
+    wait_until(predicate, WAIT_S, what, every_s=0.2)
 
 
 def new_since(before: list, kind: type) -> list:
@@ -116,11 +109,11 @@ def test_closed_sessions_leave_nothing_behind(served_app):
     service = client.get_service()
     # first the engine: a closed session's queued jobs are cancelled, its running one stops at
     # its next step; until then the job's handler holds its page
-    wait_until(lambda: not service.status()["queued"] and not service.status()["running"],
-               "engine jobs of closed sessions")
-    wait_until(lambda: not new_since(pages_before, LessonPage), "lesson pages alive")
-    wait_until(lambda: not set(pn.state._periodic) - periodic_before,
-               "periodic callbacks registered")
+    wait_for(lambda: not service.status()["queued"] and not service.status()["running"],
+             "no engine jobs of closed sessions")
+    wait_for(lambda: not new_since(pages_before, LessonPage), "no lesson pages alive")
+    wait_for(lambda: not set(pn.state._periodic) - periodic_before,
+             "no periodic callbacks registered")
     assert [d for d in new_since(docs_before, Document) if d.session_context is not None] == []
     assert not set(SessionJobs._by_doc) - docs_with_jobs_before
     assert service._dispatcher.queue._served == {}  # the queue forgets readers who left

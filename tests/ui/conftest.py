@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
 import pytest
-from ui_helpers import ConsoleLog
+from helpers import seed_machine_setup
+from ui_helpers import ConsoleLog, served_app, stop_promptly
 
-from bench.web.served_app import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_for_http
-from bench.web.served_app import stop_server as stop
+from bench.web.served_app import CHROMIUM, CHROMIUM_ARGS, free_port, wait_for_http
 
 
 def pytest_collection_modifyitems(items):
@@ -28,76 +25,16 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
 
 
-STOP_S = 5.0  # a served app stops within this long of Ctrl-C (it takes about a second)
-
-
-def stop_promptly(proc: subprocess.Popen, what: str) -> None:
-    """Stop a served process with Ctrl-C (bench/web/served_app.py); a warning in the run's summary
-    if it took more than STOP_S, saying whether SIGINT was ignored or blocked in it (a process
-    inherits either from whatever started it), so a slow session teardown names its cause. A
-    warning, not an error: the session's last test would be charged with it."""
-    ignored = sigint_ignored(proc.pid)
-    took = stop(proc)
-    if took > STOP_S:
-        warnings.warn(f"{what} (pid {proc.pid}) took {took:.1f} s to stop after Ctrl-C, not "
-                      f"{STOP_S:.0f}; SIGINT ignored or blocked in it: {ignored}", stacklevel=2)
-
-
-def sigint_ignored(pid: int) -> bool | None:
-    """Whether a process ignores or blocks SIGINT (its /proc status's SigIgn and SigBlk masks,
-    both inherited through fork and exec); None if it is gone."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    masks = [int(line.split()[1], 16) for line in status.splitlines()
-             if line.startswith(("SigIgn:", "SigBlk:"))]
-    return any(mask >> (signal.SIGINT - 1) & 1 for mask in masks)
-
-
-def die_with_parent() -> None:
-    """In the server's process: get SIGTERM when pytest dies, even killed by a timeout, so no
-    orphaned server (and its engine worker, holding the KV pool) outlives the test run."""
-    import ctypes
-
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 @pytest.fixture(scope="session")
 def embed_port() -> int:
     return free_port()
 
 
-@contextmanager
-def served_app(tmp_path_factory, *options: str, cache: Path | None = None):
-    """`panel serve app.py --address 127.0.0.1 --port P <options>` in a subprocess with a private
-    cache (`cache`, or a new one): yields its http://localhost:P (Bokeh's default websocket
-    origin); stopped afterwards, its log shown if it holds a traceback."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("app") / "server.log"
-    env = {**os.environ, "LLM_SPEED_CACHE": str(cache or tmp_path_factory.mktemp("cache"))}
-    cmd = [sys.executable, "-m", "panel", "serve", "app.py",
-           "--address", "127.0.0.1", "--port", str(port),
-           *[o.replace("{port}", str(port)) for o in options]]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                preexec_fn=die_with_parent)
-    url = f"http://localhost:{port}"
-    try:
-        wait_for_http(f"{url}/app", proc)
-        yield url
-    finally:
-        stop_promptly(proc, f"panel serve app.py {' '.join(options)}".rstrip())
-        text = log.read_text()
-        if "Traceback" in text:
-            sys.stderr.write(f"server log with a traceback:\n{text[-4000:]}\n")
-
-
 @pytest.fixture(scope="session")
-def app_cache(tmp_path_factory) -> Path:
-    """The served app's own results cache (its engine worker's $LLM_SPEED_CACHE)."""
-    return tmp_path_factory.mktemp("cache")
+def app_cache(tmp_path_factory, machine_setup) -> Path:
+    """The served app's own results cache (its engine worker's $LLM_SPEED_CACHE), holding a
+    set-up machine's plans and limits (tests/conftest.py: machine_setup) and no results."""
+    return seed_machine_setup(machine_setup, tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")
@@ -127,6 +64,10 @@ def app_int8_kernel(int8_kernel, app_cache) -> None:
     shutil.copy2(built, target)
 
 
+# The embedded lesson's settings, the same in both embeddings: a small workload, measured once.
+EMBEDDED_KNOB = "batch_size=4&prompt_len=16&new_tokens=8"
+
+
 @pytest.fixture(scope="session")
 def embed_site(tmp_path_factory, app_url, embed_port):
     """Another origin (127.0.0.1:<port>, not localhost:<app port>) with pages embedding a
@@ -137,9 +78,9 @@ def embed_site(tmp_path_factory, app_url, embed_port):
     (site / "iframe.html").write_text(
         '<!doctype html><html><head><title>Course site</title></head><body>'
         '<h1>Our course</h1><iframe id="lesson" title="Lesson" width="1000" height="700" '
-        f'src="{app_url}/app?lesson=knob"></iframe></body></html>')
+        f'src="{app_url}/app?lesson=knob&{EMBEDDED_KNOB}"></iframe></body></html>')
     script = server_document(f"{app_url}/app", arguments={
-        "lesson": "knob", "batch_size": "4", "prompt_len": "16", "new_tokens": "8"})
+        "lesson": "knob", **dict(arg.split("=") for arg in EMBEDDED_KNOB.split("&"))})
     (site / "script.html").write_text(
         '<!doctype html><html><head><title>Course site</title></head><body>'
         f'<h1>Our course</h1><div id="lesson">{script}</div></body></html>')

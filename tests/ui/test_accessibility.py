@@ -16,11 +16,9 @@ from pathlib import Path
 import pytest
 from a11y_audit import assert_accessible
 from playwright.sync_api import expect
-from ui_helpers import skip_prediction
+from ui_helpers import LONG, skip_prediction
 
 from lessons.registry import LESSONS
-
-LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
 
 
 def wait_for(pattern: str):

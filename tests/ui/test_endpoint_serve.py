@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import re
 
-from conftest import served_app
+from helpers import seed_machine_setup
 from playwright.sync_api import expect
-from ui_helpers import page_text, skip_prediction
+from ui_helpers import LONG, page_text, served_app, skip_prediction
 
 from engine.lab.endpoint import Endpoint
 
-LONG = 240_000  # ms: the app's engine worker and the load test share this machine
 
-
-def test_lesson_2_measures_the_teachers_endpoint(page, console, tmp_path_factory, server):
+def test_lesson_2_measures_the_teachers_endpoint(page, console, tmp_path_factory, server,
+                                                  machine_setup):
     label = Endpoint(server["url"], server["model"]).label  # "tiny at 127.0.0.1:PORT"
+    cache = seed_machine_setup(machine_setup, tmp_path_factory.mktemp("cache"))
     with served_app(tmp_path_factory, "--args", "--endpoint", server["url"],
-                    "--model", server["model"]) as url:
+                    "--model", server["model"], cache=cache) as url:
         page.goto(f"{url}/app?lesson=average-lies&source=endpoint&requests=10&rate=30"
                   "&long_share=0")
         skip_prediction(page)

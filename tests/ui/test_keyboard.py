@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import expect
-from ui_helpers import record_live_regions, said_so, skip_prediction
+from ui_helpers import LONG, record_live_regions, said_so, skip_prediction
 
-LONG = 240_000  # ms: the engine worker may be starting, and this machine is shared
 # settings no other browser test uses: its points are measured here, not found in the cache
 KNOB = "/app?lesson=knob&batch_size=4&prompt_len=24&new_tokens=8"
 

@@ -11,32 +11,7 @@ import re
 
 from a11y_audit import assert_accessible
 from playwright.sync_api import expect
-from ui_helpers import page_text, skip_prediction
-
-LONG = 120_000  # ms: the first job of a session may wait for the engine worker to start
-
-# The data of a named Bokeh ColumnDataSource in the page (BokehJS's own model, as drawn).
-SOURCE_JS = """(name) => {
-  for (const doc of Bokeh.documents) {
-    const model = doc.get_model_by_name(name);
-    if (model) {
-      const entries = model.data instanceof Map ? [...model.data] : Object.entries(model.data);
-      return Object.fromEntries(entries.map(([k, v]) => [k, Array.from(v)]));
-    }
-  }
-  return null;
-}"""
-
-
-def assert_clean(page, console) -> None:
-    assert "Traceback" not in page_text(page)
-    assert console.errors == []
-
-
-def source(page, name: str) -> dict:
-    data = page.evaluate(SOURCE_JS, name)
-    assert data is not None, f"no data source named {name!r} in the page"
-    return {k: list(v) for k, v in data.items()}
+from ui_helpers import LONG, assert_clean, page_text, skip_prediction, source
 
 
 def number_in(text: str, label: str) -> float:

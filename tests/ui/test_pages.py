@@ -7,7 +7,7 @@ import re
 
 import pytest
 from playwright.sync_api import expect
-from ui_helpers import page_text
+from ui_helpers import assert_clean
 
 from lessons.registry import LESSONS
 
@@ -24,11 +24,6 @@ PAGES = [
     ("/app?page=no-such-page", "There is no page called"),
 ]
 
-
-def assert_clean(page, console) -> None:
-    text = page_text(page)
-    assert "Traceback" not in text
-    assert console.errors == []
 
 
 @pytest.mark.parametrize("path, words", PAGES, ids=[p for p, _ in PAGES])

@@ -12,8 +12,9 @@ import time
 import urllib.request
 
 import pytest
-from conftest import STOP_S, served_app, sigint_ignored
+from helpers import seed_machine_setup
 from playwright.sync_api import expect
+from ui_helpers import STOP_S, served_app, sigint_ignored
 
 from bench.web.served_app import start_server, stop_server
 from lessons.registry import LESSONS
@@ -24,10 +25,11 @@ ACCENT = "rgb(31, 95, 139)"  # --accent in assets/app.css
 
 
 @pytest.fixture(scope="session")
-def plain_url(tmp_path_factory):
+def plain_url(tmp_path_factory, machine_setup):
     """Session-scoped: pytest runs the browser test below with every other browser test and the
     other one later, and a module fixture would serve the app once for each."""
-    with served_app(tmp_path_factory) as url:  # no option but the address
+    cache = seed_machine_setup(machine_setup, tmp_path_factory.mktemp("cache"))
+    with served_app(tmp_path_factory, cache=cache) as url:  # no option but the address
         yield url
 
 
@@ -59,11 +61,12 @@ def test_plain_panel_serve_is_styled_without_errors(page, console, plain_url):
     assert console.errors == []
 
 
-def test_ctrl_c_stops_the_app_and_its_engine_worker_within_seconds(tmp_path):
+def test_ctrl_c_stops_the_app_and_its_engine_worker_within_seconds(tmp_path, machine_setup):
     """A teacher's Ctrl-C on the class command (bench/web/served_app.start_server, as the README
     runs it) once a page has started the engine worker: the server exits cleanly within STOP_S
     (about a second here), and its worker with it, nothing left holding the KV pool."""
-    proc, url = start_server(str(tmp_path / "cache"), log=tmp_path / "server.log")
+    cache = seed_machine_setup(machine_setup, tmp_path / "cache")
+    proc, url = start_server(str(cache), log=tmp_path / "server.log")
     try:
         worker = ready_worker(url)
         ignored = sigint_ignored(proc.pid)  # as this process had it, if ever so

@@ -19,10 +19,10 @@ import sys
 from urllib.parse import unquote, urlparse
 
 import pytest
-from conftest import ROOT
 from playwright.sync_api import expect
 from ui_helpers import page_text
 
+from bench.web.served_app import ROOT
 from lessons.export import rewrite_links
 from lessons.knob import PROSE, QUESTIONS
 from lessons.registry import LESSONS, lesson_class
@@ -35,7 +35,7 @@ SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons
     "three-schedules": "requests=6&rate=40",  # max batch 4: the prediction asks about it
     "roofline": "preset=tiny&max_batch=2&max_prompt=64",
     "chunked-prefill": "requests=4&output_len=64&long_prompt=1536&chunk_size=128",
-    "slo-goodput": "points=2&requests=6&max_rate=8&runs=2",
+    "slo-goodput": "points=2&requests=6&max_rate=64&runs=2",
     "prefix-cache": "shared_prefix=512&requests=3",
     "quantization": "preset=tiny",
     "speculative": "k=3&batch_size=1",

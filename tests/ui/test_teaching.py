@@ -8,9 +8,8 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import expect
-from ui_helpers import page_text
+from ui_helpers import LONG, page_text
 
-LONG = 120_000
 # Settings no other browser test uses, so this lesson's points are not in the cache yet.
 KNOB = "/app?lesson=knob&preset=tiny&batch_size=8&prompt_len=24&new_tokens=6"
 CHECK, SOURCE = 8, 9  # the points table's disturbance check and source columns

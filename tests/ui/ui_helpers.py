@@ -1,8 +1,20 @@
-"""Helpers shared by the browser tests: page text through shadow DOMs, console errors."""
+"""Helpers shared by the browser tests: serving the app in a subprocess, page text through
+shadow DOMs, console errors, live regions. A plain module: tests import it by name, never a
+conftest."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
 from bench.web.served_app import PAGE_TEXT_JS as TEXT_JS  # the benches read a page's text alike
+from bench.web.served_app import ROOT, free_port, wait_for_http
+from bench.web.served_app import stop_server as stop
 
 
 class ConsoleLog:
@@ -15,9 +27,38 @@ class ConsoleLog:
         page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
 
 
-
 def page_text(page_or_frame) -> str:
     return page_or_frame.evaluate(TEXT_JS, None)
+
+
+# How long a browser test waits for a measurement (ms): the first job of a session may wait for
+# the engine worker to start, and a CI machine is shared. A bound for a stuck page, not a timing.
+LONG = 240_000
+
+# The data of a named Bokeh ColumnDataSource in the page (BokehJS's own model, as drawn).
+SOURCE_JS = """(name) => {
+  for (const doc of Bokeh.documents) {
+    const model = doc.get_model_by_name(name);
+    if (model) {
+      const entries = model.data instanceof Map ? [...model.data] : Object.entries(model.data);
+      return Object.fromEntries(entries.map(([k, v]) => [k, Array.from(v)]));
+    }
+  }
+  return null;
+}"""
+
+
+def source(page, name: str) -> dict[str, list]:
+    """The columns of the page's data source named `name`; fails if there is none."""
+    data = page.evaluate(SOURCE_JS, name)
+    assert data is not None, f"no data source named {name!r} in the page"
+    return {k: list(v) for k, v in data.items()}
+
+
+def assert_clean(page, console) -> None:
+    """No traceback in the page's text and no console error."""
+    assert "Traceback" not in page_text(page)
+    assert console.errors == []
 
 
 def element_text(locator) -> str:
@@ -90,3 +131,64 @@ SKIP_PREDICTION = "Skip the prediction and measure"
 def skip_prediction(page_or_frame) -> None:
     """A lesson measures nothing fresh until the reader predicts or skips: skip."""
     page_or_frame.get_by_role("button", name=SKIP_PREDICTION).click()
+
+
+STOP_S = 5.0  # a served app stops within this long of Ctrl-C (it takes about a second)
+
+
+def stop_promptly(proc: subprocess.Popen, what: str) -> None:
+    """Stop a served process with Ctrl-C (bench/web/served_app.py); a warning in the run's summary
+    if it took more than STOP_S, saying whether SIGINT was ignored or blocked in it (a process
+    inherits either from whatever started it), so a slow session teardown names its cause. A
+    warning, not an error: the session's last test would be charged with it."""
+    ignored = sigint_ignored(proc.pid)
+    took = stop(proc)
+    if took > STOP_S:
+        warnings.warn(f"{what} (pid {proc.pid}) took {took:.1f} s to stop after Ctrl-C, not "
+                      f"{STOP_S:.0f}; SIGINT ignored or blocked in it: {ignored}", stacklevel=2)
+
+
+def sigint_ignored(pid: int) -> bool | None:
+    """Whether a process ignores or blocks SIGINT (its /proc status's SigIgn and SigBlk masks,
+    both inherited through fork and exec); None if it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    masks = [int(line.split()[1], 16) for line in status.splitlines()
+             if line.startswith(("SigIgn:", "SigBlk:"))]
+    return any(mask >> (signal.SIGINT - 1) & 1 for mask in masks)
+
+
+def die_with_parent() -> None:
+    """In the server's process: get SIGTERM when pytest dies, even killed by a timeout, so no
+    orphaned server (and its engine worker, holding the KV pool) outlives the test run."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@contextmanager
+def served_app(tmp_path_factory, *options: str, cache: Path | None = None):
+    """`panel serve app.py --address 127.0.0.1 --port P <options>` in a subprocess with a private
+    cache (`cache`, or a new one): yields its http://localhost:P (Bokeh's default websocket
+    origin); stopped afterwards, its log shown if it holds a traceback."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("app") / "server.log"
+    env = {**os.environ, "LLM_SPEED_CACHE": str(cache or tmp_path_factory.mktemp("cache"))}
+    cmd = [sys.executable, "-m", "panel", "serve", "app.py",
+           "--address", "127.0.0.1", "--port", str(port),
+           *[o.replace("{port}", str(port)) for o in options]]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=die_with_parent)
+    url = f"http://localhost:{port}"
+    try:
+        wait_for_http(f"{url}/app", proc)
+        yield url
+    finally:
+        stop_promptly(proc, f"panel serve app.py {' '.join(options)}".rstrip())
+        text = log.read_text()
+        if "Traceback" in text:
+            sys.stderr.write(f"server log with a traceback:\n{text[-4000:]}\n")

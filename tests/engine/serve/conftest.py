@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import httpx
-
-from tests.conftest import SERVER_MAX_BATCH as MAX_BATCH  # noqa: F401 (the tests' import)
+from helpers import SERVER_MAX_BATCH as MAX_BATCH  # noqa: F401 (the tests' import)
 
 
 def stats(server) -> dict:

@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+from run_checks import tiny_engine_with_budget
 
 from engine.cli.main import main
 from engine.scheduler import SchedulerConfig
@@ -17,7 +18,6 @@ from engine.serve.loop import run
 from engine.serve.workload import WorkloadSpec, make_workload
 from engine.speculative import ModelDraft, NgramDraft, SpeculativeDecoder
 from tests.engine.serve.test_serving import assert_same_greedy_output
-from tests.engine.test_scheduler import tiny_engine
 
 
 def check_traces(result, requests) -> None:
@@ -35,7 +35,7 @@ def check_traces(result, requests) -> None:
 
 @pytest.fixture(scope="module")
 def engine():
-    return tiny_engine(16 * 2**20)
+    return tiny_engine_with_budget(16 * 2**20)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_speculative_run_writes_the_plain_runs_text(engine, requests, plain, met
 
 
 def test_speculation_waits_for_kv_room_and_keeps_the_text(requests, plain):
-    small = tiny_engine(20 * 16 * 3072)  # 20 blocks: too few for every proposal, preemptions
+    small = tiny_engine_with_budget(20 * 16 * 3072)  # 20 blocks: too few for every proposal, preemptions
     spec = SpeculativeDecoder(small, NgramDraft(), 4)
     config = SchedulerConfig("continuous", 8, chunk_size=32)
     result = run(small, requests, config, speculative=spec)
