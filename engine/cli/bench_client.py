@@ -120,13 +120,15 @@ def add_result_options(p) -> None:
 
 def requests_for(args) -> int:
     """--requests, or with --duration-s alone enough arrivals to outlast it: half as many
-    again as the rate gives in that time, or DURATION_REQUESTS when no rate bounds them."""
+    again as the highest rate asked for gives in that time, or DURATION_REQUESTS when no rate
+    bounds them."""
     if args.requests is not None:
         return args.requests
     if args.duration_s is None:
         return 32
-    if args.workload in ("poisson", "gamma") and math.isfinite(args.rate):
-        expected = args.rate * (args.duration_s + args.ramp_up_s / 2)
+    rate = max(args.rate)
+    if args.workload in ("poisson", "gamma") and math.isfinite(rate):
+        expected = rate * (args.duration_s + args.ramp_up_s / 2)
         return min(DURATION_REQUESTS, math.ceil(1.5 * expected) + 16)
     return DURATION_REQUESTS
 
