@@ -113,3 +113,14 @@ def reset_panel_state():
 
     pn.state.reset()
     pn.state.clear_caches()
+
+
+def run_coroutine(coro):
+    """asyncio.run(coro) in a thread of its own: Playwright's sync API keeps an event loop
+    running in the main thread for the whole session once a browser test has run, and
+    asyncio.run refuses to start beside it."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -176,7 +176,7 @@ def test_knob_works_from_disk_in_detail(site, page, console):
     expect(page.get_by_text("Two lines, one knob").first).to_be_visible(timeout=60_000)
     text = words(page)
     # the default view's points (batch 8, 4 and 1) in the curve's table, in tokens/s
-    assert re.search(r"Points measured so far, tiny preset", text)
+    assert re.search(r"Points measured so far, mini preset", text)
     for batch in (1, 4, 8):
         assert re.search(rf"\b{batch}\s+[\d,]+\s", text), f"batch {batch} row"
     assert page.locator("canvas").count() >= 2  # the curve and the frontier chart, drawn

@@ -10,6 +10,7 @@ import gc
 import logging
 
 import pytest
+from helpers import run_coroutine
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 from tornado.web import Application
@@ -50,7 +51,7 @@ def _never_retrieved(caplog) -> list[logging.LogRecord]:
 
 def _drop_write(caplog) -> list[logging.LogRecord]:
     with caplog.at_level(logging.ERROR, logger="asyncio"):
-        asyncio.run(_write_then_close())
+        run_coroutine(_write_then_close())
         gc.collect()
     return _never_retrieved(caplog)
 
@@ -88,7 +89,7 @@ def test_with_the_filter_it_is_not_logged_and_other_lost_exceptions_still_are(
         await asyncio.sleep(0.01)
 
     with caplog.at_level(logging.ERROR, logger="asyncio"):
-        asyncio.run(let_go())
+        run_coroutine(let_go())
         gc.collect()
     records = _never_retrieved(caplog)
     assert len(records) == 1 and isinstance(records[0].exc_info[1], ValueError)
