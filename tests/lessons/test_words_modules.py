@@ -36,6 +36,11 @@ def test_the_lesson_draws_its_words_from_its_words_module(concept):
     view = __import__(module, fromlist=["_"])
     for name in ("OBJECTIVES", "PREDICTION", "TAKEAWAY", "INSTRUCTOR", "QUESTIONS"):
         assert getattr(view, name) is getattr(words, name), (concept, name)
+    (info,) = [i for i in LESSONS if i.view.partition(":")[0] == module]
+    page = getattr(view, info.view.partition(":")[2])  # the lesson class draws them
+    assert page.objectives == words.OBJECTIVES and page.questions == words.QUESTIONS
+    assert page.prediction == words.PREDICTION and page.takeaway == words.TAKEAWAY
+    assert page.instructor == words.INSTRUCTOR
     tree = ast.parse((ROOT / "lessons" / f"{concept}.py").read_text())
     defined = {t.id for node in tree.body if isinstance(node, ast.Assign)
                for t in node.targets if isinstance(t, ast.Name)}
