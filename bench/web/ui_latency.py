@@ -134,6 +134,20 @@ def summarize(samples: list[float], target: float) -> dict:
             "met": bool(samples) and max(samples) <= target}
 
 
+def move_over_new_points(browser, url: str, bench, samples: int, kind: str) -> dict:
+    """A reader's session releases the knob at the `samples` batch sizes above START_BATCH, one
+    after another, each round printed; the release-to-point times against the kind's target."""
+    context, page = open_knob(browser, url, START_BATCH)
+    times = []
+    for i in range(samples):
+        batch = START_BATCH + 1 + i
+        times.append(release_at_next(page, batch, 60_000))
+        bench.round({kind: batch, "ms": round(times[-1], 1)})
+        wait_idle(page, batch)
+    context.close()
+    return summarize(times, TARGETS_MS[kind])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=3, help="slider moves per kind of point")
@@ -169,25 +183,11 @@ def main(argv: list[str] | None = None) -> int:
                                       for slug, s in samples.items()}
             results["interactive_first_view_ms"] = cold
             # reader A: a fresh session; every release lands on a batch size nobody measured
-            context_a, page_a = open_knob(browser, url, START_BATCH)
-            uncached = []
-            for i in range(args.samples):
-                batch = START_BATCH + 1 + i
-                uncached.append(release_at_next(page_a, batch, 60_000))
-                bench.round({"uncached_point": batch, "ms": round(uncached[-1], 1)})
-                wait_idle(page_a, batch)
-            context_a.close()
-            results["uncached_point"] = summarize(uncached, TARGETS_MS["uncached_point"])
+            results["uncached_point"] = move_over_new_points(browser, url, bench, args.samples,
+                                                             "uncached_point")
             # reader B: another session moves over the points A measured (the service's cache)
-            context_b, page_b = open_knob(browser, url, START_BATCH)
-            cached = []
-            for i in range(args.samples):
-                batch = START_BATCH + 1 + i
-                cached.append(release_at_next(page_b, batch, 60_000))
-                bench.round({"cached_point": batch, "ms": round(cached[-1], 1)})
-                wait_idle(page_b, batch)
-            context_b.close()
-            results["cached_point"] = summarize(cached, TARGETS_MS["cached_point"])
+            results["cached_point"] = move_over_new_points(browser, url, bench, args.samples,
+                                                           "cached_point")
             version = browser.version
             browser.close()
     finally:
