@@ -6,7 +6,9 @@ a tenant flooding the interactive lane, and with a token bucket per tenant. Per 
 (batch, the chat users, the flooding tenant): TTFT P50 and P99 with counts and 95% intervals,
 and the batch job's output tokens per second (engine.calc.traffic).
 
-URL: chat_rate: /app?lesson=traffic-classes&chat_rate=5
+URL: chat_rate, chat_requests, batch_requests:
+/app?lesson=traffic-classes&chat_rate=5&chat_requests=20&batch_requests=6 (the flooding tenant
+sends as many requests as the chat users together)
 
 The lesson's words are in lessons/words/traffic_classes.py; this module is its view.
 """
@@ -165,6 +167,8 @@ class TrafficClassesLesson(LessonPage):
 
     chat_rate = param.Number(default=5.0, bounds=(1.0, 20.0), step=1.0,
                              label="Chat requests per second")
+    chat_requests = param.Integer(default=20, bounds=(4, 60), label="Chat requests")
+    batch_requests = param.Integer(default=6, bounds=(1, 12), label="Summaries in the batch job")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -178,7 +182,8 @@ class TrafficClassesLesson(LessonPage):
                                      self.download_header, "Every group of every run")
 
     def run_params(self) -> dict:
-        return {"chat_rate": float(self.chat_rate)}
+        return {"chat_rate": float(self.chat_rate), "chat_requests": self.chat_requests,
+                "batch_requests": self.batch_requests, "flood_requests": self.chat_requests}
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
@@ -216,7 +221,7 @@ class TrafficClassesLesson(LessonPage):
                  + " ".join(line.removeprefix("- ").replace("**", "")
                             for line in verdict_lines(f)))
 
-    @param.depends("chat_rate", watch=True)
+    @param.depends("chat_rate", "chat_requests", "batch_requests", watch=True)
     def _settings_changed(self) -> None:
         if self.started:
             self.start()
@@ -240,8 +245,14 @@ class TrafficClassesLesson(LessonPage):
                                    "throughput_tok_s = output_tokens / span_s")
 
     def body(self) -> list:
-        control = pn.widgets.FloatSlider.from_param(self.param.chat_rate, throttled=True,
-                                                    sizing_mode="stretch_width")
+        control = pn.Row(
+            pn.widgets.FloatSlider.from_param(self.param.chat_rate, throttled=True,
+                                              sizing_mode="stretch_width"),
+            pn.widgets.IntSlider.from_param(self.param.chat_requests, throttled=True,
+                                            sizing_mode="stretch_width"),
+            pn.widgets.IntSlider.from_param(self.param.batch_requests, throttled=True,
+                                            sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
         gpu = html_pane(f'<section class="on-a-gpu"><h2>On a GPU, and in real servers</h2>'
                         f"{GPU_TEXT}</section>")
         return [html_pane(INTRO), self.prediction_box, html_pane(SETUP), control,

@@ -57,10 +57,12 @@ def lesson(args=None):
 
 
 def test_it_asks_for_one_job_at_the_readers_chat_rate():
-    _, service = lesson({"chat_rate": [b"8"]})
+    _, service = lesson({"chat_rate": [b"8"], "chat_requests": [b"6"]})
     (job,) = service.submitted
     assert job.kind == "traffic_classes" and job.params["chat_rate"] == 8.0
-    assert TrafficClassesLesson.warm_jobs() == [("traffic_classes", {"chat_rate": 5.0})]
+    assert job.params["chat_requests"] == job.params["flood_requests"] == 6
+    ((kind, params),) = TrafficClassesLesson.warm_jobs()
+    assert kind == "traffic_classes" and params["chat_requests"] == 20
 
 
 def test_the_page_draws_each_group_and_what_lanes_and_the_quota_change():
