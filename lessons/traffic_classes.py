@@ -15,6 +15,7 @@ The lesson's words are in lessons/words/traffic_classes.py; this module is its v
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import panel as pn
@@ -141,6 +142,15 @@ def table_html(stats: dict[str, dict[str, ClassStats]]) -> str:
             f"</caption><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
+def settings_html(result: TrafficClassesResult) -> str:
+    """The classes each run was served with, as `python -m engine run --classes` takes them."""
+    return (f'<p class="traffic-settings">The lanes, as the engine\'s <code>--classes</code> '
+            f"option gives them: <code>{html.escape(result.lanes)}</code>; with the quota "
+            f"(tenant_rate in tokens per second, tenant_burst in tokens): "
+            f"<code>{html.escape(result.quota)}</code>. {result.max_batch} slots, prefill "
+            f"chunks of {result.chunk_size} tokens, the {html.escape(result.preset)} model.</p>")
+
+
 def verdict_lines(f: Findings) -> list[str]:
     lines = []
     (fifo, lanes), (b_fifo, b_lanes), (flood, quota) = f.chat_p99, f.batch_tok_s, f.flooded_p99
@@ -209,7 +219,7 @@ class TrafficClassesLesson(LessonPage):
         self.result = event.result
         self.stats = {r.name: run_stats(r) for r in event.result.runs}
         f = findings(self.stats)
-        self.table.object = table_html(self.stats)
+        self.table.object = table_html(self.stats) + settings_html(event.result)
         self.verdict.object = "\n".join(verdict_lines(f))
         outcome = prediction_outcome(f)
         if outcome is not None:

@@ -76,6 +76,7 @@ def test_the_page_draws_each_group_and_what_lanes_and_the_quota_change():
     table = page.table.object
     assert table.count("<tr>") == 1 + 2 + 2 + 3 + 3  # flood runs add the flooding tenant
     assert "flooding tenant" in table and "\u2020" in table  # 4 requests cannot bound a P99
+    assert "<code>interactive:tenant_rate=150;batch</code>" in table
     verdict = page.verdict.object
     assert "What the chat users gain" in verdict and "What the quota protects" in verdict
     # same batch throughput both ways: "About the same"
