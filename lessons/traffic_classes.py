@@ -7,7 +7,7 @@ a tenant flooding the interactive lane, and with a token bucket per tenant. Per 
 and the batch job's output tokens per second (engine.calc.traffic).
 
 URL: chat_rate, chat_requests, batch_requests:
-/app?lesson=traffic-classes&chat_rate=5&chat_requests=20&batch_requests=6 (the flooding tenant
+/app?lesson=traffic-classes&chat_rate=5&chat_requests=16&batch_requests=4 (the flooding tenant
 sends as many requests as the chat users together)
 
 The lesson's words are in lessons/words/traffic_classes.py; this module is its view.
@@ -177,8 +177,8 @@ class TrafficClassesLesson(LessonPage):
 
     chat_rate = param.Number(default=5.0, bounds=(1.0, 20.0), step=1.0,
                              label="Chat requests per second")
-    chat_requests = param.Integer(default=20, bounds=(4, 60), label="Chat requests")
-    batch_requests = param.Integer(default=6, bounds=(1, 12), label="Summaries in the batch job")
+    chat_requests = param.Integer(default=16, bounds=(4, 60), label="Chat requests")
+    batch_requests = param.Integer(default=4, bounds=(1, 12), label="Summaries in the batch job")
 
     def __init__(self, **params):
         super().__init__(**params)

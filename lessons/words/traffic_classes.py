@@ -77,8 +77,9 @@ TAKEAWAY = check_takeaway((
 INSTRUCTOR = InstructorNotes(
     minutes=20,
     timing="Four real runs of one mixed workload (chat requests beside a batch job of long "
-           "summaries, then a flooding tenant); each takes seconds on a CPU, the whole job "
-           "less than a minute (the numbers below give this machine's).",
+           "summaries, then a flooding tenant), one after the other in one job; each run lasts "
+           "at least as long as its arrivals (the chat requests over the chat rate). Warm the "
+           "cache before class (python -m lessons.warm).",
     misconceptions=(
         "\"Priority makes the batch job much slower\": chat requests are short; the batch job "
         "loses only the slots and steps they take, and the lanes' limit on batch slots.",

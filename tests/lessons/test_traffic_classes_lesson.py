@@ -62,7 +62,7 @@ def test_it_asks_for_one_job_at_the_readers_chat_rate():
     assert job.kind == "traffic_classes" and job.params["chat_rate"] == 8.0
     assert job.params["chat_requests"] == job.params["flood_requests"] == 6
     ((kind, params),) = TrafficClassesLesson.warm_jobs()
-    assert kind == "traffic_classes" and params["chat_requests"] == 20
+    assert kind == "traffic_classes" and params["chat_requests"] == 16
 
 
 def test_the_page_draws_each_group_and_what_lanes_and_the_quota_change():
