@@ -20,6 +20,11 @@ StepPlan before every step (None: nothing to run now), runs the plan on the engi
   their first chunk. Chunks are at most --chunk-size tokens; --chunk-size 0 prefills a whole
   prompt in one step (the stall lesson 7 shows).
 
+With traffic classes (SchedulerConfig.traffic, continuous only), each arriving request is
+classified into a lane (engine/traffic.py: it may be refused there, with a reason) and admission
+takes the waiting request the class policy picks instead of the oldest; without them the queue
+is one first-come-first-served line, as above.
+
 With prefix caching on (EngineConfig.prefix_caching), a request admitted from the queue first
 takes the cached blocks its prompt starts with, and its first chunk starts after them.
 
@@ -40,6 +45,7 @@ from .config import POLICIES
 from .errors import ConfigError
 from .llm_engine import LLMEngine
 from .sequence import Sequence
+from .traffic import TrafficPolicy, TrafficState
 
 DEFAULT_TOKEN_BUDGET = 512
 DEFAULT_CHUNK_SIZE = 256
@@ -55,6 +61,7 @@ class SchedulerConfig:
     timeout_ms: float = 50.0
     chunk_size: int = DEFAULT_CHUNK_SIZE  # 0: prefill each prompt whole, in one step
     max_tokens_per_step: int | None = None  # None: 512 (or more), no limit with chunk_size 0
+    traffic: TrafficPolicy | None = None  # None: one FIFO queue (engine/traffic.py)
 
     @property
     def token_budget(self) -> int | None:
@@ -84,9 +91,18 @@ class SchedulerConfig:
             if budget < self.max_batch:
                 raise ConfigError(f"max tokens per step ({budget}) must be at least max batch "
                                   f"({self.max_batch}), so every running sequence can decode")
+        if self.traffic is not None:
+            if self.policy != "continuous":
+                raise ConfigError("traffic classes need the continuous policy")
+            self.traffic.validate()
 
     def to_json(self) -> dict:
-        return {**asdict(self), "token_budget": self.token_budget}
+        out = {**asdict(self), "token_budget": self.token_budget}
+        if self.traffic is None:  # runs without classes keep their JSON as it was
+            del out["traffic"]
+        else:
+            out["traffic"] = self.traffic.to_json()
+        return out
 
 
 @dataclass
@@ -124,10 +140,26 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.arrival_s: dict[int, float] = {}
+        self.traffic = TrafficState(config.traffic) if config.traffic is not None else None
 
-    def add(self, seq: Sequence, arrival_s: float) -> None:
+    def add(self, seq: Sequence, arrival_s: float, traffic_class: str | None = None,
+            tenant: str | None = None) -> str | None:
+        """A request arrives and waits. With traffic classes it may be refused instead: the
+        one-line reason is returned (None: it waits)."""
+        if self.traffic is not None:
+            tag = self.traffic.arrive(seq.id, traffic_class, tenant, len(seq.prompt_ids),
+                                      seq.max_new_tokens, [s.id for s in self.waiting])
+            if isinstance(tag, str):
+                return tag
         self.arrival_s[seq.id] = arrival_s
         self.waiting.append(seq)
+        return None
+
+    def traffic_class(self, seq_id: int) -> str | None:
+        """The lane a request runs in (None without traffic classes)."""
+        if self.traffic is None or seq_id not in self.traffic.tags:
+            return None
+        return self.traffic.tags[seq_id].traffic_class
 
     @property
     def has_work(self) -> bool:
@@ -147,6 +179,8 @@ class Scheduler:
         self.running.remove(seq)
         self.engine.release(seq)
         self.arrival_s.pop(seq.id, None)
+        if self.traffic is not None:
+            self.traffic.forget(seq.id)
 
     def abort(self, seq: Sequence) -> None:
         """Drop a sequence between steps wherever it is (its client went away): waiting, or
@@ -157,6 +191,8 @@ class Scheduler:
         if seq in self.waiting:
             self.waiting.remove(seq)
         self.arrival_s.pop(seq.id, None)
+        if self.traffic is not None:
+            self.traffic.forget(seq.id)
 
     def release_all(self) -> None:
         """Give every block back (end of a run, normal or not)."""
@@ -234,6 +270,12 @@ class ContinuousScheduler(Scheduler):
             return left if left <= budget else 0
         return int(min(size, left, budget))
 
+    def next_wakeup(self) -> float | None:
+        """With traffic classes: when a quota's bucket lets a waiting request in."""
+        if self.traffic is None or not self.waiting:
+            return None
+        return self.traffic.next_ready([s.id for s in self.waiting])
+
     def schedule(self, now: float, more_coming: bool) -> StepPlan | None:
         plan = StepPlan()
         budget = self.config.token_budget or float("inf")
@@ -262,20 +304,33 @@ class ContinuousScheduler(Scheduler):
                 else:
                     plan.prefill.append((seq, n))
         if not plan.preempted or plan.empty:  # blocks are short: admitting would thrash
-            self._admit(plan, budget)
+            self._admit(plan, budget, now)
         return None if plan.empty else plan
 
-    def _admit(self, plan: StepPlan, budget: float) -> None:
-        """Waiting requests into free slots, in queue order, while budget and blocks last.
-        Admission never preempts: a request that does not fit waits (and so does everyone
-        behind it, first come first served)."""
+    def _next_waiting(self, now: float) -> Sequence | None:
+        """The request admission considers next: the oldest, or the one the traffic classes
+        pick (None: every waiting request must wait for now)."""
+        if self.traffic is None:
+            return self.waiting[0]
+        picked = self.traffic.pick([s.id for s in self.waiting],
+                                   [s.id for s in self.running], now)
+        return next((s for s in self.waiting if s.id == picked), None)
+
+    def _admit(self, plan: StepPlan, budget: float, now: float = 0.0) -> None:
+        """Waiting requests into free slots, in queue order (or the traffic classes' order),
+        while budget and blocks last. Admission never preempts: a request that does not fit
+        waits (and so does everyone behind it, first come first served)."""
         while self.waiting and len(self.running) < self.config.max_batch and budget > 0:
-            seq = self.waiting[0]
+            seq = self._next_waiting(now)
+            if seq is None:
+                return
             cached = self.engine.blocks.cached_prefix(seq)  # 0 unless prefix caching hits
             n = self.chunk(seq, budget, cached)
             if n == 0 or not self.engine.reserve(seq, n, cached):
                 return
-            self.waiting.popleft()
+            self.waiting.remove(seq)
+            if self.traffic is not None:
+                self.traffic.admit(seq.id, now)
             self.running.append(seq)
             plan.admitted.append(seq)
             plan.prefill.append((seq, n))

@@ -90,6 +90,12 @@ LESSONS: tuple[LessonInfo, ...] = (
         "million tokens they give for your arrival rate, and a load test at the planned rate "
         "that checks the plan.",
         "lessons.capacity:CapacityLesson"),
+    LessonInfo(
+        "traffic-classes", 16, "Two kinds of traffic, one server",
+        "Chat requests beside a batch job of long summaries, served in one queue, in lanes, "
+        "and under a flooding tenant with and without a quota: each group's time to first "
+        "token and the batch job's tokens per second.",
+        "lessons.traffic_classes:TrafficClassesLesson"),
 )
 
 _BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}

@@ -20,6 +20,7 @@ from ..serve.metrics import Metrics
 from ..serve.perfetto import write_trace
 from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload
 from ..speculative import SpeculativeDecoder, make_draft
+from ..traffic_mix import BATCH, FLOOD_TENANT, INTERACTIVE, MixSpec, make_mix
 from .common import (
     add_speculative_options,
     add_trace_out,
@@ -28,6 +29,7 @@ from .common import (
     make_engine,
     weight_format,
 )
+from .traffic_options import MIX, add_traffic_options, class_table, mix_from_args, traffic_from_args
 
 
 # ---- argument types: the checks job parameters get (engine.lab.params), on a flag's text ------
@@ -118,7 +120,7 @@ def add_run_parser(sub, add_engine_options) -> None:
     """Register `run` on the command line's subparsers."""
     p = sub.add_parser("run", help="serve a workload under a batching policy: trace and metrics")
     p.add_argument("--policy", required=True, choices=POLICIES)
-    add_workload_options(p)
+    add_workload_options(p, kinds=WORKLOADS + (MIX,))
     add_batch_options(p, "continuous: ")
     p.add_argument("--timeout-ms", type=non_negative("timeout"), default=50.0,
                    help="dynamic: launch when the oldest request waited this long (default 50)")
@@ -127,6 +129,7 @@ def add_run_parser(sub, add_engine_options) -> None:
                         "no limit with --chunk-size 0)")
     p.add_argument("--prefix-cache", choices=("on", "off"), default="off",
                    help="keep full KV blocks by their prefix and reuse them (default off)")
+    add_traffic_options(p)
     add_speculative_options(p)
     add_trace_out(p)
     add_engine_options(p)
@@ -152,13 +155,22 @@ def workload_from_args(args) -> WorkloadSpec:
 def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
     """The workload and scheduler settings, checked against each other and the preset's context
     (the checks that need no engine)."""
-    spec = workload_from_args(args)
+    spec = mix_from_args(args) if args.workload == MIX else workload_from_args(args)
     config = SchedulerConfig(
         policy=args.policy, max_batch=args.max_batch, timeout_ms=args.timeout_ms,
         chunk_size=args.chunk_size, max_tokens_per_step=args.max_tokens_per_step,
+        traffic=traffic_from_args(args),
     )
     config.validate()
     cfg = get_preset(args.preset)
+    if args.workload == MIX:
+        if spec.longest > cfg.context:
+            raise ConfigError(f"the mix's longest request ({spec.longest} tokens) exceeds the "
+                              f"{cfg.name} context of {cfg.context} positions")
+        if config.traffic is not None and not {INTERACTIVE, BATCH} <= set(config.traffic.names):
+            raise ConfigError(f"the mix tags its requests {INTERACTIVE!r} and {BATCH!r}: "
+                              f"--classes must name both")
+        return spec, config
     prompt, output = spec.longest_prompt, spec.longest_output
     if prompt + output > cfg.context:
         raise ConfigError(
@@ -171,7 +183,10 @@ def cmd_run(args) -> int:
 
     spec, config = specs_from_args(args)
     engine = make_engine(args)
-    requests = make_workload(spec, engine.tokenizer)
+    if args.workload == MIX:
+        requests = make_mix(spec, engine.tokenizer)
+    else:
+        requests = make_workload(spec, engine.tokenizer)
     speculative = None
     if args.speculative != "off":
         speculative = SpeculativeDecoder(engine, make_draft(args.speculative, engine),
@@ -189,6 +204,8 @@ def cmd_run(args) -> int:
         emit_json(result.to_json())
         return 0
     print(summary_table(result.metrics, describe(args, spec, engine)))
+    if args.workload == MIX or config.traffic is not None:
+        print("\n" + class_table(result.to_json()["requests"]))
     if "prefix_cache" in result.extra:
         print(prefix_cache_line(result.extra["prefix_cache"]))
     if speculative is not None:
@@ -215,6 +232,16 @@ def prefix_cache_line(stats: dict) -> str:
 def describe(args, spec: WorkloadSpec, engine) -> str:
     weights = "trained" if engine.model_config.weights == "trained" else \
         "random weights: timing only"
+    if isinstance(spec, MixSpec):
+        lanes = "one FIFO queue" if args.classes is None else \
+            f"classes {args.classes} ({args.class_order})"
+        flood = f", {spec.flood_requests} from {FLOOD_TENANT!r} at {spec.flood_rate:g}/s" \
+            if spec.flood_requests else ""
+        weights += ", int8 weights" if weight_format(engine) else ""
+        return (f"{args.policy} batching (max batch {args.max_batch}), {lanes} - mix workload: "
+                f"{spec.chat_requests} chat requests at {spec.chat_rate:g}/s, a batch job of "
+                f"{spec.batch_requests}{flood} - {engine.model_config.name} ({weights}) on "
+                f"{engine.device}")
     what = {"poisson": f"rate {args.rate:g}/s", "gamma": f"rate {args.rate:g}/s, "
             f"burstiness {spec.burstiness:g}", "fixed": f"concurrency {spec.concurrency}",
             "interference": f"+ {spec.long_prompt_len}-token prompt at {spec.long_at_s:g} s"}

@@ -151,7 +151,7 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,
      "chunked": 8.0, "load_test": 18.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 30.0,
-     "int8_point": 1.0, "int8_quality": 12.0}
+     "int8_point": 1.0, "int8_quality": 12.0, "traffic_classes": 30.0}
 
 
 
@@ -359,6 +359,21 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "per_doubling loads a doubling, a load tried again (up to repeats) while its interval "
         "straddles a target; a \"step\" event with each load as it is judged.", size="load",
         bounds=(Bound(B["capacity_search"], {}, "lesson 8's capacity search at its defaults"),)),
+    _spec("traffic_classes", "engine.lab.jobs.traffic:traffic_classes_job", {
+        **ENGINE, "chat_requests": Int(16, lo=1, hi=500), "chat_rate": Float(5.0, lo=0.05, hi=100.0),
+        "chat_prompt": Lengths([16, 48], hi=512), "chat_output": Lengths([8, 16], hi=256),
+        "users": Int(4, lo=1, hi=64), "batch_requests": Int(4, lo=0, hi=64),
+        "batch_prompt": Lengths([384, 512], hi=1536), "batch_output": Lengths([24, 40], hi=256),
+        "flood_requests": Int(16, lo=0, hi=500), "flood_rate": Float(10.0, lo=0.05, hi=200.0),
+        "max_prompt": Int(256, lo=1, hi=2047), "batch_max_running": Int(2, lo=1, hi=256),
+        "tenant_rate": Float(150.0, lo=1.0, hi=1e6), "tenant_burst": Float(400.0, lo=1.0, hi=1e7),
+        "max_batch": Int(4, lo=1, hi=256), "chunk_size": Int(128, lo=0, hi=2048), **SEED},
+        results.TrafficClassesResult,
+        "Chat requests beside a batch job of long summaries, served four ways in turn: one FIFO "
+        "queue, an interactive lane over a batch lane, the lanes under a flooding tenant, and "
+        "the same with a token bucket per tenant (lesson 16).", size="load",
+        bounds=(Bound(B["traffic_classes"], {}, "lesson 16's four runs at their defaults"),),
+        pausable=True),
 )}
 
 

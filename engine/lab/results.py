@@ -160,6 +160,10 @@ class RequestRecord(Record):
     token_s: list[float]
     preemptions: int
     size: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    # traffic classes (engine/traffic.py): the lane it ran in, its tenant, why it was refused
+    traffic_class: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    tenant: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    refused: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
@@ -817,12 +821,61 @@ class EndpointStreamResult(Record):
     first_error: str | None
 
 
+@dataclass(frozen=True)
+class MixSettings(Record):
+    """engine.traffic_mix.MixSpec: chat requests, a batch job, a flooding tenant."""
+
+    kind: str
+    chat_requests: int
+    chat_rate: float | str
+    chat_prompt: list[int]
+    chat_output: list[int]
+    users: int
+    batch_requests: int
+    batch_prompt: list[int]
+    batch_output: list[int]
+    flood_requests: int
+    flood_rate: float | str
+    seed: int
+
+
+@dataclass(frozen=True)
+class TrafficRun(Record):
+    """One way of serving the mix: "fifo", "lanes", "flood" or "quota"; classes is the
+    --classes text (None: one FIFO queue)."""
+
+    name: str
+    classes: str | None
+    flood_requests: int
+    duration_s: float
+    requests: list[RequestRecord]
+
+
+@dataclass(frozen=True)
+class TrafficClassesResult(Measured):
+    """The mix served one FIFO queue, with lanes, with a flood, with a quota (lesson 16)."""
+
+    job_kind: ClassVar[str] = "traffic_classes"
+    device: str
+    preset: str
+    weights: str
+    max_batch: int
+    chunk_size: int
+    workload: MixSettings
+    lanes: str
+    quota: str
+    runs: list[TrafficRun]
+
+    def run(self, name: str) -> TrafficRun:
+        return next(r for r in self.runs if r.name == name)
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
-    EndpointConcurrencyResult, EndpointStreamResult, SetupResult)}
+    EndpointConcurrencyResult, EndpointStreamResult, SetupResult, TrafficClassesResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:
@@ -832,3 +885,4 @@ def parse_result(kind: str, data: dict) -> Record:
     except KeyError:
         raise ResultError(f"no result record for job kind {kind!r}") from None
     return record.from_dict(data)
+

@@ -206,9 +206,16 @@ class EngineLoop:
             trace = RequestTrace(req.id, arrival_s, len(req.prompt_ids), req.output_len)
         trace.arrival_s = arrival_s
         decoder = IncrementalDecoder(engine.tokenizer) if self.stream_text else None
-        self.live[req.id] = _Live(seq, trace, decoder)
-        self.scheduler.add(seq, arrival_s)
         self.emit(RequestEvent("arrived", req.id, arrival_s))
+        refused = self.scheduler.add(seq, arrival_s, req.traffic_class, req.tenant)
+        # the lane it runs in (an oversized prompt's is the background), else the one it named
+        trace.traffic_class = self.scheduler.traffic_class(req.id) or req.traffic_class
+        trace.tenant = req.tenant
+        if refused is not None:  # its traffic class turned it away: it never runs
+            trace.refused = refused
+            self.emit(RequestEvent("refused", req.id, arrival_s))
+            return trace
+        self.live[req.id] = _Live(seq, trace, decoder)
         return trace
 
     def step(self, more_coming: bool) -> StepTrace | None:

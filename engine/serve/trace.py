@@ -32,6 +32,9 @@ class RequestTrace:
     preemptions: int = 0
     output_ids: list[int] = field(default_factory=list)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at first admission
+    traffic_class: str | None = None  # the lane it ran in (traffic classes only)
+    tenant: str | None = None
+    refused: str | None = None  # why its class refused it at arrival (it never ran)
 
     @property
     def finished(self) -> bool:
@@ -48,6 +51,8 @@ class RequestTrace:
             "output_len": self.output_len,
             "token_s": list(self.token_s),
             "preemptions": self.preemptions,
+            **({"traffic_class": self.traffic_class, "tenant": self.tenant,
+                "refused": self.refused} if self.traffic_class or self.refused else {}),
         }
 
 
@@ -102,7 +107,8 @@ class StepTrace:
 # ---- live events: what a listener receives while a run happens ------------------------------
 @dataclass
 class RequestEvent:
-    """A change in a request's state: "arrived", "admitted", "preempted" or "finished"."""
+    """A change in a request's state: "arrived", "admitted", "preempted", "finished" (or
+    "refused" by its traffic class)."""
 
     kind: str
     request_id: int

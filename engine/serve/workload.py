@@ -53,6 +53,8 @@ class Request:
     arrival_s: float | None = 0.0
     stop_at_eos: bool = False
     sampling: SamplingParams | None = None  # None: greedy
+    traffic_class: str | None = None  # its lane under traffic classes (engine/traffic.py)
+    tenant: str | None = None  # whose quota it draws on
 
 
 @dataclass

@@ -61,6 +61,10 @@ CHECKLIST: tuple[Step, ...] = (
          "Chat wants the largest batch whose latency still meets its SLO; overnight work wants "
          "the largest batch that fits and the lowest cost per token. Give each its own "
          "settings, or its own queue.", "slo-goodput", 8),
+    Step("Give each kind of traffic a lane and each tenant a quota",
+         "A queue per class with a priority and its own limits keeps short chat requests from "
+         "waiting behind long batch work; a token bucket per tenant keeps one client from "
+         "taking a lane.", "traffic-classes", 16),
 )
 
 INTRO = """

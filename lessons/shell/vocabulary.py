@@ -233,6 +233,31 @@ TERMS: tuple[Term, ...] = (
          "with the sum of all of them. Tensor parallelism needs two per layer of every step. In "
          "the ring algorithm each GPU sends 2 (t - 1) / t times the data for t GPUs, and each "
          "all-reduce also pays a fixed start-up time.", "", LATER),
+    # ---- traffic classes (lesson 16)
+    Term("Traffic class", "traffic-class",
+         "A kind of work a server keeps in a queue of its own (interactive chat, batch jobs, "
+         "offline work), with its own limits and a rule for which queue is served next.",
+         "Lesson 16 serves one mix in one queue and in an interactive and a batch lane.", BATCH),
+    Term("Admission control", "admission-control",
+         "The rules that decide whether and when a request enters the running batch: a cap on "
+         "running requests, on queue length, on prompt and output tokens, a rate limit. A "
+         "request over a cap is refused with a reason, or made to wait.",
+         "Each refusal is kept in the run's record with its reason.", BATCH),
+    Term("Head-of-line blocking", "head-of-line-blocking",
+         "A short request waiting behind long ones only because they came first: one "
+         "first-come-first-served queue for all kinds of work.",
+         "Lesson 16: the chat requests' TTFT tail in one queue against separate lanes.", BATCH),
+    Term("Tenant", "tenant",
+         "A customer, team or application whose requests share one server with others'; "
+         "quotas are set per tenant.", "", LOAD),
+    Term("Quota", "quota",
+         "How much of the server one tenant may use: requests or tokens per second (or per "
+         "minute, as the hosted APIs state them), enforced by a rate limiter.", "", LOAD),
+    Term("Token bucket", "token-bucket",
+         "A rate limiter: a bucket fills at a steady rate up to a burst size, and a request "
+         "goes only when the bucket holds its cost. Over any window of w seconds it lets "
+         "through at most rate x w + burst.",
+         "Lesson 16 charges prompt plus new tokens to each tenant's bucket at admission.", LOAD),
 )
 
 NOTES = """

@@ -110,6 +110,9 @@ def test_sweep_json():
     (["generate", "--prompt", "hi", "--speculative", "ngram", "--temperature", "0.7"],
      "greedily"),
     (["info", "--bogus"], "unrecognized"),
+    (["run", "--policy", "continuous", "--classes", "chat:speed=2"], "cannot read 'speed=2'"),
+    (["run", "--policy", "static", "--workload", "mix", "--classes",
+      "interactive;batch"], "need the continuous policy"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):
     out = run_engine(*args)
