@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .calc.experts import MoEShape, active_params
 from .calc.kv_math import element_bytes, kv_bytes
 from .errors import ConfigError
 
@@ -66,9 +67,8 @@ class ModelConfig:
     @property
     def active_params(self) -> int:
         """Parameters one token's step multiplies by: every one of a dense model's, and of an
-        MoE model all but the experts the router did not pick (top_k of them are)."""
-        unpicked = max(self.experts - self.top_k, 0)
-        return self.params - self.layers * unpicked * 3 * self.hidden * self.intermediate
+        MoE model all but the experts the router did not pick (calc.experts.active_params)."""
+        return active_params(MoEShape.of(self))
 
     def kv_bytes_per_token(self, element_size: int) -> int:
         """2 (K and V) x layers x KV heads x head dim x bytes per element (calc.kv_math)."""

@@ -9,9 +9,9 @@ import torch.nn.functional as F
 
 from engine.config import EngineConfig, get_preset
 from engine.llm_engine import LLMEngine
-from engine.model.matmul_plan import TUNED_ROWS, matmul_plan, save_step_plan
 from engine.model.model import LlamaModel, full_logits
 from engine.model.moe import MoE, experts_read, route
+from tests.engine.model.moe_plan import seed_step_plan
 
 CFG = get_preset("moe-tiny")
 
@@ -87,16 +87,6 @@ def test_moe_preset_shapes():
     assert dense.params * 4 > 2 * 32 * 2**20  # and the active part beyond it too
     model = LlamaModel(CFG)
     assert sum(p.numel() for p in model.parameters()) == CFG.params  # the tied table once
-
-
-def seed_step_plan() -> None:
-    """Keep the products' own plan as moe-tiny's whole-step plan on the torch backend, so the
-    engine's build skips weighing it in timed steps (tens of seconds on a loaded machine): the
-    tests here check what the engine computes, which no plan changes."""
-    weights = [m.weight.detach() for m in LlamaModel(CFG).planned_linears()]
-    products = matmul_plan(weights)
-    tuned = [products[rows - 1] for rows in TUNED_ROWS]
-    save_step_plan(weights, "torch", tuned, [0.001 * (i + 1) for i in range(len(TUNED_ROWS))])
 
 
 @pytest.fixture(scope="module")
