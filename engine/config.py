@@ -92,9 +92,6 @@ class ModelConfig:
             "weights": self.weights,
             "kv_bytes_per_token": self.kv_bytes_per_token(size),
             "weight_bytes": self.params * size,
-            "experts": self.experts,
-            "top_k": self.top_k,
-            "active_params": self.active_params,
         }
 
 
@@ -152,10 +149,14 @@ EXPERT_PRESETS: dict[str, ModelConfig] = {
         name="moe-mini-dense", layers=8, hidden=512, heads=8, kv_heads=2, head_dim=64,
         intermediate=1024, vocab=4096, context=2048, weights="random",
     ),
-    # Tiny shapes for the tests: 4 experts, top-2.
+    # Tiny shapes for the tests: 4 experts, top-2, and the dense model of its active size.
     "moe-tiny": ModelConfig(
         name="moe-tiny", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
         intermediate=96, vocab=4096, context=512, weights="random", experts=4, top_k=2,
+    ),
+    "moe-tiny-dense": ModelConfig(
+        name="moe-tiny-dense", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
+        intermediate=192, vocab=4096, context=512, weights="random",
     ),
 }
 

@@ -90,6 +90,12 @@ LESSONS: tuple[LessonInfo, ...] = (
         "million tokens they give for your arrival rate, and a load test at the planned rate "
         "that checks the plan.",
         "lessons.capacity:CapacityLesson"),
+    LessonInfo(
+        "experts", 14, "Experts: when a bigger batch reads more weights",
+        "The distinct experts a mixture-of-experts model's decode step reads, the weight bytes "
+        "that makes and the step time against the batch size, beside a dense model of the "
+        "same active size (random weights: timing only).",
+        "lessons.experts:ExpertsLesson"),
 )
 
 _BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}

@@ -68,3 +68,8 @@ def active_params(shape: MoEShape) -> int:
     if shape.experts == 0:
         return shape.params
     return shape.shared_params + shape.layers * shape.top_k * shape.expert_params
+
+
+def weight_floor_ms(params: float, bytes_per_weight: float, bandwidth_gbs: float) -> float:
+    """The least time a step reading `params` weights can take: their bytes / the bandwidth."""
+    return params * bytes_per_weight / bandwidth_gbs / 1e6

@@ -20,7 +20,7 @@ PARAMS = {"preset": "moe-tiny", "backend": "torch", "device": "cpu", "kv_budget_
 
 @pytest.fixture(scope="module")
 def points() -> dict[int, ExpertsPointResult]:
-    seed_step_plan()
+    seed_step_plan(backend="torch")
     out = {}
     for batch in (1, 16):
         result = worker.run("experts_point", {**PARAMS, "batch_size": batch}, lambda *_: None,

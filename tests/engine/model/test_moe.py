@@ -91,7 +91,7 @@ def test_moe_preset_shapes():
 
 @pytest.fixture(scope="module")
 def moe_engine() -> LLMEngine:
-    seed_step_plan()
+    seed_step_plan(backend="torch")
     return LLMEngine(EngineConfig(preset="moe-tiny", device="cpu", backend="torch",
                                   kv_budget_bytes=8 * 2**20))
 
