@@ -42,7 +42,7 @@ layers:</p>
 parameters, the active size of moe-mini (but for its router's 8,192 a layer).</li>
 </ul>
 <p>At each batch size the engine prefills 64-token prompts (random tokens, so the sequences
-route differently) and times 15 decode steps. After each step every MoE layer reports how many
+route differently) and decodes 15 steps, the last 13 timed (two warm up). After each step every MoE layer reports how many
 distinct experts its tokens picked. The weight bytes a step read follow from that count:
 everything but the experts, plus layers &times; experts read &times; one expert's bytes. Beside
 the count, what a router that picks uniformly at random would give: a given expert is missed by
@@ -57,13 +57,14 @@ READING = """
 batch's tokens: at batch B each token's share of the weight bytes is 1/B. An MoE step at batch B
 reads about E &times; (1 - (1 - k/E)<sup>B</sup>) experts a layer, and each of them serves only
 the tokens that picked it, about B &times; k / E tokens once every expert is read. So the
-weights an MoE token pays for shrink much more slowly with the batch: here each expert needs 8
-tokens a step (B = 64) before it is as well used as one dense weight at batch 4.</p>
+weights an MoE token pays for shrink much more slowly with the batch: here, at batch 64, each
+expert serves about 64 &times; 2 / 16 = 8 tokens a step, as well used as a dense weight at
+batch 8.</p>
 <p>Read your table for the two regimes. At small batches the MoE step reads about the dense
 step's bytes, and costs about as much (plus the router and the grouping, which this CPU pays in
-Python per expert). As the batch grows, its bytes grow towards all 16 experts, five times the
-dense model's, while the dense step's stay flat. Whether the time follows the bytes on this
-machine is what the step times say.</p>
+Python per expert). As the batch grows, its bytes grow towards all 16 experts, over five
+times the dense model's (412 MiB against 76 MiB), while the dense step's stay flat. Whether the
+time follows the bytes on this machine is what the step times say.</p>
 """
 
 
@@ -114,8 +115,8 @@ TAKEAWAY = check_takeaway((
 INSTRUCTOR = InstructorNotes(
     minutes=20,
     timing="Two models' engines are built once per server (moe-mini holds 413 MiB and its "
-           "matrix-product plans take a few minutes the first time), then seven batch sizes "
-           "for each, a few seconds a point: start it before the class discusses the router.",
+           "matrix-product plans take minutes the first time on a CPU), then seven batch "
+           "sizes for each: start it before the class discusses the router.",
     misconceptions=(
         "\"An MoE model costs its active parameters\": per token's arithmetic, yes; per step's "
         "bytes only at batch 1. At a large batch a step reads nearly every expert.",
