@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .calc.experts import MoEShape, active_params
 from .calc.kv_math import element_bytes, kv_bytes
 from .errors import ConfigError
 
@@ -44,6 +45,10 @@ class ModelConfig:
     cpu_dtype: str = "float32"  # bf16 matmul is unusably slow on CPUs without bf16 units
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    # Mixture of experts (engine/model/moe.py): each layer's MLP is `experts` MLPs of the shape
+    # above, of which a router picks `top_k` per token; 0 experts is a dense model.
+    experts: int = 0
+    top_k: int = 0
 
     def dtype_name(self, device: str) -> str:
         """The dtype the engine runs this model in on a device ("float32", "bfloat16", ...)."""
@@ -54,9 +59,16 @@ class ModelConfig:
         """Parameter count; the output projection is tied to the token embedding."""
         attn = self.hidden * (self.heads + 2 * self.kv_heads) * self.head_dim
         attn += self.heads * self.head_dim * self.hidden
-        mlp = 3 * self.hidden * self.intermediate
+        mlp = 3 * self.hidden * self.intermediate * max(self.experts, 1)
+        mlp += self.hidden * self.experts  # the router
         norms = 2 * self.hidden
         return self.layers * (attn + mlp + norms) + self.vocab * self.hidden + self.hidden
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token's step multiplies by: every one of a dense model's, and of an
+        MoE model all but the experts the router did not pick (calc.experts.active_params)."""
+        return active_params(MoEShape.of(self))
 
     def kv_bytes_per_token(self, element_size: int) -> int:
         """2 (K and V) x layers x KV heads x head dim x bytes per element (calc.kv_math)."""
@@ -121,16 +133,45 @@ DRAFTS: dict[str, ModelConfig] = {
 }
 
 
+# Mixture-of-experts models (engine/model/moe.py) and the dense model of the same active size,
+# for the experts lesson; random weights, timing only. Kept apart from PRESETS, as the drafts are,
+# so the other lessons' lists and checks stay as they were; get_preset finds them.
+EXPERT_PRESETS: dict[str, ModelConfig] = {
+    # mini's attention with 16 experts of a quarter of mini's MLP each, top-2: 108M parameters
+    # (413 MiB in float32, many times a 32 MiB last-level cache), 19.9M of them active per token.
+    "moe-mini": ModelConfig(
+        name="moe-mini", layers=8, hidden=512, heads=8, kv_heads=2, head_dim=64,
+        intermediate=512, vocab=4096, context=2048, weights="random", experts=16, top_k=2,
+    ),
+    # The dense model of moe-mini's active size: one MLP as wide as its two picked experts
+    # (equal active parameters but for the router's 8K per layer): 19.9M parameters, 76 MiB.
+    "moe-mini-dense": ModelConfig(
+        name="moe-mini-dense", layers=8, hidden=512, heads=8, kv_heads=2, head_dim=64,
+        intermediate=1024, vocab=4096, context=2048, weights="random",
+    ),
+    # Tiny shapes for the tests: 4 experts, top-2, and the dense model of its active size.
+    "moe-tiny": ModelConfig(
+        name="moe-tiny", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
+        intermediate=96, vocab=4096, context=512, weights="random", experts=4, top_k=2,
+    ),
+    "moe-tiny-dense": ModelConfig(
+        name="moe-tiny-dense", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
+        intermediate=192, vocab=4096, context=512, weights="random",
+    ),
+}
+
+
 def checkpoint_path(cfg: ModelConfig) -> Path:
     """Where a trained preset's weights are shipped: assets/<name>/model.safetensors."""
     return ASSETS / cfg.name / "model.safetensors"
 
 
 def get_preset(name: str) -> ModelConfig:
-    found = PRESETS.get(name) or DRAFTS.get(name)
+    found = PRESETS.get(name) or DRAFTS.get(name) or EXPERT_PRESETS.get(name)
     if found is None:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)} "
-                          f"(or a draft model: {', '.join(DRAFTS)})")
+                          f"(or a draft model: {', '.join(DRAFTS)}; or an experts model: "
+                          f"{', '.join(EXPERT_PRESETS)})")
     return found
 
 

@@ -91,6 +91,12 @@ LESSONS: tuple[LessonInfo, ...] = (
         "that checks the plan.",
         "lessons.capacity:CapacityLesson"),
     LessonInfo(
+        "experts", 14, "Experts: when a bigger batch reads more weights",
+        "The distinct experts a mixture-of-experts model's decode step reads, the weight bytes "
+        "that makes and the step time against the batch size, beside a dense model of the "
+        "same active size (random weights: timing only).",
+        "lessons.experts:ExpertsLesson"),
+    LessonInfo(
         "traffic-classes", 16, "Two kinds of traffic, one server",
         "Chat requests beside a batch job of long summaries, served in one queue, in lanes, "
         "and under a flooding tenant with and without a quota: each group's time to first "

@@ -1,4 +1,4 @@
-"""`python -m engine info | generate | sweep | run | serve | bench-client | build-kernel | tune`:
+"""`python -m engine info | generate | sweep | experts | run | serve | bench-client | build-kernel | tune`:
 the command line.
 
 `--json` prints exactly one JSON object on stdout. Bad arguments exit with status 2 and a single
@@ -33,6 +33,7 @@ from .common import (
     positive_int,
     weight_format,
 )
+from .experts import add_experts_parser
 from .run import add_run_parser
 from .serve import add_serve_parser
 from .tune import add_tune_parser
@@ -220,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_options(sw)
     sw.set_defaults(func=cmd_sweep)
 
+    add_experts_parser(sub, add_engine_options)
     add_run_parser(sub, add_engine_options)
     add_serve_parser(sub, add_engine_options)
     add_bench_client_parser(sub)

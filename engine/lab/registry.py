@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import POLICIES, PRESETS, WEIGHT_FORMATS, WORKLOADS
+from ..config import EXPERT_PRESETS, POLICIES, PRESETS, WEIGHT_FORMATS, WORKLOADS
 from . import results
 from .job_queue import SIZES
 from .params import Bool, Choice, Float, Int, Lengths, Many, Optional, Param, Rate, Text, check_all
@@ -151,7 +151,7 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,
      "chunked": 8.0, "load_test": 18.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 30.0,
-     "int8_point": 1.0, "int8_quality": 12.0, "traffic_classes": 30.0}
+     "int8_point": 1.0, "int8_quality": 12.0, "experts_point": 8.0, "traffic_classes": 30.0}
 
 
 
@@ -335,6 +335,15 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "The trained tiny model with fp32 and int8 weights on the corpus's held-out windows: "
         "loss of each, and the share of positions where both pick the same next token.",
         bounds=(Bound(B["int8_quality"], {}, "both models on 16 held-out windows (tiny)"),)),
+    _spec("experts_point", "engine.lab.jobs.experts:experts_point_job", {
+        **ENGINE, "preset": Choice("moe-mini", choices=tuple(EXPERT_PRESETS)),
+        "batch_size": Int(1, lo=1, hi=256), "prompt_len": Int(64, lo=1),
+        "new_tokens": Int(16, lo=1), **SEED},
+        results.ExpertsPointResult,
+        "sweep_point on a mixture-of-experts preset or its dense twin: TPOT, and the distinct "
+        "experts each decode step read, a uniform router's expectation, the weight bytes read.",
+        bounds=(Bound(B["experts_point"], {"batch_size": 64},
+                      "the experts lesson's largest point (moe-mini, batch 64)"),)),
     _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
         **ENGINE, **SWEEP, "max_batch": MAX_BATCH,
         "chunk_size": Int(128, lo=0), **SEED},

@@ -751,6 +751,25 @@ class Int8PointResult(SweepPointResult):
 
 
 @dataclass(frozen=True)
+class ExpertsPointResult(SweepPointResult):
+    """One batch size of the sweep on an MoE or dense preset (engine.experts.ExpertsPoint): the
+    distinct experts each layer read per decode step (mean over steps and layers, each layer's,
+    each step's), a uniform router's expectation, and the weight bytes a step read from the
+    measured count; a dense preset's counts are 0."""
+
+    job_kind: ClassVar[str] = "experts_point"
+    experts: int = dataclasses.field(kw_only=True)
+    top_k: int = dataclasses.field(kw_only=True)
+    active_params: int = dataclasses.field(kw_only=True)
+    total_params: int = dataclasses.field(kw_only=True)
+    experts_read: float = dataclasses.field(kw_only=True)
+    experts_read_layers: list[float] = dataclasses.field(kw_only=True)
+    experts_read_steps: list[float] = dataclasses.field(kw_only=True)
+    expected_experts: float = dataclasses.field(kw_only=True)
+    step_weight_bytes: int = dataclasses.field(kw_only=True)
+
+
+@dataclass(frozen=True)
 class Int8QualityResult(Record):
     """The trained preset with float32 and int8 weights on the corpus's held-out windows
     (engine.quantization.Int8Quality)."""
@@ -875,7 +894,8 @@ RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
-    EndpointConcurrencyResult, EndpointStreamResult, SetupResult, TrafficClassesResult)}
+    EndpointConcurrencyResult, EndpointStreamResult, SetupResult, ExpertsPointResult,
+    TrafficClassesResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

@@ -25,6 +25,7 @@ from ..config import ModelConfig
 from ..steps import Steps, run_steps
 from .layers import Linear, RMSNorm, Rotary
 from .matmul_plan import matmul_plan_steps
+from .moe import MoE
 
 # attend(layer_index, q (..., T, H, D), k (..., T, KVH, D), v (..., T, KVH, D)) -> (..., T, H * D)
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -75,7 +76,7 @@ class DecoderLayer(nn.Module):
         self.input_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.attn = Attention(cfg, rotary)
         self.post_attn_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
-        self.mlp = MLP(cfg)
+        self.mlp = MoE(cfg) if cfg.experts else MLP(cfg)  # engine/model/moe.py
 
     def forward(self, x: torch.Tensor, angles, attend: Attend,
                 pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,7 +170,9 @@ class LlamaModel(nn.Module):
                 m.fused_add = ops.add_rms_norm
             elif isinstance(m, MLP):
                 m.silu_mul = ops.silu_mul
-        if self.lm_head.weight is not None:  # float weights (int8 ones have their own kernel)
+        # float weights (int8 ones have their own kernel), and a dense MLP in every layer (the
+        # one-call step has no router: an MoE model runs its layers one by one)
+        if self.lm_head.weight is not None and not self.cfg.experts:
             self.decode_model = ops.decode_model
             self.decode_weights = [w for layer in self.layers for w in (
                 layer.input_norm.weight, layer.attn.qkv_proj.weight, layer.attn.o_proj.weight,

@@ -54,6 +54,10 @@ CHECKLIST: tuple[Step, ...] = (
          "Several tokens per large-model step while the step is memory-bound: small batches, "
          "or long contexts at any batch; the gain fades once the step is compute-bound.",
          "speculative", 10),
+    Step("Batch an MoE model more",
+         "A batch-1 step reads the active experts; a large batch reads nearly all of them, each "
+         "serving only its share of the tokens: an MoE model needs larger batches than a dense "
+         "one of its active size to use each byte as well.", "experts", 14),
     Step("Right-size the parallelism",
          "Split a model over GPUs only when it does not fit or is too slow on one; otherwise add "
          "replicas.", "capacity", 12),

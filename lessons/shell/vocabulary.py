@@ -224,6 +224,27 @@ TERMS: tuple[Term, ...] = (
          "He, \"Defeating Nondeterminism in LLM Inference\", 2025). Chunked prefill and "
          "speculative decoding are exact in exact arithmetic; the pages say where this engine's "
          "outputs are checked equal.", "", LATER),
+    Term("Mixture of experts (MoE)", "mixture-of-experts",
+         "A model whose MLP in each layer is many smaller MLPs, the experts, of which each "
+         "token uses only a few, chosen by a router. It holds far more parameters than one "
+         "token multiplies by (DeepSeek-V3: 671B, 37B active per token).",
+         "Lesson 14: the distinct experts each decode step reads, its bytes and its time "
+         "against the batch size.", LATER),
+    Term("Router", "router",
+         "In a mixture of experts, the small linear layer that scores every expert for each "
+         "token; the token goes to its top-k experts.", "", LATER),
+    Term("Top-k routing", "top-k",
+         "Each token goes to the k experts its router scores highest (Mixtral: 2 of 8), their "
+         "outputs weighed by a softmax over those k scores.", "", LATER),
+    Term("Active parameters", "active-parameters",
+         "The parameters one token is multiplied by: in a mixture of experts, everything but "
+         "the experts it did not pick. A batch-1 decode step reads about these; a large batch "
+         "reads nearly all the experts.",
+         "Lesson 14: the weight bytes a step reads, from the experts it read.", LATER),
+    Term("Expert parallelism", "expert-parallelism",
+         "Spreading the experts of each layer over several GPUs, each token's hidden state "
+         "sent to the GPUs of its experts and back: room for all experts, paid for in "
+         "communication, worth it when each expert gets enough tokens per step.", "", LATER),
     Term("Tensor parallelism", "tensor-parallelism",
          "Splitting every weight matrix across several GPUs, each computing its share of every "
          "layer and exchanging results after it: more memory bandwidth and room for one model, "
