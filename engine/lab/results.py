@@ -355,6 +355,9 @@ class SweepPointResult(Measured):
     step_ms: list[float] | None = dataclasses.field(default=None, metadata={"omit_none": True})
     # "fast" or "plain" (engine.lab.setup_state): the engine's path; None where not said
     path: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    # "batch" (the batch's prompts prefilled together) or "shared" (one prompt prefilled once and
+    # copied: ttft_ms is then that one prompt's, engine.sweep); None in results cached before
+    prefill: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
