@@ -218,6 +218,13 @@ def _estimated_bytes(key: tuple) -> int:
     return cfg.params * torch_dtype(cfg.dtype_name(resolve_device(key[1]))).itemsize
 
 
+def path_of(key: tuple) -> str | None:
+    """The path ("fast" or "plain", LLMEngine.path) of the key's engine, or of one with its
+    model (a sibling runs the same model the same way); None where none is kept."""
+    engine = _engines.get(key) or _with_model_of(key)
+    return None if engine is None else engine.path
+
+
 def is_built(key: tuple) -> bool:
     """True if the worker keeps an engine for this key, or one with its model (a sibling is
     made at once): building it would take no time."""

@@ -315,3 +315,15 @@ def test_while_the_kernels_are_expected_a_plain_model_is_built_without_timing_a_
     assert matmul_plan.has_plan(weights) and engine.model.planned_linears()[0].plan is not None
     assert any("matrix products timed" in what for what in said)
     matmul_plan.plain_plans_untimed(False)
+
+
+def test_a_timed_result_on_an_engine_says_the_path_it_ran_on():
+    """Not only the points: a generation's speed depends on the path too (engine.lab.worker)."""
+    from engine.lab.results import parse_result
+    from engine.lab.worker import run
+
+    params = {"prompt": "The KV cache", "max_new_tokens": 4}
+    record = parse_result("generate", run("generate", params, lambda *a: None, lambda: False))
+    assert record.path == engine_for("tiny").path and record.path in ("fast", "plain")
+    assert record.to_dict()["path"] == record.path
+    assert parse_result("generate", {**record.to_dict(), "path": None}).path is None  # before
