@@ -5,6 +5,12 @@ For each batch size B: B prompts of the same length are prefilled together (that
 every member's TTFT), then decoded together; TPOT is the median decode step after warm-up steps,
 and tokens/s is B / TPOT. Each point reports the bytes it streamed per step, so speed can be read
 against the memory-bandwidth limit (the habit gpt-fast made common).
+
+With `shared_prompt` the B members share one prompt: it is prefilled once and its keys and values
+are copied into every other member's own blocks, what a batched prefill of B copies would write.
+The decode steps then do exactly the work of any B sequences of that length (each reads its own
+cache blocks), while the prefill costs one prompt's instead of B: at batch 64 the batched prefill
+was most of a point's time on a CPU. TTFT is then the one prompt's prefill, not the batch's.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from .calc.stats import deciles
 from .calc.step_cost import decode_context, decode_cost
 from .errors import ConfigError
 from .llm_engine import LLMEngine
+from .sequence import Sequence
 
 WARMUP_STEPS = 2
 
@@ -41,6 +48,7 @@ class SweepPoint:
     flops_per_step: float  # about 2 x params x batch (matmuls) plus attention (calc.step_cost)
     prefill_tokens_per_s: float
     step_ms: list[float]  # every timed decode step (warm-up excluded), so a page can bound the median
+    prefill: str = "batch"  # "batch": B prompts prefilled together; "shared": one, copied (above)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,8 +74,10 @@ def sweep_prompts(vocab: int, batch_size: int, prompt_len: int, seed: int) -> li
 def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
                   new_tokens: int = 32, seed: int = 0,
                   on_step: Callable[[int, int], None] | None = None,
-                  cancelled: Callable[[], bool] | None = None) -> SweepPoint | None:
-    """Measure one batch size; returns None if cancelled. on_step(done, total) reports progress."""
+                  cancelled: Callable[[], bool] | None = None,
+                  shared_prompt: bool = False) -> SweepPoint | None:
+    """Measure one batch size; returns None if cancelled. on_step(done, total) reports progress.
+    shared_prompt: the members share one prompt, prefilled once (the module's docstring)."""
     validate(batch_size, prompt_len, new_tokens)
     cfg = engine.model_config
     if prompt_len + new_tokens > cfg.context:
@@ -77,15 +87,21 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
         )
     engine.check_fits(batch_size, prompt_len + new_tokens)
     engine.warm_up()
-    prompts = sweep_prompts(engine.tokenizer.vocab_size, batch_size, prompt_len, seed)
+    prompts = sweep_prompts(engine.tokenizer.vocab_size, 1 if shared_prompt else batch_size,
+                            prompt_len, seed)
+    if shared_prompt:
+        prompts = [list(prompts[0]) for _ in range(batch_size)]
     seqs = [engine.new_sequence(p, new_tokens, ignore_eos=True) for p in prompts]
     steps: list[float] = []
     try:
         for seq in seqs:
             engine.reserve(seq, prompt_len)
+        prefilled = seqs[:1] if shared_prompt else seqs
         start = time.perf_counter()
-        engine.step([], [(seq, prompt_len) for seq in seqs])
+        engine.step([], [(seq, prompt_len) for seq in prefilled])
         ttft = time.perf_counter() - start
+        if shared_prompt:
+            copy_prefill(engine, seqs[0], seqs[1:])
         total = new_tokens - 1
         for done in range(total):
             if cancelled and cancelled():
@@ -124,9 +140,27 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
         bytes_per_step=bytes_per_step,
         achieved_gbs=bytes_per_step / tpot / 1e9,
         flops_per_step=cost.flops,
-        prefill_tokens_per_s=batch_size * prompt_len / ttft,
+        prefill_tokens_per_s=len(prefilled) * prompt_len / ttft,
         step_ms=[round(1000 * t, 4) for t in timed],
+        prefill="shared" if shared_prompt else "batch",
     )
+
+
+def copy_prefill(engine: LLMEngine, source: Sequence, targets: list[Sequence]) -> None:
+    """Give each target (the same prompt, its blocks reserved) the state source's prefill left:
+    its keys and values copied block for block into the target's own blocks (one copy per pool,
+    every target at once), its prompt counted as computed and the same first token."""
+    if not targets:
+        return
+    src = torch.tensor(source.block_table * len(targets))
+    dst = torch.tensor([block for seq in targets for block in seq.block_table])
+    if len(src) != len(dst):
+        raise ValueError("copy_prefill: the targets' block tables differ from the source's")
+    for pool in (engine.cache.k, engine.cache.v):  # (layers, blocks, block size, heads, dim)
+        pool[:, dst] = pool[:, src]
+    for seq in targets:
+        seq.num_computed = source.num_computed
+        seq.output_ids.append(source.output_ids[-1])
 
 
 def sweep(engine: LLMEngine, batch_sizes: list[int], prompt_len: int = 128, new_tokens: int = 32,

@@ -1,8 +1,10 @@
 """Lesson 4: The knob (batch size). /app?lesson=knob
 
 A batch-size slider from 1 to 64. Each position the reader releases it at is measured by the
-engine (the `sweep_point` job: a batch of prompts prefilled together, then decoded together,
-the median decode step timed) or taken from the measurement cache, labelled so. Points build
+engine (the `sweep_point` job: a batch sharing one prompt, prefilled once and copied into each
+member's own cache blocks, then decoded together, the median decode step timed; a batched
+prefill of 64 prompts was most of a point's time on a CPU, and the decode steps are the same
+work either way) or taken from the measurement cache, labelled so. Points build
 the curve (widgets.throughput_curve): total tokens/s and each user's ms per token, with a "you
 are here" marker and the marginal gain of the last doubling. A preset picker (mini by default,
 whose weights are several times a server CPU's last-level cache, so every step streams them from
@@ -333,7 +335,8 @@ class KnobLesson(EndpointSource, LessonPage):
 
     def job_params(self, batch: int | None = None) -> dict:
         return {"preset": self.preset, "batch_size": int(batch or self.batch_size),
-                "prompt_len": int(self.prompt_len), "new_tokens": int(self.new_tokens)}
+                "prompt_len": int(self.prompt_len), "new_tokens": int(self.new_tokens),
+                "shared_prompt": True}
 
     @property
     def measured(self) -> dict[int, Point]:

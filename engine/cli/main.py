@@ -184,6 +184,7 @@ def cmd_sweep(args) -> int:
             "preset": args.preset,
             "weights": engine.model_config.weights,
             "backend": engine.backend,
+            "path": engine.path,  # "fast" or "plain" (LLMEngine.path): the speed depends on it
             "weight_bytes": engine.model.weight_bytes(),
             **weight_format(engine),
             "points": [p.to_dict() for p in points],

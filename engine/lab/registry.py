@@ -70,6 +70,8 @@ class JobSpec:
     figures: bool = False  # it shows a partial figure soon after it starts (a "so_far" progress
     # event, once its first request is answered): a newcomer's first job of this kind is wanted
     # only until then, so it may start where nothing could pause it (engine.lab.policy)
+    added: tuple[str, ...] = ()  # parameters added after results were cached: left out of the
+    # normalized params (the cache key) while at their default, so those results keep answering
 
     def __post_init__(self):
         if self.size not in SIZES:
@@ -78,10 +80,13 @@ class JobSpec:
     def size_for(self, params: dict, device: str = "") -> str:
         """The size a job of these (normalized) params queues as: the kind's, one larger for a
         point of a preset bigger than tiny on a CPU (the small preset's points take 5-40 s
-        there, the time of a schedule run)."""
+        there, the time of a schedule run), unless its estimated time (point_seconds) is a
+        point's: the knob's mini points take about a second, and queued as runs a class's
+        released points waited behind every schedule run."""
         if (self.size == "point" and params.get("preset", "tiny") != "tiny"
                 and not device.startswith("cuda")):
-            return "run"
+            seconds = point_seconds(self.kind, params)
+            return "point" if seconds is not None and seconds <= POINT_S else "run"
         return self.size
 
     @property
@@ -97,12 +102,41 @@ class JobSpec:
         if unknown:
             allowed = ", ".join(sorted(self.params)) or "none"
             raise ValueError(f"{self.kind}: unknown parameter {unknown[0]!r} (allowed: {allowed})")
-        return {**self.defaults, **params}
+        full = {**self.defaults, **params}
+        return {k: v for k, v in full.items()
+                if k not in self.added or v != self.params[k].default}
 
     def check(self, params: dict) -> dict:
         """Every parameter checked, in declaration order, as the body receives them; a
         ConfigError names the first one out of its limits."""
-        return check_all(self.params, self.normalize(params))
+        return check_all(self.params, {**self.defaults, **self.normalize(params)})
+
+
+# A measured point queues as a point on a CPU where point_seconds estimates at most this long:
+# the knob's bound (B["knob"]), what a slider's release may cost the class's queue.
+POINT_S = 2.0
+# One core of the machine class (shared/PERF-NOTES.md: about 185 GFLOP/s on two cores, 20 GB/s
+# read with one thread): the worker's, for point_seconds' estimate.
+CORE_FLOPS, CORE_BYTES_S = 90e9, 20e9
+
+
+def point_seconds(kind: str, params: dict) -> float | None:
+    """About how long a sweep or prefill point of these params takes on one core of the class:
+    its products' FLOPs (2 x parameters per token run) over CORE_FLOPS, plus the weights each
+    of its steps reads over CORE_BYTES_S. None for the kinds it does not estimate."""
+    cfg = PRESETS.get(params.get("preset", "tiny"))
+    if cfg is None:
+        return None
+    batch, prompt = params.get("batch_size", 1), params.get("prompt_len", 1)
+    if kind == "sweep_point":
+        steps = params["new_tokens"]
+        tokens = (1 if params.get("shared_prompt") else batch) * prompt + batch * (steps - 1)
+    elif kind == "prefill_point":
+        steps = params["repeats"] + 1
+        tokens = batch * prompt * steps
+    else:
+        return None
+    return 2 * cfg.params * tokens / CORE_FLOPS + steps * 4 * cfg.params / CORE_BYTES_S
 
 
 # ---- the parameters jobs share -------------------------------------------------------------------
@@ -139,9 +173,9 @@ def _context_less_one(params: dict) -> int:
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
           cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = (),
           pausable: bool = False, timed: bool = True, prepare: str = "",
-          figures: bool = False) -> JobSpec:
+          figures: bool = False, added: tuple[str, ...] = ()) -> JobSpec:
     return JobSpec(kind, body, params, result, cacheable, doc, size, bounds, pausable, timed,
-                   prepare, figures)
+                   prepare, figures, added)
 
 
 # Seconds each lesson's largest default job takes at most on BOUNDS_MACHINE: about half again
@@ -178,16 +212,17 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
     # ---- measurements of single steps ---------------------------------------------------------
     _spec("sweep_point", "engine.lab.jobs.measure:sweep_point_job", {
         **ENGINE, "batch_size": Int(1, lo=1, hi=4096), "prompt_len": Int(128, lo=1),
-        "new_tokens": Int(32, lo=1), **SEED},
+        "new_tokens": Int(32, lo=1), **SEED, "shared_prompt": Bool(False)},
         results.SweepPointResult,
         "One batch size of the sweep: TTFT, median decode step (TPOT), tokens/s, KV bytes.",
         bounds=(Bound(B["knob"], {"preset": "mini", "batch_size": 64, "prompt_len": 16,
-                                  "new_tokens": 16},
+                                  "new_tokens": 16, "shared_prompt": True},
                       "a knob point: the knob's largest default (mini)"),
                 Bound(B["roofline_decode"], {"preset": "small", "batch_size": 32,
                                              "prompt_len": 128, "new_tokens": 32},
                       "the roofline's largest decode point (small)")),
-        pausable=True),  # between two timed steps; only a run-sized one (client)
+        pausable=True,  # between two timed steps; only a run-sized one (client)
+        added=("shared_prompt",)),
     _spec("prefill_point", "engine.lab.jobs.measure:prefill_point_job", {
         **ENGINE, "prompt_len": Int(128, lo=1, hi=_context_less_one),
         "batch_size": Int(1, lo=1, hi=256), "repeats": Int(3, lo=1, hi=20), **SEED},

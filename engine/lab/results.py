@@ -303,10 +303,15 @@ class DisturbanceCheck(Record):
 @dataclass(frozen=True, kw_only=True)
 class Measured(Record):
     """What every job kind's result carries besides its own fields: the spread of what it timed
-    and its disturbance check (both None for a job that times nothing). Set by the worker."""
+    and its disturbance check (both None for a job that times nothing), and for a job run on
+    one of the worker's engines the path it ran on ("fast" or "plain", LLMEngine.path: its
+    speed depends on it; None where not said: results cached before, or no engine). Set by
+    the worker."""
 
     spread: Spread | None
     check: DisturbanceCheck | None
+    path: str | None = dataclasses.field(default=None, kw_only=True,
+                                         metadata={"omit_none": True})
 
     @property
     def disturbed(self) -> bool:
@@ -357,8 +362,9 @@ class SweepPointResult(Measured):
     prefill_tokens_per_s: float
     # every timed decode step in ms (warm-up excluded); None in results cached before it was kept
     step_ms: list[float] | None = dataclasses.field(default=None, metadata={"omit_none": True})
-    # "fast" or "plain" (engine.lab.setup_state): the engine's path; None where not said
-    path: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    # "batch" (the batch's prompts prefilled together) or "shared" (one prompt prefilled once and
+    # copied: ttft_ms is then that one prompt's, engine.sweep); None in results cached before
+    prefill: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
@@ -379,8 +385,6 @@ class PrefillPointResult(Measured):
     tokens_per_s: float
     weight_bytes: int
     kv_bytes_per_token: int
-    # "fast" or "plain" (engine.lab.setup_state): the engine's path; None where not said
-    path: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)

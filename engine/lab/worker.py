@@ -39,7 +39,7 @@ from ..device import configure_threads
 from . import cores, quality, trace
 from .control import Control, as_control
 from .events import now_iso, one_line
-from .jobs.engines import build, engine_key, is_built, put_back, set_aside
+from .jobs.engines import build, engine_key, is_built, path_of, put_back, set_aside
 from .jobs.machine import worker_identity
 from .jobs.probe import get_probe, measure_checked
 from .registry import ENGINE, JOBS, Cancelled, Emit, JobSpec, get_spec
@@ -83,7 +83,8 @@ def run(kind: str, params: dict, emit: Emit, control: Control | Cancelled | None
                                     paused if paused is not None else ())
     if result is None:
         return None
-    return {"spread": None, **result, "check": check}
+    path = path_of(engine_key(checked)) if ENGINE_PARAMS <= checked.keys() else None
+    return {"spread": None, **({"path": path} if path else {}), **result, "check": check}
 
 
 def prepare_engine(params: dict, emit: Emit, cancelled: Cancelled) -> bool:

@@ -223,12 +223,30 @@ def matmul_plan(weights: list[torch.Tensor]) -> list[str]:
     return run_steps(matmul_plan_steps(weights))
 
 
-def matmul_plan_steps(weights: list[torch.Tensor]) -> Steps[list[str]]:
+_plain_untimed = False  # plain_plans_untimed
+
+
+def plain_plans_untimed(untimed: bool) -> None:
+    """Whether a plan for the plain path (the C++ library not built) that is not on disk is
+    left untimed in this process: the lab's worker says so while the app's set-up job is to
+    build the kernels (engine.lab.jobs.engines), since the engines built before them are
+    dropped once they are, and timing their plans (seconds to tens of seconds a model) made a
+    newcomer's first point wait for a plan used for a minute. Such a model multiplies as torch
+    lays the products out (F.linear), and measures on the plain path, labelled so."""
+    global _plain_untimed
+    _plain_untimed = untimed
+
+
+def matmul_plan_steps(weights: list[torch.Tensor]) -> Steps[list[str] | None]:
     """matmul_plan in steps (tune_rows_steps' when it measures; none when the plan is on
-    disk). The transposed copies "x_wt" is timed with are made only to measure, and let go."""
+    disk). The transposed copies "x_wt" is timed with are made only to measure, and let go.
+    None (no plan: torch's own products) for a plain-path plan left untimed
+    (plain_plans_untimed)."""
     variants, key = plan_key(weights)
     path = _plan_file()
     plans = _read_plans(path)
+    if key not in plans and _plain_untimed and "cpp" not in variants:
+        return None
     if key not in plans:
         pairs = [(w, split_transposed(w)) for w in weights]
         yield "weights laid out for timing"

@@ -192,6 +192,8 @@ class LlamaModel(nn.Module):
         linears = self.planned_linears()
         if self.embed.weight.device.type == "cpu" and linears:  # in step order
             plan = yield from matmul_plan_steps([m.weight.detach() for m in linears])
+            if plan is None:  # not timed now (matmul_plan.plain_plans_untimed): torch's own
+                return
             self.use_plan(plan)
             if "x_wt" in plan:  # a copy of every weight made: a step of its own
                 yield "weights laid out for small batches"

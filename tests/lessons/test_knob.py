@@ -172,7 +172,8 @@ def test_the_download_is_the_curve_with_its_measurement_record(lesson):
     assert [r["batch"] for r in data["rows"]] == [1, 4] and data["rows"][1]["n"] == 5
     head = data["header"]
     assert head["preset"] == "tiny" and head["device"] == page.device
-    assert head["params"] == {"preset": "tiny", "prompt_len": 16, "new_tokens": 8}
+    assert head["params"] == {"preset": "tiny", "prompt_len": 16, "new_tokens": 8,
+                              "shared_prompt": True}
     assert "batch 1: cached, measured" in head["measured"]
     assert "batch 4: fresh, measured" in head["measured"]
     assert head["engine_version"]

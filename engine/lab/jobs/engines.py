@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+import os
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -40,9 +41,11 @@ from ...config import EngineConfig, get_preset
 from ...device import resolve_device, torch_dtype
 from ...llm_engine import LLMEngine
 from ...model.kv_cache import default_budget
+from ...model.matmul_plan import plain_plans_untimed
 from ...scheduler import kv_tokens_needed
 from ...steps import Steps
 from .. import trace
+from ..setup_state import SETUP_ENV, read_state
 
 log = logging.getLogger(__name__)
 # The models kept (their engines, and siblings sharing them, engine_for) hold at most this many
@@ -98,6 +101,7 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
     returned; the half-built engine is kept (the most recent MAX_PAUSED_BUILDS) and the next
     build of that key goes on where this one stopped, so a build paused for other readers'
     jobs loses nothing."""
+    plain_plans_untimed(kernels_expected())
     engine = _engines.pop(key, None)
     if engine is None:
         twin = _with_model_of(key)
@@ -137,6 +141,14 @@ def build(key: tuple, cancelled: Callable[[], bool] | None = None,
     _engines[key] = engine  # most recently used last
     _evict()
     return engine
+
+
+def kernels_expected() -> bool:
+    """Whether the app's set-up job is yet to build the C++ kernels on this machine (it runs
+    unless $LLM_SPEED_SETUP is "0", and its state on disk does not say how the kernels stand):
+    meanwhile a plain-path model's plan is not timed (matmul_plan.plain_plans_untimed), since
+    its engine is dropped once they are built (drop_plain_engines)."""
+    return os.environ.get(SETUP_ENV, "1") != "0" and read_state().kernels == "unknown"
 
 
 def drop_plain_engines() -> None:
@@ -204,6 +216,13 @@ def _estimated_bytes(key: tuple) -> int:
     dtype (an int8 model holds less)."""
     cfg = get_preset(key[0])
     return cfg.params * torch_dtype(cfg.dtype_name(resolve_device(key[1]))).itemsize
+
+
+def path_of(key: tuple) -> str | None:
+    """The path ("fast" or "plain", LLMEngine.path) of the key's engine, or of one with its
+    model (a sibling runs the same model the same way); None where none is kept."""
+    engine = _engines.get(key) or _with_model_of(key)
+    return None if engine is None else engine.path
 
 
 def is_built(key: tuple) -> bool:

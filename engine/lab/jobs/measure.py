@@ -2,7 +2,9 @@
 
 - `sweep_point`: one batch size of the batch-size sweep (engine.sweep): TTFT, the median decode
   step (TPOT), tokens/s, KV bytes, bytes and FLOPs per step, and the path it was measured on
-  ("plain" before the app's set-up has built the kernels: LLMEngine.path).
+  ("plain" before the app's set-up has built the kernels: LLMEngine.path). With `shared_prompt`
+  (the knob's points) the batch shares one prompt, prefilled once and copied: the decode steps
+  are the same work and the point costs the worker a fraction of a batched prefill.
 - `prefill_point`: time prefill passes of one prompt length; FLOPs and bytes from the preset's
   shape (engine.calc.step_cost), so the pass can be placed on the roofline.
 - `kv_allocation`: build the engine's paged KV cache (engine.model.kv_cache.PagedKVCache) for every
@@ -45,7 +47,7 @@ def measure_sweep_point(engine, params: dict, emit: Emit, control: Control) -> d
 
     point = measure_point(engine, params["batch_size"], params["prompt_len"],
                           params["new_tokens"], params["seed"], on_step=on_step,
-                          cancelled=control)
+                          cancelled=control, shared_prompt=params.get("shared_prompt", False))
     if point is None:
         return None
     steps = {"what": "decode step", "count": point.decode_steps_timed, "p10": point.step_ms_p10,

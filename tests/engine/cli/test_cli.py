@@ -87,6 +87,8 @@ def test_sweep_json():
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["preset"] == "tiny"
+    assert result["path"] in ("fast", "plain")  # the fast path needs the C++ kernels
+    assert result["backend"] == "cpp" or result["path"] == "plain"
     points = result["points"]
     assert [p["batch_size"] for p in points] == [1, 3]
     bytes_per_token = get_preset("tiny").kv_bytes_per_token(4)

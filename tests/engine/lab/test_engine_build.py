@@ -286,3 +286,44 @@ def test_while_the_compiler_runs_the_setup_asks_to_pause_and_can_be_cut_short(mo
     assert setup.build_kernels_pausably(lambda: polled.append(1) and False, waited.append)
     assert len(polled) >= 2 and waited and all(s >= 0.5 for s in waited)
     assert setup.build_kernels_pausably(lambda: True, waited.append) is None
+
+
+def test_while_the_kernels_are_expected_a_plain_model_is_built_without_timing_a_plan(
+        fresh_engines, tmp_path, monkeypatch):
+    """Before the set-up has built the kernels, a reader's first point must not wait for a
+    plain-path plan its engine drops a minute later: the model multiplies as torch lays the
+    products out, untimed and labelled plain. Once the set-up says the kernels cannot be built
+    (the plain path for good), the plan is timed as before."""
+    from engine.lab.setup_state import SETUP_ENV, SetupState, write_state
+    from engine.model import matmul_plan
+
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))
+    monkeypatch.setenv(SETUP_ENV, "1")
+    monkeypatch.setattr(matmul_plan, "available_variants",
+                        lambda: tuple(v for v in matmul_plan.VARIANTS if v != "cpp"))
+    plain = ("tiny", "cpu", "torch", None, True, "fp32", False)
+    said: list[str] = []
+    engine = build(plain, on_step=said.append)
+    weights = [m.weight for m in engine.model.planned_linears()]
+    assert engine.path == "plain" and not matmul_plan.has_plan(weights)
+    assert all(m.plan is None for m in engine.model.planned_linears())
+    assert not any("timed" in what for what in said)
+
+    engines._engines.clear()
+    write_state(SetupState(state="done", kernels="unavailable"))
+    engine = build(plain, on_step=said.append)
+    assert matmul_plan.has_plan(weights) and engine.model.planned_linears()[0].plan is not None
+    assert any("matrix products timed" in what for what in said)
+    matmul_plan.plain_plans_untimed(False)
+
+
+def test_a_timed_result_on_an_engine_says_the_path_it_ran_on():
+    """Not only the points: a generation's speed depends on the path too (engine.lab.worker)."""
+    from engine.lab.results import parse_result
+    from engine.lab.worker import run
+
+    params = {"prompt": "The KV cache", "max_new_tokens": 4}
+    record = parse_result("generate", run("generate", params, lambda *a: None, lambda: False))
+    assert record.path == engine_for("tiny").path and record.path in ("fast", "plain")
+    assert record.to_dict()["path"] == record.path
+    assert parse_result("generate", {**record.to_dict(), "path": None}).path is None  # before

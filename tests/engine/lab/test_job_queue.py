@@ -209,10 +209,22 @@ def test_removed_jobs_leave_and_a_departed_reader_is_forgotten():
 def test_a_point_of_a_bigger_preset_queues_as_a_run_on_a_cpu():
     spec = get_spec("sweep_point")
     assert spec.size_for(normalize("sweep_point", {}), "cpu: Test (2 cores)") == "point"
-    small = normalize("sweep_point", {"preset": "small"})
+    small = normalize("sweep_point", {"preset": "small", "batch_size": 32})  # the roofline's
     assert spec.size_for(small, "cpu: Test (2 cores)") == "run"
     assert spec.size_for(small, "cuda:0 NVIDIA H100") == "point"
     assert get_spec("load_test").size_for(normalize("load_test", {}), "cpu") == "load"
+
+
+def test_a_knob_point_of_mini_queues_as_a_point_and_a_big_one_as_a_run():
+    spec = get_spec("sweep_point")
+    (knob,) = [b.at for b in spec.bounds if b.at["preset"] == "mini"]
+    assert spec.size_for(normalize("sweep_point", knob), "cpu") == "point"
+    batched = {**knob, "shared_prompt": False, "prompt_len": 512}  # 32k prompt tokens to prefill
+    assert spec.size_for(normalize("sweep_point", batched), "cpu") == "run"
+    roofline = {"preset": "mini", "batch_size": 32, "prompt_len": 128, "new_tokens": 32}
+    assert spec.size_for(normalize("sweep_point", roofline), "cpu") == "run"
+    prefill = normalize("prefill_point", {"preset": "mini", "prompt_len": 1024})
+    assert get_spec("prefill_point").size_for(prefill, "cpu") == "run"
 
 
 def test_longest_wait_counts_the_jobs_of_a_rank_or_smaller():

@@ -39,6 +39,14 @@ def test_the_cache_key_of_the_defaults_is_what_it_was(tmp_path):
     assert store._path(key).name == "serve_run-f7c6741bde7f1cfe4faac9b87494f5dc.json"
 
 
+def test_a_parameter_added_later_is_left_out_of_the_key_at_its_default():
+    plain = registry.normalize("sweep_point", {})
+    assert registry.normalize("sweep_point", {"shared_prompt": False}) == plain
+    assert registry.normalize("sweep_point", {"shared_prompt": True}) == \
+        {**plain, "shared_prompt": True}
+    assert registry.get_spec("sweep_point").check({})["shared_prompt"] is False  # the body's
+
+
 def test_normalize_keeps_values_as_given_and_refuses_unknown_names():
     assert registry.normalize("sweep_point", {"batch_size": 4.0})["batch_size"] == 4.0
     with pytest.raises(ValueError, match="unknown parameter 'batch'"):
