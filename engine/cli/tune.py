@@ -40,7 +40,8 @@ from ..model.model import LlamaModel
 
 # The presets the lessons run: the model selectors' choices (lessons/*.py) and the speculative
 # lesson's draft model (tests/engine/cli/test_tune.py checks the selectors against it).
-LESSON_PRESETS = ("tiny", "mini", "small", "draft")
+LESSON_PRESETS = ("tiny", "mini", "small", "draft", "moe-mini", "moe-mini-dense", "moe-tiny",
+                  "moe-tiny-dense")
 PROGRESS_EVERY_S = 2.0
 
 
