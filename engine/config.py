@@ -23,6 +23,7 @@ TRAINING_RECORD = ASSETS / "tiny" / "training.json"
 # (engine.serve.workload), here so that torch-free code (the job registry, pages) can offer them.
 POLICIES = ("static", "dynamic", "continuous")
 WEIGHT_FORMATS = ("fp32", "int8")  # EngineConfig.weight_format
+KV_DTYPES = ("auto", "fp8")  # EngineConfig.kv_dtype
 WORKLOADS = ("poisson", "gamma", "fixed", "interference")
 
 
@@ -153,6 +154,9 @@ class EngineConfig:
     # "fp32": the preset's own dtype; "int8": every linear layer's weight as int8 with per-row
     # scales, multiplied by an int8 kernel: C++ on the CPU, Triton on CUDA (engine/model/int8.py)
     weight_format: str = "fp32"
+    # "auto": keys and values in the model's dtype; "fp8": float8 e4m3 with a float32 scale per
+    # block and KV head (engine/model/fp8_kv.py), read by the torch attention path
+    kv_dtype: str = "auto"
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

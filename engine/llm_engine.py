@@ -13,7 +13,7 @@ import time
 import torch
 
 from .block_manager import BlockManager, blocks_for
-from .config import WEIGHT_FORMATS, EngineConfig, checkpoint_path, get_preset
+from .config import KV_DTYPES, WEIGHT_FORMATS, EngineConfig, checkpoint_path, get_preset
 from .device import configure_threads, resolve_device, synchronize, torch_dtype
 from .errors import ConfigError
 from .model.kv_cache import PagedKVCache, default_budget
@@ -52,6 +52,21 @@ def default_backend(device: str, dtype: torch.dtype) -> str:
                  "(python -m engine build-kernel builds it, about a minute)")
         return "torch"
     return "cpp"
+
+
+def kv_backend(config: EngineConfig, device: str, dtype: torch.dtype) -> str:
+    """The decode-attention backend for the engine's KV format: the default for the device, or
+    the one asked for. An fp8 cache is read by the torch path only (it dequantizes the blocks
+    it gathers): the C++ and Triton kernels read float pools."""
+    if config.kv_dtype not in KV_DTYPES:
+        raise ConfigError(f"unknown KV dtype {config.kv_dtype!r}: choose one of "
+                          f"{', '.join(KV_DTYPES)}")
+    if config.kv_dtype == "fp8":
+        if config.backend not in ("auto", "torch"):
+            raise ConfigError(f"an fp8 KV cache is read by the torch attention backend only, "
+                              f"not {config.backend}: use --backend torch or auto")
+        return "torch"
+    return default_backend(device, dtype) if config.backend == "auto" else config.backend
 
 
 def int8_kernel_for(device: str, dtype: torch.dtype):
@@ -130,8 +145,7 @@ class LLMEngine:
         if self.device == "cpu":
             configure_threads()
         self.dtype = torch_dtype(self.model_config.dtype_name(self.device))
-        self.backend = (default_backend(self.device, self.dtype) if config.backend == "auto"
-                        else config.backend)
+        self.backend = kv_backend(config, self.device, self.dtype)
         if config.weight_format not in WEIGHT_FORMATS:
             raise ConfigError(f"unknown weight format {config.weight_format!r}: choose one of "
                               f"{', '.join(WEIGHT_FORMATS)}")
@@ -228,7 +242,8 @@ class LLMEngine:
         """The paged KV pool for a byte budget, its block manager, and the runner over them."""
         config = self.config
         self.cache = PagedKVCache(
-            self.model_config, budget, config.block_size, self.dtype, self.device
+            self.model_config, budget, config.block_size, self.dtype, self.device,
+            config.kv_dtype,
         )
         self.blocks = BlockManager(self.cache.num_blocks, config.block_size,
                                    prefix_caching=config.prefix_caching)
@@ -251,6 +266,22 @@ class LLMEngine:
         self.cache = self.blocks = self.runner = None
         self.config.kv_budget_bytes = budget_bytes
         self._build_kv_cache(budget_bytes)
+
+    def set_kv_dtype(self, kv_dtype: str) -> None:
+        """Serve the same model with another KV format ("auto" or "fp8"): the pool is rebuilt
+        for the same budget and the attention backend follows the format (kv_backend). No
+        sequence may hold blocks."""
+        previous = self.config.kv_dtype
+        self.config.kv_dtype = kv_dtype
+        try:
+            backend = kv_backend(self.config, self.device, self.dtype)
+        except ConfigError:
+            self.config.kv_dtype = previous
+            raise
+        if backend == "cpp" and self.backend != "cpp":
+            backend = "torch"  # the model's C++ layer ops were not installed at build time
+        self.backend = backend
+        self.resize_kv_cache(self.config.kv_budget_bytes or self.cache.allocated_bytes)
 
     def warm_up(self) -> None:
         """Run a short prefill and a few decode steps once, so that first-call costs (thread

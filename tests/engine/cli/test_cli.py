@@ -110,6 +110,7 @@ def test_sweep_json():
     (["generate", "--prompt", "hi", "--speculative", "ngram", "--temperature", "0.7"],
      "greedily"),
     (["info", "--bogus"], "unrecognized"),
+    (["generate", "--prompt", "hi", "--kv-dtype", "fp4"], "--kv-dtype"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):
     out = run_engine(*args)
