@@ -45,6 +45,15 @@ class ModelConfig:
     cpu_dtype: str = "float32"  # bf16 matmul is unusably slow on CPUs without bf16 units
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    # Hybrid attention: where > 0, every other layer from the first attends only to the last
+    # sliding_window tokens (itself included), as Gemma 2 alternates local and global layers
+    # (Gemma Team, arXiv:2408.00118) and Mistral 7B's layers use a window (arXiv:2310.06825)
+    sliding_window: int = 0
+
+    @property
+    def windowed(self) -> tuple[bool, ...]:
+        """Per layer, whether it attends to a sliding window (else to the whole context)."""
+        return tuple(self.sliding_window > 0 and i % 2 == 0 for i in range(self.layers))
 
     def dtype_name(self, device: str) -> str:
         """The dtype the engine runs this model in on a device ("float32", "bfloat16", ...)."""
@@ -122,13 +131,23 @@ DRAFTS: dict[str, ModelConfig] = {
 }
 
 
+# Hybrid-attention models: kept apart from PRESETS (the lessons' models), found by get_preset.
+HYBRIDS: dict[str, ModelConfig] = {
+    # tiny's shape, its even layers windowed to 256 tokens; random weights: timing and memory
+    "tiny-hybrid": ModelConfig(
+        name="tiny-hybrid", layers=6, hidden=256, heads=8, kv_heads=2, head_dim=32,
+        intermediate=768, vocab=4096, context=2048, weights="random", sliding_window=256,
+    ),
+}
+
+
 def checkpoint_path(cfg: ModelConfig) -> Path:
     """Where a trained preset's weights are shipped: assets/<name>/model.safetensors."""
     return ASSETS / cfg.name / "model.safetensors"
 
 
 def get_preset(name: str) -> ModelConfig:
-    found = PRESETS.get(name) or DRAFTS.get(name)
+    found = PRESETS.get(name) or DRAFTS.get(name) or HYBRIDS.get(name)
     if found is None:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)} "
                           f"(or a draft model: {', '.join(DRAFTS)})")

@@ -66,6 +66,11 @@ def kv_backend(config: EngineConfig, device: str, dtype: torch.dtype) -> str:
             raise ConfigError(f"an fp8 KV cache is read by the torch attention backend only, "
                               f"not {config.backend}: use --backend torch or auto")
         return "torch"
+    if get_preset(config.preset).sliding_window:
+        if config.backend not in ("auto", "torch"):
+            raise ConfigError(f"sliding-window layers are read by the torch attention backend "
+                              f"only, not {config.backend}: use --backend torch or auto")
+        return "torch"
     return default_backend(device, dtype) if config.backend == "auto" else config.backend
 
 
@@ -245,8 +250,11 @@ class LLMEngine:
             self.model_config, budget, config.block_size, self.dtype, self.device,
             config.kv_dtype,
         )
+        if self.cache.window and config.prefix_caching:
+            raise ConfigError("prefix caching does not share sliding-window blocks: leave it "
+                              "off for a hybrid model")
         self.blocks = BlockManager(self.cache.num_blocks, config.block_size,
-                                   prefix_caching=config.prefix_caching)
+                                   prefix_caching=config.prefix_caching, window=self.cache.window)
         # One block no sequence owns: padding rows (a fixed-size static batch's finished members,
         # CUDA-graph padding) write their throwaway K and V there.
         self.scratch_block = self.blocks.take_scratch_block()
@@ -329,11 +337,18 @@ class LLMEngine:
             sampling=sampling, ignore_eos=ignore_eos,
         )
 
+    def blocks_per_sequence(self, tokens: int) -> int:
+        """The most blocks one sequence of `tokens` tokens can hold at once: one table's worth;
+        a hybrid model's two (its window table holds a whole prompt prefilled in one chunk
+        during that step: block_manager.py)."""
+        tables = 2 if self.cache.window else 1
+        return tables * blocks_for(tokens, self.cache.block_size)
+
     def check_fits(self, batch: int, tokens_each: int) -> None:
         """Refuse, naming the limit, a batch whose KV cache cannot fit in the budget."""
-        needed = batch * blocks_for(tokens_each, self.cache.block_size)
+        needed = batch * self.blocks_per_sequence(tokens_each)
         if needed > self.cache.num_blocks:
-            fit = self.cache.num_blocks // blocks_for(tokens_each, self.cache.block_size)
+            fit = self.cache.num_blocks // self.blocks_per_sequence(tokens_each)
             raise ConfigError(
                 f"batch of {batch} x {tokens_each} tokens needs {needed} KV blocks but the KV "
                 f"budget of {self.cache.allocated_bytes / 2**20:.0f} MiB holds "
