@@ -151,6 +151,7 @@ class LLMEngine:
             configure_threads()
         self.dtype = torch_dtype(self.model_config.dtype_name(self.device))
         self.backend = kv_backend(config, self.device, self.dtype)
+        self.build_backend = self.backend  # the model's layer ops are chosen for it, once
         if config.weight_format not in WEIGHT_FORMATS:
             raise ConfigError(f"unknown weight format {config.weight_format!r}: choose one of "
                               f"{', '.join(WEIGHT_FORMATS)}")
@@ -286,7 +287,7 @@ class LLMEngine:
         except ConfigError:
             self.config.kv_dtype = previous
             raise
-        if backend == "cpp" and self.backend != "cpp":
+        if backend == "cpp" and self.build_backend != "cpp":
             backend = "torch"  # the model's C++ layer ops were not installed at build time
         self.backend = backend
         self.resize_kv_cache(self.config.kv_budget_bytes or self.cache.allocated_bytes)
