@@ -10,6 +10,15 @@ keeps its contents and its hash, in a least-recently-used list of free blocks: i
 hash forgotten) only when a new block is needed and no block without a cached prefix is free. A
 partial block is never shared, and at least a sequence's last token is always computed, so that
 there is a token to sample and no sequence ever writes into a shared block.
+
+Hybrid attention (a `window` of W tokens, as in vLLM's hybrid allocator): a model whose
+sliding-window layers and full layers are equally many keeps them in the same pool of blocks,
+each block holding one group's layers, and a sequence has two tables: `block_table` for the full
+layers, `window_table` for the window layers. Before each step, the window blocks that hold only
+tokens no query of the step attends to (all of them before num_computed - W + 1) go back to the
+pool, their entries FREED; so while decoding, a sequence holds ceil(L / B) full blocks and at most
+ceil(W / B) + 1 window blocks. A prefill chunk of C tokens holds up to ceil((W + C - 1) / B) + 1
+window blocks during its step (its keys are written to the cache), given back before the next.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass, fields
 
 from .sequence import Sequence
+
+FREED = -1  # a window_table entry whose block went back to the pool
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -63,10 +74,14 @@ class BlockManager:
     """Hands out fixed-size blocks so a sequence's cache grows a block at a time, never
     reserving its whole possible length up front, and takes them back when it ends."""
 
-    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = False):
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = False,
+                 window: int = 0):
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.prefix_caching = prefix_caching
+        self.window = window  # hybrid attention: the window layers' W, else 0 (module docstring)
+        if window and prefix_caching:
+            raise ValueError("prefix caching does not share sliding-window blocks: turn one off")
         # Free blocks holding nothing worth keeping: handed out first, in this order.
         self.free_blocks: deque[int] = deque(range(num_blocks))
         # Free blocks holding a cached prefix, least recently used first: evicted in this order.
@@ -178,7 +193,34 @@ class BlockManager:
             revived = sum(1 for b in hits if self.ref_counts[b] == 0)
             return blocks_for(cached + new_tokens, self.block_size) - len(hits) + revived
         total = blocks_for(seq.num_computed + new_tokens, self.block_size)
-        return max(0, total - len(seq.block_table))
+        needed = max(0, total - len(seq.block_table))
+        if self.window:
+            needed += max(0, total - len(seq.window_table)) - len(self._out_of_window(seq))
+        return max(0, needed)
+
+    # ---- hybrid attention: the window layers' table -----------------------------------------
+    def _out_of_window(self, seq: Sequence) -> list[int]:
+        """Indices of seq's held window blocks wholly before the window of its next token."""
+        first = max(0, seq.num_computed - self.window + 1) // self.block_size
+        return [i for i, b in enumerate(seq.window_table[:first]) if b != FREED]
+
+    def window_blocks(self, seq: Sequence) -> int:
+        """How many window-layer blocks seq holds now."""
+        return sum(1 for b in seq.window_table if b != FREED)
+
+    def _slide(self, seq: Sequence, total: int) -> None:
+        """Give back the window blocks the next step cannot attend to; extend the window table
+        to `total` blocks."""
+        for i in self._out_of_window(seq):
+            self._release_private(seq.window_table[i])
+            seq.window_table[i] = FREED
+        for _ in range(total - len(seq.window_table)):
+            seq.window_table.append(self._allocate())
+
+    def _release_private(self, block: int) -> None:
+        """A block only its one holder had (never cached): straight back to the free list."""
+        self.ref_counts[block] = 0
+        self.free_blocks.append(block)
 
     def can_grow(self, seq: Sequence, new_tokens: int, cached: int = 0) -> bool:
         return self.blocks_needed(seq, new_tokens, cached) <= self.num_free
@@ -195,8 +237,10 @@ class BlockManager:
             self.stats.lookup_tokens += seq.num_tokens
         if cached:  # cached blocks first: allocating could evict the very blocks to be taken
             self._take_cached(seq, self._hits_for(seq, cached))
-        for _ in range(blocks_for(seq.num_computed + new_tokens, self.block_size)
-                       - len(seq.block_table)):
+        total = blocks_for(seq.num_computed + new_tokens, self.block_size)
+        if self.window:
+            self._slide(seq, total)
+        for _ in range(total - len(seq.block_table)):
             seq.block_table.append(self._allocate())
 
     def _allocate(self) -> int:
@@ -224,6 +268,10 @@ class BlockManager:
             if block in self.block_hash:
                 self.cached_free[block] = None
         seq.block_table.clear()
+        for block in seq.window_table:
+            if block != FREED:
+                self._release_private(block)
+        seq.window_table.clear()
         seq.num_computed = seq.hashed_blocks = 0
 
     def trim(self, seq: Sequence) -> None:
@@ -237,3 +285,9 @@ class BlockManager:
                 raise RuntimeError(f"block {block} is shared or cached: it cannot be trimmed")
             self.ref_counts[block] = 0
             self.free_blocks.appendleft(block)
+        extra = seq.window_table[keep:]
+        del seq.window_table[keep:]
+        for block in reversed(extra):
+            if block != FREED:
+                self.ref_counts[block] = 0
+                self.free_blocks.appendleft(block)

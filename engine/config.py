@@ -24,6 +24,7 @@ TRAINING_RECORD = ASSETS / "tiny" / "training.json"
 # (engine.serve.workload), here so that torch-free code (the job registry, pages) can offer them.
 POLICIES = ("static", "dynamic", "continuous")
 WEIGHT_FORMATS = ("fp32", "int8")  # EngineConfig.weight_format
+KV_DTYPES = ("auto", "fp8")  # EngineConfig.kv_dtype
 WORKLOADS = ("poisson", "gamma", "fixed", "interference")
 
 
@@ -49,6 +50,15 @@ class ModelConfig:
     # above, of which a router picks `top_k` per token; 0 experts is a dense model.
     experts: int = 0
     top_k: int = 0
+    # Hybrid attention: where > 0, every other layer from the first attends only to the last
+    # sliding_window tokens (itself included), as Gemma 2 alternates local and global layers
+    # (Gemma Team, arXiv:2408.00118) and Mistral 7B's layers use a window (arXiv:2310.06825)
+    sliding_window: int = 0
+
+    @property
+    def windowed(self) -> tuple[bool, ...]:
+        """Per layer, whether it attends to a sliding window (else to the whole context)."""
+        return tuple(self.sliding_window > 0 and i % 2 == 0 for i in range(self.layers))
 
     def dtype_name(self, device: str) -> str:
         """The dtype the engine runs this model in on a device ("float32", "bfloat16", ...)."""
@@ -161,13 +171,24 @@ EXPERT_PRESETS: dict[str, ModelConfig] = {
 }
 
 
+# Hybrid-attention models: kept apart from PRESETS (the lessons' models), found by get_preset.
+HYBRIDS: dict[str, ModelConfig] = {
+    # tiny's shape, its even layers windowed to 256 tokens; random weights: timing and memory
+    "tiny-hybrid": ModelConfig(
+        name="tiny-hybrid", layers=6, hidden=256, heads=8, kv_heads=2, head_dim=32,
+        intermediate=768, vocab=4096, context=2048, weights="random", sliding_window=256,
+    ),
+}
+
+
 def checkpoint_path(cfg: ModelConfig) -> Path:
     """Where a trained preset's weights are shipped: assets/<name>/model.safetensors."""
     return ASSETS / cfg.name / "model.safetensors"
 
 
 def get_preset(name: str) -> ModelConfig:
-    found = PRESETS.get(name) or DRAFTS.get(name) or EXPERT_PRESETS.get(name)
+    found = (PRESETS.get(name) or DRAFTS.get(name) or EXPERT_PRESETS.get(name)
+             or HYBRIDS.get(name))
     if found is None:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)} "
                           f"(or a draft model: {', '.join(DRAFTS)}; or an experts model: "
@@ -194,6 +215,9 @@ class EngineConfig:
     # "fp32": the preset's own dtype; "int8": every linear layer's weight as int8 with per-row
     # scales, multiplied by an int8 kernel: C++ on the CPU, Triton on CUDA (engine/model/int8.py)
     weight_format: str = "fp32"
+    # "auto": keys and values in the model's dtype; "fp8": float8 e4m3 with a float32 scale per
+    # block and KV head (engine/model/fp8_kv.py), read by the torch attention path
+    kv_dtype: str = "auto"
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

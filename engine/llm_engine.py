@@ -13,7 +13,7 @@ import time
 import torch
 
 from .block_manager import BlockManager, blocks_for
-from .config import WEIGHT_FORMATS, EngineConfig, checkpoint_path, get_preset
+from .config import KV_DTYPES, WEIGHT_FORMATS, EngineConfig, checkpoint_path, get_preset
 from .device import configure_threads, resolve_device, synchronize, torch_dtype
 from .errors import ConfigError
 from .model.kv_cache import PagedKVCache, default_budget
@@ -52,6 +52,26 @@ def default_backend(device: str, dtype: torch.dtype) -> str:
                  "(python -m engine build-kernel builds it, about a minute)")
         return "torch"
     return "cpp"
+
+
+def kv_backend(config: EngineConfig, device: str, dtype: torch.dtype) -> str:
+    """The decode-attention backend for the engine's KV format: the default for the device, or
+    the one asked for. An fp8 cache is read by the torch path only (it dequantizes the blocks
+    it gathers): the C++ and Triton kernels read float pools."""
+    if config.kv_dtype not in KV_DTYPES:
+        raise ConfigError(f"unknown KV dtype {config.kv_dtype!r}: choose one of "
+                          f"{', '.join(KV_DTYPES)}")
+    if config.kv_dtype == "fp8":
+        if config.backend not in ("auto", "torch"):
+            raise ConfigError(f"an fp8 KV cache is read by the torch attention backend only, "
+                              f"not {config.backend}: use --backend torch or auto")
+        return "torch"
+    if get_preset(config.preset).sliding_window:
+        if config.backend not in ("auto", "torch"):
+            raise ConfigError(f"sliding-window layers are read by the torch attention backend "
+                              f"only, not {config.backend}: use --backend torch or auto")
+        return "torch"
+    return default_backend(device, dtype) if config.backend == "auto" else config.backend
 
 
 def int8_kernel_for(device: str, dtype: torch.dtype):
@@ -130,8 +150,8 @@ class LLMEngine:
         if self.device == "cpu":
             configure_threads()
         self.dtype = torch_dtype(self.model_config.dtype_name(self.device))
-        self.backend = (default_backend(self.device, self.dtype) if config.backend == "auto"
-                        else config.backend)
+        self.backend = kv_backend(config, self.device, self.dtype)
+        self.build_backend = self.backend  # the model's layer ops are chosen for it, once
         if config.weight_format not in WEIGHT_FORMATS:
             raise ConfigError(f"unknown weight format {config.weight_format!r}: choose one of "
                               f"{', '.join(WEIGHT_FORMATS)}")
@@ -228,10 +248,14 @@ class LLMEngine:
         """The paged KV pool for a byte budget, its block manager, and the runner over them."""
         config = self.config
         self.cache = PagedKVCache(
-            self.model_config, budget, config.block_size, self.dtype, self.device
+            self.model_config, budget, config.block_size, self.dtype, self.device,
+            config.kv_dtype,
         )
+        if self.cache.window and config.prefix_caching:
+            raise ConfigError("prefix caching does not share sliding-window blocks: leave it "
+                              "off for a hybrid model")
         self.blocks = BlockManager(self.cache.num_blocks, config.block_size,
-                                   prefix_caching=config.prefix_caching)
+                                   prefix_caching=config.prefix_caching, window=self.cache.window)
         # One block no sequence owns: padding rows (a fixed-size static batch's finished members,
         # CUDA-graph padding) write their throwaway K and V there.
         self.scratch_block = self.blocks.take_scratch_block()
@@ -253,6 +277,22 @@ class LLMEngine:
         self.cache = self.blocks = self.runner = None
         self.config.kv_budget_bytes = budget_bytes
         self._build_kv_cache(budget_bytes)
+
+    def set_kv_dtype(self, kv_dtype: str) -> None:
+        """Serve the same model with another KV format ("auto" or "fp8"): the pool is rebuilt
+        for the same budget and the attention backend follows the format (kv_backend). No
+        sequence may hold blocks."""
+        previous = self.config.kv_dtype
+        self.config.kv_dtype = kv_dtype
+        try:
+            backend = kv_backend(self.config, self.device, self.dtype)
+        except ConfigError:
+            self.config.kv_dtype = previous
+            raise
+        if backend == "cpp" and self.build_backend != "cpp":
+            backend = "torch"  # the model's C++ layer ops were not installed at build time
+        self.backend = backend
+        self.resize_kv_cache(self.config.kv_budget_bytes or self.cache.allocated_bytes)
 
     def warm_up(self) -> None:
         """Run a short prefill and a few decode steps once, so that first-call costs (thread
@@ -300,11 +340,18 @@ class LLMEngine:
             sampling=sampling, ignore_eos=ignore_eos,
         )
 
+    def blocks_per_sequence(self, tokens: int) -> int:
+        """The most blocks one sequence of `tokens` tokens can hold at once: one table's worth;
+        a hybrid model's two (its window table holds a whole prompt prefilled in one chunk
+        during that step: block_manager.py)."""
+        tables = 2 if self.cache.window else 1
+        return tables * blocks_for(tokens, self.cache.block_size)
+
     def check_fits(self, batch: int, tokens_each: int) -> None:
         """Refuse, naming the limit, a batch whose KV cache cannot fit in the budget."""
-        needed = batch * blocks_for(tokens_each, self.cache.block_size)
+        needed = batch * self.blocks_per_sequence(tokens_each)
         if needed > self.cache.num_blocks:
-            fit = self.cache.num_blocks // blocks_for(tokens_each, self.cache.block_size)
+            fit = self.cache.num_blocks // self.blocks_per_sequence(tokens_each)
             raise ConfigError(
                 f"batch of {batch} x {tokens_each} tokens needs {needed} KV blocks but the KV "
                 f"budget of {self.cache.allocated_bytes / 2**20:.0f} MiB holds "

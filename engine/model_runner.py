@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .errors import ConfigError
 from .model.attention import AttentionBatch, PagedAttention, PrefillChunk
 from .model.kv_cache import PagedKVCache
 from .model.model import LlamaModel
+from .model.window import build_window_batch
 from .sampler import sample
 from .sequence import Sequence
 
@@ -175,6 +177,10 @@ class ModelRunner:
         tokens is the caller's."""
         inputs = build_batch(decode, prefill, self.cache.block_size, self.device, padding,
                              self.scratch_block)
+        if self.cache.window:  # a hybrid model: its window layers' slots and tables
+            inputs.attention.window = build_window_batch(
+                decode, prefill, self.cache.block_size, self.device, self.cache.window, padding,
+                self.scratch_block)
         tokens: dict[int, int] = {}
         if inputs.sample_rows:
             logits = self._logits(inputs)
@@ -198,6 +204,8 @@ class ModelRunner:
         (len(draft) + 1, vocab) at its last token and at each draft token. Writes their K and V
         (blocks must be reserved); leaves num_computed to the caller, who knows what was
         accepted."""
+        if self.cache.window:
+            raise ConfigError("speculative decoding does not verify sliding-window layers")
         inputs = build_verify_batch(seqs, drafts, self.cache.block_size, self.device)
         logits = self._model_logits(inputs)
         if self.sample_vocab is not None:

@@ -16,6 +16,9 @@ class Sequence:
     ignore_eos: bool = False  # forced output lengths, so runs under different policies compare
     output_ids: list[int] = field(default_factory=list)
     block_table: list[int] = field(default_factory=list)
+    # Hybrid attention (block_manager): the sliding-window layers' blocks by position, like
+    # block_table; a block wholly before the window is given back and its entry becomes FREED.
+    window_table: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K and V are in the cache
     finished: bool = False
     # Prefix caching (block_manager): chained hashes of the full blocks of token_ids, computed

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..config import PRESETS, WEIGHT_FORMATS, EngineConfig, get_preset
+from ..config import KV_DTYPES, PRESETS, WEIGHT_FORMATS, EngineConfig, get_preset
 from ..errors import ConfigError
 from ..lab.params import Float, Int, Param
 from ..lab.registry import BACKENDS, DEVICES
@@ -96,6 +96,10 @@ def add_engine_options(parser: argparse.ArgumentParser, default_preset: str = "t
                         help="fp32: the preset's own dtype; int8: every linear layer's weight as "
                              "int8 with a scale per row (CPU after python -m engine "
                              "build-kernel; CUDA with triton)")
+    parser.add_argument("--kv-dtype", default="auto", choices=KV_DTYPES,
+                        help="auto: keys and values in the model's dtype; fp8: float8 e4m3 with "
+                             "a float32 scale per block and KV head, read by the torch "
+                             "attention path")
     parser.add_argument("--kv-budget-mib", type=positive_int("KV budget (MiB)"), default=None,
                         help="KV cache memory budget in MiB (default: a share of free memory)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -106,7 +110,7 @@ def make_engine(args) -> LLMEngine:
     return LLMEngine(EngineConfig(
         preset=args.preset, device=args.device, backend=args.backend, kv_budget_bytes=budget,
         prefix_caching=getattr(args, "prefix_cache", "off") == "on",
-        weight_format=args.weights,
+        weight_format=args.weights, kv_dtype=args.kv_dtype,
     ))
 
 
@@ -115,6 +119,12 @@ def weight_format(engine: LLMEngine) -> dict:
     float run stays as it was."""
     fmt = engine.config.weight_format
     return {} if fmt == "fp32" else {"weight_format": fmt}
+
+
+def kv_format(engine: LLMEngine) -> dict:
+    """{"kv_dtype": "fp8"} for an engine with an fp8 KV cache, else nothing."""
+    fmt = engine.config.kv_dtype
+    return {} if fmt == "auto" else {"kv_dtype": fmt}
 
 
 def emit_json(obj: dict) -> None:

@@ -28,6 +28,7 @@ from .common import (
     add_speculative_options,
     emit_json,
     int_list,
+    kv_format,
     make_engine,
     non_negative_float,
     positive_int,
@@ -139,6 +140,7 @@ def cmd_generate(args) -> int:
             "ttft_ms": gen.ttft_ms,
             "tpot_ms": gen.tpot_ms,
             **weight_format(engine),
+            **kv_format(engine),
             **({"speculative": spec} if spec else {}),
         })
         return 0
@@ -148,6 +150,7 @@ def cmd_generate(args) -> int:
         print(gen.text)
     tpot = f"{gen.tpot_ms:.1f} ms" if gen.tpot_ms is not None else "n/a (one token)"
     int8 = ", int8 weights" if weight_format(engine) else ""
+    int8 += ", fp8 KV" if kv_format(engine) else ""
     print(f"[{args.preset} on {engine.device}{int8}: TTFT {gen.ttft_ms:.1f} ms, TPOT {tpot}, "
           f"{len(gen.token_times)} tokens]", file=sys.stderr)
     if spec:
@@ -187,6 +190,7 @@ def cmd_sweep(args) -> int:
             "path": engine.path,  # "fast" or "plain" (LLMEngine.path): the speed depends on it
             "weight_bytes": engine.model.weight_bytes(),
             **weight_format(engine),
+            **kv_format(engine),
             "points": [p.to_dict() for p in points],
         })
     return 0

@@ -26,6 +26,7 @@ from .common import (
     add_trace_out,
     arg_type,
     emit_json,
+    kv_format,
     make_engine,
     weight_format,
 )
@@ -195,6 +196,7 @@ def cmd_run(args) -> int:
                  slo_tpot_ms=args.slo_tpot_ms, speculative=speculative)
     result.extra["workload"] = spec.to_json()
     result.extra.update(weight_format(engine))
+    result.extra.update(kv_format(engine))
     if speculative is not None:
         result.extra["speculative"] = {"method": args.speculative,
                                        **result.extra["speculative"]}
@@ -251,6 +253,8 @@ def describe(args, spec: WorkloadSpec, engine) -> str:
         cache += f", speculative {args.speculative} k={args.spec_k}"
     if weight_format(engine):
         weights += ", int8 weights"
+    if kv_format(engine):
+        weights += ", fp8 KV"
     return (f"{args.policy} batching (max batch {args.max_batch}{cache}) - {spec.kind} "
             f"workload, {spec.requests} requests, {what[spec.kind]}{shared} - "
             f"{engine.model_config.name} ({weights}) on {engine.device}")

@@ -66,6 +66,8 @@ class AttentionBatch:
     # The torch backend's groups: made on first use in a step (`decode_groups`), then shared by
     # every layer. Callers with static buffers (cuda_graphs) may set them up front.
     groups: list[DecodeGroup] | None = None
+    # A hybrid model's window-layer inputs (window.WindowBatch), None without a window
+    window: object | None = None
 
     def decode_groups(self, block_size: int) -> list[DecodeGroup]:
         if self.groups is None:
@@ -209,6 +211,14 @@ class PagedAttention:
         self._decode_step = None  # the C++ one-call decode step (cpp backend)
         self.fused_qkv = None  # set with each step's batch: see the class docstring
         self.decode_inputs = None  # the same steps' inputs for a one-call step (_decode_inputs)
+        self._window_attention = None
+        if getattr(cache, "window", 0):  # a hybrid model: its window layers go to window.py
+            if backend != "torch":
+                raise ConfigError(f"sliding-window layers are read by the torch attention "
+                                  f"backend only, not {backend}: use --backend torch or auto")
+            from .window import window_attention
+
+            self._window_attention = window_attention
         if backend == "cpp":
             from .cpu_kernel import decode_step_kernel, paged_decode_kernel
 
@@ -271,6 +281,8 @@ class PagedAttention:
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         batch = self.batch
         cache = self.cache
+        if batch.window is not None and cache.windowed[layer]:
+            return self._window_attention(cache, layer, q, k, v, batch, batch.window)
         cache.write(layer, batch.slot_mapping, k, v)
         k_cache, v_cache = cache.k_layers[layer], cache.v_layers[layer]
         heads, head_dim = q.shape[-2:]

@@ -42,6 +42,10 @@ CHECKLIST: tuple[Step, ...] = (
          "The cache, not the weights, caps concurrency: an fp8 cache halves its bytes per "
          "token, grouped-query attention divides them by the group size.", "kv-cache",
          6),
+    Step("Window some layers",
+         "Hybrid attention keeps only the last W tokens in its sliding-window layers, so at "
+         "long contexts the cache tends to half; tokens beyond W reach those layers only "
+         "through the full ones.", "kv-cache", 6),
     Step("Cache shared prefixes",
          "A system prompt that every request repeats need be prefilled only once.",
          "prefix-cache", 9),

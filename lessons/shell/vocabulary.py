@@ -279,6 +279,31 @@ TERMS: tuple[Term, ...] = (
          "goes only when the bucket holds its cost. Over any window of w seconds it lets "
          "through at most rate x w + burst.",
          "Lesson 16 charges prompt plus new tokens to each tenant's bucket at admission.", LOAD),
+    # ---- KV formats (lesson 6)
+    Term("FP8", "fp8",
+         "An 8-bit floating-point number: one byte where bf16 takes two and float32 four. Its "
+         "two common formats are e4m3 and e5m2 (the OCP 8-bit floating point specification); "
+         "serving engines store the KV cache in it to fit twice the tokens of bf16.",
+         "--kv-dtype fp8 stores keys and values as e4m3 with a scale per block and KV head; "
+         "lesson 6 counts the blocks a budget holds.", MEMORY),
+    Term("e4m3", "e4m3",
+         "The FP8 format with 4 exponent bits and 3 mantissa bits: numbers up to 448, each "
+         "rounded to within 1/16 of itself (e5m2 trades a mantissa bit for range).", "", MEMORY),
+    Term("Scale (quantization)", "scale",
+         "The float a group of low-precision numbers is multiplied by to get their real values "
+         "back: chosen as the group's largest magnitude over the format's largest number, so "
+         "the group uses the format's whole range.", "", MEMORY),
+    Term("Sliding-window attention", "sliding-window",
+         "Attention in which each token looks back at only the last W tokens (itself "
+         "included), so a layer's KV cache keeps only W tokens however long the context "
+         "(Mistral 7B; Gemma 2's local layers).", "", MEMORY),
+    Term("Hybrid attention", "hybrid-attention",
+         "A model whose layers mix full attention with sliding-window attention (Gemma 2 "
+         "alternates them): the window layers' cache stops growing at W tokens, the full "
+         "layers keep every token, and a token beyond the window reaches a window layer only "
+         "through the full layers.",
+         "The tiny-hybrid preset frees its window layers' blocks behind the window; lesson 6 "
+         "counts them.", MEMORY),
 )
 
 NOTES = """

@@ -77,12 +77,56 @@ Serving with PagedAttention", SOSP 2023 (arXiv:2309.06180).</p>
 </blockquote>
 """
 
+FORMATS_TEXT = """
+<h2>Fewer bytes a token: FP8 storage and hybrid attention</h2>
+<p><strong>FP8 KV.</strong> The engine can store keys and values as
+<a href="app?page=vocabulary#fp8">FP8</a> (<code>--kv-dtype fp8</code>): the
+<a href="app?page=vocabulary#e4m3">e4m3</a> format, one byte a number with 3 mantissa bits, and a
+float32 <a href="app?page=vocabulary#scale">scale</a> per block and KV head (scale = the block's
+largest |value| / 448, e4m3's largest number). Each value is divided by its scale and rounded as it
+is written, and multiplied back as attention reads it, so each moves by at most 1/16 of itself
+(the tiniest values, below e4m3's smallest normal number, by at most 1/1024 of the scale).
+Against this CPU's float32 cache that is a quarter of the bytes; against the bf16 caches GPUs
+serve, a half. The scales cost a little: 4 bytes per 16 tokens of each head.</p>
+<p><strong>Hybrid attention.</strong> In a <a href="app?page=vocabulary#hybrid-attention">hybrid
+model</a> some layers attend to the whole context and others only to a
+<a href="app?page=vocabulary#sliding-window">sliding window</a> of the last W tokens: Gemma 2
+alternates the two, layer by layer (a 4,096-token window); Mistral 7B windowed every layer
+(4,096). A window layer never looks further back than W, so its cache keeps only the last W
+tokens' blocks and gives the older ones back. The engine's <code>tiny-hybrid</code> preset (tiny's
+shape, every other layer windowed to 256 tokens, random weights: memory and timing only) does
+exactly this. What it costs is what the model can see: a token more than W positions back
+reaches a window layer only through the full layers between.</p>
+<p>The tables below are worked out from the formulas under them, the same ones the engine's
+tests check against the blocks its allocator really hands out; try both from the command line
+(<code>python -m engine run --kv-dtype fp8</code>, <code>--preset tiny-hybrid</code>).</p>
+"""
+
+FORMATS_SOURCES = """
+<p class="source">Sources: the OCP 8-bit Floating Point specification (OFP8, e4m3: largest
+number 448); vLLM's documentation, "Quantized KV Cache" (<code>--kv-cache-dtype fp8</code>);
+Gemma Team, "Gemma 2: Improving Open Language Models at a Practical Size" (arXiv:2408.00118),
+sliding window 4,096 in every other layer; Jiang et al., "Mistral 7B" (arXiv:2310.06825),
+sliding window 4,096.</p>
+"""
+
+GPU_TEXT = """
+<p>A real model's cache from its published shape: Llama-3-8B has 32 layers and 8 KV heads of
+128, so in bf16 it takes 2 &times; 32 &times; 8 &times; 128 &times; 2 = 131,072 bytes (128 KiB)
+per token, and in FP8 half that. An 8,192-token conversation is 1 GiB of cache in bf16. Beside
+the 16 GB of bf16 weights, the memory left on each GPU holds this many tokens and conversations
+(all of the rest given to the cache: a ceiling, since activations and the runtime take some).
+FP8 halves the bytes, so the same memory holds twice the conversations; on the GPUs the bytes a
+decode step reads of the cache halve too, which is where FP8 KV pays on a long context.</p>
+"""
+
 OBJECTIVES = (
     "work out a model's KV bytes per token from its shape, and what GQA and an 8-bit cache do "
     "to it",
     "say why the KV cache, not the weights, caps how many requests run at once",
     "explain how paged blocks fit more sequences than reserved slabs, and what happens when the "
     "pool runs dry",
+    "say what an FP8 cache and a sliding window save, and what each costs",
 )
 
 PREDICTION = PredictionQuestion(
@@ -120,6 +164,8 @@ INSTRUCTOR = InstructorNotes(
         "A request asks for max_tokens 4,096 and stops after 200: what did a pre-paging server "
         "waste on it?",
         "When can two requests share KV blocks, and what must stay true for it to be safe?",
+        "A hybrid model windows half its layers to 4,096 tokens: at 128,000 tokens of context, "
+        "what share of a full model's cache does it keep? What can it no longer do?",
     ),
 )
 
@@ -178,6 +224,16 @@ QUESTIONS = (
                "The others go on at once with the freed blocks; only the preempted one waits."),
         Choice("Ends the answer early and returns what it has so far", False,
                "Every request is finished in full; the preempted one just finishes later."))),
+    Question("A hybrid model windows every other layer to W tokens. At a context far longer "
+             "than W, its KV cache is about what share of a full-attention model's?", (
+        Choice("About half: the window layers keep only W tokens each", True,
+               "The full layers still keep every token; the window layers' share shrinks to "
+               "W tokens, so the total tends to half as the context grows."),
+        Choice("About W / context: every layer keeps only the window", False,
+               "Only the window layers drop old tokens; the full layers keep them all."),
+        Choice("The same: the window only changes which tokens attention reads", False,
+               "A window layer never reads a token older than W again, so its blocks are "
+               "given back."))),
     MeasuredQuestion("allocation", "Once the engine's allocation check above has run, a "
                                    "question on its numbers appears here."),
 )

@@ -149,3 +149,20 @@ def test_the_prediction_and_the_question_use_the_engines_own_numbers():
     assert asked.answer.text == f"{per_token:,.0f} bytes"
     assert per_token == 2 * row["layers"] * row["kv_heads"] * row["head_dim"] * \
         row["element_bytes"]
+
+
+def test_the_formats_tables_and_the_gpu_box_show_the_formulas_numbers():
+    from engine.calc.kv_formats import requests_that_fit
+
+    page, _ = lesson(answered=False)
+    tables = page.formats.object
+    # tiny: float32 block 2 x 6 x 2 x 32 x 4 x 16 = 49,152 bytes; fp8 12,288 + 96 of scales
+    assert "49,152" in tables and "12,384" in tables
+    rows = [r for r in downloaded(page.formats_download)[1] if r["table"] == "hybrid"]
+    long = next(r for r in rows if r["context_tokens"] == 2048)
+    assert long["full_requests"] == requests_that_fit(64 * 2**20, 2048, 6, 2, 32, 4, 16)
+    assert long["hybrid_requests"] == requests_that_fit(64 * 2**20, 2048, 6, 2, 32, 4, 16, 256)
+    assert long["hybrid_requests"] > long["full_requests"]
+    assert long["tokens_beyond_window"] == 1792
+    box = page.gpu_box.text
+    assert "131,072 bytes per token" in box and "NVIDIA H200" in box and "141 GB" in box

@@ -115,6 +115,7 @@ def test_sweep_json():
     (["run", "--policy", "continuous", "--classes", "chat:speed=2"], "cannot read 'speed=2'"),
     (["run", "--policy", "static", "--workload", "mix", "--classes",
       "interactive;batch"], "need the continuous policy"),
+    (["generate", "--prompt", "hi", "--kv-dtype", "fp4"], "--kv-dtype"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):
     out = run_engine(*args)
