@@ -32,6 +32,15 @@ class RequestTrace:
     preemptions: int = 0
     output_ids: list[int] = field(default_factory=list)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at first admission
+    # Per-phase times (serve/phases.py): the tokenizer's run on the prompt, the time spent
+    # turning output ids into text, when the text was ready; behind a server also when the
+    # request reached it and when its response was handed back.
+    tokenize_start_s: float | None = None
+    tokenize_end_s: float | None = None
+    detokenize_s: float = 0.0
+    response_s: float | None = None
+    received_s: float | None = None
+    response_end_s: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -48,6 +57,12 @@ class RequestTrace:
             "output_len": self.output_len,
             "token_s": list(self.token_s),
             "preemptions": self.preemptions,
+            "tokenize_start_s": self.tokenize_start_s,
+            "tokenize_end_s": self.tokenize_end_s,
+            "detokenize_s": self.detokenize_s,
+            "response_s": self.response_s,
+            "received_s": self.received_s,
+            "response_end_s": self.response_end_s,
         }
 
 
