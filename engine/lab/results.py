@@ -450,6 +450,20 @@ class ReaderMetrics(Record):
 
 
 @dataclass(frozen=True)
+class PhaseTimes(Record):
+    """One request's time by phase in ms (engine.serve.phases): what is left between the
+    engine's steps is other; they add up to e2e."""
+
+    tokenize_ms: float
+    queue_ms: float
+    prefill_ms: float
+    decode_ms: float
+    detokenize_ms: float
+    other_ms: float
+    e2e_ms: float
+
+
+@dataclass(frozen=True)
 class TwoClocksResult(Measured):
     job_kind: ClassVar[str] = "two_clocks"
     device: str
@@ -469,6 +483,7 @@ class TwoClocksResult(Measured):
     finish_ms: float
     metrics: ReaderMetrics
     sequences_per_step: float
+    phases: PhaseTimes | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
