@@ -201,3 +201,21 @@ def test_closed_loop_is_offered_beside_open_loop_and_named_on_the_page():
     service.finish(job, result)
     assert "Closed loop of 3 concurrent users: 10 requests" in page.measured_on.object
     assert page._load_widgets[CLOSED].visible and not page._load_widgets[OPEN].visible
+
+
+def test_the_gpu_box_puts_a_short_and_a_long_answer_through_the_h100s_floors():
+    from engine.calc.gpu_scaling import (
+        H100,
+        LLAMA_3_8B,
+        decode_step,
+        prefill_floor_ms,
+        step_floor_ms,
+    )
+    from lessons.average_lies import GPU_BATCH, answer_floor_ms, gpu_finding
+    step = step_floor_ms(decode_step(LLAMA_3_8B, GPU_BATCH, 500), H100)
+    short = answer_floor_ms(H100, 500, 100)
+    assert short == pytest.approx(prefill_floor_ms(LLAMA_3_8B, H100, 500) + 99 * step)
+    text = gpu_finding([H100])
+    h100 = text[text.index("NVIDIA H100 SXM</th>"):]
+    assert f"{answer_floor_ms(H100, 500, 1000) / short:.1f}x" in h100
+    assert "Llama-3-8B" in text and "P99" in text
