@@ -137,6 +137,8 @@ INSTRUCTOR = InstructorNotes(
         "\"Per-user speed is the server's tokens per second\": it is 1000 / TPOT for one "
         "reader; the server's total is far higher under load.",
         "\"E2E = TTFT + N x TPOT\": there are N - 1 gaps after the first token.",
+        "\"The tokenizer is free\": the phase bars time it; it is small beside this CPU's "
+        "prefill, and a larger share where the model runs faster.",
     ),
     prompts=(
         "Which clock matters for a voice assistant? For a code-completion popup? For a batch "
@@ -145,6 +147,8 @@ INSTRUCTOR = InstructorNotes(
         "classroom network?",
         "If ten classmates press Send together, whose gaps widen, and why does nobody's TTFT "
         "stay the same either?",
+        "Send a short prompt, then one with a long document: which phase bar grew, and by "
+        "how much did tokenize grow beside prefill?",
     ),
 )
 
