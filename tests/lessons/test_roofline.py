@@ -190,7 +190,7 @@ def test_checkpoint_questions():
 
 
 def test_the_prediction_and_the_question_follow_the_batch_1_step():
-    page, _ = lesson({"preset": [b"tiny"], "max_batch": [b"2"], "max_prompt": [b"16"]})
+    page, _ = lesson({**TINY, "max_batch": [b"2"], "max_prompt": [b"16"]})
     one = page.decode_results[1]
     share = one.achieved_gflops / page.machine.matmul_gflops
     assert f"{100 * share:.0f}%" in page.prediction_box.verdict
