@@ -6,10 +6,11 @@ with a cache of its own; each round runs both clients against it, one after the 
 order alternates between rounds, so neither always meets a warmer server), with the same load:
 `--concurrency` streams in a closed loop (bench-client --max-concurrency, GuideLLM's concurrent
 profile), `--requests` requests of `--prompt-len` prompt tokens and `--output-len` output tokens.
-Each tool's figures are its own: bench-client's under vLLM's key names (mean TTFT and ITL in
-ms, output tokens per second), GuideLLM's from its benchmark report (its request latency
-statistics; its ITL is its inter-token latency mean). The ratios ours / GuideLLM's are the
-result: how far two independent clients agree on one server.
+Each tool's figures are its own: bench-client's under vLLM's key names (mean TTFT, TPOT and ITL
+in ms, output tokens per second), GuideLLM's from its JSON report (means over successful
+requests; its inter-token latency is per request, (last - first) / (tokens - 1), which is
+vLLM's TPOT, so the two TPOTs are compared). The ratios ours / GuideLLM's are the result: how
+far two independent clients agree on one server.
 
 GuideLLM is not a dependency of the project (it pulls transformers and datasets): install it
 in a virtual environment of its own that sees this one's packages, and pass its command:
@@ -102,37 +103,45 @@ def run_bench_client(url: str, args, out: Path) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"bench-client failed: {done.stderr.strip()[-500:]}")
     r = json.loads(out.read_text())
-    return {"ttft_ms": r["mean_ttft_ms"], "itl_ms": r["mean_itl_ms"],
-            "output_tok_s": r["output_throughput"], "completed": r["completed"]}
+    return {"ttft_ms": r["mean_ttft_ms"], "tpot_ms": r["mean_tpot_ms"],
+            "itl_ms": r["mean_itl_ms"], "output_tok_s": r["output_throughput"],
+            "completed": r["completed"]}
 
 
 def run_guidellm(command: str, url: str, processor: Path, args, out_dir: Path) -> dict:
-    """GuideLLM's figures for the same load, read from its JSON report."""
+    """GuideLLM's figures for the same load (its `run` command, forced output lengths, the
+    completions route as bench-client uses), read from its JSON report."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = f"prompt_tokens={args.prompt_len},output_tokens={args.output_len}"
-    cmd = [command, "benchmark", "run", "--target", url, "--model", args.preset,
-           "--processor", str(processor), "--data", data, "--profile", "concurrent",
-           "--rate", str(args.concurrency), "--max-requests", str(args.requests),
-           "--output-dir", str(out_dir), "--outputs", "json"]
+    report = out_dir / "report.json"
+    cmd = [command, "run",
+           "--backend", f"kind=openai_http,target={url},model={args.preset},"
+                        "request_format=/v1/completions",
+           "--profile", f"kind=concurrent,streams={args.concurrency}",
+           "--constraint", f"kind=max_requests,count={args.requests}",
+           "--tokenizer", f"kind=hf_auto,model={processor}",
+           "--data", f"kind=synthetic_text,prompt_tokens={args.prompt_len},"
+                     f"output_tokens={args.output_len}",
+           "--output", f"kind=json,path={report}", "--disable-console-interactive"]
     done = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    if done.returncode != 0:
+    if done.returncode != 0 or not report.exists():
         raise RuntimeError(f"guidellm failed: {(done.stderr or done.stdout).strip()[-800:]}")
-    return guidellm_figures(json.loads(next(out_dir.glob("*.json")).read_text()))
+    return guidellm_figures(json.loads(report.read_text()))
 
 
 def guidellm_figures(report: dict) -> dict:
-    """TTFT, ITL (ms, means) and output tokens per second of a report's one benchmark."""
+    """TTFT and ITL (ms, means over successful requests) and output tokens per second of a
+    report's one benchmark. GuideLLM's ITL is per request (last token - first) / (tokens - 1),
+    vLLM's TPOT, so it is set beside bench-client's TPOT."""
     [bench] = report["benchmarks"]
     m = bench["metrics"]
 
     def mean(name: str) -> float:
         return m[name]["successful"]["mean"]
 
-    return {"ttft_ms": mean("time_to_first_token_ms"), "itl_ms": mean("inter_token_latency_ms"),
+    return {"ttft_ms": mean("time_to_first_token_ms"), "tpot_ms": mean("inter_token_latency_ms"),
             "output_tok_s": mean("output_tokens_per_second"),
-            "completed": m["request_totals"]["successful"]
-            if "request_totals" in m else None}
+            "completed": m["request_totals"]["successful"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=32)
+    p.add_argument("--cache", default=None,
+                   help="the server's results cache (its plans); default: a fresh one")
     args = p.parse_args(argv)
     if shutil.which(args.guidellm) is None:
         print(f"error: GuideLLM's command {args.guidellm!r} not found: install it (see this "
@@ -151,9 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run = Run("client_compare", args)
     work = Path(tempfile.mkdtemp(prefix="client-compare-"))
-    proc, url = start_engine_server(str(work / "cache"), args.preset, max(8, args.concurrency))
+    proc, url = start_engine_server(args.cache or str(work / "cache"), args.preset,
+                                    max(8, args.concurrency))
     processor = processor_dir(work / "processor")
-    ratios: dict[str, list[float]] = {"ttft": [], "itl": [], "output_tok_s": []}
+    ratios: dict[str, list[float]] = {"ttft": [], "tpot": [], "output_tok_s": []}
     try:
         for i in range(args.rounds):
             order = ("ours", "guidellm") if i % 2 == 0 else ("guidellm", "ours")
@@ -165,16 +177,16 @@ def main(argv: list[str] | None = None) -> int:
                     got[tool] = run_guidellm(args.guidellm, url, processor, args,
                                              work / f"guidellm-{i}")
             ours, theirs = got["ours"], got["guidellm"]
-            for key, name in (("ttft_ms", "ttft"), ("itl_ms", "itl"),
+            for key, name in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"),
                               ("output_tok_s", "output_tok_s")):
                 ratios[name].append(ours[key] / theirs[key])
             run.round({"round": i + 1, "order": list(order), "bench_client": ours,
                        "guidellm": theirs},
                       f"round {i + 1} ({' then '.join(order)}): bench-client TTFT "
-                      f"{ours['ttft_ms']:.1f} ms, ITL {ours['itl_ms']:.2f} ms, "
-                      f"{ours['output_tok_s']:.1f} tok/s | GuideLLM TTFT "
-                      f"{theirs['ttft_ms']:.1f} ms, ITL {theirs['itl_ms']:.2f} ms, "
-                      f"{theirs['output_tok_s']:.1f} tok/s")
+                      f"{ours['ttft_ms']:.1f} ms, TPOT {ours['tpot_ms']:.2f} ms, ITL "
+                      f"{ours['itl_ms']:.2f} ms, {ours['output_tok_s']:.1f} tok/s | GuideLLM "
+                      f"TTFT {theirs['ttft_ms']:.1f} ms, ITL (per request: TPOT) "
+                      f"{theirs['tpot_ms']:.2f} ms, {theirs['output_tok_s']:.1f} tok/s")
     finally:
         stop(proc)
     median = {k: sorted(v)[len(v) // 2] for k, v in ratios.items()}
