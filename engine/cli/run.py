@@ -187,7 +187,8 @@ def cmd_run(args) -> int:
     if args.trace_out is not None:
         write_trace(args.trace_out, result.to_json())
     if args.json:
-        emit_json(result.to_json())
+        emit_json({**result.to_json(),
+                   "phases_mean_ms": mean_phases_ms(result.phases().values())})
         return 0
     print(summary_table(result.metrics, describe(args, spec, engine)))
     print(phases_line(mean_phases_ms(result.phases().values())))

@@ -146,6 +146,21 @@ class RunMetrics(Record):
 
 
 @dataclass(frozen=True)
+class PhaseSeconds(Record):
+    """One request's time by phase in seconds (engine.serve.phases.RequestPhases)."""
+
+    tokenize_s: float
+    queue_s: float
+    prefill_s: float
+    decode_s: float
+    detokenize_s: float
+    other_s: float
+    e2e_s: float
+    http_in_s: float = 0.0
+    http_out_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class RequestRecord(Record):
     """One request's life, seconds from the run's start (engine.serve.trace.RequestTrace);
     size ("short" or "long") only in a load test."""
@@ -160,6 +175,15 @@ class RequestRecord(Record):
     token_s: list[float]
     preemptions: int
     size: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    # Per-phase times (engine.serve.phases): absent from results made before they were kept.
+    tokenize_start_s: float | None = dataclasses.field(default=None,
+                                                       metadata={"omit_none": True})
+    tokenize_end_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    detokenize_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    response_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    received_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    response_end_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    phases: PhaseSeconds | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from ..sequence import Sequence
 from ..speculative import SpeculativeDecoder
 from ..tokenizer import IncrementalDecoder
 from .metrics import Metrics, compute_metrics
-from .phases import RequestPhases, mean_phases_ms, run_phases
+from .phases import RequestPhases, run_phases
 from .trace import Event, RequestEvent, RequestTrace, StepEvent, StepTrace, TokenEvent
 from .workload import Request
 
@@ -99,7 +99,6 @@ class RunResult:
             "block_size": self.block_size,
             "requests": [{**r.to_json(), "phases": phases[r.id].to_json() if r.id in phases
                           else None} for r in self.requests],
-            "phases_mean_ms": mean_phases_ms(phases.values()),
             "steps": [s.to_json() for s in self.steps],
             "metrics": metrics,
         }

@@ -8,10 +8,11 @@ import pytest
 from run_checks import tiny_engine_with_budget
 
 from engine.generate import generate
+from engine.lab.results import parse_result
 from engine.scheduler import SchedulerConfig
 from engine.serve.loop import run
 from engine.serve.perfetto import chrome_trace
-from engine.serve.phases import request_phases, run_phases
+from engine.serve.phases import mean_phases_ms, request_phases, run_phases
 from engine.serve.trace import RequestTrace, StepTrace
 from engine.serve.workload import WorkloadSpec, make_workload
 
@@ -71,7 +72,10 @@ def test_a_runs_phases_cover_each_requests_time_and_the_queue_covers_the_wait(en
     assert phases[1].queue_s >= first.finish_s - second.arrival_s - phases[1].tokenize_s
     out = result.to_json()
     assert out["requests"][1]["phases"]["queue_s"] == phases[1].queue_s
-    assert out["phases_mean_ms"]["tokenize"] > 0
+    assert mean_phases_ms(phases.values())["tokenize"] > 0
+    assert parse_result("serve_run", {**out, "workload": spec.to_json(), "spread": None,
+                                      "check": None}).requests[1].phases.queue_s == \
+        phases[1].queue_s  # the lab's typed records read them
     names = {e["name"] for e in chrome_trace(out)["traceEvents"] if e.get("ph") == "X"}
     assert {"tokenize", "queued", "prefill", "decode", "detokenize"} <= names
 
