@@ -206,7 +206,7 @@ def test_tiny_beside_the_default_is_placed_under_the_cache_roof_against_both_flo
     tiny_page, service = lesson({**TINY, "max_batch": [b"1"], "max_prompt": [b"16"]})
     info = {**service.result("info"), "cache_bandwidth_gbs": 150.0, "llc_bytes": 32 * 2**20}
     tiny = [j.result for j in service.submitted if j.kind == "sweep_point"][0]
-    page, held = lesson({"max_batch": [b"1"], "max_prompt": [b"16"]},
+    page, held = lesson({"max_batch": [b"1"], "max_prompt": [b"16"], "curve_points": [b"0"]},
                         InProcessService(hold={"info", "sweep_point", "prefill_point"}))
     assert [(j.kind, j.params.get("preset")) for j in held.submitted] == [
         ("info", None), ("sweep_point", "mini"), ("prefill_point", "mini"),
