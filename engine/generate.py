@@ -15,6 +15,7 @@ from .errors import ConfigError
 from .llm_engine import LLMEngine
 from .sampler import SamplingParams
 from .sequence import Sequence
+from .serve.phases import RequestPhases
 from .speculative import SpeculativeDecoder
 from .tokenizer import IncrementalDecoder
 
@@ -36,6 +37,14 @@ class Generation:
     text: str
     token_times: list[float] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)
+    # Its time by phase (engine.serve.phases), seconds: waiting through the other prompts'
+    # prefill steps, its own prefill steps, the decode steps it ran in, the tokenizer's time on
+    # its output, and when its text was ready (from generation's start).
+    queue_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    detokenize_s: float = 0.0
+    text_ready_s: float = 0.0
 
     @property
     def ttft_ms(self) -> float:
@@ -46,6 +55,15 @@ class Generation:
         """Mean time per output token after the first; None with a single token."""
         n = len(self.token_times)
         return None if n < 2 else 1000 * (self.token_times[-1] - self.token_times[0]) / (n - 1)
+
+    def phases(self, tokenize_s: float = 0.0) -> RequestPhases:
+        """Its time by phase, with tokenize_s, the caller's time tokenizing its prompt before
+        generation started; end to end is that plus generation's start to its text."""
+        e2e = tokenize_s + self.text_ready_s
+        covered = tokenize_s + self.queue_s + self.prefill_s + self.decode_s + self.detokenize_s
+        return RequestPhases(tokenize_s=tokenize_s, queue_s=self.queue_s,
+                             prefill_s=self.prefill_s, decode_s=self.decode_s,
+                             detokenize_s=self.detokenize_s, other_s=e2e - covered, e2e_s=e2e)
 
 
 def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
@@ -77,7 +95,9 @@ def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
         for seq_id, toks in tokens.items():
             result = results[seq_id]
             for tok in toks:
+                pushed = time.perf_counter()
                 piece = decoders[seq_id].push(tok)
+                result.detokenize_s += time.perf_counter() - pushed
                 result.token_times.append(now)
                 result.pieces.append(piece)
                 if on_token:
@@ -92,17 +112,30 @@ def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
                 left = seq.num_uncomputed - cached
                 count = left if not prefill_chunk else min(prefill_chunk, left)
                 engine.reserve(seq, count, cached)
-                record(_lists(engine.step([], [(seq, count)])))
+                began = time.perf_counter()
+                tokens = engine.step([], [(seq, count)])
+                took = time.perf_counter() - began
+                for other in seqs:  # the others wait through this prompt's prefill
+                    if other is seq:
+                        results[seq.id].prefill_s += took
+                    else:
+                        results[other.id].queue_s += took
+                record(_lists(tokens))
         running = [s for s in seqs if not s.finished]
         while running:
             if cancelled and cancelled():
                 break
+            began = time.perf_counter()
             if speculative is not None:
-                record(speculative.step(running))
+                tokens = speculative.step(running)
             else:
                 for seq in running:
                     engine.reserve(seq, 1)
-                record(_lists(engine.step(running, [])))
+                tokens = _lists(engine.step(running, []))
+            took = time.perf_counter() - began
+            for seq in running:
+                results[seq.id].decode_s += took
+            record(tokens)
             running = [s for s in running if not s.finished]
     finally:
         for seq in seqs:
@@ -110,7 +143,11 @@ def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
             if speculative is not None:
                 speculative.release(seq)
     for gen in results.values():
+        began = time.perf_counter()
         gen.text = decoders[gen.seq.id].tokenizer.decode(gen.seq.output_ids)
+        ended = time.perf_counter()
+        gen.detokenize_s += ended - began
+        gen.text_ready_s = ended - start
     return list(results.values())
 
 

@@ -23,6 +23,13 @@ import html
 import panel as pn
 import param
 
+from engine.calc.gpu_scaling import (
+    LLAMA_3_8B,
+    Machine,
+    decode_step,
+    prefill_floor_ms,
+    step_floor_ms,
+)
 from engine.calc.stats import min_samples
 from engine.lab.results import EndpointLoadTestResult, LoadTestResult, Percentiles
 from widgets.checkpoint import Question, numeric_question
@@ -31,12 +38,13 @@ from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.latency_histogram import LatencyHistogram
 from widgets.readouts import table_html
-from widgets.tables import UNBOUNDED
+from widgets.tables import UNBOUNDED, sig
 
 from .base import LessonPage
 from .data_record import Run, result_header
 from .endpoint_source import EndpointSource, endpoint_label
 from .load_model import CLOSED, LOADS, OPEN
+from .on_a_gpu import GpuBox, machine_table
 from .teaching import Lookup, which_is_larger
 from .trace_reading import (
     STAT_COLUMNS,
@@ -47,6 +55,7 @@ from .trace_reading import (
     slowest,
 )
 from .words.average_lies import (
+    GPU_TEXT,
     INSTRUCTOR,
     INTRO,
     OBJECTIVES,
@@ -137,6 +146,37 @@ def endpoint_provenance(run: EndpointLoadTestResult) -> str:
             f"users).{failed}</p>")
 
 
+GPU_MODEL = LLAMA_3_8B
+GPU_BATCH, GPU_PROMPT, GPU_LONG_PROMPT = 8, 500, 8000  # tokens
+GPU_SHORT, GPU_LONG = 100, 1000  # answer tokens
+
+
+def answer_floor_ms(m: Machine, prompt: int, answer: int) -> float:
+    """An answer's least time on a machine: its prefill, then a decode step per later token
+    at batch GPU_BATCH (the context taken at the prompt's length)."""
+    step = step_floor_ms(decode_step(GPU_MODEL, GPU_BATCH, prompt), m)
+    return prefill_floor_ms(GPU_MODEL, m, prompt) + (answer - 1) * step
+
+
+def gpu_finding(machines: list[Machine]) -> str:
+    """Lesson 2's finding on each machine: a short and a long answer's floor, their ratio,
+    and the long prompt's prefill a newcomer can arrive behind."""
+    def ratio(m: Machine) -> str:
+        short = answer_floor_ms(m, GPU_PROMPT, GPU_SHORT)
+        return f"{answer_floor_ms(m, GPU_PROMPT, GPU_LONG) / short:.1f}x"
+
+    table = machine_table(machines, (
+        (f"{GPU_SHORT}-token answer (ms)",
+         lambda m: sig(answer_floor_ms(m, GPU_PROMPT, GPU_SHORT))),
+        (f"{GPU_LONG:,}-token answer (ms)",
+         lambda m: sig(answer_floor_ms(m, GPU_PROMPT, GPU_LONG))),
+        ("long / short", ratio),
+        (f"waiting behind a {GPU_LONG_PROMPT:,}-token prefill (ms)",
+         lambda m: sig(prefill_floor_ms(GPU_MODEL, m, GPU_LONG_PROMPT))),
+    ), f"{GPU_MODEL.name} in bf16, {GPU_PROMPT}-token prompts, batch {GPU_BATCH}: floors")
+    return GPU_TEXT + table
+
+
 class AverageLiesLesson(EndpointSource, LessonPage):
     """Lesson 2: a load test's latency spread, percentiles, and its slowest requests."""
 
@@ -163,6 +203,7 @@ class AverageLiesLesson(EndpointSource, LessonPage):
         self.result: LoadTestResult | EndpointLoadTestResult | None = None
         self.shown: Run | None = None  # the load test the histograms draw, for the download
         self.latencies: list = []  # each finished request's figures, as the histograms got them
+        self.gpu_box = GpuBox(gpu_finding)
         self.e2e = LatencyHistogram(title="End-to-end latency (E2E)",
                                     x_label="E2E: arrival to last token (ms)")
         self.ttft = LatencyHistogram(title="Time to first token (TTFT)",
@@ -178,6 +219,10 @@ class AverageLiesLesson(EndpointSource, LessonPage):
         self.measured_on = html_pane("", css_classes=["measurement-label"])
         self.download = DataDownload("load-test-latencies", self.download_rows,
                                      self.download_header, "Each request's latencies")
+
+    def start(self) -> None:
+        self.gpu_box.fetch(self.jobs)
+        self.run()
 
     def body(self) -> list:
         self._batch_slider = pn.widgets.IntSlider.from_param(
@@ -208,7 +253,7 @@ class AverageLiesLesson(EndpointSource, LessonPage):
             self.slow,
             html_pane(PROSE),
             html_pane("<h2>Targets are written on the tail</h2>"),
-            html_pane(QUOTED), self.targets,
+            html_pane(QUOTED), self.targets, self.gpu_box,
         ]
 
     @property
@@ -249,9 +294,6 @@ class AverageLiesLesson(EndpointSource, LessonPage):
             return "endpoint_load_test", {**params, "url": self.endpoint.url,
                                           "model": self.endpoint.model}
         return "load_test", self.job_params()
-
-    def start(self) -> None:
-        self.run()
 
     def run(self) -> None:
         """Start a load test with the current settings. The button stays usable: pressed

@@ -10,7 +10,9 @@ bandwidth floor, and tiny's against both floors (engine.calc.cache_fit). The wor
 lessons.words.roofline.
 
 URL: preset, max_batch (decode batches 1, 2, 4, ... up to it), max_prompt (prompts of 16, 64,
-256, ... tokens up to it): /app?lesson=roofline&preset=tiny&max_batch=4&max_prompt=64
+256, ... tokens up to it), curve_points (that many more prompts spread evenly up to the preset's
+context, for the prefill curve's quadratic fit, engine.calc.prefill_fit; 0 for none):
+/app?lesson=roofline&preset=tiny&max_batch=4&max_prompt=64&curve_points=0
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from engine.calc.gpu_scaling import (
     prefill_floor_ms,
     step_floor_ms,
 )
+from engine.calc.prefill_fit import QuadraticFit, attention_crossover, fit_lengths, fit_quadratic
 from engine.calc.stats import estimate
 from engine.calc.step_cost import decode_context, decode_cost
+from engine.config import get_preset
 from engine.lab.registry import get_spec
 from engine.lab.results import InfoResult, PrefillPointResult, PresetShape, SweepPointResult
 from widgets.checkpoint import Choice, Question
@@ -37,6 +41,7 @@ from widgets.data_download import DataDownload
 from widgets.floor_chart import FloorChart
 from widgets.html import html_pane
 from widgets.job_status import RANDOM_WEIGHTS
+from widgets.prefill_curve import PrefillCurve
 from widgets.roofline_chart import RooflineChart
 from widgets.tables import sig
 
@@ -54,6 +59,7 @@ from .words.roofline import (
     LIMITS_TEXT,
     OBJECTIVES,
     PREDICTION,
+    PREFILL_CURVE_TEXT,
     QUESTIONS,
     ROOFLINE_TEXT,
     TAKEAWAY,
@@ -137,6 +143,10 @@ def powers(start: int, factor: int, limit: int) -> list[int]:
     return out
 
 
+CURVE_POINTS = 6  # prefill lengths spread up to the context, beside the roofline's own
+MIN_FIT_POINTS = 4  # a, b, c and one degree of freedom for their intervals
+
+
 def job_label(kind: str, params: dict, preset: str | None = None) -> str:
     """A job of the page named as its charts name its point ("decode, batch 4"; "tiny decode,
     batch 4" for a preset other than the page's)."""
@@ -146,6 +156,42 @@ def job_label(kind: str, params: dict, preset: str | None = None) -> str:
     if kind == "prefill_point":
         return f"prefill, {params['prompt_len']:,} tokens"
     return "machine limits"
+
+
+def _interval(c, scale: float, unit: str) -> str:
+    if c.low is None:
+        return f"{sig(c.value * scale)} {unit}"
+    return f"{sig(c.value * scale)} {unit} [{sig(c.low * scale)}, {sig(c.high * scale)}]"
+
+
+def curve_summary(fit: QuadraticFit | None, points: list[tuple[int, float]],
+                  shape: PresetShape | None) -> str:
+    """The fit in words: its terms with their 95% intervals, the attention term's share at the
+    longest prompt, the measured crossover b / c, and the FLOP count's crossover L*."""
+    if fit is None:
+        return (f"{len(points)} of at least {MIN_FIT_POINTS} prompt lengths measured; the fit "
+                "comes with the fourth.")
+    top = max(n for n, _ in points)
+    lines = [f"- **Fit over {fit.points} prompt lengths** (95% intervals): a = "
+             f"{_interval(fit.a, 1, 'ms')}, b = {_interval(fit.b, 1000, 'µs per token')}, "
+             f"c = {_interval(fit.c, 1e6, 'ns per token²')}; R² = {fit.r_squared:.3f}.",
+             f"- **At {top:,} tokens** the attention term c×L² is "
+             f"{fit.quadratic_share(top):.0%} of the fitted time, the weight term b×L "
+             f"{fit.linear_part(top) / fit.predict(top):.0%}."]
+    if fit.c.low is not None and fit.c.low <= 0:
+        lines.append("- The attention term's interval includes 0: at these lengths its time "
+                     "is not told apart from the noise.")
+    cross = fit.crossover
+    if cross is not None:
+        where = "within" if cross <= top else "beyond"
+        lines.append(f"- **Measured crossover:** the two fitted terms are equal at L = b / c = "
+                     f"{cross:,.0f} tokens, {where} the lengths measured.")
+    if shape is not None:
+        flops = attention_crossover(shape.params - shape.vocab * shape.hidden, shape.heads,
+                                    shape.head_dim, shape.layers)
+        lines.append(f"- **Counted in FLOPs** (engine.calc.step_cost), {shape.name}'s attention "
+                     f"work equals its weights' at L* = {flops:,.0f} tokens.")
+    return "\n".join(lines)
 
 
 class RooflineLesson(LessonPage):
@@ -166,6 +212,11 @@ class RooflineLesson(LessonPage):
     max_prompt = param.Integer(default=1024, bounds=(16, 1024), label="Longest prompt (tokens)",
                                doc="Prefill passes are measured at 16, 64, 256, ... tokens up to "
                                    "this.")
+
+    curve_points = param.Integer(default=CURVE_POINTS, bounds=(0, 8),
+                                 label="Prefill lengths up to the context",
+                                 doc="Extra prefill passes spread evenly up to the preset's "
+                                     "context, for the quadratic fit (0: none).")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -192,6 +243,9 @@ class RooflineLesson(LessonPage):
                                      "The roofline's points")
         self.floor_download = DataDownload("decode-step-floor", self.floor.rows,
                                            self.download_header, "The floor chart's points")
+        self.curve = PrefillCurve()
+        self.curve_summary = pn.pane.Markdown("", sizing_mode="stretch_width",
+                                              css_classes=["prefill-curve-summary"])
         self.again = pn.widgets.Button(label="Measure again (not from the cache)")
         self.again.on_click(lambda _e: self.start(fresh=True))
 
@@ -201,6 +255,14 @@ class RooflineLesson(LessonPage):
 
     def prompt_lens(self) -> list[int]:
         return powers(16, 4, self.max_prompt)
+
+    def curve_lens(self) -> list[int]:
+        """The prefill curve's extra lengths, up to the preset's context (the roofline's own
+        prompt lengths are fitted too)."""
+        if not self.curve_points:
+            return []
+        lengths = fit_lengths(get_preset(self.preset).context, self.curve_points)
+        return [n for n in lengths if n not in self.prompt_lens()]
 
     def in_cache_batches(self) -> list[int]:
         """tiny's decode batches drawn beside another preset ([] when tiny is the preset)."""
@@ -217,7 +279,7 @@ class RooflineLesson(LessonPage):
         jobs: list[tuple[str, dict]] = [("info", {})]
         jobs += [decode(self.preset, b) for b in self.batch_sizes()]
         jobs += [("prefill_point", {"preset": self.preset, "prompt_len": n})
-                 for n in self.prompt_lens()]
+                 for n in self.prompt_lens() + self.curve_lens()]
         jobs += [decode(IN_CACHE, b) for b in self.in_cache_batches()]
         return jobs
 
@@ -256,6 +318,9 @@ class RooflineLesson(LessonPage):
         self.cached_results.clear()
         self.prefill_results.clear()
         self.chart.clear()
+        self.curve.set_points([])
+        self.curve.set_fit(None)
+        self.curve_summary.object = ""
         self.floor.clear()
         self.roof_summary.object = ""
         self.floor_summary.object = ""
@@ -277,7 +342,7 @@ class RooflineLesson(LessonPage):
                 show(event.result)
         return on_event
 
-    @param.depends("preset", "max_batch", "max_prompt", watch=True)
+    @param.depends("preset", "max_batch", "max_prompt", "curve_points", watch=True)
     def _settings_changed(self) -> None:
         if self.started:
             self.start()
@@ -350,8 +415,17 @@ class RooflineLesson(LessonPage):
                              point.intensity, point.achieved_gflops, point.ms,
                              estimate(point.ms_all, 50) if point.ms_all else None)
         self._summarize()
+        self._fit_curve()
         self.say(f"Prefill of {point.prompt_len:,} tokens measured: {sig(point.ms)} ms, "
                  f"{sig(point.achieved_gflops)} GFLOP/s, {sig(point.intensity)} FLOP per byte.")
+
+    def _fit_curve(self) -> None:
+        """The prefill passes against their length, fitted once four lengths are in."""
+        points = sorted((n, r.ms) for n, r in self.prefill_results.items())
+        self.curve.set_points(points)
+        fit = fit_quadratic(*zip(*points)) if len(points) >= MIN_FIT_POINTS else None
+        self.curve.set_fit(fit)
+        self.curve_summary.object = curve_summary(fit, points, self.shape())
 
     def _summarize(self) -> None:
         self._judge()
@@ -468,6 +542,8 @@ class RooflineLesson(LessonPage):
                                             sizing_mode="stretch_width"),
             pn.widgets.IntSlider.from_param(self.param.max_prompt, step=16, throttled=True,
                                             sizing_mode="stretch_width"),
+            pn.widgets.IntSlider.from_param(self.param.curve_points, throttled=True,
+                                            sizing_mode="stretch_width"),
             self.again, sizing_mode="stretch_width")
 
     def _judge(self) -> None:
@@ -487,6 +563,7 @@ class RooflineLesson(LessonPage):
                 html_pane("<h2>This machine's two limits</h2>" + LIMITS_TEXT), self.limits,
                 self.controls(), self.runner.status, html_pane(ROOFLINE_TEXT), self.chart,
                 self.download, self.roof_summary, html_pane(FLOOR_TEXT), self.floor,
-                self.floor_download, self.floor_summary, html_pane(CACHE_TEXT),
+                self.floor_download, self.floor_summary, html_pane(PREFILL_CURVE_TEXT),
+                self.curve, self.curve_summary, html_pane(CACHE_TEXT),
                 self.cache_summary, html_pane(CPU_NOTE), self.gpu_box]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
+from engine.calc.gpu_scaling import LLAMA_3_8B, Machine, decode_step, step_floor_ms
 from engine.calc.stats import Estimate, estimate, min_samples
 from engine.lab.results import ServeRunResult, StepRecord
 from widgets.checkpoint import Choice, Question
@@ -29,15 +30,17 @@ from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
 from widgets.readouts import table_html
 from widgets.request_lanes import RequestLanes
-from widgets.tables import UNBOUNDED, with_interval
+from widgets.tables import UNBOUNDED, sig, with_interval
 
 from .base import LessonPage
 from .data_record import Run, check_cell, result_header, spread_cell
 from .job_runner import event_record
 from .load_model import CLOSED, LOADS, OPEN
+from .on_a_gpu import GpuBox, machine_table
 from .teaching import Lookup, which_is_larger
 from .trace_reading import fmt_ms, request_latencies
 from .words.three_schedules import (
+    GPU_TEXT,
     INSTRUCTOR,
     INTRO,
     OBJECTIVES,
@@ -127,6 +130,25 @@ def lanes_rows(run: ServeRunResult) -> list[dict]:
             for r in request_latencies(run)]
 
 
+GPU_MODEL = LLAMA_3_8B
+GPU_CONTEXT = 500  # tokens cached per sequence
+GPU_BATCHES = (1, 4, 16)
+
+
+def gpu_finding(machines: list[Machine]) -> str:
+    """Lesson 3's finding on each machine: the decode step's floor and the tokens per second
+    it allows at a few batch sizes (what an empty slot forgoes)."""
+    def step(m: Machine, b: int) -> float:
+        return step_floor_ms(decode_step(GPU_MODEL, b, GPU_CONTEXT), m)
+
+    columns = [(f"step at batch {b} (ms)", lambda m, b=b: sig(step(m, b))) for b in GPU_BATCHES]
+    columns += [(f"tokens/s at batch {b}", lambda m, b=b: f"{1000 * b / step(m, b):,.0f}")
+                for b in GPU_BATCHES]
+    return GPU_TEXT + machine_table(
+        machines, columns, f"{GPU_MODEL.name} in bf16, {GPU_CONTEXT} tokens cached each: "
+                           "decode-step floors")
+
+
 class ThreeSchedulesLesson(LessonPage):
     """Lesson 3: one arrival trace under static, dynamic and continuous batching."""
 
@@ -147,6 +169,7 @@ class ThreeSchedulesLesson(LessonPage):
     def __init__(self, **params):
         super().__init__(**params)
         self.lanes = RequestLanes(height=360)
+        self.gpu_box = GpuBox(gpu_finding)
         self.runs: dict[tuple, PolicySummary] = {}  # (settings..., policy) -> its summary
         self.result: ServeRunResult | None = None
         self.shown: Run | None = None  # the run the lanes draw, for their download
@@ -208,7 +231,7 @@ class ThreeSchedulesLesson(LessonPage):
                    pn.Column(self.lanes, self.runner.status, self.lane_text,
                              sizing_mode="stretch_width"), sizing_mode="stretch_width"),
             self.measured_on, self.download, self.table,
-            html_pane(PROSE),
+            html_pane(PROSE), self.gpu_box,
         ]
 
     def _show_load(self) -> None:
@@ -225,6 +248,7 @@ class ThreeSchedulesLesson(LessonPage):
 
     # ---- running -----------------------------------------------------------------------------
     def start(self) -> None:
+        self.gpu_box.fetch(self.jobs)
         self.run()
 
     def run(self) -> None:

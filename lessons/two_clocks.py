@@ -47,6 +47,7 @@ from widgets.checkpoint import Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane, site_html
 from widgets.job_status import provenance
+from widgets.phase_bars import PhaseBars
 from widgets.readouts import Readouts, table_html
 from widgets.tables import UNBOUNDED, interval_text, sig, with_interval
 from widgets.token_timeline import TokenTimeline
@@ -61,6 +62,7 @@ from .words.two_clocks import (
     INTRO,
     NO_BROWSER_CLOCK,
     OBJECTIVES,
+    PHASES,
     PREDICTION,
     PROSE,
     QUESTIONS,
@@ -75,6 +77,7 @@ ARRIVE_AFTER_MS = 300.0  # the background requests' head start, so they are deco
 
 GPU_MODEL = LLAMA_3_8B
 GPU_PROMPT = 1000  # tokens
+MAX_PHASE_BARS = 6  # the reader's latest requests drawn by phase
 
 
 def gpu_finding(machines: list[Machine]) -> str:
@@ -237,6 +240,8 @@ class TwoClocksLesson(EndpointSource, LessonPage):
         self.download = DataDownload("token-timeline", self.timeline.tick_rows,
                                      self.download_header, "The timeline's tokens")
         self.gpu_box = GpuBox(gpu_finding)
+        self.phase_bars = PhaseBars(title="Where each of your requests' time went")
+        self._phase_rows: list[tuple[str, dict[str, float]]] = []
 
     # ---- layout ------------------------------------------------------------------------------
     def controls(self) -> pn.Column:
@@ -265,7 +270,8 @@ class TwoClocksLesson(EndpointSource, LessonPage):
                    sizing_mode="stretch_width"),
             html_pane("<h3>The engine's clock</h3>"), self.engine_readouts,
             html_pane("<h3>Your browser's clock</h3>"), self.browser_readouts,
-            self.measured_on, self.token_table, self.download,
+            self.measured_on, html_pane(PHASES), self.phase_bars,
+            self.token_table, self.download,
             html_pane(BOUND_PRIMER), html_pane(PROSE), self.gpu_box,
         ]
 
@@ -369,7 +375,20 @@ class TwoClocksLesson(EndpointSource, LessonPage):
             f"request{'s' if result.background != 1 else ''}, so each decode step carried "
             f"{result.sequences_per_step:.1f} sequences on average; answer "
             f"{'streamed' if result.stream else 'held until complete'}.</p>")
+        self._add_phases(result)
         self._show_browser()
+
+    def _add_phases(self, result: TwoClocksResult) -> None:
+        """One more bar: this run's request by phase (the last MAX_PHASE_BARS runs)."""
+        if result.phases is None:
+            return
+        p = result.phases
+        label = (f"#{len(self._phase_rows) + 1}: {result.prompt_tokens}-token prompt, "
+                 f"{result.metrics.output_tokens} out")
+        self._phase_rows.append((label, {
+            "tokenize": p.tokenize_ms, "queue": p.queue_ms, "prefill": p.prefill_ms,
+            "decode": p.decode_ms, "detokenize": p.detokenize_ms, "other": p.other_ms}))
+        self.phase_bars.set(self._phase_rows[-MAX_PHASE_BARS:])
 
     def _show_clocks(self, m: ReaderMetrics | EndpointStreamResult, times_ms: list[float],
                      ttft_note: str, sentence: str, who: str) -> None:

@@ -100,7 +100,9 @@ def cmd_generate(args) -> int:
     if not args.prompt:
         raise UsageError("--prompt is empty: give some text")
     engine = make_engine(args)
+    began = time.perf_counter()
     ids = engine.tokenizer.encode(args.prompt)
+    tokenize_s = time.perf_counter() - began
     context = engine.model_config.context
     if len(ids) + args.max_new_tokens > context:
         raise UsageError(
@@ -128,6 +130,7 @@ def cmd_generate(args) -> int:
                      speculative=speculative)
     spec = None if speculative is None else \
         {"method": args.speculative, **speculative.stats.to_json()}
+    phases = gen.phases(tokenize_s)
     if args.json:
         emit_json({
             "device": engine.device,
@@ -139,6 +142,7 @@ def cmd_generate(args) -> int:
             "tokens": [{"text": piece, "t_s": t} for piece, t in zip(gen.pieces, gen.token_times)],
             "ttft_ms": gen.ttft_ms,
             "tpot_ms": gen.tpot_ms,
+            "phases": phases.to_json(),
             **weight_format(engine),
             **kv_format(engine),
             **({"speculative": spec} if spec else {}),
@@ -153,6 +157,10 @@ def cmd_generate(args) -> int:
     int8 += ", fp8 KV" if kv_format(engine) else ""
     print(f"[{args.preset} on {engine.device}{int8}: TTFT {gen.ttft_ms:.1f} ms, TPOT {tpot}, "
           f"{len(gen.token_times)} tokens]", file=sys.stderr)
+    print(f"[phases, ms: tokenize {1000 * phases.tokenize_s:.2f}, queue "
+          f"{1000 * phases.queue_s:.2f}, prefill {1000 * phases.prefill_s:.2f}, decode "
+          f"{1000 * phases.decode_s:.1f}, detokenize {1000 * phases.detokenize_s:.2f}, other "
+          f"{1000 * phases.other_s:.2f}; E2E {1000 * phases.e2e_s:.1f}]", file=sys.stderr)
     if spec:
         rate = "n/a" if spec["acceptance_rate"] is None else f"{100 * spec['acceptance_rate']:.0f}%"
         print(f"[speculative {args.speculative}, k={args.spec_k}: {spec['steps']} target steps, "

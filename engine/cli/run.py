@@ -18,6 +18,7 @@ from ..serve.lengths import available as available_lengths
 from ..serve.loop import run
 from ..serve.metrics import Metrics
 from ..serve.perfetto import write_trace
+from ..serve.phases import mean_phases_ms
 from ..serve.workload import WORKLOADS, WorkloadSpec, make_workload
 from ..speculative import SpeculativeDecoder, make_draft
 from ..traffic_mix import BATCH, FLOOD_TENANT, INTERACTIVE, MixSpec, make_mix
@@ -203,16 +204,27 @@ def cmd_run(args) -> int:
     if args.trace_out is not None:
         write_trace(args.trace_out, result.to_json())
     if args.json:
-        emit_json(result.to_json())
+        emit_json({**result.to_json(),
+                   "phases_mean_ms": mean_phases_ms(result.phases().values())})
         return 0
     print(summary_table(result.metrics, describe(args, spec, engine)))
     if args.workload == MIX or config.traffic is not None:
         print("\n" + class_table(result.to_json()["requests"]))
+    print(phases_line(mean_phases_ms(result.phases().values())))
     if "prefix_cache" in result.extra:
         print(prefix_cache_line(result.extra["prefix_cache"]))
     if speculative is not None:
         print(speculative_line(result.extra["speculative"]))
     return 0
+
+
+def phases_line(mean_ms: dict[str, float] | None) -> str:
+    """The mean request's time by phase (engine.serve.phases), in ms."""
+    if mean_ms is None:
+        return "phases: n/a (no request finished)"
+    parts = ", ".join(f"{name} {mean_ms[name]:.2f}" for name in
+                      ("tokenize", "queue", "prefill", "decode", "detokenize", "other"))
+    return f"phases of the mean request, ms: {parts} (E2E {mean_ms['e2e']:.1f})"
 
 
 def speculative_line(stats: dict) -> str:

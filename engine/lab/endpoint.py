@@ -13,6 +13,7 @@ Torch-free: the web side reads it to offer the source choice and to label what i
 from __future__ import annotations
 
 import argparse
+import html
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,9 +47,29 @@ class Endpoint:
         return urlsplit(self.url).netloc
 
     @property
+    def metrics_url(self) -> str:
+        """Its Prometheus metrics: /metrics at the server's root, where vLLM and
+        `python -m engine serve` both expose them (engine.serve.prometheus)."""
+        return self.url.removesuffix("/v1") + "/metrics"
+
+    @property
     def label(self) -> str:
         """How every number measured there is labelled: the model and the host."""
         return f"{self.model} at {self.host}"
+
+
+def metrics_html(point: Endpoint | None) -> str:
+    """The about page's line on live server metrics: the configured server's /metrics link, or
+    how to get one from the lab's own engine (its worker has no HTTP server of its own)."""
+    serve = ("<code>python -m engine serve</code> serves this lab's engine over HTTP with "
+             "Prometheus metrics at <code>/metrics</code>, under vLLM's metric names")
+    if point is None:
+        return f"<p>Live metrics: {serve}; start the app with <code>--endpoint</code> to link " \
+               "them here.</p>"
+    url = html.escape(point.metrics_url, quote=True)
+    return (f'<p>Live metrics of the server the lessons can measure ({html.escape(point.label)}):'
+            f' <a href="{url}">{url}</a>, in Prometheus\' text format, as read from where this '
+            f"app runs. {serve}.</p>")
 
 
 def measured_on(params: dict) -> str | None:

@@ -146,6 +146,21 @@ class RunMetrics(Record):
 
 
 @dataclass(frozen=True)
+class PhaseSeconds(Record):
+    """One request's time by phase in seconds (engine.serve.phases.RequestPhases)."""
+
+    tokenize_s: float
+    queue_s: float
+    prefill_s: float
+    decode_s: float
+    detokenize_s: float
+    other_s: float
+    e2e_s: float
+    http_in_s: float = 0.0
+    http_out_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class RequestRecord(Record):
     """One request's life, seconds from the run's start (engine.serve.trace.RequestTrace);
     size ("short" or "long") only in a load test."""
@@ -164,6 +179,15 @@ class RequestRecord(Record):
     traffic_class: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
     tenant: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
     refused: str | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    # Per-phase times (engine.serve.phases): absent from results made before they were kept.
+    tokenize_start_s: float | None = dataclasses.field(default=None,
+                                                       metadata={"omit_none": True})
+    tokenize_end_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    detokenize_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    response_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    received_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    response_end_s: float | None = dataclasses.field(default=None, metadata={"omit_none": True})
+    phases: PhaseSeconds | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
@@ -458,6 +482,20 @@ class ReaderMetrics(Record):
 
 
 @dataclass(frozen=True)
+class PhaseTimes(Record):
+    """One request's time by phase in ms (engine.serve.phases): what is left between the
+    engine's steps is other; they add up to e2e."""
+
+    tokenize_ms: float
+    queue_ms: float
+    prefill_ms: float
+    decode_ms: float
+    detokenize_ms: float
+    other_ms: float
+    e2e_ms: float
+
+
+@dataclass(frozen=True)
 class TwoClocksResult(Measured):
     job_kind: ClassVar[str] = "two_clocks"
     device: str
@@ -477,6 +515,7 @@ class TwoClocksResult(Measured):
     finish_ms: float
     metrics: ReaderMetrics
     sequences_per_step: float
+    phases: PhaseTimes | None = dataclasses.field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)

@@ -103,17 +103,23 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(request: Request):
+        received = online.clock()
         req = parse(CompletionRequest, await request.body())
         check_model(req.model)
+        began = online.clock()
         ids = completion_prompt(req.prompt, engine.tokenizer.encode, vocab)
-        return await respond(request, settings(req, ids, context), chat=False)
+        times = (received, began, online.clock())
+        return await respond(request, settings(req, ids, context), chat=False, times=times)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
+        received = online.clock()
         req = parse(ChatCompletionRequest, await request.body())
         check_model(req.model)
+        began = online.clock()
         ids = completion_prompt(chat_text(req.messages), engine.tokenizer.encode, vocab)
-        return await respond(request, settings(req, ids, context), chat=True)
+        times = (received, began, online.clock())
+        return await respond(request, settings(req, ids, context), chat=True, times=times)
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -127,7 +133,8 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
     async def trace(since_s: float = 0.0) -> dict:
         return online.trace(since_s)
 
-    async def respond(request: Request, s: Settings, chat: bool):
+    async def respond(request: Request, s: Settings, chat: bool,
+                      times: tuple[float, float, float]):
         try:
             online.check(s.prompt_ids, s.max_tokens)  # the KV pool's limit
         except ValueError as e:
@@ -135,10 +142,13 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
         reply = Reply(chat=chat, model=model_name, include_usage=s.include_usage,
                       prompt_ids=s.prompt_ids if s.return_token_ids else None)
         if s.stream:
-            return StreamingResponse(stream(s, reply), media_type="text/event-stream")
-        return await whole(request, s, reply)
+            return StreamingResponse(stream(s, reply, times), media_type="text/event-stream")
+        return await whole(request, s, reply, times)
 
-    def submit(s: Settings, reply: Reply) -> tuple[int, asyncio.Queue]:
+    def submit(s: Settings, reply: Reply, times: tuple[float, float, float]
+               ) -> tuple[int, asyncio.Queue]:
+        """Hand the request in; times: when it reached the server, and its tokenizer run's
+        start and end (its trace's HTTP side, engine.serve.phases)."""
         outputs: asyncio.Queue[Output] = asyncio.Queue()
         loop = asyncio.get_running_loop()
 
@@ -147,15 +157,17 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
 
         try:
             request_id = online.submit(Submission(s.prompt_ids, s.max_tokens, s.sampling,
-                                                  deliver, s.stop, s.ignore_eos, reply.id))
+                                                  deliver, s.stop, s.ignore_eos, reply.id,
+                                                  *times))
         except RuntimeError as e:
             raise APIError(str(e), status=503, kind="ServiceUnavailableError") from None
         return request_id, outputs
 
-    async def stream(s: Settings, reply: Reply) -> AsyncIterator[str]:
+    async def stream(s: Settings, reply: Reply, times: tuple[float, float, float]
+                     ) -> AsyncIterator[str]:
         """One event per token; the request is submitted only once the stream starts, and
         aborted if the stream ends early (the client went away: Starlette cancels it here)."""
-        request_id, outputs = submit(s, reply)
+        request_id, outputs = submit(s, reply, times)
         done = False
         try:
             while True:
@@ -172,13 +184,15 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
                         yield reply.usage_chunk(out.prompt_tokens, out.completion_tokens)
                     break
             yield SSE_DONE
+            online.responded(request_id)  # resumed once the server took the last event
         finally:
             if not done:
                 online.abort(request_id)
 
-    async def whole(request: Request, s: Settings, reply: Reply) -> JSONResponse:
+    async def whole(request: Request, s: Settings, reply: Reply,
+                    times: tuple[float, float, float]) -> JSONResponse:
         """Collect the whole answer, unless the client disconnects first (then abort)."""
-        request_id, outputs = submit(s, reply)
+        request_id, outputs = submit(s, reply, times)
 
         async def collect() -> tuple[str, list[int], Output]:
             pieces, ids = [], []
@@ -205,8 +219,10 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
         if last.finish_reason in ("abort", "error"):
             message = last.error or "the server stopped before the request finished"
             raise APIError(message, status=500, kind="InternalServerError")
-        return JSONResponse(reply.whole(text, last.finish_reason, ids, last.prompt_tokens,
-                                        last.completion_tokens))
+        response = JSONResponse(reply.whole(text, last.finish_reason, ids, last.prompt_tokens,
+                                            last.completion_tokens))
+        online.responded(request_id)  # the body is built: what is left is the socket's
+        return response
 
     return app
 

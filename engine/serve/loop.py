@@ -51,6 +51,7 @@ from ..sequence import Sequence
 from ..speculative import SpeculativeDecoder
 from ..tokenizer import IncrementalDecoder
 from .metrics import Metrics, compute_metrics
+from .phases import RequestPhases, run_phases
 from .trace import Event, RequestEvent, RequestTrace, StepEvent, StepTrace, TokenEvent
 from .workload import Request
 
@@ -79,8 +80,13 @@ class RunResult:
     def policy(self) -> str:
         return self.config.policy
 
+    def phases(self) -> dict[int, RequestPhases]:
+        """Each finished request's time by phase (serve/phases.py)."""
+        return run_phases(self.requests, self.steps)
+
     def to_json(self) -> dict:
         metrics = self.metrics.to_json()
+        phases = self.phases()
         return {
             "device": self.device,
             "preset": self.preset,
@@ -91,7 +97,8 @@ class RunResult:
             "cancelled": self.cancelled,
             "kv_blocks_total": self.kv_blocks_total,
             "block_size": self.block_size,
-            "requests": [r.to_json() for r in self.requests],
+            "requests": [{**r.to_json(), "phases": phases[r.id].to_json() if r.id in phases
+                          else None} for r in self.requests],
             "steps": [s.to_json() for s in self.steps],
             "metrics": metrics,
         }
@@ -200,10 +207,15 @@ class EngineLoop:
         """A request arrives: it waits for the scheduler to admit it. Returns its trace (the
         given one, when the caller made it in advance)."""
         engine = self.engine
-        seq = engine.new_sequence(req.prompt_ids, req.output_len, req.sampling,
-                                  ignore_eos=not req.stop_at_eos, seq_id=req.id)
         if trace is None:
             trace = RequestTrace(req.id, arrival_s, len(req.prompt_ids), req.output_len)
+        prompt_ids = req.prompt_ids
+        if req.prompt_text is not None:  # the tokenize phase: its text, tokenized on arrival
+            trace.tokenize_start_s = self.clock()
+            prompt_ids = engine.tokenizer.encode(req.prompt_text)
+            trace.tokenize_end_s = self.clock()
+        seq = engine.new_sequence(prompt_ids, req.output_len, req.sampling,
+                                  ignore_eos=not req.stop_at_eos, seq_id=req.id)
         trace.arrival_s = arrival_s
         decoder = IncrementalDecoder(engine.tokenizer) if self.stream_text else None
         self.emit(RequestEvent("arrived", req.id, arrival_s))
@@ -252,9 +264,14 @@ class EngineLoop:
                 trace.output_ids.append(token)
                 if trace.first_token_s is None:
                     trace.first_token_s = end
-                text = live.decoder.push(token) if live.decoder is not None else None
+                text = None
+                if live.decoder is not None:
+                    pushed = time.perf_counter()
+                    text = live.decoder.push(token)
+                    trace.detokenize_s += time.perf_counter() - pushed
                 emit(TokenEvent(seq_id, len(trace.token_s) - 1, token, end, text))
             if live.seq.finished:
+                self._text_ready(live)
                 if self.speculative is not None:
                     self.speculative.release(live.seq)
                 trace.finish_s = end
@@ -279,6 +296,16 @@ class EngineLoop:
         self.steps.append(step)
         emit(StepEvent(step))
         return step
+
+    def _text_ready(self, live: _Live) -> None:
+        """A finished request's text: streamed already, or its ids decoded now (timed, the
+        detokenize phase); response_s is when it is ready."""
+        trace = live.trace
+        if live.decoder is None:
+            started = time.perf_counter()
+            self.engine.tokenizer.decode(trace.output_ids)
+            trace.detokenize_s += time.perf_counter() - started
+        trace.response_s = self.clock()
 
     def _run(self, plan) -> dict[int, list[int]]:
         """One engine step for the plan: {sequence id: its new tokens}. A verify step where the
@@ -318,6 +345,7 @@ class EngineLoop:
         if completed and trace.token_s:
             trace.finish_s = trace.token_s[-1]
             trace.output_len = len(trace.token_s)
+            self._text_ready(live)
         self.emit(RequestEvent("finished" if completed else "aborted", request_id, self.clock()))
         return trace
 

@@ -11,7 +11,9 @@ same way, right after the step that produced it.
 
 Times are seconds on one clock, time.perf_counter() minus the server's start, as in a run. A
 request's arrival is the moment its client handed it in (after the HTTP server parsed and
-tokenized it), so the server's TTFT is first token minus that moment.
+tokenized it), so the server's TTFT is first token minus that moment. The HTTP side's own times
+(the request reaching the server, its tokenizer run, its response's end: `responded`) go into
+its trace, so `trace` gives each request's phases (engine.serve.phases).
 
 The recent history (ended requests and steps) is kept, bounded, for `stats` and `trace`: what a
 client needs to check that requests were batched and blocks freed, and to compare its own
@@ -26,7 +28,7 @@ import sys
 import threading
 import time
 import traceback
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -35,6 +37,7 @@ from ..sampler import SamplingParams
 from ..scheduler import SchedulerConfig
 from .loop import POLL_S, EngineLoop, check_config, check_request
 from .metrics import compute_metrics
+from .phases import run_phases
 from .prometheus import ServerMetrics
 from .trace import Event, RequestEvent, RequestTrace, StepTrace, TokenEvent
 from .workload import Request
@@ -80,6 +83,11 @@ class Submission:
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
     name: str = ""  # the client's id for it (the API's response id), kept in the trace
+    # The HTTP side's times on the server's clock (engine.serve.phases): when the request
+    # reached the server, and the tokenizer's run on its text before it was handed in.
+    received_s: float | None = None
+    tokenize_start_s: float | None = None
+    tokenize_end_s: float | None = None
 
 
 @dataclass
@@ -127,6 +135,7 @@ class OnlineEngine:
         self._touched: list[int] = []  # requests that got a token in the step running now
         self._lock = threading.Lock()  # guards the history and the counts
         self._ended: deque[tuple[str, str, RequestTrace]] = deque(maxlen=HISTORY_REQUESTS)
+        self._traces: OrderedDict[int, RequestTrace] = OrderedDict()  # by id, for responded
         self._steps: deque[StepTrace] = deque(maxlen=HISTORY_STEPS)
         self._counts = {"stop": 0, "length": 0, "abort": 0, "error": 0}
         self._closing = threading.Event()
@@ -165,6 +174,13 @@ class OnlineEngine:
         request_id = next(self._ids)
         self._inbox.put(("add", request_id, sub, self.clock()))
         return request_id
+
+    def responded(self, request_id: int) -> None:
+        """The HTTP server handed the request's last byte back now (its response's end)."""
+        with self._lock:
+            trace = self._traces.get(request_id)
+        if trace is not None:
+            trace.response_end_s = self.clock()
 
     def abort(self, request_id: int) -> None:
         """The client went away: free the request's slot and blocks before the next step."""
@@ -211,6 +227,7 @@ class OnlineEngine:
             ended = [e for e in self._ended if e[2].arrival_s >= since_s]
             steps = [s for s in self._steps if s.start_s >= since_s]
         finished = [trace for _, _, trace in ended if trace.finished]
+        phases = run_phases(finished, steps)
         return {
             "device": self.engine.device,
             "preset": self.engine.model_config.name,
@@ -221,7 +238,8 @@ class OnlineEngine:
             "since_s": since_s,
             "kv_blocks_total": self.engine.blocks.num_blocks,
             "block_size": self.engine.cache.block_size,
-            "requests": [{**trace.to_json(), "name": name, "finish_reason": reason}
+            "requests": [{**trace.to_json(), "name": name, "finish_reason": reason,
+                          "phases": phases[trace.id].to_json() if trace.id in phases else None}
                          for name, reason, trace in ended],
             "steps": [s.to_json() for s in steps],
             "metrics": compute_metrics(finished, steps, self.config.max_batch).to_json(),
@@ -276,6 +294,13 @@ class OnlineEngine:
             active.trace = RequestTrace(request_id, arrival_s, len(sub.prompt_ids),
                                         sub.max_tokens)
             self._end(request_id, "error", error=str(e))
+        trace = active.trace
+        trace.received_s = sub.received_s
+        trace.tokenize_start_s, trace.tokenize_end_s = sub.tokenize_start_s, sub.tokenize_end_s
+        with self._lock:
+            self._traces[request_id] = trace
+            while len(self._traces) > HISTORY_REQUESTS:
+                self._traces.popitem(last=False)
 
     def _on_event(self, event: Event) -> None:
         """Inside a step (keep it cheap): collect each request's new tokens and text."""

@@ -11,7 +11,9 @@ whose steps are already on the client's clock). Two processes:
   for each step that prefilled a chunk of it (args: tokens), then "decode" from its first token
   to its last. A client's trace knows no admission: its request tracks show "waiting" from
   sending to the first token, then "decode"; the engine's prefill chunks join them when the
-  server's trace matched the request (bench-client against our server).
+  server's trace matched the request (bench-client against our server). Where the record has
+  them, "tokenize" spans the tokenizer's run on the prompt and "detokenize" the tokenizer's
+  time on the output, ending when the text was ready (engine.serve.phases).
 
 Times are microseconds on the run's clock ("ts" = seconds x 1e6), so a span's ends are the
 record's own times, scaled.
@@ -74,6 +76,12 @@ def chrome_trace(run: dict, track_of: dict[int, int] | None = None) -> dict:
         tid = r["id"] + 1  # tid 0 is the process's own
         events.append(_meta("thread_name", REQUESTS_PID, tid, f"request {r['id']}"))
         first, admitted = r.get("first_token_s"), r.get("admitted_s")
+        if r.get("tokenize_start_s") is not None and r.get("tokenize_end_s") is not None:
+            events.append(_span("tokenize", REQUESTS_PID, tid, r["tokenize_start_s"],
+                                r["tokenize_end_s"]))
+        if r.get("response_s") is not None and r.get("detokenize_s"):
+            events.append(_span("detokenize", REQUESTS_PID, tid,
+                                r["response_s"] - r["detokenize_s"], r["response_s"]))
         if admitted is not None:
             events.append(_span("queued", REQUESTS_PID, tid, r["arrival_s"], admitted))
         elif first is not None:

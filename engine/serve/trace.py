@@ -35,6 +35,15 @@ class RequestTrace:
     traffic_class: str | None = None  # the lane it ran in (traffic classes only)
     tenant: str | None = None
     refused: str | None = None  # why its class refused it at arrival (it never ran)
+    # Per-phase times (serve/phases.py): the tokenizer's run on the prompt, the time spent
+    # turning output ids into text, when the text was ready; behind a server also when the
+    # request reached it and when its response was handed back.
+    tokenize_start_s: float | None = None
+    tokenize_end_s: float | None = None
+    detokenize_s: float = 0.0
+    response_s: float | None = None
+    received_s: float | None = None
+    response_end_s: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -53,6 +62,12 @@ class RequestTrace:
             "preemptions": self.preemptions,
             **({"traffic_class": self.traffic_class, "tenant": self.tenant,
                 "refused": self.refused} if self.traffic_class or self.refused else {}),
+            "tokenize_start_s": self.tokenize_start_s,
+            "tokenize_end_s": self.tokenize_end_s,
+            "detokenize_s": self.detokenize_s,
+            "response_s": self.response_s,
+            "received_s": self.received_s,
+            "response_end_s": self.response_end_s,
         }
 
 

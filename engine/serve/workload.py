@@ -55,6 +55,9 @@ class Request:
     sampling: SamplingParams | None = None  # None: greedy
     traffic_class: str | None = None  # its lane under traffic classes (engine/traffic.py)
     tenant: str | None = None  # whose quota it draws on
+    # The prompt as text, where it has one that the tokenizer turns back into exactly
+    # prompt_ids: a run tokenizes it when the request arrives (the tokenize phase).
+    prompt_text: str | None = None
 
 
 @dataclass
@@ -183,6 +186,12 @@ class PromptSource:
         self.vocab = tokenizer.vocab_size if tokenizer is not None else vocab
         self.text = _corpus(corpus) if tokenizer is not None else None
 
+    def text_of(self, ids: list[int]) -> str | None:
+        """The text ids spell, if the tokenizer turns it back into exactly those ids (a slice
+        cut inside a word may not); else None."""
+        text = self.tokenizer.decode(ids)
+        return text if self.tokenizer.encode(text) == ids else None
+
     def prompt(self, length: int, rng: np.random.Generator) -> list[int]:
         if self.text is None:
             return rng.integers(0, self.vocab, size=length).tolist()
@@ -230,7 +239,11 @@ def make_workload(spec: WorkloadSpec, tokenizer=None, vocab: int = 4096) -> list
     shared: list[int] = []
     if spec.shared_prefix_len:  # its own generator: the requests' own draws stay as without it
         shared = source.prompt(spec.shared_prefix_len, np.random.default_rng([spec.seed, 1]))
-    return [
+    requests = [
         Request(id=i, prompt_ids=shared + source.prompt(p, rng), output_len=o, arrival_s=a)
         for i, (a, p, o) in enumerate(zip(arrivals, prompt_lens, output_lens, strict=True))
     ]
+    if source.text is not None:
+        for r in requests:
+            r.prompt_text = source.text_of(r.prompt_ids)
+    return requests

@@ -8,6 +8,7 @@ import html
 
 import panel as pn
 
+from engine.lab.endpoint import configured, metrics_html
 from engine.lab.results import InfoResult, PresetShape
 from engine.lab.setup_state import SetupState, read_state
 from engine.lab.setup_state import describe as describe_setup
@@ -93,7 +94,7 @@ class AboutPage(Page):
                       "once; results are kept, so a point measured once is shown to everyone. "
                       'For a quick test of the engine, run the <a href="app?page=engine-check">'
                       "engine check</a>.</p>"),
-            self.service, sizing_mode="stretch_width")
+            self.service, html_pane(metrics_html(configured())), sizing_mode="stretch_width")
 
     def start(self) -> None:
         """Ask the engine for the machine's description; refresh the service line periodically."""

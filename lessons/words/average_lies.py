@@ -59,6 +59,17 @@ benchmarking".</p>
 </blockquote>
 """
 
+GPU_TEXT = """
+<p>On a GPU every latency here shrinks; the shape of the spread does not. A decode step of
+Llama-3-8B in bf16 still reads all its weights whatever the batch, so an answer's time is still
+its prefill plus one step per token: a long answer still takes many times a short one, and
+requests still arrive behind other requests' prefills. The table puts that through
+engine.calc.gpu_scaling's floors (bytes / bandwidth or FLOPs / peak, whichever is larger;
+real steps take longer): a short and a long answer at batch 8, and the prefill a newcomer waits
+behind. A target written in milliseconds does not carry over from this CPU to a GPU; the
+habit of writing it on P95 or P99 does.</p>
+"""
+
 OBJECTIVES = (
     "read a latency histogram and say why its mean sits to the right of its median",
     "say what P50, P90, P95 and P99 mean, and why targets are written on the tail",

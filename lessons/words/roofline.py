@@ -4,6 +4,7 @@ lessons.roofline; the cache's floors are engine.calc.cache_fit."""
 from __future__ import annotations
 
 from engine.calc.gpu_scaling import A100, H100, LLAMA_3_8B, compute_bound_prompt
+from engine.calc.prefill_fit import attention_crossover
 from lessons.teaching import InstructorNotes, check_takeaway
 from widgets.content import Choice, MeasuredQuestion, PredictionQuestion, Question
 
@@ -93,6 +94,31 @@ What then sets their pace is the fixed cost of a step: dozens of small operation
 after another and the Python between them (<em>overhead-bound</em>; CUDA graphs cut it on a GPU).
 A GPU's cache is tens of MB (50 MB of L2 on an H100), so any model worth serving there streams
 from memory, as the default preset does here.</p>
+"""
+
+LLAMA_CROSSOVER = attention_crossover(LLAMA_3_8B.params, LLAMA_3_8B.heads, LLAMA_3_8B.head_dim,
+                                      LLAMA_3_8B.layers)
+
+PREFILL_CURVE_TEXT = f"""
+<h2>The quadratic part of a long prompt</h2>
+<p>A prefill pass multiplies every weight by every prompt token: work in proportion to the
+prompt's length L. Causal attention adds a second kind of work: each token's query meets the
+keys of every token before it, L(L+1)/2 pairs in every head of every layer, which grows as
+L&sup2;. So the pass should take t = a + b&times;L + c&times;L&sup2;: a fixed cost a, a
+<strong>weight term</strong> b&times;L and an <strong>attention term</strong> c&times;L&sup2;.
+The passes below go up to the model's whole context, far enough for the attention term to show;
+the fit (least squares, each coefficient with its 95% interval) draws the two terms apart.</p>
+<p>Where does attention take over? Counting arithmetic (engine.calc.step_cost), a pass does
+about 2&times;L&times;P' FLOPs for the weights (P' the weights each token meets) and
+4&times;L(L+1)/2&times;heads&times;head dim&times;layers for attention, so the two are equal at
+L* = P' / (heads &times; head dim &times; layers) tokens. For Llama-3-8B (its published shape,
+taking all 8.03 B parameters as P') that is about {LLAMA_CROSSOVER:,.0f} tokens: below it the
+weights' work leads, above it attention's. That is a count of FLOPs, not of time; on a GPU,
+FlashAttention (Dao et al. 2022, arXiv:2205.14135) and FlashAttention-2 (Dao 2023,
+arXiv:2307.08691) run attention as tiled matrix products at a large share of the chip's peak, so
+time follows the count and the attention term takes over near L*; an attention kernel slower
+than the matrix products moves that point to shorter prompts. This CPU's measured crossover,
+below, can sit far from its FLOP count for the same reason.</p>
 """
 
 PREDICTION = PredictionQuestion(

@@ -75,6 +75,24 @@ tokens travelling back, and the drawing. Servers report the first clock, often a
 
 # What a static copy (lessons.export) shows in place of the browser's readouts: nobody streamed
 # the recorded answer to the reader's browser, so its clock has nothing to time.
+PHASES = """
+<h3>Where your request's time went</h3>
+<p>Every request you send adds a bar: its time from reaching the engine to its answer's text
+being ready, split into its phases. <strong>Tokenize</strong> is the tokenizer turning your text
+(and the document before it) into token ids; <strong>queue</strong> the wait for a turn;
+<strong>prefill</strong> the steps that read your prompt; <strong>decode</strong> the steps that
+wrote your tokens; <strong>detokenize</strong> the tokenizer turning each new id back into text;
+<strong>between steps</strong> the engine's own bookkeeping. The engine stamps each phase as it
+happens, and the table gives every phase's share.</p>
+<p>Here the tokenizer's share is small, because this CPU's prefill and decode are slow. The
+tokenizer runs on the server's CPU whatever does the model's work, so on a GPU, where prefill and
+decode are much faster, the same tokenize time is a larger share of a shorter bar; a long prompt
+costs tokenizer time in proportion to its length before the model sees a single token. That is
+why a serving benchmark measures from the request's text, not from its token ids: leave the
+tokenizer out and part of the latency users feel is missing. Send a short prompt, then one with a
+long document before it, and compare the two bars' tokenize and prefill.</p>
+"""
+
 NO_BROWSER_CLOCK = """
 <p class="static-note">In the live app this clock runs in your browser: it stamps each token
 when your screen draws it, and shows when the first and the last token reached you after your
@@ -119,6 +137,8 @@ INSTRUCTOR = InstructorNotes(
         "\"Per-user speed is the server's tokens per second\": it is 1000 / TPOT for one "
         "reader; the server's total is far higher under load.",
         "\"E2E = TTFT + N x TPOT\": there are N - 1 gaps after the first token.",
+        "\"The tokenizer is free\": the phase bars time it; it is small beside this CPU's "
+        "prefill, and a larger share where the model runs faster.",
     ),
     prompts=(
         "Which clock matters for a voice assistant? For a code-completion popup? For a batch "
@@ -127,6 +147,8 @@ INSTRUCTOR = InstructorNotes(
         "classroom network?",
         "If ten classmates press Send together, whose gaps widen, and why does nobody's TTFT "
         "stay the same either?",
+        "Send a short prompt, then one with a long document: which phase bar grew, and by "
+        "how much did tokenize grow beside prefill?",
     ),
 )
 

@@ -27,7 +27,7 @@ def shown():
     service = attach(page)
     pn.panel(page).get_root()  # drawn: the page starts its load test, as on load in a browser
     page.button.clicks += 1
-    on_load, job = service.submitted
+    on_load, job = [j for j in service.submitted if j.kind != "info"]
     assert service.cancelled == [on_load] and on_load.params == job.params
     # the page's own job, with shorter requests than a reader's so the test stays quick
     small = {**job.params, "short_prompt": [8, 16], "short_output": [2, 6],
@@ -52,7 +52,7 @@ def test_pressing_run_during_a_run_replaces_it():
     assert not page.button.disabled  # usable while the first test runs
     page.requests = 20
     page.button.clicks += 1
-    on_load, first, second = service.submitted
+    on_load, first, second = [j for j in service.submitted if j.kind != "info"]
     assert service.cancelled == [on_load, first] and second.params["requests"] == 20
 
 
@@ -140,7 +140,7 @@ def test_a_nearby_load_test_is_shown_until_the_readers_own_arrives(shown):
     page = AverageLiesLesson.from_url({"requests": [b"12"], "rate": [b"30"]})
     service = attach(page)
     pn.panel(page).get_root()
-    (waiting,) = service.submitted
+    (waiting,) = [j for j in service.submitted if j.kind != "info"]
     assert waiting.nearby
     near = {**job.params, "short_prompt": [8, 16]}
     service.send(waiting, "nearby", result, cached=True, device=DEVICE, measured_at=WHEN,
@@ -161,7 +161,7 @@ def test_the_teachers_endpoint_is_measured_over_http_and_labelled(endpoint_set):
     service = attach(page)
     view = pn.panel(page)
     view.get_root()  # drawn: the page starts its load test, as on load in a browser
-    [job] = service.submitted
+    [job] = [j for j in service.submitted if j.kind != "info"]
     assert job.kind == "endpoint_load_test"
     assert job.params["url"] == endpoint_set.url and job.params["model"] == "tiny"
     assert "max_batch" not in job.params and not page._batch_slider.visible
@@ -201,3 +201,21 @@ def test_closed_loop_is_offered_beside_open_loop_and_named_on_the_page():
     service.finish(job, result)
     assert "Closed loop of 3 concurrent users: 10 requests" in page.measured_on.object
     assert page._load_widgets[CLOSED].visible and not page._load_widgets[OPEN].visible
+
+
+def test_the_gpu_box_puts_a_short_and_a_long_answer_through_the_h100s_floors():
+    from engine.calc.gpu_scaling import (
+        H100,
+        LLAMA_3_8B,
+        decode_step,
+        prefill_floor_ms,
+        step_floor_ms,
+    )
+    from lessons.average_lies import GPU_BATCH, answer_floor_ms, gpu_finding
+    step = step_floor_ms(decode_step(LLAMA_3_8B, GPU_BATCH, 500), H100)
+    short = answer_floor_ms(H100, 500, 100)
+    assert short == pytest.approx(prefill_floor_ms(LLAMA_3_8B, H100, 500) + 99 * step)
+    text = gpu_finding([H100])
+    h100 = text[text.index("NVIDIA H100 SXM</th>"):]
+    assert f"{answer_floor_ms(H100, 500, 1000) / short:.1f}x" in h100
+    assert "Llama-3-8B" in text and "P99" in text

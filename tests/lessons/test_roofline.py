@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import panel as pn
 import pytest
 from in_process_service import DEVICE, InProcessService, attach
 from lesson_stubs import downloaded, said
 
 from engine.calc.cache_fit import floors
+from engine.calc.prefill_fit import attention_crossover, fit_quadratic
 from engine.calc.step_cost import decode_context, decode_cost
 from engine.config import PRESETS
 from engine.hardware import measure_matmul
 from engine.lab import quality
-from engine.lab.results import parse_result
-from lessons.roofline import CACHED, DECODE, PREFILL, RooflineLesson, powers
+from engine.lab.results import PresetShape, parse_result
+from lessons.roofline import CACHED, DECODE, PREFILL, RooflineLesson, curve_summary, powers
 from widgets.tables import sig
 
 
@@ -36,18 +39,22 @@ def test_the_url_picks_the_measurements():
     held = InProcessService(hold={"info", "sweep_point", "prefill_point"})  # asked, not run
     page, service = lesson({"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"64"]},
                            held)
-    assert service.kinds() == ["info"] + ["sweep_point"] * 3 + ["prefill_point"] * 2
+    # 16 and 64 tokens for the roofline, 6 more spread up to the context for the curve's fit
+    assert service.kinds() == ["info"] + ["sweep_point"] * 3 + ["prefill_point"] * 8
+    prefills = [j.params["prompt_len"] for j in service.submitted if j.kind == "prefill_point"]
+    assert prefills == [16, 64, 341, 682, 1023, 1364, 1705, 2047]
     sweeps = [j.params for j in service.submitted if j.kind == "sweep_point"]
     assert [p["batch_size"] for p in sweeps] == [1, 2, 4]
     assert all(p["preset"] == "tiny" and p["prompt_len"] == 128 for p in sweeps)
     assert RooflineLesson.warm_jobs()[0] == ("info", {})
-    # the default (mini) at 6 batch sizes and 4 prompts, and tiny's decode at batch 1, 2, 4
+    # the default (mini) at 6 batch sizes and 4 + 6 prompts, and tiny's decode at batch 1, 2, 4
     warm = RooflineLesson.warm_jobs()
-    assert len(warm) == 1 + 6 + 4 + 3
-    assert [p["preset"] for k, p in warm[1:]] == ["mini"] * 10 + ["tiny"] * 3
+    assert len(warm) == 1 + 6 + 10 + 3
+    assert [p["preset"] for k, p in warm[1:]] == ["mini"] * 16 + ["tiny"] * 3
 
 
-TINY = {"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"256"]}
+TINY = {"preset": [b"tiny"], "max_batch": [b"4"], "max_prompt": [b"256"],
+        "curve_points": [b"0"]}  # the curve's long prefills are tested on planted points
 
 
 def test_points_land_under_the_roofs_with_the_preset_formulas():
@@ -183,7 +190,7 @@ def test_checkpoint_questions():
 
 
 def test_the_prediction_and_the_question_follow_the_batch_1_step():
-    page, _ = lesson({"preset": [b"tiny"], "max_batch": [b"2"], "max_prompt": [b"16"]})
+    page, _ = lesson({**TINY, "max_batch": [b"2"], "max_prompt": [b"16"]})
     one = page.decode_results[1]
     share = one.achieved_gflops / page.machine.matmul_gflops
     assert f"{100 * share:.0f}%" in page.prediction_box.verdict
@@ -199,7 +206,7 @@ def test_tiny_beside_the_default_is_placed_under_the_cache_roof_against_both_flo
     tiny_page, service = lesson({**TINY, "max_batch": [b"1"], "max_prompt": [b"16"]})
     info = {**service.result("info"), "cache_bandwidth_gbs": 150.0, "llc_bytes": 32 * 2**20}
     tiny = [j.result for j in service.submitted if j.kind == "sweep_point"][0]
-    page, held = lesson({"max_batch": [b"1"], "max_prompt": [b"16"]},
+    page, held = lesson({"max_batch": [b"1"], "max_prompt": [b"16"], "curve_points": [b"0"]},
                         InProcessService(hold={"info", "sweep_point", "prefill_point"}))
     assert [(j.kind, j.params.get("preset")) for j in held.submitted] == [
         ("info", None), ("sweep_point", "mini"), ("prefill_point", "mini"),
@@ -216,3 +223,36 @@ def test_tiny_beside_the_default_is_placed_under_the_cache_roof_against_both_flo
     assert "it fits" in text  # 22 MB of weights against 33.6 MB
     assert ("below the memory floor" in text) == f.beats_memory_floor
     assert "150 GB/s" in page.limits.object
+
+
+def test_the_prefill_curve_fits_the_passes_and_names_both_terms():
+    held = InProcessService(hold={"info", "sweep_point", "prefill_point"})
+    page, _ = lesson({"preset": [b"tiny"], "max_batch": [b"1"], "max_prompt": [b"16"]}, held)
+    a, b, c = 2.0, 0.01, 4e-6  # ms, ms per token, ms per token^2: equal terms at 2,500 tokens
+    lengths = [16, 341, 682, 1023]
+    page.prefill_results = {n: SimpleNamespace(ms=a + b * n + c * n * n) for n in lengths[:3]}
+    page._fit_curve()
+    assert page.curve.fit is None and "3 of at least 4" in page.curve_summary.object
+    page.prefill_results[1023] = SimpleNamespace(ms=a + b * 1023 + c * 1023 ** 2)
+    page._fit_curve()
+    fit = page.curve.fit
+    assert (fit.a.value, fit.b.value, fit.c.value) == pytest.approx((a, b, c), rel=1e-6)
+    data = page.curve.curves.data  # the two terms drawn apart, and their sum
+    for x, total, linear, quad in zip(data["length"], data["total"], data["linear"],
+                                      data["quadratic"], strict=True):
+        assert total == pytest.approx(linear + quad)
+        assert quad == pytest.approx(c * x * x)
+    summary = page.curve_summary.object
+    share = c * 1023 ** 2 / (a + b * 1023 + c * 1023 ** 2)
+    assert f"the attention term c×L² is {share:.0%}" in summary
+    assert "L = b / c = 2,500 tokens, beyond the lengths measured" in summary
+    assert "attention term" in page.curve.text.sentence
+
+
+def test_the_curve_summary_counts_the_flop_crossover_from_the_presets_shape():
+    shape = PresetShape.from_dict({**PRESETS["tiny"].describe("cpu"), "weight_bytes": 1})
+    fit = fit_quadratic([1, 2, 3, 4], [1.0, 2.0, 3.0, 4.0])  # a straight line: no crossover
+    summary = curve_summary(fit, [(1, 1.0), (4, 4.0)], shape)
+    flops = attention_crossover(shape.params - shape.vocab * shape.hidden, shape.heads,
+                                shape.head_dim, shape.layers)
+    assert f"L* = {flops:,.0f} tokens" in summary and "Measured crossover" not in summary

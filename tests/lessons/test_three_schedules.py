@@ -44,7 +44,7 @@ def test_nothing_runs_while_the_url_is_read():
 
 def test_a_run_draws_lanes_live_then_from_the_trace(lesson):
     page, service = lesson
-    [job] = service.submitted  # started on load
+    [job] = [j for j in service.submitted if j.kind != "info"]  # started on load
     assert job.kind == "serve_run" and job.params["policy"] == "static"
     assert job.params["requests"] == 4 and job.params["stream_tokens"] is False
     service.send(job, "started")
@@ -170,3 +170,14 @@ def test_closed_loop_is_offered_beside_open_loop_and_named_on_the_page():
     assert service.submitted[-1].params["rate"] == 40.0
     assert page.table.object.count("not run yet") == 3
     assert page._load_widgets[OPEN].visible and not page._load_widgets[CLOSED].visible
+
+
+def test_the_gpu_box_gives_the_decode_step_and_its_tokens_per_second_by_batch():
+    from engine.calc.gpu_scaling import H100, LLAMA_3_8B, decode_step, step_floor_ms
+    from lessons.three_schedules import gpu_finding
+    text = gpu_finding([H100])
+    row = text[text.index("NVIDIA H100 SXM</th>"):]
+    for b in (1, 16):
+        step = step_floor_ms(decode_step(LLAMA_3_8B, b, 500), H100)
+        assert f"{1000 * b / step:,.0f}" in row
+    assert "OSDI 2022" in text and "36.9" in text

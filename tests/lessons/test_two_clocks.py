@@ -60,6 +60,15 @@ def test_sending_streams_ticks_and_fills_the_engine_readouts(lesson):
     assert any(s and s.startswith("Answer measured: first token after ") and
                s.endswith(f"8 tokens, the whole answer in {_fmt_ms(m['e2e_ms'])}.")
                for s in said(page))
+    # One bar for the request, by phase: the tokenizer's run measured, the phases add up to
+    # the request's time from arrival to its text (engine.serve.phases).
+    phases = result["phases"]
+    [(label, total)] = page.phase_bars.totals().items()
+    assert label.startswith(f"#1: {result['prompt_tokens']}-token prompt")
+    assert total == pytest.approx(phases["e2e_ms"])
+    assert phases["tokenize_ms"] > 0 and phases["detokenize_ms"] > 0
+    assert phases["e2e_ms"] >= m["e2e_ms"]  # to the text, after the last token
+    assert "tokenize" in page.phase_bars.table_html
 
 
 def test_browser_stamps_fill_the_second_clock(lesson):

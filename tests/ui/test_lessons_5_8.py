@@ -40,7 +40,7 @@ def row_numbers(page, first_cell: str, table: str = "") -> list[float]:
 
 
 def test_roofline_places_measured_points_under_the_roofs(page, console, app_url):
-    page.goto(f"{app_url}/app?lesson=roofline&preset=tiny&max_batch=2&max_prompt=64")
+    page.goto(f"{app_url}/app?lesson=roofline&preset=tiny&max_batch=2&max_prompt=64&curve_points=0")
     skip_prediction(page)
     expect(page.get_by_text("Prefill, 64 tokens:").first).to_be_visible(timeout=LONG)
     # every point: on a busy machine a disturbed point is measured again and drawn later

@@ -33,7 +33,7 @@ SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons
     "two-clocks": "max_new_tokens=8",
     "average-lies": "requests=10&rate=30&long_share=0",
     "three-schedules": "requests=6&rate=40",  # max batch 4: the prediction asks about it
-    "roofline": "preset=tiny&max_batch=2&max_prompt=64",
+    "roofline": "preset=tiny&max_batch=2&max_prompt=64&curve_points=0",
     "chunked-prefill": "requests=4&output_len=64&long_prompt=1536&chunk_size=128",
     "slo-goodput": "points=2&requests=6&max_rate=64&runs=2",
     "prefix-cache": "shared_prefix=512&requests=3",

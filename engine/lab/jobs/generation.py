@@ -20,6 +20,7 @@ from ...sampler import SamplingParams
 from ...scheduler import SchedulerConfig
 from ...serve.loop import run
 from ...serve.metrics import e2e_ms, itl_ms, summarize, tpot_ms, ttft_ms
+from ...serve.phases import RequestPhases
 from ...serve.trace import RequestEvent, RequestTrace, TokenEvent
 from ...serve.workload import PromptSource, Request
 from ...tokenizer import IncrementalDecoder
@@ -101,9 +102,14 @@ def two_clocks_job(params: dict, emit: Emit, control: Control) -> dict | None:
     # Background requests decode for as long as the reader's answer takes (the run stops when
     # the reader's request finishes), so their output is long; they all arrive at t = 0.
     bg_output = max(1, min(limit - bg_prompt, max_new + 1024))
+    # The reader's text is tokenized when it reaches the engine (the tokenize phase); a document
+    # whose text would tokenize differently at the seam keeps its ids, tokenized here.
+    reader_text = source.text_of(reader_ids) if context_ids else prompt
+    if reader_text is not None and engine.tokenizer.encode(reader_text) != reader_ids:
+        reader_text = None
     requests = [Request(id=0, prompt_ids=reader_ids, output_len=max_new, arrival_s=delay_s,
                         sampling=SamplingParams(temperature=temperature, top_k=40 if temperature
-                                                else 0, seed=seed))]
+                                                else 0, seed=seed), prompt_text=reader_text)]
     requests += [Request(id=i, prompt_ids=source.prompt(bg_prompt, rng), output_len=bg_output,
                          arrival_s=0.0) for i in range(1, background + 1)]
     config = SchedulerConfig(policy="continuous", max_batch=background + 1, chunk_size=0)
@@ -153,7 +159,16 @@ def two_clocks_job(params: dict, emit: Emit, control: Control) -> dict | None:
         "metrics": reader_metrics(reader),
         "sequences_per_step": (sum(shared) / len(shared)) if shared else 1.0,
         "spread": spread(gaps_ms(reader.token_s), "your token gap"),
+        "phases": phase_times(result.phases().get(0)),
     }
+
+
+def phase_times(phases: RequestPhases | None) -> dict | None:
+    """A request's phases in ms, as the PhaseTimes record has them."""
+    if phases is None:
+        return None
+    return {f"{name}_ms": 1000 * getattr(phases, f"{name}_s") for name in
+            ("tokenize", "queue", "prefill", "decode", "detokenize", "other", "e2e")}
 
 
 def _pieces(tokenizer, ids: list[int]) -> list[str]:

@@ -51,3 +51,13 @@ def test_where_a_job_measured():
     assert endpoint.measured_on({"url": "http://gpu-box:8000/v1", "model": "llama-8b"}) == \
         "llama-8b at gpu-box:8000, over HTTP"
     assert endpoint.measured_on({"preset": "tiny", "batch_size": 4}) is None
+
+
+def test_the_about_page_links_the_servers_prometheus_metrics():
+    point = endpoint.endpoint("http://gpu-box:8000/v1", "tiny")
+    assert point.metrics_url == "http://gpu-box:8000/metrics"
+    assert endpoint.endpoint("https://h:1", "m").metrics_url == "https://h:1/metrics"
+    line = endpoint.metrics_html(point)
+    assert '<a href="http://gpu-box:8000/metrics">' in line and "tiny at gpu-box:8000" in line
+    none = endpoint.metrics_html(None)
+    assert "/metrics" in none and "<a " not in none

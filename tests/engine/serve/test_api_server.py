@@ -59,7 +59,7 @@ def test_models_names_the_preset_and_its_context(client, server):
     assert card.model_extra["max_model_len"] == 2048
 
 
-def test_completion_equals_the_engines_greedy_output(client, engine):
+def test_completion_equals_the_engines_greedy_output(client, engine, server):
     ids = engine.tokenizer.encode(PROMPT)
     expected = greedy(engine, ids, 24)
     r = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=24, temperature=0,
@@ -72,6 +72,18 @@ def test_completion_equals_the_engines_greedy_output(client, engine):
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
     assert choice.finish_reason == ("length" if r.usage.completion_tokens == 24 else "stop")
     assert r.id.startswith("cmpl-") and r.object == "text_completion"
+    # The server's trace has the request's HTTP side: it reached the server, was tokenized,
+    # handed in, and its response built after its text was ready (engine.serve.phases).
+    [mine] = [t for t in engine_trace(server)["requests"] if t["name"] == r.id]
+    assert mine["received_s"] <= mine["tokenize_start_s"] < mine["tokenize_end_s"] \
+        <= mine["arrival_s"]
+    assert mine["response_end_s"] >= mine["response_s"] >= mine["finish_s"]
+    p = mine["phases"]
+    assert p["tokenize_s"] > 0 and p["http_in_s"] >= 0 and p["http_out_s"] >= 0
+    assert p["e2e_s"] == pytest.approx(mine["response_end_s"] - mine["received_s"])
+    # What the phases leave out is the engine's time between steps: a small part.
+    assert abs(p["e2e_s"] - sum(v for k, v in p.items() if k not in ("other_s", "e2e_s"))) \
+        <= 0.1 * p["e2e_s"] + 0.01
 
 
 def test_streamed_completion_sends_one_event_per_token_then_usage_then_done(client, server,
