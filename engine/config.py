@@ -153,6 +153,9 @@ class EngineConfig:
     # "fp32": the preset's own dtype; "int8": every linear layer's weight as int8 with per-row
     # scales, multiplied by an int8 kernel: C++ on the CPU, Triton on CUDA (engine/model/int8.py)
     weight_format: str = "fp32"
+    # every row of a step computed alone, so tokens and logits do not depend on the batch or the
+    # prefill chunking (engine/model/batch_invariant.py); costs about a batch-1 step per row
+    batch_invariant: bool = False
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

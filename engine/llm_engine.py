@@ -238,7 +238,9 @@ class LLMEngine:
         sample_vocab = min(self.tokenizer.vocab_size, self.model_config.vocab)
         self.runner = ModelRunner(self.model, self.cache, self.backend, self.device, sample_vocab,
                                   self.scratch_block)
-        if self.device.startswith("cuda") and self.backend == "triton" and config.cuda_graphs:
+        self.runner.batch_invariant = config.batch_invariant
+        if (self.device.startswith("cuda") and self.backend == "triton" and config.cuda_graphs
+                and not config.batch_invariant):
             self.use_decode_graphs(replay=True)
         self._warm = False
 

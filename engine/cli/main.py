@@ -33,6 +33,7 @@ from .common import (
     positive_int,
     weight_format,
 )
+from .invariance import add_invariance_parser
 from .run import add_run_parser
 from .serve import add_serve_parser
 from .tune import add_tune_parser
@@ -222,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_parser(sub, add_engine_options)
     add_serve_parser(sub, add_engine_options)
+    add_invariance_parser(sub, add_engine_options)
     add_bench_client_parser(sub)
 
     kernel = sub.add_parser("build-kernel", help="compile the CPU decode-attention kernel (once "
