@@ -90,6 +90,13 @@ LESSONS: tuple[LessonInfo, ...] = (
         "million tokens they give for your arrival rate, and a load test at the planned rate "
         "that checks the plan.",
         "lessons.capacity:CapacityLesson"),
+    LessonInfo(
+        "batch-invariance", 13, "The same prompt, a different answer",
+        "One greedy prompt alone and inside batches of up to 64 requests, with and without "
+        "chunked prefill: how far its logits move (in units of the last place), where its text "
+        "first differs, how often; then the engine's batch-invariant mode and its cost per "
+        "step.",
+        "lessons.batch_invariance:BatchInvarianceLesson"),
 )
 
 _BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}

@@ -61,6 +61,10 @@ CHECKLIST: tuple[Step, ...] = (
          "Chat wants the largest batch whose latency still meets its SLO; overnight work wants "
          "the largest batch that fits and the lowest cost per token. Give each its own "
          "settings, or its own queue.", "slo-goodput", 8),
+    Step("Decide whether outputs must repeat",
+         "Batching moves a greedy prompt's logits in the last bits and can flip a near-tie; "
+         "where answers must be bit-identical (tests, evaluations, RL), turn on a "
+         "batch-invariant mode and pay its cost per step.", "batch-invariance", 13),
 )
 
 INTRO = """

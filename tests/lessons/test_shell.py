@@ -26,7 +26,7 @@ from lessons.teaching import Cached
 ROOT = Path(__file__).resolve().parents[2]
 SLUGS = ["two-clocks", "average-lies", "three-schedules", "knob", "roofline", "kv-cache",
          "chunked-prefill", "slo-goodput", "prefix-cache",
-         "speculative", "quantization", "capacity"]
+         "speculative", "quantization", "capacity", "batch-invariance"]
 
 
 def test_registry_has_the_lessons_in_order():
