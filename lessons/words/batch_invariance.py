@@ -161,9 +161,10 @@ TAKEAWAY = check_takeaway((
 
 INSTRUCTOR = InstructorNotes(
     minutes=15,
-    timing="Three runs of the same measurement: default mode (about ten seconds on two cores), "
-           "default with chunked prefill (about as long), and the batch-invariant mode (its "
-           "steps grow with the batch: the longest, most of a minute).",
+    timing="Three runs of the same measurement, one after the other: the default mode, the "
+           "default with chunked prefill, then the batch-invariant mode, the longest of the "
+           "three (its steps grow with the batch). A class can start with largest batch 8 "
+           "and move to 64 while it discusses the first tables.",
     misconceptions=(
         "\"Temperature 0 is deterministic\": there is no sampling randomness, but the numbers "
         "that are argmaxed depend on the batch the request lands in.",
