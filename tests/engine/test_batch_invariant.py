@@ -14,7 +14,7 @@ from engine.invariance import measure_invariance, ulp_distance
 from engine.lab.results import InvarianceResult
 
 SIZES = [1, 4, 16]
-SMALL = {"seeds": 1, "prompt_len": 12, "new_tokens": 4}
+SMALL = {"seeds": 1, "prompt_len": 8, "new_tokens": 3}
 
 
 def test_ulp_distance_counts_the_floats_between():
@@ -37,7 +37,7 @@ def assert_bit_identical(result: InvarianceResult) -> None:
             assert run.compared_logits == SMALL["new_tokens"] * 4096  # every token compared
 
 
-@pytest.mark.parametrize("chunk", [0, 5])
+@pytest.mark.parametrize("chunk", [0, 3])
 def test_invariant_mode_gives_the_same_bits_at_every_batch(engine, chunk):
     result = measure_invariance(engine, SIZES, chunk=chunk, invariant=True, **SMALL)
     assert result.batch_invariant and [p.batch for p in result.points] == SIZES
@@ -45,10 +45,15 @@ def test_invariant_mode_gives_the_same_bits_at_every_batch(engine, chunk):
     assert not engine.runner.batch_invariant  # the engine's own mode is restored
 
 
-def test_invariant_mode_on_the_cpp_backend(tiny_engine_factory, cpp_kernel):
-    engine = tiny_engine_factory(backend="cpp")
-    assert engine.backend == "cpp"
-    result = measure_invariance(engine, [1, 16], chunk=5, invariant=True, **SMALL)
+@pytest.mark.parametrize("backend", ["torch", "cpp"])
+def test_invariant_mode_on_each_cpu_backend(tiny_engine_factory, request, backend):
+    """Each backend brings its own ops (the C++ norm and activation with cpp): invariant on
+    both, whichever the shared engine above runs."""
+    if backend == "cpp":
+        request.getfixturevalue("cpp_kernel")
+    engine = tiny_engine_factory(backend=backend)
+    assert engine.backend == backend
+    result = measure_invariance(engine, [1, 16], chunk=3, invariant=True, **SMALL)
     assert_bit_identical(result)
 
 
