@@ -218,6 +218,9 @@ class EngineConfig:
     # "auto": keys and values in the model's dtype; "fp8": float8 e4m3 with a float32 scale per
     # block and KV head (engine/model/fp8_kv.py), read by the torch attention path
     kv_dtype: str = "auto"
+    # every row of a step computed alone, so tokens and logits do not depend on the batch or the
+    # prefill chunking (engine/model/batch_invariant.py); costs about a batch-1 step per row
+    batch_invariant: bool = False
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

@@ -262,9 +262,10 @@ class LLMEngine:
         sample_vocab = min(self.tokenizer.vocab_size, self.model_config.vocab)
         self.runner = ModelRunner(self.model, self.cache, self.backend, self.device, sample_vocab,
                                   self.scratch_block)
+        self.runner.batch_invariant = config.batch_invariant
         # An MoE step picks its experts from the data (engine/model/moe.py): no graph holds it.
         if (self.device.startswith("cuda") and self.backend == "triton" and config.cuda_graphs
-                and not self.model_config.experts):
+                and not self.model_config.experts and not config.batch_invariant):
             self.use_decode_graphs(replay=True)
         self._warm = False
 

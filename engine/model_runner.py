@@ -14,6 +14,7 @@ import torch
 
 from .errors import ConfigError
 from .model.attention import AttentionBatch, PagedAttention, PrefillChunk
+from .model.batch_invariant import row_by_row_logits
 from .model.kv_cache import PagedKVCache
 from .model.model import LlamaModel
 from .model.window import build_window_batch
@@ -168,6 +169,7 @@ class ModelRunner:
         self.sample_vocab = sample_vocab
         self.last_logits: dict[int, torch.Tensor] = {}  # {sequence id: logits} of the last step
         self.graphs = None  # a DecodeGraphs, set by the engine on CUDA with the Triton backend
+        self.batch_invariant = False  # each row alone (model/batch_invariant.py): EngineConfig
 
     @torch.inference_mode()
     def step(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]],
@@ -189,6 +191,8 @@ class ModelRunner:
             new = sample(logits, [seq.sampling for seq in inputs.sample_seqs])
             tokens = {seq.id: tok for seq, tok in zip(inputs.sample_seqs, new)}
             self.last_logits = {seq.id: row for seq, row in zip(inputs.sample_seqs, logits)}
+        elif self.batch_invariant:  # prefill chunks that end mid-prompt, one row at a time
+            self._model_logits(inputs, [])
         else:  # prefill chunks that end mid-prompt: fill the cache, sample nothing
             self.attention.batch = inputs.attention
             self.model(inputs.input_ids, inputs.positions, self.attention)
@@ -214,7 +218,7 @@ class ModelRunner:
 
     def _logits(self, inputs: StepInputs) -> torch.Tensor:
         """Logits of the rows that sample, from a CUDA graph when the step allows it."""
-        if self.graphs is not None:
+        if self.graphs is not None and not self.batch_invariant:
             logits = self.graphs.run(inputs.input_ids, inputs.positions, inputs.attention)
             if logits is not None:
                 if not _is_all_rows(inputs.sample_rows, logits.shape[0]):
@@ -226,7 +230,10 @@ class ModelRunner:
     def _model_logits(self, inputs: StepInputs, rows: list[int] | None = None) -> torch.Tensor:
         """Logits (float32) at `rows` of the step (every row where None): a decode-only step in
         one C++ call where the model can (LlamaModel.decode_logits), else its forward pass, then
-        the output projection of just those rows."""
+        the output projection of just those rows; in batch-invariant mode, each row alone."""
+        if self.batch_invariant:
+            return row_by_row_logits(self.model, self.cache, inputs.input_ids, inputs.positions,
+                                     inputs.attention, rows)
         self.attention.batch = inputs.attention
         logits = self.model.decode_logits(inputs.input_ids, inputs.positions, self.attention)
         if logits is not None:

@@ -91,6 +91,13 @@ LESSONS: tuple[LessonInfo, ...] = (
         "that checks the plan.",
         "lessons.capacity:CapacityLesson"),
     LessonInfo(
+        "batch-invariance", 13, "The same prompt, a different answer",
+        "One greedy prompt alone and inside batches of up to 64 requests, with and without "
+        "chunked prefill: how far its logits move (in units of the last place), where its text "
+        "first differs, how often; then the engine's batch-invariant mode and its cost per "
+        "step.",
+        "lessons.batch_invariance:BatchInvarianceLesson"),
+    LessonInfo(
         "experts", 14, "Experts: when a bigger batch reads more weights",
         "The distinct experts a mixture-of-experts model's decode step reads, the weight bytes "
         "that makes and the step time against the batch size, beside a dense model of the "

@@ -102,6 +102,10 @@ def add_engine_options(parser: argparse.ArgumentParser, default_preset: str = "t
                              "attention path")
     parser.add_argument("--kv-budget-mib", type=positive_int("KV budget (MiB)"), default=None,
                         help="KV cache memory budget in MiB (default: a share of free memory)")
+    parser.add_argument("--batch-invariant", action="store_true",
+                        help="compute every row of a step alone, so tokens and logits do not "
+                             "depend on the batch or the prefill chunking (costs about a batch-1 "
+                             "step per row)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
@@ -111,6 +115,7 @@ def make_engine(args) -> LLMEngine:
         preset=args.preset, device=args.device, backend=args.backend, kv_budget_bytes=budget,
         prefix_caching=getattr(args, "prefix_cache", "off") == "on",
         weight_format=args.weights, kv_dtype=args.kv_dtype,
+        batch_invariant=args.batch_invariant,
     ))
 
 

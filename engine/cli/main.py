@@ -35,6 +35,7 @@ from .common import (
     weight_format,
 )
 from .experts import add_experts_parser
+from .invariance import add_invariance_parser
 from .run import add_run_parser
 from .serve import add_serve_parser
 from .tune import add_tune_parser
@@ -237,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_experts_parser(sub, add_engine_options)
     add_run_parser(sub, add_engine_options)
     add_serve_parser(sub, add_engine_options)
+    add_invariance_parser(sub, add_engine_options)
     add_bench_client_parser(sub)
 
     kernel = sub.add_parser("build-kernel", help="compile the CPU decode-attention kernel (once "

@@ -185,7 +185,8 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,
      "chunked": 8.0, "load_test": 18.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 30.0,
-     "int8_point": 1.0, "int8_quality": 12.0, "experts_point": 8.0, "traffic_classes": 30.0}
+     "int8_point": 1.0, "int8_quality": 12.0, "experts_point": 8.0, "traffic_classes": 30.0,
+     "invariance": 60.0}
 
 
 
@@ -379,6 +380,19 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "experts each decode step read, a uniform router's expectation, the weight bytes read.",
         bounds=(Bound(B["experts_point"], {"batch_size": 64},
                       "the experts lesson's largest point (moe-mini, batch 64)"),)),
+    _spec("invariance", "engine.lab.jobs.invariance:invariance_job", {
+        **ENGINE, "batch_sizes": Many([1, 2, 8, 32, 64], each=Int(lo=1, hi=65),
+                                      each_name="batch size", max_items=8, what="batch sizes"),
+        "seeds": Int(4, lo=1, hi=16), "prompt_len": Int(48, lo=1, hi=512),
+        "new_tokens": Int(32, lo=1, hi=128), "chunk": Int(0, lo=0, hi=512),
+        "batch_invariant": Bool(False), **SEED},
+        results.InvarianceResult,
+        "One greedy prompt alone and inside batches of batch_sizes rows (chunk > 0: its "
+        "prefill in chunks beside the others' decode rows), seeds prompts each: where the text "
+        "first differs, the largest logit difference (ULP, absolute), each batch's decode step; "
+        "a \"step\" event with each batch size as it is done.",
+        size="run", bounds=(Bound(B["invariance"], {"batch_invariant": True, "chunk": 16},
+                                  "the batch-invariance lesson's invariant run (tiny)"),)),
     _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
         **ENGINE, **SWEEP, "max_batch": MAX_BATCH,
         "chunk_size": Int(128, lo=0), **SEED},

@@ -932,13 +932,58 @@ class TrafficClassesResult(Measured):
         return next(r for r in self.runs if r.name == name)
 
 
+@dataclass(frozen=True)
+class InvarianceSeed(Record):
+    """One seed's prompt in a batch against the same prompt alone (engine.invariance.compare):
+    the first output token that differs (None: the same text), the largest logit difference in
+    float32 units in the last place and absolute, and how many of the compared logits differ
+    at all, over the tokens computed on the same context."""
+
+    seed: int
+    first_diff: int | None
+    max_ulp: int
+    max_abs: float
+    differing_logits: int
+    compared_logits: int
+
+
+@dataclass(frozen=True)
+class InvarianceBatch(Record):
+    """One batch size (the prompt and batch - 1 others) over every seed: its seeds' records,
+    how many seeds' texts differ from the prompt's text alone, the largest differences, and the
+    median decode step of the batch (ms; None where no step decoded the whole batch)."""
+
+    batch: int
+    seeds: list[InvarianceSeed]
+    texts_differ: int
+    max_ulp: int
+    max_abs: float
+    step_ms: float | None
+
+
+@dataclass(frozen=True)
+class InvarianceResult(Measured):
+    """The same greedy prompt alone and inside batches (engine.invariance), in the default or
+    the batch-invariant mode; chunk 0: prompts prefilled whole, else chunk tokens a step."""
+
+    job_kind: ClassVar[str] = "invariance"
+    preset: str
+    device: str
+    backend: str
+    batch_invariant: bool
+    chunk: int
+    prompt_len: int
+    new_tokens: int
+    points: list[InvarianceBatch]
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
     EndpointConcurrencyResult, EndpointStreamResult, SetupResult, ExpertsPointResult,
-    TrafficClassesResult)}
+    TrafficClassesResult, InvarianceResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

@@ -73,6 +73,10 @@ CHECKLIST: tuple[Step, ...] = (
          "A queue per class with a priority and its own limits keeps short chat requests from "
          "waiting behind long batch work; a token bucket per tenant keeps one client from "
          "taking a lane.", "traffic-classes", 16),
+    Step("Decide whether outputs must repeat",
+         "Batching moves a greedy prompt's logits in the last bits and can flip a near-tie; "
+         "where answers must be bit-identical (tests, evaluations, RL), turn on a "
+         "batch-invariant mode and pay its cost per step.", "batch-invariance", 13),
 )
 
 INTRO = """

@@ -223,7 +223,27 @@ TERMS: tuple[Term, ...] = (
          "different order can flip a near-tie between two tokens (Thinking Machines Lab, H. "
          "He, \"Defeating Nondeterminism in LLM Inference\", 2025). Chunked prefill and "
          "speculative decoding are exact in exact arithmetic; the pages say where this engine's "
-         "outputs are checked equal.", "", LATER),
+         "outputs are checked equal. This engine's --batch-invariant mode computes every row "
+         "of a step alone, so its outputs are the same bits at any batch, at a cost per step.",
+         "Lesson 13: a greedy prompt alone and inside batches of up to 64 others, with and "
+         "without chunked prefill: the largest logit difference, where the text first differs, "
+         "how often across prompts; then the invariant mode and its cost per step.", LATER),
+    Term("ULP (unit in the last place)", "ulp",
+         "The gap between a floating-point number and the next one: the smallest change its "
+         "bits can show. Two float32 values are n ULP apart when n - 1 other float32 values lie "
+         "between them; 0 ULP means the same bits. A float32 has 24 significant bits, so near "
+         "1.0 one ULP is about 1.2e-7, and near 0 far less: a tiny absolute difference near 0 "
+         "can be many ULP.",
+         "Lesson 13: the largest difference between a prompt's logits alone and in a batch, "
+         "counted in ULP (the floats between them) and absolute.", LATER),
+    Term("Nondeterminism", "nondeterminism",
+         "The same request giving different outputs on different runs. At temperature 0 there "
+         "is no sampling randomness, yet served outputs can still differ, mostly because the "
+         "batch around a request changes from run to run and the kernels sum in another order "
+         "for another batch (batch invariance, above). Run alone twice, this engine gives "
+         "the same bits (lesson 13 checks it).",
+         "Lesson 13: the same prompt alone twice (the same bits), then in other company.",
+         LATER),
     Term("Mixture of experts (MoE)", "mixture-of-experts",
          "A model whose MLP in each layer is many smaller MLPs, the experts, of which each "
          "token uses only a few, chosen by a router. It holds far more parameters than one "

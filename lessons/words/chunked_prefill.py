@@ -28,7 +28,9 @@ can sum attention and the matrix products in another order, and a near-tie betwe
 can flip. Real engines are not
 <a href="app?page=vocabulary#batch-invariance">batch-invariant</a> unless their kernels are
 built to be (Thinking Machines Lab, H. He, "Defeating Nondeterminism in LLM Inference", 2025,
-names chunked prefill as one cause); this page does not compare the two runs' texts.</p>
+names chunked prefill as one cause); this page does not compare the two runs' texts, and
+<a href="app?lesson=batch-invariance">lesson 13</a> measures, on this engine, how far chunking
+moves a prompt's logits, how often its text changes, and what a batch-invariant mode costs.</p>
 """
 
 

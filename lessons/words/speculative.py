@@ -23,7 +23,8 @@ number of target steps changes. In floating point a step over k + 1 positions ma
 another order than a step over one, and a near-tie between two tokens can flip, so real engines
 promise the same output only "up to the precision limits of hardware numerics" (vLLM's
 documentation); this page compares every run's text with plain decoding's, token for token, and
-says so.</p>
+says so (<a href="app?lesson=batch-invariance">lesson 13</a> measures how far a batch moves the
+logits here, and what a batch-invariant mode costs).</p>
 <p>Two drafts: <strong>prompt lookup</strong> finds the last few tokens earlier in the text and
 proposes what followed them there (no model at all; it shines when the answer repeats the
 prompt), and a <strong>draft model</strong>, 0.9 million parameters trained by this repository's
@@ -145,7 +146,7 @@ QUESTIONS = (
                True, "A guess is kept only if it equals the target's own greedy choice there. "
                      "In floating point a step over k + 1 positions can round differently and "
                      "flip a near-tie, which real engines allow for; this page checks its runs' "
-                     "texts token for token."),
+                     "texts token for token (lesson 13 measures such flips)."),
         Choice("It is close, with small differences where the draft model guessed", False,
                "Every kept token is the target's own choice; the draft only saves steps."),
         Choice("It follows the draft's text wherever the draft was confident enough", False,

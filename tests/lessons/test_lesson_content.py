@@ -20,7 +20,8 @@ CLASSES = [lesson_class(info) for info in LESSONS]
 FIXED = [(cls.slug, q) for cls in CLASSES for q in cls.questions if isinstance(q, Question)]
 WITH_GPU_BOX = {"two-clocks", "knob", "roofline", "chunked-prefill", "slo-goodput",
                 "prefix-cache", "speculative", "quantization", "capacity", "experts",
-                "average-lies", "three-schedules", "kv-cache", "traffic-classes"}
+                "average-lies", "three-schedules", "kv-cache", "traffic-classes",
+                "batch-invariance"}
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.slug)

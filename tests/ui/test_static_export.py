@@ -40,6 +40,7 @@ SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons
     "quantization": "preset=tiny",
     "speculative": "k=3&batch_size=1",
     "capacity": "prompt_len=16&output_len=4&rate=200",
+    "batch-invariance": "largest_batch=8&new_tokens=4",
     "experts": "preset=moe-tiny",
     "traffic-classes": "chat_requests=4&batch_requests=1",
 }

@@ -17,7 +17,8 @@ from engine.sweep import WARMUP_STEPS
 TINY_BOUNDS = [(kind, bound) for kind, spec in JOBS.items() for bound in spec.bounds
                if not kind.startswith("endpoint_")  # the teacher's server sets their pace
                and spec.check(bound.at).get("preset", "tiny") == "tiny"
-               and spec.size != "load"]  # load tests are the bench's (20 s and more)
+               and spec.size != "load"  # load tests are the bench's (20 s and more)
+               and kind != "invariance"]  # batch sizes up to 65, row by row: the bench's too
 
 
 def run_at(kind: str, params: dict):
@@ -76,5 +77,5 @@ def test_every_kind_states_a_bound_and_the_load_tests_are_left_to_the_bench():
     # experts_point's (moe-mini at batch 64)
     assert {kind for kind, _ in TINY_BOUNDS} | {"prefill_point", "load_test", "rate_sweep",
                                                  "capacity_search", "sweep_point",
-                                                 "experts_point", "traffic_classes"} \
+                                                 "experts_point", "traffic_classes", "invariance"} \
         | endpoint_kinds | {"setup"} == set(JOBS)  # setup: the app's own first start
