@@ -28,6 +28,7 @@ from .common import (
     make_engine,
     weight_format,
 )
+from .disaggregate import add_disaggregate_options, cmd_run_disaggregated
 
 
 # ---- argument types: the checks job parameters get (engine.lab.params), on a flag's text ------
@@ -128,6 +129,7 @@ def add_run_parser(sub, add_engine_options) -> None:
     p.add_argument("--prefix-cache", choices=("on", "off"), default="off",
                    help="keep full KV blocks by their prefix and reuse them (default off)")
     add_speculative_options(p)
+    add_disaggregate_options(p)
     add_trace_out(p)
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
@@ -170,6 +172,8 @@ def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
 def cmd_run(args) -> int:
 
     spec, config = specs_from_args(args)
+    if args.disaggregate:
+        return cmd_run_disaggregated(args, spec, config)
     engine = make_engine(args)
     requests = make_workload(spec, engine.tokenizer)
     speculative = None

@@ -53,18 +53,23 @@ def split_cores(cores: tuple[int, ...]) -> tuple[list[int], list[int]] | None:
     return list(cores[:half]), list(cores[half:])
 
 
+def check_requests(requests: list[Request]) -> None:
+    """What the workers serve: timed arrivals (replayed on the wall clock), greedy requests."""
+    for r in requests:
+        if r.arrival_s is None:
+            raise ConfigError("a disaggregated run replays arrival times: the fixed (closed "
+                              "loop) workload is not supported")
+        if r.sampling is not None and not r.sampling.greedy:
+            raise ConfigError("a disaggregated run here is greedy: temperature must be 0")
+
+
 def run_live(config: EngineConfig, requests: list[Request], max_batch: int,
              cores: tuple[list[int], list[int]] | None = None) -> DisaggRun:
     """Serve requests disaggregated, live (see the module docstring). cores: each worker's
     cores (split_cores), or None to leave both on every core (correct tokens, shared cores)."""
     import torch.multiprocessing as mp
 
-    for r in requests:
-        if r.arrival_s is None:
-            raise ConfigError("a disaggregated run replays arrival times: closed-loop "
-                              "requests (the fixed workload) are not supported")
-        if r.sampling is not None and not r.sampling.greedy:
-            raise ConfigError("a disaggregated run here is greedy: temperature must be 0")
+    check_requests(requests)
     ctx = mp.get_context("spawn")
     out, handoff = ctx.Queue(), ctx.Queue()
     prefill_ctl, decode_ctl = ctx.Queue(), ctx.Queue()
