@@ -90,6 +90,13 @@ LESSONS: tuple[LessonInfo, ...] = (
         "million tokens they give for your arrival rate, and a load test at the planned rate "
         "that checks the plan.",
         "lessons.capacity:CapacityLesson"),
+    LessonInfo(
+        "disaggregation", 15, "Prefill here, decode there: disaggregation",
+        "One mix of short and long prompts served colocated (whole prompts, then chunked "
+        "prefill) and by a prefill worker and a decode worker with the KV handed over: TTFT, "
+        "the gap-between-tokens tail and goodput, the disaggregated side live where the engine "
+        "has two cores, else computed from costs measured here.",
+        "lessons.disaggregation:DisaggregationLesson"),
 )
 
 _BY_SLUG = {lesson.slug: lesson for lesson in LESSONS}

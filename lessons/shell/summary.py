@@ -61,6 +61,10 @@ CHECKLIST: tuple[Step, ...] = (
          "Chat wants the largest batch whose latency still meets its SLO; overnight work wants "
          "the largest batch that fits and the lowest cost per token. Give each its own "
          "settings, or its own queue.", "slo-goodput", 8),
+    Step("Split prefill and decode when the tail demands it",
+         "Workers of their own for each phase end a long prompt's stalls in everyone's "
+         "decode, at a KV handover per request; worth it when chunked prefill no longer keeps "
+         "the ITL tail and TTFT within their targets.", "disaggregation", 15),
 )
 
 INTRO = """

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CLASSES = [lesson_class(info) for info in LESSONS]
 FIXED = [(cls.slug, q) for cls in CLASSES for q in cls.questions if isinstance(q, Question)]
 WITH_GPU_BOX = {"two-clocks", "knob", "roofline", "chunked-prefill", "slo-goodput",
-                "prefix-cache", "speculative", "quantization", "capacity"}
+                "prefix-cache", "speculative", "quantization", "capacity",
+                "disaggregation"}
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.slug)
