@@ -8,7 +8,8 @@ table and the verdict say so. The table gives each arm's TTFT (median and P99), 
 handover and DistServe's goodput at the reader's TTFT and TPOT targets; the prediction is judged
 on the ITL P99, disaggregated against chunked.
 
-URL: rate, slo_ttft_ms, slo_tpot_ms: /app?lesson=disaggregation&rate=2&slo_tpot_ms=100
+URL: requests, rate, slo_ttft_ms, slo_tpot_ms:
+/app?lesson=disaggregation&requests=8&rate=2&slo_tpot_ms=100
 
 The lesson's words (prose, questions, instructor notes, quoted sources) are in
 lessons/words/disaggregation.py; this module is its view.
@@ -135,6 +136,7 @@ class DisaggregationLesson(LessonPage):
     objectives, prediction, takeaway = OBJECTIVES, PREDICTION, TAKEAWAY
     instructor, questions = INSTRUCTOR, QUESTIONS
 
+    requests = param.Integer(default=16, bounds=(4, 32), label="Requests")
     rate = param.Number(default=2.0, bounds=(0.5, 8.0), step=0.5,
                         label="Arrival rate (requests per second)")
     slo_ttft_ms = param.Number(default=1000.0, bounds=(50.0, 10_000.0), step=50.0,
@@ -155,7 +157,7 @@ class DisaggregationLesson(LessonPage):
 
     # ---- jobs ------------------------------------------------------------------------------
     def run_params(self) -> dict:
-        return {"rate": self.rate, "slo_ttft_ms": self.slo_ttft_ms,
+        return {"requests": self.requests, "rate": self.rate, "slo_ttft_ms": self.slo_ttft_ms,
                 "slo_tpot_ms": self.slo_tpot_ms}
 
     @classmethod
@@ -196,7 +198,7 @@ class DisaggregationLesson(LessonPage):
                  + "; ".join(f"{ARM_NAMES[r.arm]} ITL P99 {sig(r.itl_p99_ms)} ms"
                              for r in rows) + ".")
 
-    @param.depends("rate", "slo_ttft_ms", "slo_tpot_ms", watch=True)
+    @param.depends("requests", "rate", "slo_ttft_ms", "slo_tpot_ms", watch=True)
     def _settings_changed(self) -> None:
         if self.started:
             self.start()
@@ -222,9 +224,11 @@ class DisaggregationLesson(LessonPage):
 
     # ---- the page --------------------------------------------------------------------------
     def body(self) -> list:
-        controls = pn.Row(*(
-            pn.widgets.FloatSlider.from_param(p, throttled=True, sizing_mode="stretch_width")
-            for p in (self.param.rate, self.param.slo_ttft_ms, self.param.slo_tpot_ms)),
+        controls = pn.Row(
+            pn.widgets.IntSlider.from_param(self.param.requests, throttled=True,
+                                            sizing_mode="stretch_width"),
+            *(pn.widgets.FloatSlider.from_param(p, throttled=True, sizing_mode="stretch_width")
+              for p in (self.param.rate, self.param.slo_ttft_ms, self.param.slo_tpot_ms)),
             sizing_mode="stretch_width")
         return [html_pane(INTRO), self.prediction_box, html_pane(SETUP), controls,
                 self.runner.status, self.verdict, self.table, self.download, html_pane(QUOTE),

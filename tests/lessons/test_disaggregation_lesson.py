@@ -56,11 +56,12 @@ def lesson(args=None):
 
 
 def test_one_job_at_the_readers_settings():
-    page, service = lesson({"rate": [b"3"], "slo_tpot_ms": [b"80"]})
+    page, service = lesson({"requests": [b"4"], "rate": [b"3"], "slo_tpot_ms": [b"80"]})
     (job,) = service.submitted
     assert job.kind == "disaggregation"
     assert job.params["rate"] == 3.0 and job.params["slo_tpot_ms"] == 80.0
-    assert DisaggregationLesson.warm_jobs() == [("disaggregation", {"rate": 2.0, **SLO})]
+    assert job.params["requests"] == 4
+    assert DisaggregationLesson.warm_jobs() == [("disaggregation", {"requests": 16, "rate": 2.0, **SLO})]
 
 
 def test_the_table_the_verdict_the_prediction_and_the_question_follow_the_result():

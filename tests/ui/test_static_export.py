@@ -40,6 +40,7 @@ SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons
     "quantization": "preset=tiny",
     "speculative": "k=3&batch_size=1",
     "capacity": "prompt_len=16&output_len=4&rate=200",
+    "disaggregation": "requests=4&rate=4",
 }
 DASH = "\u2013"
 
