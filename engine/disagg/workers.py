@@ -87,6 +87,17 @@ def _start(config, cores, name: str, out) -> object:
     return engine
 
 
+def _wait(q, parent: int):
+    """The next item of a control queue; ends this process if its parent has gone (a parent
+    killed outright cannot end its workers, so they end themselves)."""
+    while True:
+        try:
+            return q.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:
+                raise SystemExit(1) from None
+
+
 def _one_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}"
@@ -97,8 +108,9 @@ def prefill_main(config, cores, control, handoff, out) -> None:
     try:
         from .handover import make_handover
 
+        parent = os.getppid()
         engine = _start(config, cores, "prefill", out)
-        requests, start = control.get()
+        requests, start = _wait(control, parent)
         clock = lambda: time.monotonic() - start  # noqa: E731
         pending = deque(sorted(requests, key=lambda r: (r.arrival_s, r.id)))
         steps: list[StepRecord] = []
@@ -127,7 +139,7 @@ def prefill_main(config, cores, control, handoff, out) -> None:
         out.put(Done("prefill", steps))
         # The decode worker fetches each shared copy's file descriptor from this process when it
         # unpickles the handover: this process stays until the parent says it may go.
-        control.get()
+        _wait(control, parent)
     except BaseException as error:  # one line to the parent, never a traceback
         out.put(WorkerError("prefill", _one_line(error)))
         handoff.put(None)
@@ -138,8 +150,9 @@ def decode_main(config, cores, max_batch, control, handoff, out) -> None:
     try:
         from .handover import import_kv
 
+        parent = os.getppid()
         engine = _start(config, cores, "decode", out)
-        start = control.get()
+        start = _wait(control, parent)
         clock = lambda: time.monotonic() - start  # noqa: E731
         waiting: deque = deque()
         running: list = []
@@ -148,7 +161,10 @@ def decode_main(config, cores, max_batch, control, handoff, out) -> None:
         upstream_done = False
         while True:
             if not upstream_done:
-                upstream_done = _take_handovers(handoff, waiting, block=not running and not waiting)
+                idle = not running and not waiting
+                upstream_done = _take_handovers(handoff, waiting, block=idle)
+                if idle and os.getppid() != parent:
+                    raise SystemExit(1)
             imported, import_begin = 0, clock()
             while waiting and len(running) < max_batch:
                 h = waiting.popleft()
