@@ -52,12 +52,14 @@ def check(requests: list[Request], config: SchedulerConfig) -> None:
 
 def profile_points(requests: list[Request], max_batch: int) -> tuple[list[int], list[int], int]:
     """Where to measure: five prompt lengths from the shortest to the longest of the workload,
-    the batch sizes up to the limit (powers of two and the limit), and the decode context (the
-    median prompt plus half the median output)."""
+    the batch sizes the decode worker can reach (powers of two up to the smaller of its limit
+    and the number of requests, and that number), and the decode context (the median prompt
+    plus half the median output)."""
     lengths = sorted(len(r.prompt_ids) for r in requests)
     lo, hi = lengths[0], lengths[-1]
     prompts = sorted({round(lo + (hi - lo) * i / 4) for i in range(5)})
-    batches = sorted({b for b in BATCHES if b < max_batch} | {max_batch})
+    top = min(max_batch, len(requests))
+    batches = sorted({b for b in BATCHES if b < top} | {top})
     context = int(statistics.median(lengths)
                   + statistics.median(r.output_len for r in requests) / 2)
     return prompts, batches, context

@@ -25,7 +25,8 @@ def test_profile_points_span_the_workload():
     reqs = [Request(i, [1] * n, out) for i, (n, out) in enumerate([(10, 4), (50, 8), (30, 6)])]
     prompts, batches, context = profile_points(reqs, 6)
     assert prompts == [10, 20, 30, 40, 50]
-    assert batches == [1, 2, 4, 6]
+    assert batches == [1, 2, 3]  # three requests: the decode worker never holds more
+    assert profile_points(reqs * 3, 6)[1] == [1, 2, 4, 6]
     assert context == 30 + 3
 
 
