@@ -20,7 +20,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from engine.calc.disaggregation import ARM_NAMES, ArmRow, best, median
+from engine.calc.disaggregation import ARM_NAMES, ArmRow, best, fit_line, median
 from engine.lab.results import DisaggregationResult
 from widgets.checkpoint import Choice, Question
 from widgets.data_download import DataDownload
@@ -113,7 +113,20 @@ def table_html(rows: list[ArmRow], result: DisaggregationResult) -> str:
             "</table>")
 
 
-def verdict_text(rows: list[ArmRow]) -> str:
+def handover_line(result: DisaggregationResult) -> str | None:
+    """The handover against prompt length, a least-squares line over the run's requests."""
+    split = next((a for a in result.arms if a.arm == "disaggregated"), None)
+    pairs = [(r.prompt_len, r.handover_ms) for r in (split.requests if split else ())
+             if r.handover_ms is not None]
+    fit = fit_line([p for p, _ in pairs], [h for _, h in pairs]) if pairs else None
+    if fit is None:
+        return None
+    return (f"- **The handover:** {sig(fit.fixed)} ms + {sig(1000 * fit.per_unit)} us per "
+            f"prompt token (a least-squares line over the {len(pairs)} requests; "
+            f"{sig(result.kv_bytes_per_token)} bytes of KV per token)")
+
+
+def verdict_text(rows: list[ArmRow], result: DisaggregationResult | None = None) -> str:
     lines = []
     for field, what, lower in (("itl_p99_ms", "the lowest ITL P99", True),
                                ("ttft_p99_ms", "the lowest TTFT P99", True),
@@ -121,6 +134,9 @@ def verdict_text(rows: list[ArmRow]) -> str:
         arm = best(rows, field, lower)
         if arm is not None:
             lines.append(f"- **{what}:** {ARM_NAMES[arm]}")
+    line = handover_line(result) if result is not None else None
+    if line:
+        lines.append(line)
     split = next((r for r in rows if r.arm == "disaggregated"), None)
     if split is not None and split.how != "measured live":
         lines.append(f"- The disaggregated row is **{split.how}**, not a live measurement: the "
@@ -187,7 +203,7 @@ class DisaggregationLesson(LessonPage):
         self.result = event.result
         rows = rows_of(event.result)
         self.table.object = table_html(rows, event.result)
-        self.verdict.object = verdict_text(rows)
+        self.verdict.object = verdict_text(rows, event.result)
         outcome = itl_outcome(rows)
         if outcome is not None:
             self.prediction_box.reveal(*outcome)

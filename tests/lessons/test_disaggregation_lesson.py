@@ -78,6 +78,9 @@ def test_the_table_the_verdict_the_prediction_and_the_question_follow_the_result
     assert "100% of 4" in table and "50% of 4" in table  # disaggregated met 4, colocated 2
     assert "computed from measured costs" in page.verdict.object
     assert "lowest ITL P99:** disaggregated" in page.verdict.object
+    # every planted handover is 0.7 ms, short and long prompts alike: a flat line
+    assert "The handover:** 0.700 ms + 0 us per prompt token" in page.verdict.object
+    assert "over the 4 requests; 3,072 bytes of KV per token" in page.verdict.object
     choice, detail = itl_outcome(rows)
     assert choice.startswith("Lower")  # 45 ms against chunked's 120 ms
     assert f"Measured: {choice} ({detail})" in page.prediction_box.verdict
