@@ -110,13 +110,13 @@ INSTRUCTOR = InstructorNotes(
 
 QUESTIONS = (
     Question("What does the prefill worker hand to the decode worker?", (
-        Choice("The prompt's KV blocks, every layer's keys and values, and the first token",
+        Choice("The prompt's KV blocks (every layer) and its first token",
                True, "The decode worker needs every earlier token's K and V to attend over, "
                      "and the first token to feed into its first step."),
-        Choice("The prompt's text, which the decode worker prefills again", False,
+        Choice("The prompt's text, which the decode worker then prefills again", False,
                "Then the decode worker would repeat the prefill; the point of the handover is "
                "that it does not."),
-        Choice("The model's weights for the layers the prompt used", False,
+        Choice("The weights of the model layers that the prompt went through", False,
                "Each worker holds the whole model; only per-request state moves."))),
     Question("Why can a long prompt raise the gap between tokens of other requests on a "
              "colocated engine?", (
@@ -137,10 +137,10 @@ QUESTIONS = (
                "On separate GPUs or machines the blocks must be copied; even here they are "
                "copied into the decode worker's own pool."))),
     Question("Why does DistServe measure goodput rather than throughput?", (
-        Choice("A request that misses its TTFT or TPOT target is of no use to its user", True,
+        Choice("A request that misses a target counts for nothing", True,
                "Goodput counts only requests that met both targets, so a system cannot "
                "look good by running full and late."),
-        Choice("Throughput cannot be measured on disaggregated systems", False,
+        Choice("Throughput cannot be measured on a disaggregated system", False,
                "It can; it just rewards batching that makes requests late."),
         Choice("Goodput counts the KV bytes moved per second", False,
                "Goodput counts requests that met their targets, per second."))),

@@ -74,5 +74,6 @@ def test_every_kind_states_a_bound_and_the_load_tests_are_left_to_the_bench():
     # sweep_point's bound is the knob's largest point on the mini preset (a memory-bound model):
     # a size the bench times (bench/lab/job_bounds.py), too slow to build and tune here
     assert {kind for kind, _ in TINY_BOUNDS} | {"prefill_point", "load_test", "rate_sweep",
-                                                 "capacity_search", "sweep_point"} \
+                                                 "capacity_search", "sweep_point",
+                                                 "disaggregation"} \
         | endpoint_kinds | {"setup"} == set(JOBS)  # setup: the app's own first start
