@@ -104,6 +104,13 @@ LESSONS: tuple[LessonInfo, ...] = (
         "same active size (random weights: timing only).",
         "lessons.experts:ExpertsLesson"),
     LessonInfo(
+        "disaggregation", 15, "Prefill here, decode there: disaggregation",
+        "One mix of short and long prompts served colocated (whole prompts, then chunked "
+        "prefill) and by a prefill worker and a decode worker with the KV handed over: TTFT, "
+        "the gap-between-tokens tail and goodput, the disaggregated side live where the engine "
+        "has two cores, else computed from costs measured here.",
+        "lessons.disaggregation:DisaggregationLesson"),
+    LessonInfo(
         "traffic-classes", 16, "Two kinds of traffic, one server",
         "Chat requests beside a batch job of long summaries, served in one queue, in lanes, "
         "and under a flooding tenant with and without a quota: each group's time to first "

@@ -31,6 +31,7 @@ from .common import (
     make_engine,
     weight_format,
 )
+from .disaggregate import add_disaggregate_options, cmd_run_disaggregated
 from .traffic_options import MIX, add_traffic_options, class_table, mix_from_args, traffic_from_args
 
 
@@ -133,6 +134,7 @@ def add_run_parser(sub, add_engine_options) -> None:
                    help="keep full KV blocks by their prefix and reuse them (default off)")
     add_traffic_options(p)
     add_speculative_options(p)
+    add_disaggregate_options(p)
     add_trace_out(p)
     add_engine_options(p)
     p.set_defaults(func=cmd_run)
@@ -184,6 +186,8 @@ def specs_from_args(args) -> tuple[WorkloadSpec, SchedulerConfig]:
 def cmd_run(args) -> int:
 
     spec, config = specs_from_args(args)
+    if args.disaggregate:
+        return cmd_run_disaggregated(args, spec, config)
     engine = make_engine(args)
     if args.workload == MIX:
         requests = make_mix(spec, engine.tokenizer)

@@ -186,7 +186,7 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      "chunked": 8.0, "load_test": 18.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 30.0,
      "int8_point": 1.0, "int8_quality": 12.0, "experts_point": 8.0, "traffic_classes": 30.0,
-     "invariance": 60.0}
+     "invariance": 60.0, "disaggregation": 120.0}  # disaggregation: not yet timed by the bench
 
 
 
@@ -393,6 +393,22 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "a \"step\" event with each batch size as it is done.",
         size="run", bounds=(Bound(B["invariance"], {"batch_invariant": True, "chunk": 16},
                                   "the batch-invariance lesson's invariant run (tiny)"),)),
+    _spec("disaggregation", "engine.lab.jobs.disaggregation:disaggregation_job", {
+        **ENGINE, "rate": Float(2.0, lo=0.05, hi=1000.0), "requests": Int(16, lo=1, hi=500),
+        "long_share": Float(0.25, lo=0.0, hi=1.0),
+        "short_prompt": Lengths([16, 64], hi=1536), "short_output": Lengths([16, 32], hi=512),
+        "long_prompt": Lengths([512, 768], hi=1536), "long_output": Lengths([16, 32], hi=512),
+        "max_batch": MAX_BATCH, "chunk_size": Int(64, lo=1, hi=2048),
+        "slo_ttft_ms": Float(1000.0, lo=1.0, hi=600_000.0),
+        "slo_tpot_ms": Float(100.0, lo=0.1, hi=60_000.0),
+        "mode": Choice("auto", choices=("auto", "live", "replay")), **SEED},
+        results.DisaggregationResult,
+        "One mix of short and long prompts served colocated (whole prompts, then chunked "
+        "prefill, live) and disaggregated (a prefill worker and a decode worker: live where the "
+        "engine has two cores, else replayed on step costs and handovers measured here): TTFT, "
+        "the ITL tail, goodput, each request's handover.", size="load",
+        bounds=(Bound(B["disaggregation"], {}, "lesson 15's three runs at its defaults"),),
+        pausable=True),
     _spec("rate_sweep", "engine.lab.jobs.serving:rate_sweep_job", {
         **ENGINE, **SWEEP, "max_batch": MAX_BATCH,
         "chunk_size": Int(128, lo=0), **SEED},

@@ -977,13 +977,56 @@ class InvarianceResult(Measured):
     points: list[InvarianceBatch]
 
 
+@dataclass(frozen=True)
+class DisaggRequest(Record):
+    """One request of an arm: its size ("short" or "long"), prompt, TTFT, its largest gap
+    between tokens and (disaggregated) its handover."""
+
+    id: int
+    size: str
+    prompt_len: int
+    ttft_ms: float
+    itl_max_ms: float | None
+    handover_ms: float | None
+
+
+@dataclass(frozen=True)
+class DisaggArm(Record):
+    """One way of serving the workload: arm is colocated, chunked or disaggregated; how says
+    "measured live" or "computed from measured costs" (label: the sentence the CLI prints)."""
+
+    arm: str
+    how: str
+    label: str
+    chunk_size: int
+    metrics: RunMetrics
+    requests: list[DisaggRequest]
+
+
+@dataclass(frozen=True)
+class DisaggregationResult(Measured):
+    """One mixed workload served colocated (whole prompts, then chunked prefill, both live) and
+    disaggregated (live where the engine has two cores, else replayed on measured costs);
+    costs: the replay's measured cost tables ({} when live)."""
+
+    job_kind: ClassVar[str] = "disaggregation"
+    device: str
+    preset: str
+    weights: str
+    max_batch: int
+    kv_bytes_per_token: int
+    workload: LoadTestWorkload
+    arms: list[DisaggArm]
+    costs: dict
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
     EndpointConcurrencyResult, EndpointStreamResult, SetupResult, ExpertsPointResult,
-    TrafficClassesResult, InvarianceResult)}
+    TrafficClassesResult, InvarianceResult, DisaggregationResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

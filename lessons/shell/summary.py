@@ -77,6 +77,10 @@ CHECKLIST: tuple[Step, ...] = (
          "Batching moves a greedy prompt's logits in the last bits and can flip a near-tie; "
          "where answers must be bit-identical (tests, evaluations, RL), turn on a "
          "batch-invariant mode and pay its cost per step.", "batch-invariance", 13),
+    Step("Split prefill and decode when the tail demands it",
+         "Workers of their own for each phase end a long prompt's stalls in everyone's "
+         "decode, at a KV handover per request; worth it when chunked prefill no longer keeps "
+         "the ITL tail and TTFT within their targets.", "disaggregation", 15),
 )
 
 INTRO = """

@@ -324,6 +324,24 @@ TERMS: tuple[Term, ...] = (
          "through the full layers.",
          "The tiny-hybrid preset frees its window layers' blocks behind the window; lesson 6 "
          "counts them.", MEMORY),
+    Term("Colocated serving", "colocated",
+         "Prefill and decode on the same engine, sharing every step: the usual way to serve, "
+         "in which a long prompt's prefill slows the steps of every answer being decoded "
+         "(chunked prefill spreads that stall thinner).", "", LATER),
+    Term("Disaggregation (prefill/decode)", "disaggregation",
+         "Prefill on one worker, decode on another, each sized and parallelized for its own "
+         "phase; the prompt's KV moves from the first to the second (DistServe, OSDI 2024; "
+         "Splitwise, ISCA 2024). It removes the interference between the phases at the cost "
+         "of a KV handover per request.",
+         "Lesson 15: TTFT, the ITL tail and goodput colocated and disaggregated (live where "
+         "the engine has two cores, else computed from measured costs).", LATER),
+    Term("KV handover (KV transfer)", "kv-handover",
+         "Copying a finished prefill's KV blocks, every layer's keys and values for the whole "
+         "prompt, from the prefill worker to the decode worker, which maps them into its own "
+         "block table: prompt tokens x KV bytes per token, over shared memory here, over "
+         "NVLink or RDMA between GPUs.",
+         "Lesson 15: from the first token to the decode worker holding the KV, per request.",
+         LATER),
 )
 
 NOTES = """

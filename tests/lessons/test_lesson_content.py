@@ -20,8 +20,9 @@ CLASSES = [lesson_class(info) for info in LESSONS]
 FIXED = [(cls.slug, q) for cls in CLASSES for q in cls.questions if isinstance(q, Question)]
 WITH_GPU_BOX = {"two-clocks", "knob", "roofline", "chunked-prefill", "slo-goodput",
                 "prefix-cache", "speculative", "quantization", "capacity", "experts",
-                "average-lies", "three-schedules", "kv-cache", "traffic-classes",
-                "batch-invariance"}
+                "average-lies", "three-schedules", "kv-cache",
+                "batch-invariance",
+                "disaggregation"}
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.slug)

@@ -42,6 +42,7 @@ SMALL = {  # the served lessons' browser tests' workloads (tests/ui/test_lessons
     "capacity": "prompt_len=16&output_len=4&rate=200",
     "batch-invariance": "largest_batch=8&new_tokens=4",
     "experts": "preset=moe-tiny",
+    "disaggregation": "requests=4&rate=4",
     "traffic-classes": "chat_requests=4&batch_requests=1",
 }
 DASH = "\u2013"

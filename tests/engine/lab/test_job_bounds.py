@@ -77,5 +77,6 @@ def test_every_kind_states_a_bound_and_the_load_tests_are_left_to_the_bench():
     # experts_point's (moe-mini at batch 64)
     assert {kind for kind, _ in TINY_BOUNDS} | {"prefill_point", "load_test", "rate_sweep",
                                                  "capacity_search", "sweep_point",
-                                                 "experts_point", "traffic_classes", "invariance"} \
+                                                 "experts_point", "traffic_classes", "invariance",
+                                                 "disaggregation"} \
         | endpoint_kinds | {"setup"} == set(JOBS)  # setup: the app's own first start
