@@ -191,8 +191,9 @@ def get_preset(name: str) -> ModelConfig:
              or HYBRIDS.get(name))
     if found is None:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)} "
-                          f"(or a draft model: {', '.join(DRAFTS)}; or an experts model: "
-                          f"{', '.join(EXPERT_PRESETS)})")
+                          f"(or a draft model: {', '.join(DRAFTS)}; an experts model: "
+                          f"{', '.join(EXPERT_PRESETS)}; a hybrid-attention model: "
+                          f"{', '.join(HYBRIDS)})")
     return found
 
 

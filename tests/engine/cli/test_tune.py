@@ -88,7 +88,9 @@ def test_unknown_preset_is_refused_in_one_line_before_any_timing(tmp_path):
     out = run(["-m", "engine", "tune", "--preset", "tiny", "--preset", "huge"], tmp_path)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [
-        "error: unknown preset 'huge': choose one of tiny, mini, small, large (or a draft model: draft)"]
+        "error: unknown preset 'huge': choose one of tiny, mini, small, large (or a draft model: "
+        "draft; an experts model: moe-mini, moe-mini-dense, moe-tiny, moe-tiny-dense; a "
+        "hybrid-attention model: tiny-hybrid)"]
 
 
 def test_a_plan_that_cannot_be_saved_says_why_in_one_line(tmp_path):
