@@ -12,7 +12,7 @@ pytest.importorskip("triton")
 from engine.model import int8  # noqa: E402
 from engine.model.layers import Linear  # noqa: E402
 from engine.model.triton_int8 import BLOCK_K, BLOCK_M, BLOCK_N, int8_linear_triton  # noqa: E402
-from tests.engine.model.test_int8 import PROMPTS, decode  # noqa: E402
+from tests.engine.model.int8_decoding import PROMPTS, decode  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=2e-3, rtol=2e-3)}
@@ -73,11 +73,6 @@ def test_half_precision_linear_layer_with_int8_weights(rows):
     expected = (x.float() @ int8.dequantize(layer.qweight, layer.scale).T).half()
     assert out.dtype == torch.float16
     torch.testing.assert_close(out, expected, **TOL[torch.float16])
-
-
-@pytest.fixture(scope="module")
-def int8_engine(int8_kernel, tiny_engine_factory):
-    return tiny_engine_factory(weight_format="int8")
 
 
 def use_kernel(model, kernel) -> None:
