@@ -79,15 +79,24 @@ SETUP_PRESETS = ("tiny", "draft")
 
 
 @pytest.fixture(scope="session")
-def machine_setup(tmp_path_factory):
+def machine_setup_run(tmp_path_factory):
+    """`python -m engine tune --preset tiny --preset draft` in a fresh results cache, run once
+    per session: (the cache, the finished process). tests/engine/cli/test_tune.py checks what
+    it printed and left; the other users take the cache (machine_setup)."""
+    cache = tmp_path_factory.mktemp("machine-setup")
+    presets = [arg for name in SETUP_PRESETS for arg in ("--preset", name)]
+    out = run_engine(["tune", *presets], cache, timeout=600)
+    return cache, out
+
+
+@pytest.fixture(scope="session")
+def machine_setup(machine_setup_run):
     """A results cache after `python -m engine tune --preset tiny --preset draft`: matrix-product
     plans timed as the lab's worker runs (pinned to the engine's cores, one thread per core, so
     under the key the worker reads) and the machine's limits where they were measured quietly.
     Made once per session: each served app and engine worker started with a copy no longer
     times the plans and measures the limits on its own."""
-    cache = tmp_path_factory.mktemp("machine-setup")
-    presets = [arg for name in SETUP_PRESETS for arg in ("--preset", name)]
-    out = run_engine(["tune", *presets], cache, timeout=600)
+    cache, out = machine_setup_run
     assert out.returncode == 0, f"the machine's set-up failed: {out.stderr[-2000:]}"
     return cache
 
