@@ -16,6 +16,8 @@ and the shared `server` fixture.
   not about making it (helpers.seed_machine_setup).
 - `int8_kernel` is the C++ int8 linear kernel, built into the tests' cache for the engine tests,
   the quantization lesson's tests and the served app's engine worker (which reads the same cache).
+- `serial` marks the tests that must run alone (SERIAL below): `-n 2 -m "not serial"` runs the
+  others two at a time with pytest-xdist, whose workers share this process's results cache.
 - Every test gives back the cores it found: a page built in this process starts the app's engine
   service, which pins the process to the web's cores (engine.lab.client.get_service), and every
   server a later test starts would inherit that one core: its engine worker, finding one core,
@@ -41,6 +43,9 @@ else:
     _private_cache = tempfile.mkdtemp(prefix="llm-speed-test-cache-")
     atexit.register(shutil.rmtree, _private_cache, ignore_errors=True)
     os.environ["LLM_SPEED_CACHE"] = _private_cache
+    # pytest-xdist's workers, started by this process after this line, share it (one kernel
+    # build, one set of plans); this process removes it when the run ends
+    os.environ["LLM_SPEED_TEST_CACHE"] = _private_cache
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -51,6 +56,38 @@ if not torch.cuda.is_available():
 os.environ.setdefault("LLM_SPEED_SETUP", "0")
 
 CORES_AT_START = os.sched_getaffinity(0)
+
+# The tests that must run alone (marked `serial`): they measure on a real engine worker or
+# server, bound a wait or a duration, or decide what they check from whether a measurement was
+# disturbed, so a second test beside them on a 2-core machine would change what they see.
+# `-n 2 -m "not serial"` (pytest-xdist) runs the rest two at a time; `-m serial` runs these.
+SERIAL = (
+    "tests/ui/",  # a served app, its engine worker and Chromium
+    "tests/engine/serve/",  # `engine serve` over HTTP, real-time arrivals, pauses and gaps
+    "tests/engine/cli/",  # measured limits kept only when quiet, plans timed
+    "tests/engine/test_scheduler.py",  # admission within a bound
+    "tests/engine/lab/test_service.py",
+    "tests/engine/lab/test_gap_fill.py",
+    "tests/engine/lab/test_isolation.py",
+    "tests/engine/lab/test_trace.py",
+    "tests/engine/lab/test_job_bounds.py",
+    "tests/engine/lab/test_probe.py",  # a second call within the probe's freshness window
+    "tests/engine/lab/test_quality.py",
+    "tests/engine/lab/test_two_clocks_and_load_test.py",  # closed-loop arrivals within 50 ms
+    "tests/lessons/test_capacity_lesson.py",
+    "tests/lessons/test_kv_cache_lesson.py",
+    "tests/lessons/test_chunked_prefill.py",
+    "tests/lessons/test_session_memory.py",  # a served app and a real worker
+    "tests/lessons/test_session_jobs.py",  # frames counted against the time events took
+    "tests/lessons/test_reader_event_walks.py",
+    "tests/widgets/runtime/",  # sleeps on the event loop, the heap's size
+)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid.startswith(SERIAL):
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture(autouse=True)
@@ -79,15 +116,24 @@ SETUP_PRESETS = ("tiny", "draft")
 
 
 @pytest.fixture(scope="session")
-def machine_setup(tmp_path_factory):
+def machine_setup_run(tmp_path_factory):
+    """`python -m engine tune --preset tiny --preset draft` in a fresh results cache, run once
+    per session: (the cache, the finished process). tests/engine/cli/test_tune.py checks what
+    it printed and left; the other users take the cache (machine_setup)."""
+    cache = tmp_path_factory.mktemp("machine-setup")
+    presets = [arg for name in SETUP_PRESETS for arg in ("--preset", name)]
+    out = run_engine(["tune", *presets], cache, timeout=600)
+    return cache, out
+
+
+@pytest.fixture(scope="session")
+def machine_setup(machine_setup_run):
     """A results cache after `python -m engine tune --preset tiny --preset draft`: matrix-product
     plans timed as the lab's worker runs (pinned to the engine's cores, one thread per core, so
     under the key the worker reads) and the machine's limits where they were measured quietly.
     Made once per session: each served app and engine worker started with a copy no longer
     times the plans and measures the limits on its own."""
-    cache = tmp_path_factory.mktemp("machine-setup")
-    presets = [arg for name in SETUP_PRESETS for arg in ("--preset", name)]
-    out = run_engine(["tune", *presets], cache, timeout=600)
+    cache, out = machine_setup_run
     assert out.returncode == 0, f"the machine's set-up failed: {out.stderr[-2000:]}"
     return cache
 

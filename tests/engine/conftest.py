@@ -41,6 +41,13 @@ def tiny_engine_factory():
     return new_tiny_engine
 
 
+@pytest.fixture(scope="session")
+def int8_engine(int8_kernel) -> LLMEngine:
+    """The tiny preset with int8 weights through the C++ kernel, shared by the int8 tests (the
+    C++ and the Triton kernel's)."""
+    return new_tiny_engine(weight_format="int8")
+
+
 @pytest.fixture
 def engine(tiny_engine: LLMEngine) -> LLMEngine:
     """The shared tiny engine, checked to hold no blocks before and after each test."""

@@ -1,13 +1,18 @@
-"""Checks on a serving run shared by the scheduler and serving tests, as a plain module (test
-modules are not imported as libraries): an engine with a given KV budget, and the invariants
-every batching policy keeps."""
+"""Checks on a serving run shared by the scheduler, serving, HTTP and bench-client tests, as a
+plain module (test modules are not imported as libraries): an engine with a given KV budget,
+the invariants every batching policy keeps, greedy outputs that agree up to genuine near-ties,
+and the `run` JSON contract."""
 
 from __future__ import annotations
 
+import json
 import math
+
+import torch
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
+from engine.model.model import full_logits
 from engine.scheduler import SchedulerConfig
 from engine.serve.loop import RunResult
 from engine.serve.workload import Request
@@ -51,3 +56,43 @@ def check_invariants(result: RunResult, requests: list[Request], cfg: SchedulerC
             assert step.num_tokens <= budget, "over the per-step token budget"
             for _, n in step.prefill_chunks:
                 assert cfg.chunk_size == 0 or n <= cfg.chunk_size
+
+
+NEAR_TIE = 1e-3  # logits closer than this are a genuine tie: either token is a right answer
+
+
+def top2_margin(engine, ids: list[int]) -> float:
+    """Gap between the two largest next-token logits after ids, by a full recompute."""
+    with torch.inference_mode():
+        logits = full_logits(engine.model, torch.tensor([ids]))[0, -1].float()
+    logits = logits[: min(engine.tokenizer.vocab_size, logits.shape[-1])]
+    top = torch.topk(logits, 2).values
+    return float(top[0] - top[1])
+
+
+def assert_same_greedy_output(engine, requests, reference, other, label):
+    """Identical tokens, except after a divergence at a genuine near-tie (checked by margin)."""
+    for req in requests:
+        a, b = reference[req.id], other[req.id]
+        assert len(a) == len(b) == req.output_len
+        if a == b:
+            continue
+        i = next(k for k, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+        margin = top2_margin(engine, req.prompt_ids + a[:i])
+        assert margin < NEAR_TIE, (f"{label}: request {req.id} differs at token {i} although "
+                                   f"the top two logits are {margin:.4f} apart")
+
+
+def check_run_shape(out: dict) -> None:
+    """The `run` JSON contract (DESIGN.md), which bench-client prints too."""
+    json.dumps(out, allow_nan=False)
+    assert {"device", "preset", "policy", "requests", "steps", "metrics"} <= out.keys()
+    for r in out["requests"]:
+        assert {"id", "arrival_s", "admitted_s", "first_token_s", "finish_s", "prompt_len",
+                "output_len", "token_s", "preemptions"} <= r.keys()
+    for s in out["steps"]:
+        assert {"start_s", "end_s", "prefill_tokens", "decode_seqs", "kv_blocks_used"} <= s.keys()
+    m = out["metrics"]
+    for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
+        assert {"mean", "p50", "p90", "p95", "p99", "max"} <= m[name].keys()
+    assert {"throughput_tok_s", "requests_per_s", "goodput_rps"} <= m.keys()

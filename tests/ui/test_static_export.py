@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 from ui_helpers import page_text
 
 from bench.web.served_app import ROOT
+from lessons.export import main as export_main
 from lessons.export import rewrite_links
 from lessons.knob import PROSE, QUESTIONS
 from lessons.registry import LESSONS, lesson_class
@@ -214,19 +215,21 @@ def test_knob_works_from_disk_in_detail(site, page, console):
     assert console.errors == []
 
 
-def test_bad_arguments_say_so_in_one_line(tmp_path):
+def test_bad_arguments_say_so_in_one_line(tmp_path, capsys):
     """An unknown lesson or setting, a value its URL would not take, no folder, no lesson:
-    status 2, the usage and one error line naming what is wrong, nothing written."""
+    status 2, the usage and one error line naming what is wrong, nothing written. The command's
+    main in this process: each is refused before any lesson is built or measured (the `site`
+    fixture runs the command itself as `python -m lessons.export`)."""
     for args, named in (
             (["--lesson", "nope", "--out", str(tmp_path)], "no lesson called 'nope'"),
             (["--lesson", "knob?nope=1", "--out", str(tmp_path)], "knob has no setting 'nope'"),
             (["--lesson", "knob?batch_size=many", "--all", "--out", str(tmp_path)],
              "which is not a number"),
             (["--all"], "--out"), (["--out", str(tmp_path)], "--lesson")):
-        done = subprocess.run([sys.executable, "-m", "lessons.export", *args], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
-        last = done.stderr.strip().splitlines()[-1]
-        assert done.returncode == 2 and last.startswith("python -m lessons.export: error:")
+        with pytest.raises(SystemExit) as done:
+            export_main(args)
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert done.value.code == 2 and last.startswith("python -m lessons.export: error:")
         assert named in last, last
     assert list(tmp_path.iterdir()) == []
 

@@ -5,6 +5,7 @@ set-up, where the lab's worker reads them, so no reader's first engine times one
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -31,8 +32,12 @@ def run(args: list[str], cache, **env) -> subprocess.CompletedProcess:
                           env={**os.environ, "LLM_SPEED_CACHE": str(cache), **env})
 
 
-def test_tune_leaves_each_presets_plan_where_the_worker_reads_it(tmp_path):
-    out = run(["-m", "engine", "tune", "--preset", "tiny", "--preset", "draft"], tmp_path)
+def test_tune_leaves_each_presets_plan_where_the_worker_reads_it(machine_setup_run, tmp_path):
+    """The session's one `tune --preset tiny --preset draft` in a fresh cache (the fixture the
+    served apps' caches are copied from), then a worker's build, tune again and the worker's
+    `info` in a copy of what it left."""
+    setup_cache, out = machine_setup_run
+    shutil.copytree(setup_cache, tmp_path, dirs_exist_ok=True)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     limits = next((line for line in lines if line.startswith("limits ")), "")

@@ -21,11 +21,7 @@ from engine.llm_engine import LLMEngine, int8_kernel_for
 from engine.model import int8
 from engine.model.layers import Linear
 from engine.model.model import LlamaModel, full_logits, load_checkpoint
-
-PROMPTS = ["The function returns a new list",
-           "Return a new sorted list from the items in iterable. A custom key function can be "
-           "supplied to customize the sort order, and the reverse flag can be set to request the "
-           "result in descending order."]  # longer than int8.KERNEL_ROWS: a widened prefill
+from tests.engine.model.int8_decoding import PROMPTS, decode
 
 
 def test_rows_round_to_int8_with_one_scale_each():
@@ -65,28 +61,6 @@ def dequantized_twin() -> LlamaModel:
             if isinstance(m, Linear):
                 m.weight.copy_(int8.dequantize(*int8.quantize_rows(m.weight)))
     return model.eval()
-
-
-@pytest.fixture(scope="module")
-def int8_engine(int8_kernel, tiny_engine_factory) -> LLMEngine:
-    return tiny_engine_factory(weight_format="int8")
-
-
-def decode(engine: LLMEngine, prompt: list[int], new_tokens: int):
-    """Greedy tokens, and the logits each was chosen from."""
-    seq = engine.new_sequence(prompt, new_tokens)
-    logits = []
-    try:
-        engine.reserve(seq, seq.num_uncomputed)
-        engine.step([], [(seq, seq.num_uncomputed)])
-        logits.append(engine.runner.last_logits[seq.id])
-        while not seq.done:
-            engine.reserve(seq, 1)
-            engine.step([seq], [])
-            logits.append(engine.runner.last_logits[seq.id])
-    finally:
-        engine.release(seq)
-    return seq.output_ids, torch.stack(logits)
 
 
 @pytest.mark.parametrize("text", PROMPTS)

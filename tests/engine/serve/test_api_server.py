@@ -12,12 +12,13 @@ import time
 import httpx
 import openai
 import pytest
+from helpers import SERVER_MAX_BATCH as MAX_BATCH
+from run_checks import assert_same_greedy_output
+from server_calls import engine_trace, stats
 
 from engine.generate import generate
 from engine.serve.protocol import ChatMessage, chat_text
 from engine.serve.workload import Request
-from tests.engine.serve.conftest import MAX_BATCH, engine_trace, stats
-from tests.engine.serve.test_serving import assert_same_greedy_output
 
 PROMPT = "The function returns"
 

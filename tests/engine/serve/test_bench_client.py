@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from run_checks import check_run_shape
 
 from engine.cli.main import main
 from engine.serve.bench_client import api_base, compare
@@ -16,7 +17,6 @@ from engine.serve.metrics import e2e_ms, ttft_ms
 from engine.serve.trace import RequestTrace
 from engine.serve.workload import WorkloadSpec, make_workload
 from engine.tokenizer import Tokenizer
-from tests.engine.serve.test_serving import check_run_shape
 
 FLAGS = ["--rate", "30", "--requests", "12", "--prompt-len", "16:64", "--output-len", "8:24",
          "--seed", "3"]

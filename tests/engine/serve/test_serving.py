@@ -10,12 +10,15 @@ import sys
 import time
 
 import pytest
-import torch
-from run_checks import check_invariants, tiny_engine_with_budget
+from run_checks import (
+    assert_same_greedy_output,
+    check_invariants,
+    check_run_shape,
+    tiny_engine_with_budget,
+)
 
 from engine.cli.main import main
 from engine.errors import ConfigError
-from engine.model.model import full_logits
 from engine.scheduler import SchedulerConfig
 from engine.serve.loop import run
 from engine.serve.metrics import ttft_ms
@@ -24,7 +27,6 @@ from engine.serve.workload import Request, WorkloadSpec, make_workload
 
 # Two greedy runs may batch a request with different neighbours, and floating-point sums then
 # differ in the last bits; that can flip an argmax only where the top two logits are this close.
-NEAR_TIE = 1e-3
 PAUSE = 3.0  # s: a pause of a run, far longer than its steps and its requests' waits
 
 
@@ -44,28 +46,6 @@ def requests(engine):
     spec = WorkloadSpec(kind="poisson", requests=8, rate=math.inf, prompt_len=(20, 90),
                         output_len=(24, 40), seed=5)
     return make_workload(spec, engine.tokenizer)
-
-
-def top2_margin(engine, ids: list[int]) -> float:
-    """Gap between the two largest next-token logits after ids, by a full recompute."""
-    with torch.inference_mode():
-        logits = full_logits(engine.model, torch.tensor([ids]))[0, -1].float()
-    logits = logits[: min(engine.tokenizer.vocab_size, logits.shape[-1])]
-    top = torch.topk(logits, 2).values
-    return float(top[0] - top[1])
-
-
-def assert_same_greedy_output(engine, requests, reference, other, label):
-    """Identical tokens, except after a divergence at a genuine near-tie (checked by margin)."""
-    for req in requests:
-        a, b = reference[req.id], other[req.id]
-        assert len(a) == len(b) == req.output_len
-        if a == b:
-            continue
-        i = next(k for k, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
-        margin = top2_margin(engine, req.prompt_ids + a[:i])
-        assert margin < NEAR_TIE, (f"{label}: request {req.id} differs at token {i} although "
-                                   f"the top two logits are {margin:.4f} apart")
 
 
 def test_greedy_output_is_the_same_under_every_schedule(engine, small_engine, requests):
@@ -247,21 +227,6 @@ def test_run_json_follows_the_contract(engine, requests):
     check_run_shape(out)
     assert out["policy"] == "static" and out["preset"] == "tiny"
     assert out["metrics"]["goodput_rps"] is not None
-
-
-def check_run_shape(out: dict) -> None:
-    """The `run` JSON contract (DESIGN.md), which bench-client prints too."""
-    json.dumps(out, allow_nan=False)
-    assert {"device", "preset", "policy", "requests", "steps", "metrics"} <= out.keys()
-    for r in out["requests"]:
-        assert {"id", "arrival_s", "admitted_s", "first_token_s", "finish_s", "prompt_len",
-                "output_len", "token_s", "preemptions"} <= r.keys()
-    for s in out["steps"]:
-        assert {"start_s", "end_s", "prefill_tokens", "decode_seqs", "kv_blocks_used"} <= s.keys()
-    m = out["metrics"]
-    for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
-        assert {"mean", "p50", "p90", "p95", "p99", "max"} <= m[name].keys()
-    assert {"throughput_tok_s", "requests_per_s", "goodput_rps"} <= m.keys()
 
 
 # ---- the command line ------------------------------------------------------------------------

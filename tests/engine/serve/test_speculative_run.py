@@ -10,14 +10,13 @@ import json
 import math
 
 import pytest
-from run_checks import tiny_engine_with_budget
+from run_checks import assert_same_greedy_output, tiny_engine_with_budget
 
 from engine.cli.main import main
 from engine.scheduler import SchedulerConfig
 from engine.serve.loop import run
 from engine.serve.workload import WorkloadSpec, make_workload
 from engine.speculative import ModelDraft, NgramDraft, SpeculativeDecoder
-from tests.engine.serve.test_serving import assert_same_greedy_output
 
 
 def check_traces(result, requests) -> None:

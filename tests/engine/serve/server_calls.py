@@ -1,9 +1,9 @@
-"""Helpers for the HTTP tests; the served engine itself is tests/conftest.py's `server`."""
+"""Calls the HTTP tests make to the served engine (tests/conftest.py's `server`), as a plain
+module: its scheduler's counters and its trace."""
 
 from __future__ import annotations
 
 import httpx
-from helpers import SERVER_MAX_BATCH as MAX_BATCH  # noqa: F401 (the tests' import)
 
 
 def stats(server) -> dict:
