@@ -111,9 +111,14 @@ def tail_sentence(e2e: Percentiles) -> str:
     p50, mean, p99 = e2e.p50, e2e.mean, e2e.p99
     if not p50 or mean is None or p99 is None:
         return "Not enough finished requests to describe the spread."
-    return (f"The median request took {fmt_ms(p50)} ms end to end; the mean is "
-            f"{fmt_ms(mean)} ms ({100 * (mean / p50 - 1):+.0f}% against the median), and the "
-            f"slowest 1% took {fmt_ms(p99)} ms or more: {p99 / p50:.1f} times the median.")
+    head = (f"The median request took {fmt_ms(p50)} ms end to end; the mean is "
+            f"{fmt_ms(mean)} ms ({100 * (mean / p50 - 1):+.0f}% against the median), and the ")
+    if e2e.count < min_samples(99) and e2e.p95 is not None:
+        # too few requests to bound a P99 (min_samples): say what the P95 bounds instead
+        return head + (f"slowest 5% took {fmt_ms(e2e.p95)} ms or more: "
+                       f"{e2e.p95 / p50:.1f} times the median.")
+    return head + (f"slowest 1% took {fmt_ms(p99)} ms or more: {p99 / p50:.1f} times the "
+                   f"median.")
 
 
 def client_slowest(run: EndpointLoadTestResult, count: int = 5) -> list[Latency]:

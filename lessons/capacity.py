@@ -2,10 +2,10 @@
 
 The capstone: the reader types a demand (arrival rate, prompt and output lengths), latency
 targets and a price, and the page plans a deployment of this machine from the reader's own
-measurements: lesson 4's batch points (`sweep_point` at the knob's settings, so the measurement
-cache gives the points lesson 4 already measured) give each batch size's TTFT and TPOT; the plan
-(engine.calc.deployment) picks the batch that meets the targets and serves the most requests per
-second, and Little's law gives the replicas and the cost per million tokens. Then it checks the
+measurements: batch points measured as lesson 4 measures them (`sweep_point`, here on the
+trained tiny model that also serves the plan's load test) give each batch size's TTFT and TPOT;
+the plan (engine.calc.deployment) picks the batch that meets the targets and serves the most
+requests per second, and Little's law gives the replicas and the cost per million tokens. Then it checks the
 plan: a `load_test` at the planned rate per replica, with the planned batch, on this machine, and
 the share of requests that met both targets. The "On a GPU" box plans the same demand for
 Llama-3-8B on an A100 and an H100 from their datasheets, with tensor parallelism against
@@ -150,7 +150,7 @@ def plan_text(p: Plan, price: float, kv_bytes: int | None = None, lesson_8: str 
         f"tokens cost **${sig(cost)}**.\n\n"
         "**Where each number came from**\n\n"
         f"- TTFT {sig(p.point.ttft_ms)} ms and TPOT {sig(p.point.tpot_ms)} ms at batch "
-        f"{p.batch}: lesson 4's batch points ({PRESET} model, {d.prompt_len}-token prompts, "
+        f"{p.batch}: batch points measured as in lesson 4 ({PRESET} model, {d.prompt_len}-token prompts, "
         f"{d.output_len} output tokens), in the table below.\n"
         + kv +
         f"- The targets, TTFT {t.ttft_ms:g} ms and TPOT {t.tpot_ms:g} ms: yours (the "

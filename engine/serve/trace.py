@@ -62,12 +62,13 @@ class RequestTrace:
             "preemptions": self.preemptions,
             **({"traffic_class": self.traffic_class, "tenant": self.tenant,
                 "refused": self.refused} if self.traffic_class or self.refused else {}),
-            "tokenize_start_s": self.tokenize_start_s,
-            "tokenize_end_s": self.tokenize_end_s,
             "detokenize_s": self.detokenize_s,
-            "response_s": self.response_s,
-            "received_s": self.received_s,
-            "response_end_s": self.response_end_s,
+            # the phases' moments only where they happened, as the lab's records keep them
+            **{name: value for name, value in (
+                ("tokenize_start_s", self.tokenize_start_s),
+                ("tokenize_end_s", self.tokenize_end_s), ("response_s", self.response_s),
+                ("received_s", self.received_s), ("response_end_s", self.response_end_s))
+               if value is not None},
         }
 
 

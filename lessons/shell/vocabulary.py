@@ -184,7 +184,9 @@ TERMS: tuple[Term, ...] = (
          "A model whose MLP layers are many experts, of which a router sends each token to a "
          "few: DeepSeek-V3 has 671 B parameters, 37 B of them active per token "
          "(arXiv:2412.19437). A step's weight bytes then grow with the batch, as more experts "
-         "are chosen, instead of staying those of the whole model.", "", LIMITS),
+         "are chosen, instead of staying those of the whole model.",
+         "Lesson 14: the distinct experts each decode step reads, its bytes and its time "
+         "against the batch size.", LIMITS),
     Term("Arithmetic intensity", "arithmetic-intensity",
          "FLOPs done per byte moved from memory. Low intensity: memory-bound; high: "
          "compute-bound.", "Counted from the model's shape (engine.calc.step_cost).", LIMITS),
@@ -244,12 +246,6 @@ TERMS: tuple[Term, ...] = (
          "the same bits (lesson 13 checks it).",
          "Lesson 13: the same prompt alone twice (the same bits), then in other company.",
          LATER),
-    Term("Mixture of experts (MoE)", "mixture-of-experts",
-         "A model whose MLP in each layer is many smaller MLPs, the experts, of which each "
-         "token uses only a few, chosen by a router. It holds far more parameters than one "
-         "token multiplies by (DeepSeek-V3: 671B, 37B active per token).",
-         "Lesson 14: the distinct experts each decode step reads, its bytes and its time "
-         "against the batch size.", LATER),
     Term("Router", "router",
          "In a mixture of experts, the small linear layer that scores every expert for each "
          "token; the token goes to its top-k experts.", "", LATER),

@@ -12,7 +12,10 @@ from widgets.content import Choice, MeasuredQuestion, PredictionQuestion, Questi
 INTRO = """
 <p>At small batch sizes a decode step is memory-bound (<a href="app?lesson=roofline">lesson
 5</a>): it reads every weight to produce one token per sequence, and the arithmetic units mostly
-wait. Checking several tokens in one step costs about as much as checking one.</p>
+wait. Checking several tokens in one step costs about as much as checking one. (The target
+here is the trained tiny model, whose weights fit in this machine's last-level cache: its step
+is set by fixed per-step costs rather than by memory, which makes extra rows cheap for the same
+reason; lesson 5 shows both regimes.)</p>
 <p><strong>Speculative decoding</strong> uses that. A cheap <em>draft</em> guesses the next k
 tokens; the model (the <em>target</em>) runs one step over its last token and the k guesses
 (k + 1 positions, each a row of the step's matrix products, where plain decoding has one),

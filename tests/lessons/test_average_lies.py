@@ -110,6 +110,13 @@ def test_tail_sentence_without_data():
     assert "2.0 times the median" in tail_sentence(spread)
 
 
+def test_tail_sentence_quotes_the_p99_only_where_the_run_bounds_it():
+    run = Percentiles(mean=120.0, p50=100.0, p90=140.0, p95=150.0, p99=200.0, max=210.0)
+    few, many = dataclasses.replace(run, count=40), dataclasses.replace(run, count=100)
+    assert "slowest 5% took 150" in tail_sentence(few) and "1%" not in tail_sentence(few)
+    assert "slowest 1% took 200" in tail_sentence(many)
+
+
 def test_warm_jobs_are_the_defaults():
     [(kind, params)] = AverageLiesLesson.warm_jobs()
     assert kind == "load_test" and params["requests"] == 40 and params["rate"] == 4.0

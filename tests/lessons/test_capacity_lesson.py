@@ -150,7 +150,7 @@ def test_without_lesson_8s_sweep_the_plan_says_it_rests_on_lesson_4_and_links_to
     assert asked <= set(service.asked)  # lesson 8's own job at each ladder batch, nothing run
     assert "rate_sweep" not in service.kinds()
     text = page.plan_pane.object
-    assert "**Where each number came from**" in text and "lesson 4's batch points" in text
+    assert "**Where each number came from**" in text and "batch points measured as in lesson 4" in text
     assert f"*not measured.* Lesson 8's rate sweep at a batch limit of {p.batch}" in text
     assert f'<a href="app?lesson=slo-goodput&max_batch={p.batch}">' in text
 
