@@ -152,7 +152,8 @@ def run_prompt(engine: LLMEngine, prompt: list[int], others: list[list[int]], ne
     trace = Trace([], [], [])
     try:
         if chunk:  # the others first, then the prompt in chunks beside their decode rows
-            _step(engine, [], [(s, s.num_uncomputed) for s in rest], target, trace)
+            if rest:  # alone (batch 1): no others to prefill, and an empty step runs nothing
+                _step(engine, [], [(s, s.num_uncomputed) for s in rest], target, trace)
             while target.num_uncomputed > 1 or not target.output_ids:
                 count = min(chunk, target.num_uncomputed)
                 _step(engine, rest, [(target, count)], target, trace)
