@@ -161,11 +161,11 @@ EXPERT_PRESETS: dict[str, ModelConfig] = {
     ),
     # Tiny shapes for the tests: 4 experts, top-2, and the dense model of its active size.
     "moe-tiny": ModelConfig(
-        name="moe-tiny", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
+        name="moe-tiny", layers=2, hidden=64, heads=2, kv_heads=2, head_dim=32,
         intermediate=96, vocab=4096, context=512, weights="random", experts=4, top_k=2,
     ),
     "moe-tiny-dense": ModelConfig(
-        name="moe-tiny-dense", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
+        name="moe-tiny-dense", layers=2, hidden=64, heads=2, kv_heads=2, head_dim=32,
         intermediate=192, vocab=4096, context=512, weights="random",
     ),
 }
