@@ -16,7 +16,8 @@ URL --model M`, or $LLM_SPEED_ENDPOINT and $LLM_SPEED_MODEL (see engine.lab.endp
 One route, /app: /app is the course map, /app?lesson=<slug> a lesson (see lessons.registry),
 /app?page=about, /app?page=vocabulary, /app?page=engine-check; add &embed=true for a page
 without the site's header and navigation. /engine-status is what the engine service is doing,
-as JSON (lessons.shell.routes). Other paths get a friendly 404 page.
+as JSON (lessons.shell.routes); POST /class/start|stop|knobs drive the class run with the
+teacher's key. Other paths get a friendly 404 page.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ import panel as pn
 from engine.errors import ConfigError
 from engine.lab.endpoint import configure
 from engine.lab.setup_state import start_setup
+from lessons.classroom.teacher_key import teacher_key
 from lessons.shell import router
 from lessons.shell.first_build import before_serving, build_every_page_once
 from lessons.shell.router import build_page, import_lessons
-from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
+from lessons.shell.routes import CLASS_ROUTES, STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
 from widgets import runtime
 from widgets.a11y import A11Y_CSS
@@ -73,6 +75,7 @@ if __name__.startswith("bokeh_app"):  # `panel serve app.py`: this file runs onc
     except ConfigError as e:  # the site still serves, with the built-in engine only
         print(f"app.py: no endpoint to measure: {e}", file=sys.stderr)
     import_lessons()  # with --warm: as the server starts, before the first reader
+    teacher_key()  # made and printed once per server (lessons.classroom.teacher_key)
     start_setup(router.get_service())  # kernels and plans, in the engine worker (once a server)
     serve_page(pn.state.curdoc)
     if before_serving():  # --warm: every page built once before the first reader
@@ -102,12 +105,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.num_threads:
         pn.config.nthreads = args.num_threads
     import_lessons()  # before the first reader
+    teacher_key()  # made and printed once per server (lessons.classroom.teacher_key)
     start_setup(router.get_service())  # kernels and plans, in the engine worker, in the background
     build_every_page_once(serve_page)  # what a first build leaves, held from the start
     pn.serve(
         {ROUTE: lambda: serve_page(pn.state.curdoc)}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
         admin=args.admin, show=args.show,
-        title=APP_TITLE, default_handler_class=NotFoundHandler, extra_patterns=[STATUS_ROUTE],
+        title=APP_TITLE, default_handler_class=NotFoundHandler, extra_patterns=[STATUS_ROUTE, *CLASS_ROUTES],
     )
 
 

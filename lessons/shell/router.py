@@ -1,5 +1,6 @@
 """Which page a URL asks for: /app is the course map, /app?lesson=<slug> a lesson,
-/app?page=about|vocabulary|summary|engine-check the other pages, /app?page=instructor the
+/app?page=about|vocabulary|summary|engine-check the other pages, /app?page=class the teacher's
+console of the class run and /app?page=class-student its student page, /app?page=instructor the
 instructor notes (&lesson=<slug> for one lesson's); anything else a friendly not-found page.
 Add ?embed=true to get the page without the site's header and navigation (for iframes)."""
 
@@ -29,7 +30,7 @@ from .vocabulary import vocabulary_content
 
 log = logging.getLogger(__name__)
 
-PAGES = ("about", "vocabulary", "summary", "instructor", "engine-check")
+PAGES = ("about", "vocabulary", "summary", "instructor", "engine-check", "class", "class-student")
 
 
 def choose(args: Mapping[str, Any]) -> tuple[list, str, str]:
@@ -55,6 +56,12 @@ def choose(args: Mapping[str, Any]) -> tuple[list, str, str]:
             return summary_content(), "The course on one page", "summary"
         if name == "engine-check":
             return [EngineCheckPage.from_url(args)], "Engine check", "about"
+        if name == "class":
+            from ..classroom.console import ClassConsole  # only the class's pages need it
+            return [ClassConsole()], "Class run: console", ""
+        if name == "class-student":
+            from ..classroom.student import StudentPage
+            return [StudentPage()], "Class run: your requests", ""
         return not_found_content(f"There is no page called “{name}”."), "Not found", ""
     return index_content(), APP_TITLE, "index"
 

@@ -6,6 +6,13 @@ running, the queue in the order it will run, counters, the memory of this proces
 worker) and, as "web_heap", this process's memory trims (widgets.runtime.heap.status), so a
 teacher's script or bench/lab/classroom.py can watch a class. It holds no session ids.
 
+POST /class/start, /class/stop and /class/knobs drive the class run (lessons.classroom) from a
+script: each needs the teacher's key in the X-Teacher-Key header or the console's cookie, and
+answers JSON: 403 with a reason (and a log line) without it, 400 with the engine's one-line
+message for a bad value, else what the service did. /class/knobs takes a JSON object of knob
+changes (policy, max_batch, chunk_size, prefix_cache, background_rps); /class/start optional
+settings.
+
 Bokeh's server answers an unknown path with Tornado's bare "404: Not Found". Two ways in:
 - `panel serve app.py --plugins lessons.shell.routes`: Panel adds this module's ROUTES after its
   own and the app's, so the catch-all only sees what nothing else matched (it leaves /static/,
@@ -18,10 +25,13 @@ from __future__ import annotations
 
 import html
 import json
+from urllib.parse import unquote
 
 from tornado.web import RequestHandler
 
+from engine.errors import ConfigError
 from engine.lab.client import get_service
+from lessons.classroom import teacher_key
 from widgets.runtime import heap
 from widgets.site_css import site_css
 
@@ -56,7 +66,70 @@ class EngineStatusHandler(RequestHandler):
         self.finish(json.dumps(status, default=str))
 
 
+class ClassHandler(RequestHandler):
+    """POST: one teacher's action on the class run, allowed only with the teacher's key."""
+
+    action = ""  # "start" | "stop" | "knobs"
+
+    def initialize(self, service=None) -> None:
+        self.service = service  # None: the server's one engine service
+
+    def check_xsrf_cookie(self) -> None:  # a JSON API for scripts: the key is the credential
+        return None
+
+    def post(self) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        given = (self.request.headers.get(teacher_key.HEADER)
+                 or unquote(self.get_cookie(teacher_key.COOKIE) or ""))
+        if not teacher_key.key_ok(given):
+            teacher_key.log_refusal(f"POST /class/{self.action}", self.request.remote_ip or "?")
+            self._answer(403, {"ok": False, "reason": "This needs the teacher's key (the "
+                               f"{teacher_key.HEADER} header or the console's cookie)."})
+            return
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            self._answer(400, {"ok": False, "reason": "The body is not JSON."})
+            return
+        if not isinstance(body, dict):
+            self._answer(400, {"ok": False, "reason": "The body must be a JSON object."})
+            return
+        service = self.service or get_service()
+        try:
+            if self.action == "start":
+                answer = {"ok": True, "settings": service.class_start(body or None)}
+            elif self.action == "stop":
+                answer = {"ok": True, "summary": service.class_stop()}
+            else:
+                answer = {"ok": True, **service.class_set(body, by="teacher")}
+        except ConfigError as e:
+            self._answer(400, {"ok": False, "reason": str(e)})
+            return
+        self._answer(200, answer)
+
+    def _answer(self, status: int, body: dict) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(body, default=str))
+
+
+class ClassStartHandler(ClassHandler):
+    action = "start"
+
+
+class ClassStopHandler(ClassHandler):
+    action = "stop"
+
+
+class ClassKnobsHandler(ClassHandler):
+    action = "knobs"
+
+
 STATUS_ROUTE = (r"/engine-status", EngineStatusHandler, {})
-# For `panel serve --plugins lessons.shell.routes`: the status, then anything not under /static/,
-# /login, /logout is not found.
-ROUTES = [STATUS_ROUTE, (r"/(?!static/|login$|logout$|engine-status$).+", NotFoundHandler, {})]
+CLASS_ROUTES = [(r"/class/start", ClassStartHandler, {}), (r"/class/stop", ClassStopHandler, {}),
+                (r"/class/knobs", ClassKnobsHandler, {})]
+# For `panel serve --plugins lessons.shell.routes`: the status and the class run's routes, then
+# anything not under /static/, /login, /logout is not found.
+ROUTES = [STATUS_ROUTE, *CLASS_ROUTES,
+          (r"/(?!static/|login$|logout$|engine-status$|class/(?:start|stop|knobs)$).+",
+           NotFoundHandler, {})]
