@@ -9,12 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from unittest import mock
 
 import pytest
 from helpers import seed_machine_setup
-from ui_helpers import ConsoleLog, served_app, stop_promptly
+from ui_helpers import TEACHER_KEY, ConsoleLog, served_app, stop_promptly
 
 from bench.web.served_app import CHROMIUM, CHROMIUM_ARGS, free_port, wait_for_http
 
@@ -40,12 +41,15 @@ def app_cache(tmp_path_factory, machine_setup) -> Path:
 @pytest.fixture(scope="session")
 def app_url(tmp_path_factory, embed_port, app_cache):
     """`panel serve app.py` as the README runs it for a class, allowing the embedding origin."""
-    with served_app(tmp_path_factory, "--plugins", "lessons.shell.routes",
-                    # a closed page's session ends within a second or two, not Bokeh's 15-30 s
-                    "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
-                    "--allow-websocket-origin", "localhost:{port}",
-                    "--allow-websocket-origin", f"127.0.0.1:{embed_port}",
-                    cache=app_cache) as url:
+    with ExitStack() as stack:
+        with mock.patch.dict(os.environ, {"LLM_SPEED_TEACHER_KEY": TEACHER_KEY}):  # its key
+            url = stack.enter_context(served_app(
+                tmp_path_factory, "--plugins", "lessons.shell.routes",
+                # a closed page's session ends within a second or two, not Bokeh's 15-30 s
+                "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
+                "--allow-websocket-origin", "localhost:{port}",
+                "--allow-websocket-origin", f"127.0.0.1:{embed_port}",
+                cache=app_cache))
         yield url
 
 

@@ -126,6 +126,7 @@ def said_so(page, pattern: str, timeout_ms: float = 10_000) -> None:
 
 
 SKIP_PREDICTION = "Skip the prediction and measure"
+TEACHER_KEY = "ui-test-teacher-key"  # the served app's (conftest.app_url): the class console's
 
 
 def skip_prediction(page_or_frame) -> None:

@@ -1,0 +1,58 @@
+"""The class run in two browsers: the teacher starts it from the console with the key, a student
+sends a prompt from the student page in another browser context and sees their own time to first
+token, and a knob change made on the console is marked on its charts and named on the student's
+page. One test: the class run's parts are tested without a browser in tests/lessons/classroom."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+from ui_helpers import TEACHER_KEY, ConsoleLog, assert_clean, source
+
+WAIT_MS = 120_000  # the engine worker may still be setting up the first time: a bound
+
+
+def test_a_class_run_from_console_to_student(page, console, browser, browser_context_args,
+                                             app_url):
+    page.goto(app_url + "/app?page=class")
+    expect(page.get_by_text("Read-only: the controls need the teacher's key")).to_be_visible(
+        timeout=60_000)
+    expect(page.get_by_role("button", name="Start the class run")).to_be_disabled()
+    page.get_by_label("Teacher's key").fill(TEACHER_KEY)
+    page.get_by_role("button", name="Use this key").click()
+    expect(page.get_by_text("The controls are yours")).to_be_visible(timeout=10_000)
+    page.get_by_role("button", name="Start the class run").click()
+    expect(page.get_by_text(re.compile(r"Live for \d+ s"))).to_be_visible(timeout=WAIT_MS)
+
+    student_context = browser.new_context(**browser_context_args)
+    try:
+        student = student_context.new_page()
+        student_console = ConsoleLog(student)
+        student.goto(app_url + "/app?page=class-student")
+        expect(student.get_by_text("The class run is live")).to_be_visible(timeout=60_000)
+        student.get_by_role("textbox", name="Your prompt").fill("The function returns")
+        student.get_by_role("button", name="Send", exact=True).click()
+        row = student.locator(".own-requests tbody tr").first
+        expect(row).to_contain_text("finished", timeout=WAIT_MS)
+        ttft = row.locator("td").nth(2).inner_text()
+        assert float(ttft.replace(",", "")) > 0, ttft
+
+        page.get_by_label("Chunked prefill").check()
+        page.get_by_role("button", name="Apply the knobs").click()
+        expect(page.get_by_text(re.compile(r"Changed: chunked prefill on \(64 tokens a step\)"))
+               ).to_be_visible(timeout=30_000)
+        expect(student.get_by_text(re.compile(
+            r"At [\d.]+ s the teacher changed: chunked prefill on"))).to_be_visible(
+            timeout=30_000)
+        expect(page.get_by_text(re.compile(
+            r"s: chunked prefill on \(64 tokens a step\) \(by teacher\)"))).to_be_visible(
+            timeout=30_000)  # the console's list, drawn in the frame that marks the charts
+        marks = source(page, "knob changes")
+        assert marks["label"] == ["chunked prefill on (64 tokens a step)"], marks
+        assert_clean(student, student_console)
+    finally:
+        page.get_by_role("button", name="Stop the class run").click()
+        expect(page.get_by_text("The class run is stopped")).to_be_visible(timeout=30_000)
+        student_context.close()
+    assert_clean(page, console)
