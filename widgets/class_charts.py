@@ -175,11 +175,15 @@ class StepChart(pn.viewable.Viewer):
         return self._layout
 
 
-def histogram_columns(everyone: Sequence[float], mine: Sequence[float],
-                      bins: int = 30) -> tuple[dict, dict]:
+def _values(values) -> np.ndarray:
+    data = np.asarray([np.nan if v is None else v for v in values]
+                      if not isinstance(values, np.ndarray) else values, dtype=float)
+    return data[~np.isnan(data)]
+
+
+def histogram_columns(everyone, mine, bins: int = 30) -> tuple[dict, dict]:
     """The bars of everyone's values and of the reader's own, over the same bins from 0 ms."""
-    data = np.asarray([v for v in everyone if v is not None], dtype=float)
-    own = np.asarray([v for v in mine if v is not None], dtype=float)
+    data, own = _values(everyone), _values(mine)
     top = max(float(data.max()) if data.size else 0.0, float(own.max()) if own.size else 0.0)
     edges = np.linspace(0.0, top * 1.02 if top > 0 else 1.0, bins + 1)
     counts, _ = np.histogram(data, bins=edges)
@@ -218,18 +222,19 @@ class ClassHistogram(pn.viewable.Viewer):
                                  self.text.summary, sizing_mode="stretch_width")
 
     @changes_bokeh_models
-    def update(self, everyone: Sequence[float], mine: Sequence[float] = ()) -> None:
-        everyone = [float(v) for v in everyone if v is not None]
-        mine = [float(v) for v in mine if v is not None]
+    def update(self, everyone, mine=()) -> None:
+        """Draw everyone's values (a sequence or array, ms) and the reader's own among them."""
+        everyone, mine = _values(everyone), _values(mine)
         self.everyone.data, self.mine.data = histogram_columns(everyone, mine)
-        if not everyone:
+        if not everyone.size:
             self.text.say(f"{self.title}: nothing measured yet.")
             return
         p50, p99 = np.percentile(everyone, [50, 99])
-        sentence = (f"{self.title}: {len(everyone):,} values, P50 {sig(p50)} ms, "
+        sentence = (f"{self.title}: {everyone.size:,} values, P50 {sig(p50)} ms, "
                     f"P99 {sig(p99)} ms")
-        if mine:
-            sentence += f"; {self.mine_label}: {len(mine)}, median {sig(float(np.median(mine)))} ms"
+        if mine.size:
+            sentence += (f"; {self.mine_label}: {mine.size}, median "
+                         f"{sig(float(np.median(mine)))} ms")
         self.text.say(sentence + ".")
 
     def __panel__(self):

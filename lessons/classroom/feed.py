@@ -82,6 +82,9 @@ class ClassFeed:
         self.gauges: dict = {"in_flight": 0, "waiting": 0, "kv_blocks_used": 0,
                              "kv_blocks_total": 0, "tokens_per_s": 0.0}
         self._since = 0.0
+        self.version = 0  # counts merged snapshots: a session with this version has drawn it
+        self._by_student: dict[str, list[str]] = {}
+        self._hist: tuple[int, dict] | None = None
 
     # ---- merging ---------------------------------------------------------------------------
     def ingest(self, snap: Mapping) -> None:
@@ -105,7 +108,11 @@ class ClassFeed:
             last = self.steps[-1]["t_s"] if self.steps else -1.0
             self.steps.extend(dict(s) for s in snap.get("steps") or [] if s["t_s"] > last)
             for r in snap.get("requests") or []:
-                self.requests[str(r["id"])] = {**self.requests.get(str(r["id"]), {}), **r}
+                rid = str(r["id"])
+                if rid not in self.requests and r.get("student") is not None:
+                    self._by_student.setdefault(str(r["student"]), []).append(rid)
+                self.requests[rid] = {**self.requests.get(rid, {}), **r}
+            self.version += 1
             self._add_point()
             self._trim()
             self._since = self.t_s
@@ -133,8 +140,11 @@ class ClassFeed:
             self.points_base += cut
         if len(self.requests) > MAX_REQUESTS:
             done = [k for k, r in self.requests.items() if r.get("finish_s") is not None]
-            for k in done[:len(self.requests) - MAX_REQUESTS]:
+            gone = set(done[:len(self.requests) - MAX_REQUESTS])
+            for k in gone:
                 del self.requests[k]
+            self._by_student = {s: [i for i in ids if i not in gone]
+                                for s, ids in self._by_student.items()}
 
     # ---- reading ---------------------------------------------------------------------------
     def steps_from(self, index: int) -> tuple[list[dict], int]:
@@ -153,6 +163,32 @@ class ClassFeed:
         """Every request kept, oldest first (copies)."""
         with self._lock:
             return [dict(r) for r in self.requests.values()]
+
+    def rows_of(self, student: str | None) -> list[dict]:
+        """One student's requests kept, oldest first (copies)."""
+        with self._lock:
+            ids = self._by_student.get(str(student), []) if student is not None else []
+            return [dict(self.requests[i]) for i in ids if i in self.requests]
+
+    def recent_rows(self, window_s: float) -> list[dict]:
+        """The requests not finished before the last `window_s` of run time (copies)."""
+        with self._lock:
+            start = self.t_s - window_s
+            return [dict(r) for r in self.requests.values()
+                    if r.get("finish_s") is None or r["finish_s"] >= start]
+
+    def latencies(self) -> dict[str, np.ndarray]:
+        """Everyone's TTFTs and gaps between tokens (ms), computed once per merged snapshot
+        for every session of the server."""
+        with self._lock:
+            if self._hist is None or self._hist[0] != self.version:
+                rows = self.requests.values()
+                self._hist = (self.version, {
+                    "ttft": np.asarray([r["ttft_ms"] for r in rows
+                                        if r.get("ttft_ms") is not None], dtype=float),
+                    "itl": np.asarray([g for r in rows for g in r.get("itl_ms") or []],
+                                      dtype=float)})
+            return self._hist[1]
 
     def changes(self) -> list[dict]:
         with self._lock:

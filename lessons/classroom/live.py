@@ -54,6 +54,7 @@ class LiveClass(pn.viewable.Viewer):
         self._run = None
         self._steps_at = 0
         self._points_at = 0
+        self._version = -1
         self.frames = 0
 
     @property
@@ -86,6 +87,7 @@ class LiveClass(pn.viewable.Viewer):
         if feed.run != self._run:
             self._run = feed.run
             self._steps_at = self._points_at = 0
+            self._version = -1
             self.marks.clear()
             for chart in self.time_charts():
                 chart.clear()
@@ -97,20 +99,18 @@ class LiveClass(pn.viewable.Viewer):
             self.steps.stream(steps)
         self.tail.stream(points)
         self.marks.show(change_rows(feed.changes()))
-        rows = feed.request_rows()
-        self.ttft.update([r.get("ttft_ms") for r in rows],
-                         [r.get("ttft_ms") for r in rows if self._mine(r)])
-        self.itl.update([g for r in rows for g in r.get("itl_ms") or []],
-                        [g for r in rows if self._mine(r) for g in r.get("itl_ms") or []])
-        self.lanes.update(rows, feed.t_s, self.me)
+        if feed.version != self._version:  # the histograms and lanes only when data came
+            self._version = feed.version
+            everyone = feed.latencies()
+            mine = feed.rows_of(self.me)
+            self.ttft.update(everyone["ttft"], [r.get("ttft_ms") for r in mine])
+            self.itl.update(everyone["itl"], [g for r in mine for g in r.get("itl_ms") or []])
+            self.lanes.update(feed.recent_rows(self.lanes.window_s), feed.t_s, self.me)
         self.frames += 1
         self.on_frame()
 
     def on_frame(self) -> None:
         """What a page adds to each frame (its status lines)."""
-
-    def _mine(self, row: dict) -> bool:
-        return self.me is not None and row.get("student") == self.me
 
     def __panel__(self):
         if self.full:

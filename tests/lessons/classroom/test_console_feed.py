@@ -75,3 +75,17 @@ def test_a_failed_poll_is_kept_as_one_line_and_polls_are_spaced():
     assert feed.poll(Failing()) is True
     assert feed.error == "ConnectionError: the worker is restarting"
     assert feed.poll(Failing()) is False  # within a second: the last answer stands
+
+
+def test_what_each_session_reads_is_computed_once_per_snapshot():
+    feed = ClassFeed()
+    feed.ingest(snapshot(30.0, [request("a", "me", 1.0, 1.2, 2.0, 200.0, [10.0, 20.0]),
+                                request("b", "you", 25.0, 25.5, None, 500.0, [30.0]),
+                                request("c", None, 26.0, background=True)]))
+    assert [r["id"] for r in feed.rows_of("me")] == ["a"] and feed.rows_of(None) == []
+    assert {r["id"] for r in feed.recent_rows(20.0)} == {"b", "c"}  # "a" ended at 2 s
+    first = feed.latencies()
+    assert sorted(first["ttft"]) == [200.0, 500.0] and sorted(first["itl"]) == [10.0, 20.0, 30.0]
+    assert feed.latencies() is first  # the same arrays until the next snapshot
+    feed.ingest(snapshot(31.0, [request("b", "you", 25.0, 25.5, 30.5, 500.0, [30.0, 40.0])]))
+    assert sorted(feed.latencies()["itl"]) == [10.0, 20.0, 30.0, 40.0]
