@@ -25,7 +25,7 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, LabelSet, Range1d
 from bokeh.plotting import figure
 
-from .a11y import ChartText
+from .a11y import ChartText, describe_chart
 from .palette import BLUE, GREY, PHASE_FILL, SERIES, SERIES_DASH, VERMILLION
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import sig
@@ -71,6 +71,13 @@ class KnobMarks:
         self.count = 0
 
 
+def summary_text(name: str, fig) -> ChartText:
+    """The chart's one-line summary, tied to the figure (these charts show no table)."""
+    text = ChartText(name, fig)
+    describe_chart(fig, name, text.summary)
+    return text
+
+
 def _time_figure(title: str, y_label: str, height: int, marks: KnobMarks | None):
     fig = figure(title=title, height=height, sizing_mode="stretch_width",
                  x_axis_label="run time (s)", y_axis_label=y_label,
@@ -103,7 +110,7 @@ class TimeChart(pn.viewable.Viewer):
         fig.legend.location = "top_left"
         fig.legend.orientation = "horizontal"
         self.figure = fig
-        self.text = ChartText(self.title, fig)
+        self.text = summary_text(self.title, fig)
         self.text.say(f"{self.title}: nothing measured yet.")
         self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
                                  self.text.summary, sizing_mode="stretch_width")
@@ -147,7 +154,7 @@ class StepChart(pn.viewable.Viewer):
         fig.legend.location = "top_left"
         self.figure = fig
         self.count = 0
-        self.text = ChartText("Batch size of each step", fig)
+        self.text = summary_text("Batch size of each step", fig)
         self.text.say("Batch size of each step: no steps yet.")
         self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
                                  self.text.summary, sizing_mode="stretch_width")
@@ -216,7 +223,7 @@ class ClassHistogram(pn.viewable.Viewer):
         fig.y_range.start = 0
         fig.legend.location = "top_right"
         self.figure = fig
-        self.text = ChartText(self.title, fig)
+        self.text = summary_text(self.title, fig)
         self.text.say(f"{self.title}: nothing measured yet.")
         self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
                                  self.text.summary, sizing_mode="stretch_width")
@@ -295,7 +302,7 @@ class ClassLanes(pn.viewable.Viewer):
         fig.y_range.flipped = True
         fig.ygrid.grid_line_color = None
         self.figure = fig
-        self.text = ChartText("Lanes of recent requests", fig)
+        self.text = summary_text("Lanes of recent requests", fig)
         self.text.say("Lanes of recent requests: none yet.")
         self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
                                  self.text.summary, sizing_mode="stretch_width")
