@@ -9,6 +9,7 @@ so a page left open after the key changes cannot change the run.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import logging
 from urllib.parse import unquote
@@ -87,7 +88,7 @@ class ClassConsole(pn.viewable.Viewer):
         self.stop_button = pn.widgets.Button(label="Stop the class run", color="warning")
         self.apply_button = pn.widgets.Button(label="Apply the knobs", color="primary")
         self.start_button.on_click(lambda _e: self.start_run())
-        self.stop_button.on_click(lambda _e: self.stop_run())
+        self.stop_button.on_click(self._stop_clicked)
         self.apply_button.on_click(lambda _e: self.apply_knobs())
         self.knob_widgets = [
             pn.widgets.Select.from_param(self.param.policy, label="Scheduling policy"),
@@ -151,14 +152,27 @@ class ClassConsole(pn.viewable.Viewer):
         self.live.tick_now()
         return settings
 
+    async def _stop_clicked(self, _event=None) -> None:
+        """Stopping waits for the run's summary (seconds): off the session's event loop."""
+        if not self._allowed("stopping the class run"):
+            return
+        self._say("Stopping the class run...")
+        summary = await asyncio.to_thread(self.live.service.class_stop)
+        self._stopped(summary)
+
     def stop_run(self) -> dict | None:
+        """Stop the class run and wait for its summary (tests and scripts; the button does
+        the same off the event loop)."""
         if not self._allowed("stopping the class run"):
             return None
         summary = self.live.service.class_stop()
+        self._stopped(summary)
+        return summary
+
+    def _stopped(self, summary: dict | None) -> None:
         self._say("The class run is stopped." if summary is not None
                   else "No class run was live.")
         self.live.tick_now()
-        return summary
 
     def apply_knobs(self) -> dict | None:
         """Send the knobs that differ from the run's settings; the change applies from the
@@ -194,6 +208,10 @@ class ClassConsole(pn.viewable.Viewer):
         else:
             line = "No class run is live." + (
                 " The charts show the last one." if feed.steps or feed.requests else "")
+        if feed.active and not feed.ready:
+            line = "The class run is starting: the engine is getting ready."
+        if feed.run_error:
+            line += f" The class run reports: {feed.run_error}"
         if feed.error:
             line += f" The engine did not answer: {feed.error}"
         self.status.object = site_html(f"<p>{html.escape(line, quote=False)}</p>")

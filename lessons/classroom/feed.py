@@ -71,6 +71,8 @@ class ClassFeed:
     def _new_run(self, active: bool) -> None:
         self.run = getattr(self, "run", 0) + 1
         self.active = active
+        self.ready = False  # the engine of the live run is built and stepping
+        self.run_error: str | None = None  # what the run reported going wrong, one line
         self.t_s = 0.0
         self.settings: dict = {}
         self.knob_changes: list[dict] = []
@@ -95,6 +97,8 @@ class ClassFeed:
             if (active and not self.active) or (active and t_s + 1e-9 < self.t_s):
                 self._new_run(active=True)
             self.active = active
+            self.ready = bool(snap.get("ready", active))
+            self.run_error = snap.get("error") or None
             if not active and not snap.get("steps") and not snap.get("requests"):
                 return  # no run live: keep the last one's record on show
             self.t_s = max(self.t_s, t_s)

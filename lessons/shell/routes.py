@@ -23,6 +23,7 @@ Bokeh's server answers an unknown path with Tornado's bare "404: Not Found". Two
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 from urllib.parse import unquote
@@ -77,7 +78,7 @@ class ClassHandler(RequestHandler):
     def check_xsrf_cookie(self) -> None:  # a JSON API for scripts: the key is the credential
         return None
 
-    def post(self) -> None:
+    async def post(self) -> None:
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         given = (self.request.headers.get(teacher_key.HEADER)
@@ -95,18 +96,19 @@ class ClassHandler(RequestHandler):
         if not isinstance(body, dict):
             self._answer(400, {"ok": False, "reason": "The body must be a JSON object."})
             return
-        service = self.service or get_service()
-        try:
-            if self.action == "start":
-                answer = {"ok": True, "settings": service.class_start(body or None)}
-            elif self.action == "stop":
-                answer = {"ok": True, "summary": service.class_stop()}
-            else:
-                answer = {"ok": True, **service.class_set(body, by="teacher")}
+        try:  # off the event loop: stopping waits for the run's summary
+            answer = await asyncio.to_thread(self._act, self.service or get_service(), body)
         except ConfigError as e:
             self._answer(400, {"ok": False, "reason": str(e)})
             return
         self._answer(200, answer)
+
+    def _act(self, service, body: dict) -> dict:
+        if self.action == "start":
+            return {"ok": True, "settings": service.class_start(body or None)}
+        if self.action == "stop":
+            return {"ok": True, "summary": service.class_stop()}
+        return {"ok": True, **service.class_set(body, by="teacher")}
 
     def _answer(self, status: int, body: dict) -> None:
         self.set_status(status)
