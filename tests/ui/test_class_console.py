@@ -1,11 +1,12 @@
 """The class run in two browsers: the teacher starts it from the console with the key, a student
 sends a prompt from the student page in another browser context and sees their own time to first
-token, and a knob change made on the console is marked on its charts and named on the student's
+token, and a knob change made on the console (max batch) is marked on its charts and named on the student's
 page. One test: the class run's parts are tested without a browser in tests/lessons/classroom."""
 
 from __future__ import annotations
 
 import re
+import urllib.request
 
 from playwright.sync_api import expect
 from ui_helpers import TEACHER_KEY, ConsoleLog, assert_clean, source
@@ -38,21 +39,25 @@ def test_a_class_run_from_console_to_student(page, console, browser, browser_con
         ttft = row.locator("td").nth(2).inner_text()
         assert float(ttft.replace(",", "")) > 0, ttft
 
-        page.get_by_label("Chunked prefill").check()
+        max_batch = page.get_by_label("Max batch (requests)")
+        expect(max_batch).to_be_editable(timeout=60_000)
+        max_batch.fill("4")
+        max_batch.press("Enter")
         page.get_by_role("button", name="Apply the knobs").click()
-        expect(page.get_by_text(re.compile(r"Changed: chunked prefill on \(64 tokens a step\)"))
-               ).to_be_visible(timeout=30_000)
-        expect(student.get_by_text(re.compile(
-            r"At [\d.]+ s the teacher changed: chunked prefill on"))).to_be_visible(
+        expect(page.get_by_text(re.compile(r"Changed: max batch 4, from"))).to_be_visible(
             timeout=30_000)
-        expect(page.get_by_text(re.compile(
-            r"s: chunked prefill on \(64 tokens a step\) \(by teacher\)"))).to_be_visible(
+        expect(student.get_by_text(re.compile(
+            r"At [\d.]+ s the teacher changed: max batch 4"))).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(r"s: max batch 4 \(by teacher\)"))).to_be_visible(
             timeout=30_000)  # the console's list, drawn in the frame that marks the charts
         marks = source(page, "knob changes")
-        assert marks["label"] == ["chunked prefill on (64 tokens a step)"], marks
+        assert marks["label"] == ["max batch 4"], marks
         assert_clean(student, student_console)
-    finally:
         page.get_by_role("button", name="Stop the class run").click()
         expect(page.get_by_text("The class run is stopped")).to_be_visible(timeout=30_000)
+    finally:
         student_context.close()
+        stop = urllib.request.Request(f"{app_url}/class/stop", data=b"{}", method="POST",
+                                      headers={"X-Teacher-Key": TEACHER_KEY})
+        urllib.request.urlopen(stop, timeout=60).close()  # whatever happened: the engine back
     assert_clean(page, console)
