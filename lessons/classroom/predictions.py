@@ -193,4 +193,4 @@ def aggregate_download(store: Store | None = None) -> pn.widgets.FileDownload:
     """A button that downloads the class's anonymous aggregate (built when pressed)."""
     return pn.widgets.FileDownload(
         callback=lambda: io.StringIO(aggregate_csv(store)), filename="class-aggregate.csv",
-        label="Download the class's picks and answers (CSV, no names)", button_type="default")
+        label="Download the class's picks and answers (CSV, no names)", color="light")

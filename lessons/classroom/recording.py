@@ -63,7 +63,7 @@ def _disturbed(event: JobEvent) -> str:
 
 def params_text(params: dict | None) -> str:
     """'batch_size=8, preset=tiny': a job's parameters, to ask the engine for the same again."""
-    return ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
+    return ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()) if v is not None)
 
 
 class Recorder:
@@ -84,7 +84,12 @@ class Recorder:
 
     @property
     def store(self) -> Store:
+        """The store it writes to: the process's (get_store), or one given."""
         return self._store if self._store is not None else get_store()
+
+    @store.setter
+    def store(self, store: Store | None) -> None:
+        self._store = store
 
     @classmethod
     def attach(cls, page: LessonPage, reader: str | None = None) -> Recorder:

@@ -183,7 +183,7 @@ def report_html(data: dict) -> str:
 
 def _download(make: Callable[[], str], filename: str, label: str) -> pn.widgets.FileDownload:
     return pn.widgets.FileDownload(callback=lambda: io.StringIO(make()), filename=filename,
-                                   label=label, button_type="default",
+                                   label=label, color="light",
                                    css_classes=["no-print"])
 
 
