@@ -137,3 +137,11 @@ def test_the_report_page_says_once_when_the_store_is_off(tmp_path):
     assert body.count("The class records are off") == 1
     assert "Nothing recorded yet" in body
     assert "The class records are off" in report_markdown(report_data("r1", store))
+
+
+def test_the_router_serves_the_report_page():
+    from lessons.shell.router import PAGES, choose
+    content, title, current = choose({"page": [b"report"]})
+    assert "report" in PAGES and (title, current) == ("My course report", "report")
+    body = texts(pn.Column(*content).get_root())
+    assert "My course report" in body and "here there is none" in body  # no server, no reader
