@@ -1,6 +1,6 @@
 """The class's records in one SQLite file in the cache directory (class.sqlite): each reader's
 predictions, the measurements they were shown, their checkpoint answers, and the class runs'
-summaries. Readers are their cookie id (lessons.classroom.reader), never a name.
+summaries. Readers are their cookie id (lessons.classroom.recording.reader_id), never a name.
 
     store = get_store()                              # the process's store, opened on first use
     store.record_prediction("r123", "knob", "Going from batch 1 to 8 ...", "3 to 6 times")
