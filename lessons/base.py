@@ -70,6 +70,7 @@ from widgets.html import html_pane
 from widgets.job_status import JobStatus, format_time
 from widgets.prediction import PredictionBox, PredictionQuestion
 
+from .classroom.recording import Recorder
 from .job_runner import JobRunner
 from .reader_seed import reader_seed
 from .registry import LessonInfo, lesson_info, neighbours
@@ -234,6 +235,7 @@ class LessonPage(UrlPage):
             self.prediction_box = PredictionBox(self.prediction)
             self.runner.hold_fresh(lambda: not self.prediction_box.made, cached_too=True)
             self.prediction_box.param.watch(self._predicted, "made")
+        self.recorder = Recorder.attach(self)  # the class's records (lessons.classroom)
 
     def _predicted(self, event) -> None:
         if event.new:

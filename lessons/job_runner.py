@@ -89,6 +89,9 @@ class JobRunner:
         self._hold_message = ""
         self._hold_cached = False
         self._ready_message = ""
+        # called with (job, event) for each result the page's handler has drawn: the class's
+        # records of what a reader was shown (lessons.classroom.recording)
+        self.result_listeners: list[Callable[[Job | None, JobEvent], None]] = []
 
     # ---- submitting ------------------------------------------------------------------------------
     def run(self, jobs: Sequence[tuple[str, dict, Handler]], use_cache: bool = True,
@@ -228,6 +231,13 @@ class JobRunner:
             log.exception("the page's handler of a %s event of job %s failed", event.type,
                           event.job_id)
             self.status.page_failed(e)
+            return
+        if event.type == "result":
+            for listener in self.result_listeners:
+                try:
+                    listener(entry.job, event)
+                except Exception:  # a record not kept never costs the reader the page
+                    log.exception("recording the result of job %s failed", event.job_id)
 
     def _first_open(self) -> _Entry | None:
         return next((e for e in self._entries if e.open), None)

@@ -129,6 +129,8 @@ class Checkpoint(pn.viewable.Viewer):
                 slots.append(asked)
         self._score = pn.pane.Markdown(self._score_text(), sizing_mode="stretch_width")
         self.live = LiveRegion()  # reads out the verdict of each answer and the score
+        # called with the CheckpointQuestion the reader has just answered (or changed)
+        self.answer_listeners: list = []
         self._layout = pn.Column(
             _heading(title, 2), *slots, self._score, self.live, sizing_mode="stretch_width",
             css_classes=["checkpoint"], visible=bool(slots),
@@ -167,6 +169,10 @@ class Checkpoint(pn.viewable.Viewer):
             self.right = sum(bool(q.correct) for q in self.questions)
         self._score.object = self._score_text()
         answered = [e.obj for e in events if getattr(e, "name", "") == "answer"]
+        for asked in answered:
+            if asked.answer is not None:
+                for listener in self.answer_listeners:
+                    listener(asked)
         if answered and answered[-1].feedback:
             self.live.announce(f"{answered[-1].feedback} {self._score_text()}.")
 

@@ -56,6 +56,10 @@ class PredictionBox(pn.viewable.Viewer):
         self._result.visible = False
         self.outcome = ""  # "", "neutral", "right" or "wrong": how the verdict is drawn
         self._verdict = ""
+        # called with (measured choice, detail) each time a measurement is put beside the pick
+        self.shown_listeners: list = []
+        self._note: pn.pane.HTML | None = None  # built at the first note: most pages have none
+        self.note_text = ""  # the line under the pick ("" when there is none)
         self._layout = pn.Column(
             _html(f"<h2>Your prediction</h2><p>{html.escape(question.intro)}</p>"
                   f"<p><strong>{html.escape(question.prompt)}</strong></p>"),
@@ -112,6 +116,18 @@ class PredictionBox(pn.viewable.Viewer):
         """The text shown beside the measurement ("" before there is one)."""
         return self._verdict if self._result.visible else ""
 
+    def note(self, text: str) -> None:
+        """A line under the pick (the class's picks, lessons.classroom.recording)."""
+        self.note_text = text
+        body = f'<div class="site"><p class="prediction-note">{html.escape(text)}</p></div>'
+        if self._note is None:
+            self._note = pn.pane.HTML(body, sizing_mode="stretch_width",
+                                      stylesheets=site_stylesheets())
+            self._layout.insert(self._layout.objects.index(self._state) + 1, self._note)
+        else:
+            self._note.object = body
+
+
     def _say(self, text: str, outcome: str) -> None:
         self._verdict, self.outcome = text, outcome
         self._result.object = (f'<div class="site"><p class="prediction-result {outcome}">'
@@ -123,11 +139,13 @@ class PredictionBox(pn.viewable.Viewer):
             return
         if self.choice is None:
             self._say(f"Measured: {self.measured} ({self._detail}).", "neutral")
-            return
-        right = self.choice == self.measured
-        verdict = "As you predicted." if right else "Not what you predicted."
-        self._say(f"{verdict} You predicted: {self.choice}. Measured: {self.measured} "
-                  f"({self._detail}).", "right" if right else "wrong")
+        else:
+            right = self.choice == self.measured
+            verdict = "As you predicted." if right else "Not what you predicted."
+            self._say(f"{verdict} You predicted: {self.choice}. Measured: {self.measured} "
+                      f"({self._detail}).", "right" if right else "wrong")
+        for listener in self.shown_listeners:
+            listener(self.measured, self._detail)
 
     def __panel__(self):
         return self._layout

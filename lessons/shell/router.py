@@ -1,7 +1,7 @@
 """Which page a URL asks for: /app is the course map, /app?lesson=<slug> a lesson,
-/app?page=about|vocabulary|summary|engine-check the other pages, /app?page=class the teacher's
-console of the class run and /app?page=class-student its student page, /app?page=instructor the
-instructor notes (&lesson=<slug> for one lesson's); anything else a friendly not-found page.
+/app?page=about|vocabulary|summary|engine-check|report the other pages, /app?page=class the
+teacher's console of the class run and /app?page=class-student its student page,
+/app?page=instructor the instructor notes (&lesson=<slug> for one lesson's); anything else a friendly not-found page.
 Add ?embed=true to get the page without the site's header and navigation (for iframes)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from widgets.a11y import page_fixes
 from widgets.html import html_pane
 from widgets.runtime.heap import trim_after_session
 
+from ..classroom.report import report_content
 from ..engine_check import EngineCheckPage
 from ..registry import LESSONS, lesson_class, lesson_info
 from ..url_state import TRUE, raw_value
@@ -30,7 +31,8 @@ from .vocabulary import vocabulary_content
 
 log = logging.getLogger(__name__)
 
-PAGES = ("about", "vocabulary", "summary", "instructor", "engine-check", "class", "class-student")
+PAGES = ("about", "vocabulary", "summary", "instructor", "engine-check", "report", "class",
+         "class-student")
 
 
 def choose(args: Mapping[str, Any]) -> tuple[list, str, str]:
@@ -54,6 +56,8 @@ def choose(args: Mapping[str, Any]) -> tuple[list, str, str]:
             return vocabulary_content(), "Vocabulary", "vocabulary"
         if name == "summary":
             return summary_content(), "The course on one page", "summary"
+        if name == "report":
+            return report_content(), "My course report", "report"
         if name == "engine-check":
             return [EngineCheckPage.from_url(args)], "Engine check", "about"
         if name == "class":

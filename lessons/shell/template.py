@@ -21,7 +21,8 @@ APP_TITLE = "LLM serving speed"
 ROUTE = "app"
 
 OTHER_PAGES = (("about", "About this machine"), ("vocabulary", "Vocabulary"),
-               ("summary", "The course on one page"), ("instructor", "Instructor notes"))
+               ("summary", "The course on one page"), ("instructor", "Instructor notes"),
+               ("report", "My course report"))
 
 # The template's own parts (header, sidebar, a viewport-high scrolling frame) are outside every
 # pane's shadow DOM: on paper only the content is printed, at full width and full length. The
