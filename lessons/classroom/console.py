@@ -1,5 +1,7 @@
 """The teacher's console, /app?page=class: start and stop the class run, change its knobs while
-it runs, and watch the class's own load live (lessons.classroom.live draws it).
+it runs, and watch the class's own load live (lessons.classroom.live draws it); below, the
+class's predictions beside what was measured (lessons.classroom.predictions) and, for the
+teacher, the class's anonymous aggregate as CSV.
 
 Anyone may open the console and watch; its controls need the teacher's key
 (lessons.classroom.teacher_key), entered once here and kept in a cookie. Without it the controls
@@ -23,6 +25,7 @@ from widgets.html import html_pane, site_html
 from . import teacher_key
 from .feed import describe_change
 from .live import LiveClass
+from .predictions import aggregate_download, class_predictions_view
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +106,11 @@ class ClassConsole(pn.viewable.Viewer):
         self.status = html_pane("", css_classes=["class-status"])
         self.message = html_pane("", css_classes=["class-message"])
         self.changes = html_pane("", css_classes=["class-changes"])
-        self.predictions_slot = pn.Column(sizing_mode="stretch_width")
+        # the class's predictions beside what was measured (lessons.classroom.predictions);
+        # the anonymous aggregate's download is the teacher's
+        self.aggregate = aggregate_download()
+        self.predictions_slot = pn.Column(class_predictions_view(), self.aggregate,
+                                          sizing_mode="stretch_width")
         self._synced_run = None
         self.unlocked = teacher_key.key_ok(self._key)
         self._show_access()
@@ -129,7 +136,8 @@ class ClassConsole(pn.viewable.Viewer):
     def _show_access(self) -> None:
         line = UNLOCKED if self.unlocked else READ_ONLY
         self.access.object = site_html(f"<p>{html.escape(line, quote=False)}</p>")
-        for w in [self.start_button, self.stop_button, self.apply_button, *self.knob_widgets]:
+        for w in [self.start_button, self.stop_button, self.apply_button, self.aggregate,
+                  *self.knob_widgets]:
             w.disabled = not self.unlocked
 
     # ---- actions ---------------------------------------------------------------------------
@@ -242,8 +250,7 @@ class ClassConsole(pn.viewable.Viewer):
             self.status, pn.Row(self.start_button, self.stop_button), self.message,
             html_pane("<h2>Knobs</h2><p>They apply from the engine's next step.</p>"),
             pn.Row(*self.knob_widgets[:3]), pn.Row(*self.knob_widgets[3:]), self.apply_button,
-            self.changes, self.live,
-            html_pane("<h2>The class's predictions</h2>"), self.predictions_slot,
+            self.changes, self.live, self.predictions_slot,
             sizing_mode="stretch_width")
 
 

@@ -64,6 +64,8 @@ def test_read_only_without_the_key(key, caplog):
     assert not console.unlocked
     assert console.start_button.disabled and console.apply_button.disabled
     assert all(w.disabled for w in console.knob_widgets)
+    assert console.aggregate.disabled  # the class's aggregate is the teacher's
+    assert "How the class predicted" in console.predictions_slot[0][0].object
     assert "Read-only" in console.access.object
     with caplog.at_level(logging.WARNING, "lessons.classroom.teacher_key"):
         assert console.start_run() is None  # no service is asked: none is given
