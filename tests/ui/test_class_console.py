@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import urllib.request
 
+from a11y_audit import assert_accessible
 from playwright.sync_api import expect
 from ui_helpers import TEACHER_KEY, ConsoleLog, assert_clean, source
 
@@ -53,6 +54,8 @@ def test_a_class_run_from_console_to_student(page, console, browser, browser_con
         marks = source(page, "knob changes")
         assert marks["label"] == ["max batch 4"], marks
         assert_clean(student, student_console)
+        assert_accessible(student, "class-student")
+        assert_accessible(page, "class")
         page.get_by_role("button", name="Stop the class run").click()
         expect(page.get_by_text("The class run is stopped")).to_be_visible(timeout=30_000)
     finally:
