@@ -78,8 +78,7 @@ class ClassConsole(pn.viewable.Viewer):
 
     def __init__(self, service=None, feed=None, key: str | None = None, **params):
         super().__init__(**params)
-        self.live = LiveClass(service=service, feed=feed, full=True)
-        self.live.on_frame = self.on_frame
+        self.live = LiveClass(service=service, feed=feed, full=True, on_frame=self.on_frame)
         self._key = key if key is not None else _cookie_key()
         self.key_field = pn.widgets.PasswordInput(label="Teacher's key", placeholder="the key",
                                                   width=220)
@@ -98,10 +97,10 @@ class ClassConsole(pn.viewable.Viewer):
             pn.widgets.IntInput.from_param(self.param.max_batch, label="Max batch (requests)"),
             pn.widgets.Checkbox.from_param(self.param.chunked, label="Chunked prefill"),
             pn.widgets.IntInput.from_param(self.param.chunk_size,
-                                           name="Prefill budget (tokens a step)"),
+                                           label="Prefill budget (tokens a step)"),
             pn.widgets.Checkbox.from_param(self.param.prefix_cache, label="Prefix cache"),
             pn.widgets.FloatInput.from_param(self.param.background_rps,
-                                             name="Background load (requests/s)", step=0.5),
+                                             label="Background load (requests/s)", step=0.5),
         ]
         self.status = html_pane("", css_classes=["class-status"])
         self.message = html_pane("", css_classes=["class-message"])

@@ -4,6 +4,8 @@ the rows new to it, and the knob changes marked on every time axis."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import panel as pn
 
 from engine.lab.client import get_service
@@ -24,8 +26,9 @@ class LiveClass(pn.viewable.Viewer):
     """The charts of the class run and their frame-by-frame update from the feed."""
 
     def __init__(self, service=None, feed: ClassFeed | None = None, me: str | None = None,
-                 full: bool = True):
+                 full: bool = True, on_frame: Callable[[], None] | None = None):
         super().__init__()
+        self._on_frame = on_frame  # the page's own lines, after each frame's charts
         self._service = service
         self.feed = feed if feed is not None else class_feed()
         self.me = me  # the reader's student id: their requests picked out
@@ -107,10 +110,8 @@ class LiveClass(pn.viewable.Viewer):
             self.itl.update(everyone["itl"], [g for r in mine for g in r.get("itl_ms") or []])
             self.lanes.update(feed.recent_rows(self.lanes.window_s), feed.t_s, self.me)
         self.frames += 1
-        self.on_frame()
-
-    def on_frame(self) -> None:
-        """What a page adds to each frame (its status lines)."""
+        if self._on_frame is not None:
+            self._on_frame()
 
     def __panel__(self):
         if self.full:

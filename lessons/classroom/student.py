@@ -77,8 +77,8 @@ class StudentPage(pn.viewable.Viewer):
         super().__init__()
         self.student = student if student is not None else f"reader-{reader_seed()}"
         self.max_tokens = max_tokens
-        self.live = LiveClass(service=service, feed=feed, me=self.student, full=False)
-        self.live.on_frame = self.on_frame
+        self.live = LiveClass(service=service, feed=feed, me=self.student, full=False,
+                              on_frame=self.on_frame)
         self.prompt = pn.widgets.TextAreaInput(label="Your prompt", value=DEFAULT_PROMPT,
                                                rows=2, max_length=2000)
         self.send_button = pn.widgets.Button(label="Send", color="primary")
