@@ -7,7 +7,6 @@ frees the engine for other jobs."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from service_helpers import QUICK, TIMEOUT, finished, wait_ready, wait_until
