@@ -16,7 +16,10 @@ meanwhile, and the job goes on when told to resume, its clock and its disturbanc
 the pause out). `fill(ahead_s)` lends an idle gap of its serving loop (nothing to do until its
 next arrival) when the service set fill_id: the worker asks the service for one short job and
 runs it there, and the run's clock stops only for what went past the gap (engine.serve.loop), so
-what the run measures is as if it had slept.
+what the run measures is as if it had slept. `inbox(timeout_s)` gives a running job the
+"class" messages the service sent it on the job pipe (the class run's requests, knob changes and
+stop: engine.lab.class_service); those that come while the worker waits for another answer (a
+lent gap's) are held for it.
 """
 
 from __future__ import annotations

@@ -162,3 +162,23 @@ def test_stop_gives_the_summary_and_frees_the_engine(service):
     assert not refused["ok"] and "not live" in refused["reason"]
     point = finished(service.submit("sweep_point", QUICK, use_cache=False))
     assert point.state == "done"
+
+
+def test_other_readers_points_run_in_the_class_runs_idle_gaps_and_are_not_cached(service):
+    live(service, max_batch=4)
+    params = {**QUICK, "seed": 41}
+    point = service.submit("sweep_point", params, session_id="reader")
+    load = service.submit("serve_run", {"preset": "tiny", "requests": 2, "rate": 5.0},
+                          session_id="reader-2", use_cache=False)
+    assert finished(point).state == "done" and not point.cached
+    assert service.class_active() and service.status()["class_mode"]  # it ran in a gap
+    assert service.status()["gap_fills"] >= 1
+    assert service.cached("sweep_point", params) is None  # measured between the class's
+    # requests: never cached as an isolated measurement
+    assert load.state == "queued"  # a run waits for the class run to end
+    s = Student(service, "f")
+    assert s.send()["ok"]  # the class still serves
+    wait_until(s.ended, TIMEOUT, "the request's end")
+    assert list(s.events.values())[0][-1]["type"] == "finished"
+    service.class_stop()
+    assert finished(load).state == "done"
