@@ -204,6 +204,12 @@ class _Pipes:
         except (EOFError, OSError):
             raise _Stop from None
 
+    def _poll(self, timeout_s: float) -> bool:
+        try:
+            return self.jobs.poll(timeout_s)
+        except (EOFError, OSError):
+            raise _Stop from None
+
     def class_messages(self, job_id: int, timeout_s: float) -> list[dict]:
         """The "class" messages the service sent job job_id (its class run's requests, knob
         changes, stop), waiting at most timeout_s for one. Another message read meanwhile is
@@ -211,7 +217,7 @@ class _Pipes:
         found = [m[2] for m in self.held if m[1] == job_id]
         self.held.clear()
         wait = 0.0 if found else timeout_s
-        while self.jobs.poll(wait):
+        while self._poll(wait):
             wait = 0.0
             message = self._recv()
             if message[0] == "class":
