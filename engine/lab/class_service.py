@@ -49,7 +49,7 @@ class ClassService:
             params = class_params(settings)
             state = ClassState({k: params[k] for k in SETTINGS})
             self._class = state
-            job = self.submit("class_run", params, on_event=self._class_event,
+            job = self.submit(registry.CLASS_KIND, params, on_event=self._class_event,
                               session_id="class-run", use_cache=False)
             if job.state == "error":
                 self._class = None
@@ -115,7 +115,7 @@ class ClassService:
         state = self._class
         if state is None:
             return ClassState({k: p.default for k, p in
-                               registry.get_spec("class_run").params.items()
+                               registry.get_spec(registry.CLASS_KIND).params.items()
                                if k in SETTINGS}).snapshot(since_s) | {"active": False}
         return state.snapshot(since_s)
 
@@ -152,7 +152,7 @@ def class_params(settings: dict | None) -> dict:
     if unknown:
         raise ConfigError(f"unknown class run setting {unknown[0]!r} (settings: "
                           f"{', '.join(SETTINGS)})")
-    spec = registry.get_spec("class_run")
+    spec = registry.get_spec(registry.CLASS_KIND)
     params = spec.check(settings)
     longest = params["max_prompt_tokens"] + params["max_tokens"]
     context = PRESETS[params["preset"]].context
@@ -171,7 +171,7 @@ def check_changes(state: ClassState, changes: dict) -> dict:
     if unknown:
         raise ConfigError(f"{unknown[0]!r} cannot be changed while the run goes on (live "
                           f"settings: {', '.join(registry.CLASS_KNOBS)})")
-    spec = registry.get_spec("class_run")
+    spec = registry.get_spec(registry.CLASS_KIND)
     with state.lock:
         limit = state.info.get("max_batch_limit")
         current = dict(state.settings)

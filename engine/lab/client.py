@@ -211,7 +211,7 @@ class EngineService(ClassService):
                 "device": identity.get("device", ""),
                 "engine_version": identity.get("engine_version", ""),
                 "running": running,
-                "class_mode": bool(run is not None and run.lead.kind == "class_run"),
+                "class_mode": bool(run is not None and run.lead.kind == registry.CLASS_KIND),
                 "paused": ({"id": innermost.id, "kind": innermost.lead.kind,
                             "readers": len(innermost.jobs)} if innermost else None),
                 "paused_runs": len(d.paused),

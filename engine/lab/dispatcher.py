@@ -26,13 +26,13 @@ from .memory import process_memory
 from .messages import WorkerMessages
 from .outbox import Outbox, deliver
 from .policy import Action, Decision
+from .registry import CLASS_KIND
 from .runs import Run, RunState, jobs_of
 from .settings import Settings
 from .supervisor import Supervisor, Worker
 
 log = logging.getLogger(__name__)
 
-CLASS_RUN = "class_run"  # the kind whose run makes the engine the class's (engine.lab.class_service)
 RECENTLY_ENDED = 100  # the status lists this many of the last jobs to end, with how each ended
 COUNTS = ("jobs_done", "jobs_cancelled", "cache_hits", "shared_runs", "preemptions",
           "gap_fills", "cut_short", "disturbed", "remeasured", "disturbed_final")
@@ -150,7 +150,7 @@ class Dispatcher(WorkerMessages):
     def class_mode(self) -> bool:
         """True while a class run holds the engine (running, or lending a gap)."""
         with self.lock:
-            return self.running is not None and self.running.lead.kind == CLASS_RUN
+            return self.running is not None and self.running.lead.kind == CLASS_KIND
 
     def jobs_of_session(self, session_id: str) -> list[Job]:
         """Every queued or running job of a reader, who is forgotten by the queue."""

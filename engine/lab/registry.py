@@ -176,6 +176,7 @@ CLASS_RUN = {  # the class run's settings (engine.serve.class_knobs.ClassSetting
     "background_rps": Float(0.0, lo=0.0, hi=50.0),
     "max_prompt_tokens": Int(256, lo=1, hi=_context_less_one),
     "max_tokens": Int(64, lo=1, hi=512), "per_student_per_min": Int(20, lo=1, hi=600)}
+CLASS_KIND = "class_run"  # the kind whose run makes the engine the class's (class_service)
 CLASS_KNOBS = ("policy", "max_batch", "chunk_size", "prefix_cache", "background_rps")
 
 
@@ -457,7 +458,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "the same with a token bucket per tenant (lesson 16).", size="load",
         bounds=(Bound(B["traffic_classes"], {}, "lesson 16's four runs at their defaults"),),
         pausable=True),    # ---- the class as the load (engine.lab.class_service): as long as the teacher keeps it ----
-    _spec("class_run", "engine.lab.jobs.classroom:class_run_job", {
+    _spec(CLASS_KIND, "engine.lab.jobs.classroom:class_run_job", {
         **ENGINE, **CLASS_RUN, **SEED},
         results.ClassRunResult,
         "The class run: one live engine run that the students' requests join (class_send), "

@@ -16,7 +16,10 @@ meanwhile, and the job goes on when told to resume, its clock and its disturbanc
 the pause out). `fill(ahead_s)` lends an idle gap of its serving loop (nothing to do until its
 next arrival) when the service set fill_id: the worker asks the service for one short job and
 runs it there, and the run's clock stops only for what went past the gap (engine.serve.loop), so
-what the run measures is as if it had slept.
+what the run measures is as if it had slept. `inbox(timeout_s)` gives a running job the
+"class" messages the service sent it on the job pipe (the class run's requests, knob changes and
+stop: engine.lab.class_service); those that come while the worker waits for another answer (a
+lent gap's) are held for it.
 """
 
 from __future__ import annotations
@@ -201,6 +204,12 @@ class _Pipes:
         except (EOFError, OSError):
             raise _Stop from None
 
+    def _poll(self, timeout_s: float) -> bool:
+        try:
+            return self.jobs.poll(timeout_s)
+        except (EOFError, OSError):
+            raise _Stop from None
+
     def class_messages(self, job_id: int, timeout_s: float) -> list[dict]:
         """The "class" messages the service sent job job_id (its class run's requests, knob
         changes, stop), waiting at most timeout_s for one. Another message read meanwhile is
@@ -208,7 +217,7 @@ class _Pipes:
         found = [m[2] for m in self.held if m[1] == job_id]
         self.held.clear()
         wait = 0.0 if found else timeout_s
-        while self.jobs.poll(wait):
+        while self._poll(wait):
             wait = 0.0
             message = self._recv()
             if message[0] == "class":

@@ -157,6 +157,7 @@ class ClassRun:
         for a bad change (nothing changes then)."""
         old = self.settings
         new = changed(old, changes)
+        self._background_arrivals()  # those due before the change came at the old rate
         preempted = apply(self.loop, old, new)
         for seq_id in preempted:
             req = self.requests.get(seq_id)

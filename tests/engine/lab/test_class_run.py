@@ -7,7 +7,6 @@ frees the engine for other jobs."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from service_helpers import QUICK, TIMEOUT, finished, wait_ready, wait_until
@@ -126,9 +125,11 @@ def test_one_students_burst_does_not_hold_back_anothers_request(service):
     mine = reqs[b_id]
     # B's request waits for one of A's to end (at most its MAX_TOKENS steps), never for 30
     assert mine["admitted_step"] - mine["arrival_step"] <= MAX_TOKENS + 1
-    a_before = [r for i, r in reqs.items() if i in a.events
-                and r["admitted_step"] < mine["admitted_step"]]
-    assert len(a_before) <= 4  # the four A held when B came
+    # and from B's arrival on, no request of A's took a place before B's
+    a_after = [r for i, r in reqs.items() if i in a.events
+               and r["admitted_step"] >= mine["arrival_step"]]
+    assert len(a_after) >= 20 and all(r["admitted_step"] >= mine["admitted_step"]
+                                      for r in a_after)
 
 
 def test_bounds_are_refused_with_a_reason(service):
@@ -163,3 +164,23 @@ def test_stop_gives_the_summary_and_frees_the_engine(service):
     assert not refused["ok"] and "not live" in refused["reason"]
     point = finished(service.submit("sweep_point", QUICK, use_cache=False))
     assert point.state == "done"
+
+
+def test_other_readers_points_run_in_the_class_runs_idle_gaps_and_are_not_cached(service):
+    live(service, max_batch=4)
+    params = {**QUICK, "seed": 41}
+    point = service.submit("sweep_point", params, session_id="reader")
+    load = service.submit("serve_run", {"preset": "tiny", "requests": 2, "rate": 5.0},
+                          session_id="reader-2", use_cache=False)
+    assert finished(point).state == "done" and not point.cached
+    assert service.class_active() and service.status()["class_mode"]  # it ran in a gap
+    assert service.status()["gap_fills"] >= 1
+    assert service.cached("sweep_point", params) is None  # measured between the class's
+    # requests: never cached as an isolated measurement
+    assert load.state == "queued"  # a run waits for the class run to end
+    s = Student(service, "f")
+    assert s.send()["ok"]  # the class still serves
+    wait_until(s.ended, TIMEOUT, "the request's end")
+    assert list(s.events.values())[0][-1]["type"] == "finished"
+    service.class_stop()
+    assert finished(load).state == "done"
