@@ -103,10 +103,12 @@ class StudentPage(pn.viewable.Viewer):
         if not text:
             self._say("Write a prompt first.")
             return []
+        cap = self.live.feed.settings.get("max_tokens")  # the run's own cap, if lower
+        tokens = min(self.max_tokens, int(cap)) if cap else self.max_tokens
         sent = []
         for _ in range(count):
             own = OwnRequest(number=len(self.requests) + 1, prompt=text)
-            answer = self.live.service.class_send(self.student, text, self.max_tokens,
+            answer = self.live.service.class_send(self.student, text, tokens,
                                                   lambda event, own=own: self._receive(own, event))
             if not answer.get("ok"):
                 own.state, own.reason = "refused", str(answer.get("reason") or "refused")

@@ -110,13 +110,17 @@ def test_the_routes_apply_with_the_key(service):
 def test_console_and_student_pages_drive_one_live_run(service):
     feed = ClassFeed()
     console = ClassConsole(service=service, feed=feed, key=KEY)
-    student = StudentPage(service=service, feed=feed, student="reader-1", max_tokens=6)
+    student = StudentPage(service=service, feed=feed, student="reader-1", max_tokens=64)
     for page in (console, student):
         pn.panel(page).get_root(Document())
     console.param.update(max_batch=4)
     settings = console.start_run()
     assert settings is not None and settings["max_batch"] == 4
     wait_until(lambda: service.class_snapshot()["ready"], TIMEOUT, "the class run to start")
+    service.class_stop()  # the same run again, asking for few tokens: a short test
+    service.class_start({**settings, "max_tokens": 6})
+    wait_until(lambda: service.class_snapshot()["ready"], TIMEOUT, "the class run to start")
+    feed.poll(service, force=True)
 
     sent = student.send(2)
     assert len(sent) == 2 and all(r.request_id for r in sent)
@@ -126,7 +130,7 @@ def test_console_and_student_pages_drive_one_live_run(service):
         return all(r.state == "finished" for r in sent)
 
     wait_until(student_done, TIMEOUT, "the student's requests to finish")
-    assert all(r.ttft_ms > 0 and len(r.token_t_s) >= 1 and r.text for r in sent)
+    assert all(r.ttft_ms > 0 and 1 <= len(r.token_t_s) <= 6 and r.text for r in sent)  # the cap
     assert "finished" in student.own.object
 
     def drawn():
