@@ -38,7 +38,7 @@ class OwnRequest:
     number: int
     prompt: str
     request_id: str | None = None
-    state: str = "sent"  # sent | admitted | streaming | finished | dropped | refused
+    state: str = "sent"  # sent | admitted | streaming | finished | dropped
     sent_at: float = field(default_factory=time.monotonic)
     first_at: float | None = None  # monotonic time the first token reached this server
     token_t_s: list[float] = field(default_factory=list)  # engine run time of each token
@@ -64,7 +64,7 @@ class OwnRequest:
 def own_row(r: OwnRequest) -> list[str]:
     gaps = r.gaps_ms()
     ttft = r.shown_ttft_ms()
-    state = r.reason if r.state in ("dropped", "refused") else r.state
+    state = r.reason if r.state == "dropped" else r.state
     return [str(r.number), state, "-" if ttft is None else sig(ttft),
             str(len(r.token_t_s)), sig(statistics.median(gaps)) if gaps else "-",
             sig(max(gaps)) if gaps else "-", r.text[-80:]]
@@ -90,7 +90,6 @@ class StudentPage(pn.viewable.Viewer):
         self.changes = html_pane("", css_classes=["class-changes"])
         self.own = html_pane("", css_classes=["own-requests"])
         self.requests: list[OwnRequest] = []
-        self._by_id: dict[str, OwnRequest] = {}
         self._events: list[tuple[OwnRequest, dict]] = []
         self._lock = threading.Lock()
         self.on_frame()
@@ -105,22 +104,25 @@ class StudentPage(pn.viewable.Viewer):
             return []
         cap = self.live.feed.settings.get("max_tokens")  # the run's own cap, if lower
         tokens = min(self.max_tokens, int(cap)) if cap else self.max_tokens
-        sent = []
+        sent: list[OwnRequest] = []
+        refused = ""
         for _ in range(count):
             own = OwnRequest(number=len(self.requests) + 1, prompt=text)
             answer = self.live.service.class_send(self.student, text, tokens,
                                                   lambda event, own=own: self._receive(own, event))
             if not answer.get("ok"):
-                own.state, own.reason = "refused", str(answer.get("reason") or "refused")
-                self._say(own.reason)
+                refused = str(answer.get("reason") or "The class run refused it.")
                 break  # the same bound refuses the rest
             own.request_id = str(answer.get("request_id"))
             self.requests.append(own)
-            self._by_id[own.request_id] = own
             sent.append(own)
         if sent:
-            self._say(f"Sent {len(sent)} request{'s' if len(sent) > 1 else ''}; the table "
-                      "below fills in as the tokens arrive.")
+            said = (f"Sent {len(sent)} request{'s' if len(sent) > 1 else ''}; the table below "
+                    "fills in as the tokens arrive.")
+            self._say(said + (f" The other {count - len(sent)} were not sent: {refused}"
+                              if refused else ""))
+        elif refused:
+            self._say(refused)
         self.draw_own()
         return sent
 

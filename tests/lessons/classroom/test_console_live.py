@@ -1,7 +1,8 @@
 """The class run's pages and routes against the real engine service (its worker, the tiny
 engine): the JSON routes apply with the teacher's key; the console starts the run, changes a knob
 and stops it; a student's request goes in from the student page and comes back as their own TTFT
-and gaps, picked out in the class's charts; a bound's refusal is shown in plain words."""
+and gaps, picked out in the class's charts; a bound's refusal is shown in plain words (a burst
+past the per-minute bound: what went, and why the rest did not)."""
 
 from __future__ import annotations
 
@@ -151,6 +152,11 @@ def test_console_and_student_pages_drive_one_live_run(service):
     wait_until(marked, TIMEOUT, "the knob change on the console's charts")
     assert "the teacher changed: chunked prefill on (32 tokens a step)" in student.changes.object
     assert console.live.steps.count > 0 and console.live.load.source.data["t_s"]
+
+    assert len(student.send(10)) == 10  # 12 in this minute: under the bound of 20
+    assert len(student.send(10)) == 8
+    assert "The other 2 were not sent: You have sent 20 requests in the last minute" in (
+        student.message.object)
 
     console.stop_run()
     assert not service.class_active()
