@@ -78,9 +78,13 @@ def served_routes(service):
         thread.join(10)
 
 
-def post(url: str, body: dict | None = None, key: str | None = None) -> tuple[int, dict]:
+def post(url: str, body: dict | None = None, key: str | None = None,
+         cookie: str | None = None) -> tuple[int, dict]:
+    headers = {"X-Teacher-Key": key} if key else {}
+    if cookie:  # as the console's browser sends it
+        headers["Cookie"] = f"{teacher_key.COOKIE}={cookie}"
     request = urllib.request.Request(url, data=json.dumps(body or {}).encode(), method="POST",
-                                     headers={"X-Teacher-Key": key} if key else {})
+                                     headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
             return response.status, json.loads(response.read())
@@ -103,7 +107,7 @@ def test_the_routes_apply_with_the_key(service):
         assert change["changes"] == {"policy": "static"} and change["by"] == "teacher"
         status, answer = post(f"{url}/class/knobs", {"max_batch": -3}, KEY)
         assert status == 400 and answer["ok"] is False and "max_batch" in answer["reason"]
-        status, answer = post(f"{url}/class/stop", None, KEY)
+        status, answer = post(f"{url}/class/stop", None, cookie=KEY)
         assert status == 200 and answer["ok"] is True
         assert not service.class_active()
 
