@@ -224,6 +224,11 @@ class EngineService:
                 "memory": self.memory(identity.get("pid")),
             }
 
+    def prometheus(self) -> bytes:
+        """GET /metrics's text: vLLM's metrics of the runs on the lab's engine and the service's
+        own, in Prometheus' text format (engine.lab.metrics)."""
+        return self._dispatcher.metrics.exposition(self.status())
+
     def memory(self, worker_pid: int | None = None) -> dict:
         """Resident memory in MiB: this (web) process now and at most; the worker now, at most
         (its busiest moment so far) and when it last fell idle."""
