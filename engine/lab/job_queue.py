@@ -27,8 +27,9 @@ arrives after them. Every waiting job has a rank (Rank, smallest first); the rul
    A point asked `background` (context a page draws beside the point its reader asked for: the
    knob's batch 1 and half the batch, next to the slider's batch) ranks BACKGROUND, behind every
    run and load test, and ages as they do (AGED, then a point). It is nobody's first point or
-   first job, it pauses nothing and cuts nothing short (`waiting` and `longest_wait` leave it
-   out), and a running job's idle gap may run it. Three fresh points for every release of a
+   first job; until it counts as a point it pauses no run (`longest_wait` ranks it out); it
+   keeps no run paused and cuts no run short (`waiting` leaves it out); a running job's idle
+   gap may run it. Three fresh points for every release of a
    knob, as equals, keep a class's worker busy with points alone: a released point waits
    behind other readers' context points, and runs never run.
 2. Readers take turns: among jobs of the same rank, the reader (session) served least recently
