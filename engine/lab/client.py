@@ -57,10 +57,11 @@ from .dispatcher import RECENTLY_ENDED, Dispatcher
 from .events import Job, JobEvent, one_line
 from .job_queue import question
 from .memory import process_memory
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .settings import DEFAULT, Settings
 from .supervisor import Supervisor
 
-__all__ = ["RECENTLY_ENDED", "EngineService", "get_service"]
+__all__ = ["METRICS_CONTENT_TYPE", "RECENTLY_ENDED", "EngineService", "get_service"]
 
 
 class EngineService:
@@ -228,7 +229,7 @@ class EngineService:
 
     def prometheus(self) -> bytes:
         """GET /metrics's text: vLLM's metrics of the runs on the lab's engine and the service's
-        own, in Prometheus' text format (engine.lab.metrics)."""
+        own, in Prometheus' text format (engine.lab.metrics), served as METRICS_CONTENT_TYPE."""
         return self._dispatcher.metrics.exposition(self.status())
 
     def memory(self, worker_pid: int | None = None) -> dict:

@@ -26,8 +26,7 @@ import json
 
 from tornado.web import RequestHandler
 
-from engine.lab.client import get_service
-from engine.lab.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from engine.lab.client import METRICS_CONTENT_TYPE, get_service
 from widgets.runtime import heap
 from widgets.site_css import site_css
 
