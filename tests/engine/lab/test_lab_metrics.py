@@ -11,12 +11,13 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from service_helpers import KV, TIMEOUT, Recorder, finished, wait_ready
+from service_helpers import KV, TIMEOUT, Recorder, finished, stand_in_service, wait_ready
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from tornado.web import Application
 
 from engine.lab.client import EngineService
+from engine.lab.events import Job
 from engine.lab.metrics import LabMetrics
 
 RUN = {"preset": "tiny", "kv_budget_mib": KV, "requests": 3,
@@ -193,3 +194,31 @@ def test_a_run_on_a_teachers_endpoint_is_that_servers_to_count_not_ours():
     assert value(found, "lab_jobs_queued") == 2
     assert value(found, "lab_cache_hits_total") == 4
     assert value(found, "lab_worker_restarts_total") == 1
+
+
+def test_the_dispatcher_feeds_the_gauges_from_the_workers_events_and_ends_them(tmp_path):
+    """The worker's messages of a running serve_run, as the dispatcher handles them (a stand-in
+    for the worker's pipes): the gauges move with them; its cancellation ends its part."""
+    with stand_in_service(tmp_path, lend_gaps=False) as (svc, d, w, sent):
+        job = Job(1, "serve_run", {"preset": "tiny"}, session_id="a", size="run",
+                  pausable=True, use_cache=False)
+        d.queue.add(job)
+        d.pump()
+        assert d.running is not None and sent[-1][:2] == ("run", job.id)
+        d.handle(w, ("event", job.id, "progress", {"done": 0, "total": 2,
+                                                   "kv_blocks_total": 10}))
+        for message in (request("arrived", 0), request("arrived", 1), request("admitted", 0)):
+            d.handle(w, ("event", job.id, "request", message))
+        d.handle(w, ("event", job.id, "step", {"kind": "step", "kv_blocks_used": 4}))
+        now = samples(svc.prometheus())
+        assert value(now, "vllm:num_requests_running", **TINY) == 1
+        assert value(now, "vllm:num_requests_waiting", **TINY) == 1
+        assert value(now, "vllm:kv_cache_usage_perc", **TINY) == 0.4
+        assert value(now, "lab_jobs_running") == 1
+        svc.cancel(job)
+        d.handle(w, ("event", job.id, "cancelled", {}))
+        d.pump()
+        now = samples(svc.prometheus())
+        assert value(now, "vllm:num_requests_running", **TINY) == 0
+        assert value(now, "vllm:num_requests_waiting", **TINY) == 0
+        assert value(now, "lab_jobs_completed_total", kind="serve_run", outcome="cancelled") == 1
