@@ -16,7 +16,8 @@ URL --model M`, or $LLM_SPEED_ENDPOINT and $LLM_SPEED_MODEL (see engine.lab.endp
 One route, /app: /app is the course map, /app?lesson=<slug> a lesson (see lessons.registry),
 /app?page=about, /app?page=vocabulary, /app?page=engine-check; add &embed=true for a page
 without the site's header and navigation. /engine-status is what the engine service is doing,
-as JSON (lessons.shell.routes). Other paths get a friendly 404 page.
+as JSON, and /metrics its Prometheus metrics (lessons.shell.routes). Other paths get a friendly
+404 page.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from engine.lab.setup_state import start_setup
 from lessons.shell import router
 from lessons.shell.first_build import before_serving, build_every_page_once
 from lessons.shell.router import build_page, import_lessons
-from lessons.shell.routes import STATUS_ROUTE, NotFoundHandler
+from lessons.shell.routes import METRICS_ROUTE, STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
 from widgets import runtime
 from widgets.a11y import A11Y_CSS
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     pn.serve(
         {ROUTE: lambda: serve_page(pn.state.curdoc)}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
         admin=args.admin, show=args.show,
-        title=APP_TITLE, default_handler_class=NotFoundHandler, extra_patterns=[STATUS_ROUTE],
+        title=APP_TITLE, default_handler_class=NotFoundHandler, extra_patterns=[STATUS_ROUTE, METRICS_ROUTE],
     )
 
 

@@ -1,10 +1,15 @@
-"""Routes beside the app: /engine-status (what the engine service is doing, as JSON) and a
-friendly 404 page for paths the server does not know (/nonsense, /app/typo).
+"""Routes beside the app: /engine-status (what the engine service is doing, as JSON), /metrics
+(the lab's engine in Prometheus' text format) and a friendly 404 page for paths the server does
+not know (/nonsense, /app/typo).
 
 /engine-status answers the service's status (engine.lab.client.EngineService.status: the job
 running, the queue in the order it will run, counters, the memory of this process and the
 worker) and, as "web_heap", this process's memory trims (widgets.runtime.heap.status), so a
 teacher's script or bench/lab/classroom.py can watch a class. It holds no session ids.
+
+/metrics answers the engine service's Prometheus metrics (engine.lab.metrics: vLLM's names for
+the runs served on the lab's engine, lab_ for the service's queue and counts), so a Prometheus
+server, or a vLLM dashboard, can scrape the engine behind the pages as it would a served one.
 
 Bokeh's server answers an unknown path with Tornado's bare "404: Not Found". Two ways in:
 - `panel serve app.py --plugins lessons.shell.routes`: Panel adds this module's ROUTES after its
@@ -21,7 +26,7 @@ import json
 
 from tornado.web import RequestHandler
 
-from engine.lab.client import get_service
+from engine.lab.client import METRICS_CONTENT_TYPE, get_service
 from widgets.runtime import heap
 from widgets.site_css import site_css
 
@@ -56,7 +61,18 @@ class EngineStatusHandler(RequestHandler):
         self.finish(json.dumps(status, default=str))
 
 
+class MetricsHandler(RequestHandler):
+    """GET: the engine service's metrics in Prometheus' text format."""
+
+    def get(self) -> None:
+        self.set_header("Content-Type", METRICS_CONTENT_TYPE)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(get_service().prometheus())
+
+
 STATUS_ROUTE = (r"/engine-status", EngineStatusHandler, {})
-# For `panel serve --plugins lessons.shell.routes`: the status, then anything not under /static/,
-# /login, /logout is not found.
-ROUTES = [STATUS_ROUTE, (r"/(?!static/|login$|logout$|engine-status$).+", NotFoundHandler, {})]
+METRICS_ROUTE = (r"/metrics", MetricsHandler, {})
+# For `panel serve --plugins lessons.shell.routes`: the status and the metrics, then anything not
+# under /static/, /login, /logout is not found.
+ROUTES = [STATUS_ROUTE, METRICS_ROUTE,
+          (r"/(?!static/|login$|logout$|engine-status$|metrics$).+", NotFoundHandler, {})]
