@@ -16,8 +16,9 @@ URL --model M`, or $LLM_SPEED_ENDPOINT and $LLM_SPEED_MODEL (see engine.lab.endp
 One route, /app: /app is the course map, /app?lesson=<slug> a lesson (see lessons.registry),
 /app?page=about, /app?page=vocabulary, /app?page=engine-check; add &embed=true for a page
 without the site's header and navigation. /engine-status is what the engine service is doing,
-as JSON (lessons.shell.routes); POST /class/start|stop|knobs drive the class run with the
-teacher's key. Other paths get a friendly 404 page.
+as JSON, and /metrics its Prometheus metrics (lessons.shell.routes); POST
+/class/start|stop|knobs drive the class run with the teacher's key. Other paths get a
+friendly 404 page.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from lessons.classroom.teacher_key import teacher_key
 from lessons.shell import router
 from lessons.shell.first_build import before_serving, build_every_page_once
 from lessons.shell.router import build_page, import_lessons
-from lessons.shell.routes import CLASS_ROUTES, STATUS_ROUTE, NotFoundHandler
+from lessons.shell.routes import CLASS_ROUTES, METRICS_ROUTE, STATUS_ROUTE, NotFoundHandler
 from lessons.shell.template import APP_TITLE, ROUTE
 from widgets import runtime
 from widgets.a11y import A11Y_CSS
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     pn.serve(
         {ROUTE: lambda: serve_page(pn.state.curdoc)}, port=args.port, address=args.address, websocket_origin=args.allow_websocket_origin,
         admin=args.admin, show=args.show,
-        title=APP_TITLE, default_handler_class=NotFoundHandler, extra_patterns=[STATUS_ROUTE, *CLASS_ROUTES],
+        title=APP_TITLE, default_handler_class=NotFoundHandler,
+        extra_patterns=[STATUS_ROUTE, METRICS_ROUTE, *CLASS_ROUTES],
     )
 
 

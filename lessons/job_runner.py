@@ -69,6 +69,7 @@ class _Entry:
         self.restarted = False  # ... and the run was stopped and queued again, to start over
         self.parked: tuple[str, dict, bool] | None = None  # (kind, params, use_cache) if held
         self.ready = False  # parked, though the cache holds its result
+        self.background = False  # context for the group's main point (engine.lab.job_queue)
 
     @property
     def open(self) -> bool:
@@ -107,21 +108,26 @@ class JobRunner:
         """Replace the current group with this one job."""
         return self.run([(kind, params, on_event)], use_cache)[0]
 
-    def add(self, kind: str, params: dict, on_event: Handler, use_cache: bool = True) -> Job:
-        """One more job in the current group (a new group when none is running)."""
+    def add(self, kind: str, params: dict, on_event: Handler, use_cache: bool = True,
+            background: bool = False) -> Job:
+        """One more job in the current group (a new group when none is running). With
+        background, it is context for the point the reader asked for: it waits behind other
+        readers' points and runs (engine.lab.job_queue rule 1)."""
         self._entries = [e for e in self._entries if e.open]
         self.status.add(1)
-        return self._submit(kind, params, on_event, use_cache)
+        return self._submit(kind, params, on_event, use_cache, background=background)
 
     def _submit(self, kind: str, params: dict, handler: Handler, use_cache: bool,
-                replace: bool = False) -> Job:
+                replace: bool = False, background: bool = False) -> Job:
         entry = _Entry(handler)
+        entry.background = background
         self._entries.append(entry)
         if self._waiting is not None and self._waiting():
             cached = use_cache and self._cached(kind, params)
             if not cached or self._hold_cached:
                 entry.parked = (kind, dict(params), use_cache)
-                entry.job = Job(0, kind, dict(params), None, None, use_cache, state=HELD)
+                entry.job = Job(0, kind, dict(params), None, None, use_cache, state=HELD,
+                                background=background)
                 entry.ready = cached
                 ready = all(e.ready for e in self._entries if e.parked is not None)
                 self.status.job_progress(0, 0, self._ready_message if ready
@@ -134,7 +140,7 @@ class JobRunner:
               replace: bool = False) -> None:
         entry.job = self.page.jobs.submit(kind, params, lambda e: self._deliver(entry, e),
                                           use_cache, demo=self.demo, replace=replace,
-                                          nearby=self.nearby)
+                                          nearby=self.nearby, background=entry.background)
 
     # ---- predict first ---------------------------------------------------------------------------
     def hold_fresh(self, waiting: Callable[[], bool],

@@ -377,13 +377,19 @@ class KnobLesson(EndpointSource, LessonPage):
         return list(dict.fromkeys([b, *([b // 2, 1] if b > 1 else [])]))
 
     def measure(self) -> None:
-        """Measure (or fetch from the cache) the points the current position needs."""
+        """Measure (or fetch from the cache) the points the current position needs: the
+        slider's own first, the others (half of it, and 1) as its context, in the background
+        (engine.lab.job_queue rule 1): as equals, a class's three points a release keep the
+        worker busy with points, a released point behind other readers' context. A queued point
+        whose part has changed (the slider's point is now context, or the other way round) is
+        asked again in its new part."""
         if not self.started:
             return  # points are measured once the page has loaded
-        wanted, knob = self.wanted(), self.knob
+        wanted, knob, here = self.wanted(), self.knob, int(self.batch_size)
         self.runner.cancel(keep=lambda job: job.state == "running"
                            or (job.params.get(knob) in wanted
-                               and job.params.get("preset") == self.preset))
+                               and job.params.get("preset") == self.preset
+                               and job.background == (job.params.get(knob) != here)))
         self._moved()
         pending = {job.params.get(knob) for job in self.runner.jobs}
         for batch in wanted:
@@ -391,7 +397,8 @@ class KnobLesson(EndpointSource, LessonPage):
                 continue
             settings = self.settings()
             kind, params = self.job(batch)
-            self.runner.add(kind, params, lambda e, s=settings: self._on_event(e, s))
+            self.runner.add(kind, params, lambda e, s=settings: self._on_event(e, s),
+                            background=batch != here)
 
     def _on_event(self, event, settings: tuple) -> None:
         if event.type == "result" or (event.type == "nearby" and self._on_curve(event.near)):

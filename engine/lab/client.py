@@ -58,10 +58,11 @@ from .dispatcher import RECENTLY_ENDED, Dispatcher
 from .events import Job, JobEvent, one_line
 from .job_queue import question
 from .memory import process_memory
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .settings import DEFAULT, Settings
 from .supervisor import Supervisor
 
-__all__ = ["RECENTLY_ENDED", "EngineService", "get_service"]
+__all__ = ["METRICS_CONTENT_TYPE", "RECENTLY_ENDED", "EngineService", "get_service"]
 
 
 class EngineService(ClassService):
@@ -130,17 +131,19 @@ class EngineService(ClassService):
                on_event: Callable[[JobEvent], None] | None = None,
                session_id: str | None = None, use_cache: bool = True,
                demo: str | None = None, replace: bool = False, nearby: bool = False,
-               aside: bool = False) -> Job:
+               aside: bool = False, background: bool = False) -> Job:
         """Queue a job; returns at once. Its events go to on_event on the service's thread.
         With replace, it replaces the session's queued jobs of the same demo (they end
         cancelled, with {"replaced_by": its id}): a slider's newest position wins. With nearby,
         a job that has to wait gets a cached result of nearby params first (a "nearby" event).
         With aside, the job is a lookup beside the page's measurements (the GPU box's machine
         description): its answer does not count as the reader's first number (job_queue rule 0).
+        With background, the job is context for a point the reader asked for (the knob's batch 1
+        and half its batch): it waits behind other readers' points and runs (job_queue rule 1).
         Bad parameters or an unknown kind end the job with an error event, never an exception."""
         d = self._dispatcher
         job = Job(next(d.ids), kind, dict(params or {}), on_event, session_id, use_cache,
-                  demo, nearby=nearby, aside=aside)
+                  demo, nearby=nearby, aside=aside, background=background)
         try:
             spec = registry.get_spec(kind)
             job.params = spec.normalize(job.params)
@@ -227,6 +230,11 @@ class EngineService(ClassService):
                 "threads": identity.get("threads"),
                 "memory": self.memory(identity.get("pid")),
             }
+
+    def prometheus(self) -> bytes:
+        """GET /metrics's text: vLLM's metrics of the runs on the lab's engine and the service's
+        own, in Prometheus' text format (engine.lab.metrics), served as METRICS_CONTENT_TYPE."""
+        return self._dispatcher.metrics.exposition(self.status())
 
     def memory(self, worker_pid: int | None = None) -> dict:
         """Resident memory in MiB: this (web) process now and at most; the worker now, at most

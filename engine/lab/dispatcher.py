@@ -24,6 +24,7 @@ from .events import FINAL_STATES, Job, JobEvent
 from .job_queue import JobQueue
 from .memory import process_memory
 from .messages import WorkerMessages
+from .metrics import LabMetrics
 from .outbox import Outbox, deliver
 from .policy import Action, Decision
 from .registry import CLASS_KIND
@@ -56,6 +57,7 @@ class Dispatcher(WorkerMessages):
         self.counts = dict.fromkeys(COUNTS, 0)
         self.ended: deque[dict] = deque(maxlen=RECENTLY_ENDED)  # status()["recently_ended"]
         self.worker_idle_mib: float | None = None  # the worker's RSS when it last fell idle
+        self.metrics = LabMetrics()  # what GET /metrics shows (engine.lab.metrics)
         self._runs_ended = 0
         self._idle_checked = -1  # runs ended when the idle memory was read
         self._thread: threading.Thread | None = None
@@ -226,6 +228,7 @@ class Dispatcher(WorkerMessages):
         with self.lock:
             runs = (self.running, self.filling, *self.paused)
             self.running, self.filling, self.paused = None, None, []
+            self.metrics.worker_gone()
             code, restarted = self.supervisor.died(w, restart=not self.stopping)
             if self.stopping:
                 return
@@ -412,6 +415,7 @@ class Dispatcher(WorkerMessages):
             if job.state in FINAL_STATES:
                 return
             job.state = {"result": "done"}.get(type_, type_)
+            self.metrics.job_ended(job.kind, job.state, bool(meta.get("cached")))
             self.ended.append({"id": job.id, "kind": job.kind, "state": job.state,
                                "cached": bool(meta.get("cached"))})
             if type_ == "cancelled":

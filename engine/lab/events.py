@@ -97,6 +97,9 @@ class Job:
     figures: bool = False  # it shows a partial figure soon after it starts (registry)
     aside: bool = False  # a lookup beside the page's measurements: its answer is not the
     # reader's first number (engine.lab.job_queue rule 0)
+    background: bool = False  # context for the point the reader asked for (the knob's batch 1
+    # and half its batch): it waits behind the others' points and runs (engine.lab.job_queue
+    # rule 1)
     preempted: int = 0  # times it was stopped to let short jobs through, and queued again
     paused: int = 0  # times it was paused for short jobs, to go on where it stopped
     state: str = "queued"  # queued | running | done | error | cancelled

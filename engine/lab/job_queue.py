@@ -24,6 +24,14 @@ arrives after them. Every waiting job has a rank (Rank, smallest first); the rul
    behind the points, before younger runs and load tests: a busy class delays it but a slider's
    point does not wait for it. One that has waited `starve_s` counts as a point, so it is never
    starved, even by a class that asks only points.
+   A point asked `background` (context a page draws beside the point its reader asked for: the
+   knob's batch 1 and half the batch, next to the slider's batch) ranks BACKGROUND, behind every
+   run and load test, and ages as they do (AGED, then a point). It is nobody's first point or
+   first job; until it counts as a point it pauses no run (`longest_wait` ranks it out); it
+   keeps no run paused and cuts no run short (`waiting` leaves it out); a running job's idle
+   gap may run it. Three fresh points for every release of a
+   knob, as equals, keep a class's worker busy with points alone: a released point waits
+   behind other readers' context points, and runs never run.
 2. Readers take turns: among jobs of the same rank, the reader (session) served least recently
    goes next, so a reader who just arrived is served before one who has had a job run already
    (and one with nothing on screen yet before one never served who has a cached number); a
@@ -64,6 +72,7 @@ class Rank(IntEnum):
     AGED = 4  # a run or load test that has waited age_s: behind points, before the rest
     RUN = 5
     LOAD = 6
+    BACKGROUND = 7  # context for another point, asked `background`: behind everything, aging
 
 
 SIZE_RANKS = {"point": Rank.POINT, "run": Rank.RUN, "load": Rank.LOAD}
@@ -180,6 +189,9 @@ class JobQueue:
         returns, if known."""
         size = SIZE_RANKS.get(job.size, Rank.LOAD)
         waited, times = now - job.submitted_at, self.settings
+        if job.background:  # rule 1: behind everything, aging as the big jobs do
+            return (Rank.POINT if waited >= times.starve_s else
+                    Rank.AGED if waited >= times.age_s else Rank.BACKGROUND)
         newcomers, points = self._firsts() if firsts is None else firsts
         first_point = size is Rank.POINT and points.get(job.session_id) is job
         if first_point and waited >= times.overdue_s:
@@ -196,10 +208,12 @@ class JobQueue:
 
     def _firsts(self) -> tuple[dict, dict]:
         """By session, in one pass: each newcomer's first queued job (not one asked aside), and
-        each reader's first queued point."""
+        each reader's first queued point (neither asked background)."""
         newcomers: dict[str | None, Job] = {}
         points: dict[str | None, Job] = {}
         for j in self._jobs:
+            if j.background:
+                continue  # nobody's first: rule 1
             if (j.session_id is not None and not j.aside and j.session_id not in newcomers
                     and j.session_id not in self._answered):
                 newcomers[j.session_id] = j
@@ -244,12 +258,14 @@ class JobQueue:
         return max(waits, default=0.0)
 
     def waiting(self, sizes: Iterable[str], newcomers: Newcomers = True,
-                besides: Iterable[str | None] = ()) -> int:
+                besides: Iterable[str | None] = (), background: bool = False) -> int:
         """How many queued jobs of readers other than `besides` are of these sizes (a
-        newcomer's first job counts as any, as in `take`)."""
+        newcomer's first job counts as any, as in `take`); jobs asked `background` only with
+        `background` (rule 1: they hold nothing up)."""
         sizes, mine = tuple(sizes), set(besides)
         firsts = self._newcomer_firsts(newcomers)
-        return sum(self._of(j, sizes, firsts) and j.session_id not in mine for j in self._jobs)
+        return sum(self._of(j, sizes, firsts) and j.session_id not in mine
+                   and (background or not j.background) for j in self._jobs)
 
     def _newcomer_firsts(self, newcomers: Newcomers, firsts: tuple | None = None) -> dict:
         """Each newcomer's first job by session, of those `newcomers` takes in: all (True),

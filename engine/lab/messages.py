@@ -70,10 +70,12 @@ class WorkerMessages:
             parse_result(lead.kind, result)  # pages read records: check it once, here
         except ResultError as e:
             log.error("job %s (%s) returned a malformed result: %s", run.id, lead.kind, e)
+            self.metrics.on_result(run.id, lead.params, {})
             for job in jobs:
                 self.finish(job, "error", {"message": f"the engine's result was malformed: "
                                                       f"{one_line(e)}"})
             return
+        self.metrics.on_result(run.id, lead.params, result)  # the engine's work, once a run
         now = time.time()
         ran_s = now - (lead.started_at or now)
         waited_s = (lead.started_at or lead.submitted_at) - lead.submitted_at
@@ -105,6 +107,7 @@ class WorkerMessages:
         if run is None:
             return
         jobs, final = list(run.jobs), type_ in FINAL_EVENTS
+        self.metrics.on_event(run.id, run.lead.params, type_, data)
         if final:
             self._ended(run, False)
         if final and type_ == "cancelled" and run.state.requeues:

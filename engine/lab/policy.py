@@ -29,8 +29,13 @@ engine.lab.job_queue's; the rules here say when the running work gives way to it
 - Give way: a re-measure of a disturbed result stops (even in its wait for quiet) once another
   reader's job waits; its readers' disturbed result, labelled, stands as final. A disturbed
   result is measured again only while no other reader's job waits, at most `remeasures` times.
-- Lend a gap: while another reader's point waits, a running job whose serving loop has nothing
-  to do until its next arrival lends that idle gap to one point (engine.lab.worker.fill_gap).
+- Lend a gap: while another reader's point waits (one asked `background` too), a running job
+  whose serving loop has nothing to do until its next arrival lends that idle gap to one point
+  (engine.lab.worker.fill_gap).
+- A point asked `background` (context for a point its reader asked for) gives way to all of
+  the above and starts nothing of them: it pauses no run, keeps no run paused, cuts no
+  newcomer's run short; it waits for a free worker with nothing else to do, or a gap, or its
+  age (engine.lab.job_queue rule 1).
 """
 
 from __future__ import annotations
@@ -181,7 +186,8 @@ def lends_gaps(queue: JobQueue, run: Run | None, filling: Run | None,
     """True if the running run's idle gaps may run a waiting point now: one at a time, while
     another point waits (a newcomer's long first job is no point)."""
     return bool(settings.lend_gaps and run is not None and filling is None
-                and not run.cancelling and queue.waiting(GAP_SIZES, newcomers=False) > 0)
+                and not run.cancelling
+                and queue.waiting(GAP_SIZES, newcomers=False, background=True) > 0)
 
 
 def fill_gap(queue: JobQueue, running: Run | None, filling: Run | None, run_id: int,

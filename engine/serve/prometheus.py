@@ -17,7 +17,8 @@ The names, label names (model_name, engine) and histogram buckets are vLLM's V1 
 
 Times are the engine's own (the step's end after the device finished, online.py), so they
 leave out the HTTP server's share that a client sees. Each server has its own registry, so
-two servers in one process (tests) never share a count. The engine thread records; prometheus
+two servers in one process (tests) never share a count; the lab's engine service
+(engine.lab.metrics) keeps the same families in a registry of its own, a series per preset. The engine thread records; prometheus
 client's metrics are thread-safe, so a scrape on the HTTP thread reads them as they are.
 """
 
@@ -51,56 +52,68 @@ def one_two_five_buckets(limit: int) -> list[int]:
         scale *= 10
 
 
-class ServerMetrics:
-    """The counters and histograms of one server, fed by its engine thread."""
+class VllmFamilies:
+    """vLLM's metric families in one registry, labelled by model_name and engine: a server's
+    one model (ServerMetrics), or each preset the lab's engine runs (engine.lab.metrics).
+    Token-count histograms take buckets up to `context` tokens."""
 
-    def __init__(self, model_name: str, context: int):
-        self.registry = CollectorRegistry()
+    def __init__(self, context: int, registry: CollectorRegistry | None = None):
+        self.registry = reg = registry or CollectorRegistry()
         labels = ["model_name", "engine"]
-        values = (model_name, ENGINE_INDEX)
-        reg = self.registry
-
-        def gauge(name, doc):
-            return Gauge(name, doc, labels, registry=reg).labels(*values)
-
-        def counter(name, doc):
-            return Counter(name, doc, labels, registry=reg).labels(*values)
-
-        def histogram(name, doc, buckets):
-            return Histogram(name, doc, labels, buckets=buckets, registry=reg).labels(*values)
-
-        self.running = gauge("vllm:num_requests_running", "Number of requests in model "
-                                                          "execution batches.")
-        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be "
-                                                          "processed.")
-        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent "
-                                                          "usage.")
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
-        self.generation_tokens = counter("vllm:generation_tokens",
-                                         "Number of generation tokens processed.")
-        self.preemptions = counter("vllm:num_preemptions",
-                                   "Cumulative number of preemption from the engine.")
-        self._success = Counter("vllm:request_success", "Count of successfully processed "
-                                "requests.", [*labels, "finished_reason"], registry=reg)
-        self.success = {reason: self._success.labels(*values, reason)
-                        for reason in ("stop", "length")}
         tokens = one_two_five_buckets(context)
-        self.request_prompt = histogram("vllm:request_prompt_tokens",
-                                        "Number of prefill tokens processed.", tokens)
-        self.request_generation = histogram("vllm:request_generation_tokens",
-                                            "Number of generation tokens processed.", tokens)
-        self.iteration_tokens = histogram("vllm:iteration_tokens_total",
+        self.running = Gauge("vllm:num_requests_running", "Number of requests in model "
+                             "execution batches.", labels, registry=reg)
+        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be "
+                             "processed.", labels, registry=reg)
+        self.kv_usage = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent "
+                              "usage.", labels, registry=reg)
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+                                     labels, registry=reg)
+        self.generation_tokens = Counter("vllm:generation_tokens",
+                                         "Number of generation tokens processed.", labels,
+                                         registry=reg)
+        self.preemptions = Counter("vllm:num_preemptions",
+                                   "Cumulative number of preemption from the engine.", labels,
+                                   registry=reg)
+        self.success = Counter("vllm:request_success", "Count of successfully processed "
+                               "requests.", [*labels, "finished_reason"], registry=reg)
+        self.request_prompt = Histogram("vllm:request_prompt_tokens",
+                                        "Number of prefill tokens processed.", labels,
+                                        buckets=tokens, registry=reg)
+        self.request_generation = Histogram("vllm:request_generation_tokens",
+                                            "Number of generation tokens processed.", labels,
+                                            buckets=tokens, registry=reg)
+        self.iteration_tokens = Histogram("vllm:iteration_tokens_total",
                                           "Histogram of number of tokens per engine_step.",
-                                          ITERATION_BUCKETS)
-        self.ttft = histogram("vllm:time_to_first_token_seconds",
-                              "Histogram of time to first token in seconds.", TTFT_BUCKETS)
-        self.itl = histogram("vllm:inter_token_latency_seconds",
-                             "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
-        self.e2e = histogram("vllm:e2e_request_latency_seconds",
-                             "Histogram of e2e request latency in seconds.", REQUEST_BUCKETS)
-        self.queue = histogram("vllm:request_queue_time_seconds",
-                               "Histogram of time spent in WAITING phase for request.",
-                               REQUEST_BUCKETS)
+                                          labels, buckets=ITERATION_BUCKETS, registry=reg)
+        self.ttft = Histogram("vllm:time_to_first_token_seconds",
+                              "Histogram of time to first token in seconds.", labels,
+                              buckets=TTFT_BUCKETS, registry=reg)
+        self.itl = Histogram("vllm:inter_token_latency_seconds",
+                             "Histogram of inter-token latency in seconds.", labels,
+                             buckets=ITL_BUCKETS, registry=reg)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds",
+                             "Histogram of e2e request latency in seconds.", labels,
+                             buckets=REQUEST_BUCKETS, registry=reg)
+        self.queue = Histogram("vllm:request_queue_time_seconds",
+                               "Histogram of time spent in WAITING phase for request.", labels,
+                               buckets=REQUEST_BUCKETS, registry=reg)
+
+
+class ServerMetrics:
+    """One model's series of vLLM's families (a registry of its own unless `families` is
+    given), fed by the engine thread that serves it."""
+
+    def __init__(self, model_name: str, context: int, families: VllmFamilies | None = None):
+        f = families or VllmFamilies(context)
+        self.registry = f.registry
+        values = (model_name, ENGINE_INDEX)
+        for name in ("running", "waiting", "kv_usage", "prompt_tokens", "generation_tokens",
+                     "preemptions", "request_prompt", "request_generation", "iteration_tokens",
+                     "ttft", "itl", "e2e", "queue"):
+            setattr(self, name, getattr(f, name).labels(*values))
+        self.success = {reason: f.success.labels(*values, reason)
+                        for reason in ("stop", "length")}
 
     # ---- the engine thread ---------------------------------------------------------------------
     def on_step(self, step: StepTrace) -> None:
@@ -133,9 +146,13 @@ class ServerMetrics:
         self.request_generation.observe(len(trace.token_s))
 
     # ---- a scrape --------------------------------------------------------------------------------
-    def exposition(self, running: int, waiting: int, kv_used: int, kv_total: int) -> bytes:
-        """The text format, with the gauges set to the engine's state now."""
+    def set_state(self, running: int, waiting: int, kv_used: int, kv_total: int) -> None:
+        """The gauges: requests running and waiting, and the KV pool's share in use, now."""
         self.running.set(running)
         self.waiting.set(waiting)
         self.kv_usage.set(kv_used / kv_total if kv_total else 0.0)
+
+    def exposition(self, running: int, waiting: int, kv_used: int, kv_total: int) -> bytes:
+        """The text format, with the gauges set to the engine's state now."""
+        self.set_state(running, waiting, kv_used, kv_total)
         return generate_latest(self.registry)

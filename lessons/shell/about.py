@@ -19,6 +19,13 @@ from ..base import Page
 from .status_text import describe_status, figure
 
 STATUS_PERIOD_MS = 1000
+LAB_METRICS_HTML = (
+    '<p>Live metrics of this lab\'s own engine: <a href="metrics">/metrics</a>, in Prometheus\' '
+    "text format, under vLLM's metric names where vLLM has one (requests running and waiting, "
+    "KV-cache usage, time to first token, time between tokens, tokens generated) and with "
+    "<code>lab_</code> in front for the service's own (jobs queued and completed, cache hits, "
+    "restarts), so a Prometheus server or a vLLM dashboard can watch it. <code>python app.py"
+    "</code> serves it, and <code>panel serve app.py --plugins lessons.shell.routes</code>.</p>")
 
 
 def presets_table(presets: list[PresetShape]) -> str:
@@ -94,7 +101,8 @@ class AboutPage(Page):
                       "once; results are kept, so a point measured once is shown to everyone. "
                       'For a quick test of the engine, run the <a href="app?page=engine-check">'
                       "engine check</a>.</p>"),
-            self.service, html_pane(metrics_html(configured())), sizing_mode="stretch_width")
+            self.service, html_pane(LAB_METRICS_HTML),
+            html_pane(metrics_html(configured())), sizing_mode="stretch_width")
 
     def start(self) -> None:
         """Ask the engine for the machine's description; refresh the service line periodically."""

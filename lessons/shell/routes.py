@@ -1,10 +1,15 @@
-"""Routes beside the app: /engine-status (what the engine service is doing, as JSON) and a
-friendly 404 page for paths the server does not know (/nonsense, /app/typo).
+"""Routes beside the app: /engine-status (what the engine service is doing, as JSON), /metrics
+(the lab's engine in Prometheus' text format) and a friendly 404 page for paths the server does
+not know (/nonsense, /app/typo).
 
 /engine-status answers the service's status (engine.lab.client.EngineService.status: the job
 running, the queue in the order it will run, counters, the memory of this process and the
 worker) and, as "web_heap", this process's memory trims (widgets.runtime.heap.status), so a
 teacher's script or bench/lab/classroom.py can watch a class. It holds no session ids.
+
+/metrics answers the engine service's Prometheus metrics (engine.lab.metrics: vLLM's names for
+the runs served on the lab's engine, lab_ for the service's queue and counts), so a Prometheus
+server, or a vLLM dashboard, can scrape the engine behind the pages as it would a served one.
 
 POST /class/start, /class/stop and /class/knobs drive the class run (lessons.classroom) from a
 script: each needs the teacher's key in the X-Teacher-Key header or the console's cookie, and
@@ -31,7 +36,7 @@ from urllib.parse import unquote
 from tornado.web import RequestHandler
 
 from engine.errors import ConfigError
-from engine.lab.client import get_service
+from engine.lab.client import METRICS_CONTENT_TYPE, get_service
 from lessons.classroom import teacher_key
 from widgets.runtime import heap
 from widgets.site_css import site_css
@@ -65,6 +70,16 @@ class EngineStatusHandler(RequestHandler):
         self.set_header("Cache-Control", "no-store")
         status = {**get_service().status(), "web_heap": heap.status()}
         self.finish(json.dumps(status, default=str))
+
+
+class MetricsHandler(RequestHandler):
+    """GET: the engine service's metrics in Prometheus' text format."""
+
+    def get(self) -> None:
+        self.set_header("Content-Type", METRICS_CONTENT_TYPE)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(get_service().prometheus())
+
 
 
 class ClassHandler(RequestHandler):
@@ -128,10 +143,11 @@ class ClassKnobsHandler(ClassHandler):
 
 
 STATUS_ROUTE = (r"/engine-status", EngineStatusHandler, {})
+METRICS_ROUTE = (r"/metrics", MetricsHandler, {})
 CLASS_ROUTES = [(r"/class/start", ClassStartHandler, {}), (r"/class/stop", ClassStopHandler, {}),
                 (r"/class/knobs", ClassKnobsHandler, {})]
-# For `panel serve --plugins lessons.shell.routes`: the status and the class run's routes, then
-# anything not under /static/, /login, /logout is not found.
-ROUTES = [STATUS_ROUTE, *CLASS_ROUTES,
-          (r"/(?!static/|login$|logout$|engine-status$|class/(?:start|stop|knobs)$).+",
+# For `panel serve --plugins lessons.shell.routes`: the status, the metrics and the class run's
+# routes, then anything not under /static/, /login, /logout is not found.
+ROUTES = [STATUS_ROUTE, METRICS_ROUTE, *CLASS_ROUTES,
+          (r"/(?!static/|login$|logout$|engine-status$|metrics$|class/(?:start|stop|knobs)$).+",
            NotFoundHandler, {})]

@@ -52,9 +52,9 @@ class InProcessService:
         self._ids = itertools.count(1)
 
     def submit(self, kind, params, on_event=None, session_id=None, use_cache=True, demo=None,
-               replace=False, nearby=False, aside=False):
+               replace=False, nearby=False, aside=False, background=False):
         job = Job(next(self._ids), kind, registry.normalize(kind, params), on_event, session_id,
-                  use_cache, demo, nearby=nearby, aside=aside)
+                  use_cache, demo, nearby=nearby, aside=aside, background=background)
         self.submitted.append(job)
         on_event(JobEvent(job.id, kind, "queued", {"ahead": len(self.held)}))
         if kind in self.hold:

@@ -35,9 +35,9 @@ class StubService:
         return self.cache.get(self._key(kind, params))
 
     def submit(self, kind, params, on_event=None, session_id=None, use_cache=True, demo=None,
-               replace=False, nearby=False, aside=False):
+               replace=False, nearby=False, aside=False, background=False):
         job = Job(next(self._ids), kind, registry.normalize(kind, params), on_event, session_id,
-                  use_cache, demo, nearby=nearby, aside=aside)
+                  use_cache, demo, nearby=nearby, aside=aside, background=background)
         job.replace = replace  # what the page asked of the queue, for the tests to read
         self.submitted.append(job)
         return job

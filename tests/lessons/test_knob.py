@@ -43,6 +43,9 @@ def lesson():
 def test_loading_asks_for_here_half_and_one(lesson):
     page, service = lesson
     assert [j.params["batch_size"] for j in service.submitted] == [4, 2, 1]
+    # the slider's point first; half and one are its context, asked in the background
+    # (engine.lab.job_queue rule 1)
+    assert [j.background for j in service.submitted] == [False, True, True]
     assert all(j.params["prompt_len"] == 16 and j.params["new_tokens"] == 8
                for j in service.submitted)
 
@@ -104,14 +107,23 @@ def test_moving_the_slider_measures_only_what_is_missing(lesson):
     for job in list(service.submitted):
         service.run_for_real(job)
     release(page, 8)
-    assert [j.params["batch_size"] for j in service.submitted[3:]] == [8]
+    assert [(j.params["batch_size"], j.background) for j in service.submitted[3:]] == [
+        (8, False)]
     release(page, 16)
-    # 8 still queued (it is 16's half); 16 added
-    assert [j.params["batch_size"] for j in service.submitted[4:]] == [16]
-    assert service.cancelled == []
+    # 16 added as the slider's point; 8, still queued, is 16's half now: asked again as its
+    # context, in the background, so the reader's first point is the one at the slider
+    assert [(j.params["batch_size"], j.background) for j in service.submitted[4:]] == [
+        (16, False), (8, True)]
+    assert [j.params["batch_size"] for j in service.cancelled] == [8]
+    release(page, 8)
+    # and back: 8 at the slider again, asked in the foreground; 16 (not 8's context) goes
+    assert [(j.params["batch_size"], j.background) for j in service.submitted[6:]] == [
+        (8, False)]
+    assert sorted(j.params["batch_size"] for j in service.cancelled) == [8, 8, 16]
     release(page, 64)
     cancelled = {j.params["batch_size"] for j in service.cancelled}
     assert cancelled == {8, 16}  # queued and no longer needed
+    assert [j.params["batch_size"] for j in service.submitted[7:]] == [64, 32]
 
 
 def test_a_new_preset_starts_a_new_curve(lesson):

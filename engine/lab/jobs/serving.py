@@ -140,6 +140,9 @@ def run_requests(engine, requests, config, emit: Emit, control: Control,
             "request" if isinstance(event, RequestEvent) else "token"
         emit(kind, event_to_json(event))
 
+    # the pool's size, for the share of it the steps' kv_blocks_used are (engine.lab.metrics)
+    emit("progress", {"done": 0, "total": total, "message": "requests answered",
+                      "kv_blocks_total": engine.blocks.num_blocks})
     result = run(engine, requests, config, on_event=on_event, cancelled=control,
                  slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
                  stream_text=stream_tokens)

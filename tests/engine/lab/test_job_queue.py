@@ -27,13 +27,15 @@ _ids = itertools.count(1)
 
 
 def job(kind: str = "sweep_point", session: str | None = "a", at: float = 0.0,
-        demo: str | None = None, use_cache: bool = True, aside: bool = False, **params) -> Job:
+        demo: str | None = None, use_cache: bool = True, aside: bool = False,
+        background: bool = False, **params) -> Job:
     """A job as the service makes it (normalized params, the kind's size and question)."""
     params = normalize(kind, params)
     spec = get_spec(kind)
     return Job(next(_ids), kind, params, session_id=session, use_cache=use_cache and
                spec.cacheable, demo=demo, size=spec.size, submitted_at=at,
-               question=question(kind, params) if spec.cacheable else None, aside=aside)
+               question=question(kind, params) if spec.cacheable else None, aside=aside,
+               background=background)
 
 
 def ids(jobs) -> list[int]:
@@ -305,6 +307,26 @@ def test_a_job_asked_aside_is_never_a_newcomers_first_and_hides_nothing():
         q.add(j)
     assert q.rank(info, 2.5) == Rank.POINT and q.rank(first, 2.5) == NEWCOMER
     assert q.order(2.5) == [first, old, info]  # a newcomer's first job, then a reader's point
+
+
+def test_a_point_asked_in_the_background_waits_behind_runs_and_ages_as_they_do():
+    """The knob's context points (batch 1, half the batch): behind every run and load test,
+    AGED after age_s, a point after starve_s; never a reader's first point nor a newcomer's
+    first job, and never counted as waiting by the rules that move running work."""
+    q = with_numbers(JobQueue(), "a", "b")
+    ctx = job(session="a", at=0, batch_size=1, background=True)
+    released = job(session="a", at=1, batch_size=40)
+    load = job("load_test", session="b", at=1)
+    newcomer_ctx = job(session="new", at=0, batch_size=2, background=True)
+    for j in (ctx, released, load, newcomer_ctx):
+        q.add(j)
+    assert q.rank(ctx, 2) == Rank.BACKGROUND and q.rank(released, 2) == Rank.FIRST_POINT
+    assert q.rank(newcomer_ctx, 2) == Rank.BACKGROUND  # not the newcomer's first job
+    assert q.order(2) == [released, load, newcomer_ctx, ctx]  # (turns: rule 2)
+    assert q.rank(ctx, AGE_S) == Rank.AGED and q.rank(ctx, STARVE_S) == Rank.POINT
+    assert q.waiting(("point",)) == 1 and q.waiting(("point",), background=True) == 3
+    assert q.urgent() == 1
+    assert q.longest_wait(10, sizes=("point",)) == 9  # the released point's wait, not ctx's
 
 
 def test_a_readers_first_job_loses_its_newcomers_rank_once_a_number_is_on_their_page():

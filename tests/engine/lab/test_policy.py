@@ -41,6 +41,12 @@ def job(what: str, reader: str, waited: float = 0.0, **fields) -> Job:
                submitted_at=NOW - waited, **fields)
 
 
+def context(reader: str, waited: float = 0.0) -> Job:
+    """A point asked in the background: context for another point of its reader's (the knob's
+    batch 1 and half its batch beside the slider's)."""
+    return job("point", reader, waited, background=True)
+
+
 def run(what: str, reader: str, ran: float = 10.0, state: RunState = RunState.RUNNING,
         remeasured: bool = False, **fields) -> Run:
     """A run of `what` that started (or went on) `ran` seconds before NOW; `remeasured`: a
@@ -110,12 +116,39 @@ START_ROWS = [
     ("one reader's dozen points and another's one -> readers take turns",
      [job("point", "a", 1.0), job("point", "a", 0.9), job("point", "b", 0.1)],
      (Action.START, "a")),
+    ("a context point that has waited 1.5 s and another reader's released point -> the "
+     "released point", [context("a", 1.5), job("point", "b", 0.1)], (Action.START, "b")),
+    ("a context point and a run -> the run (context waits behind runs)",
+     [context("a", 5), job("run", "b", 1)], (Action.START, "b")),
+    ("a context point and a load test -> the load test",
+     [context("a", 5), job("load", "b", 1)], (Action.START, "b")),
+    ("a context point that has waited 30 s and a younger run -> the context point (aged)",
+     [context("a", 30), job("run", "b", 1)], (Action.START, "a")),
+    ("a context point alone -> start it", [context("a", 0.1)], (Action.START, "a")),
 ]
 
 
 @pytest.mark.parametrize("words, queued, expected", START_ROWS, ids=[r[0] for r in START_ROWS])
 def test_a_free_worker_starts_what_the_queue_gives(words, queued, expected):
     assert who(decide(queued=queued)) == expected
+
+
+def test_a_readers_released_point_is_their_first_point_though_their_context_came_first():
+    """The knob's release to 40 after one to 20: the 20's context (10) still queued, the new
+    point waited 2.5 s. The released point is the reader's first point, overdue, before another
+    reader's first point that has waited less; the context point is nobody's first."""
+    stale, released = context("a", 5), job("point", "a", 2.5)
+    decision = decide(queued=[stale, released, job("point", "b", 1.0)])
+    assert decision.action is Action.START and decision.job is released
+
+
+def test_a_context_point_runs_in_a_gap():
+    """An idle gap of a running load test is the place for context: lent, and sent."""
+    q = queue_of(context("a", 0.5))
+    running = run("load", "lt", 0.5)
+    assert policy.lends_gaps(q, running, None)
+    asked = policy.fill_gap(q, running, None, running.id, NOW)
+    assert asked.action is Action.LEND_GAP and asked.job.background
 
 
 # ---- inside a pause, and the pause stack ------------------------------------------------------
@@ -144,6 +177,10 @@ PAUSE_STACK_ROWS = [
      stack(5), [job("run", "a", 5)], (Action.RESUME, "paused4")),
     ("five paused, a point has waited 1.2 s -> start the point in the last place",
      stack(5), [job("point", "a", 1.2)], (Action.START, "a")),
+    ("a paused load test, only a context point waits -> it goes on (context holds nothing "
+     "paused)", stack(1), [context("a", 5)], (Action.RESUME, "paused0")),
+    ("five paused, only a context point waits -> the innermost goes on",
+     stack(5), [context("a", 5)], (Action.RESUME, "paused4")),
 ]
 
 
@@ -181,6 +218,7 @@ RESUME_ROWS = [
     (11, [job("point", "paused0", 0.5)], True, "past max_pause_s, only its own reader's point"),
     (5, [job("point", "paused0", 0.5)], False, "its own reader's point inside max_pause_s"),
     (0, [], True, "nothing waits"),
+    (5, [context("a", 0.5)], True, "only a context point waits"),
 ]
 
 
@@ -238,6 +276,10 @@ RUNNING_ROWS = [
      run("run", "me", 5), [], [job("point", "a", 1.2)], (Action.PAUSE, "me")),
     ("a point runs, another has waited 5 s -> lend (a point is never paused)",
      run("point", "me", 5), [], [job("point", "a", 5)], (Action.LEND_GAP, "me")),
+    ("a load test ran 5 s, a context point has waited 5 s -> lend its gaps, no pause",
+     run("load", "lt", 5), [], [context("a", 5)], (Action.LEND_GAP, "lt")),
+    ("a schedule run, a context point has waited 90 s (a point now) -> pause it",
+     run("run", "me", 5), [], [context("a", 90)], (Action.PAUSE, "me")),
     ("a load test nothing may pause, a point waits 5 s -> lend",
      run("fixed", "me", 5), [], [job("point", "a", 5)], (Action.LEND_GAP, "me")),
     ("a load test, a newcomer's first (a load test) has waited 1.2 s -> pause it",
@@ -346,6 +388,8 @@ FIGURE_ROWS = [
      run("load", "new1", state=RunState.PAUSING), [job("point", "a", 0.1)], Action.WAIT),
     ("a newcomer's run still building, a point waits -> runs on",
      run("load", "new1", state=RunState.BUILDING), [job("point", "a", 0.1)], Action.WAIT),
+    ("a newcomer's load test, only another reader's context point waits -> runs on",
+     run("load", "new1"), [context("a", 0.1)], Action.WAIT),
 ]
 
 
