@@ -81,7 +81,6 @@ class MetricsHandler(RequestHandler):
         self.finish(get_service().prometheus())
 
 
-
 class ClassHandler(RequestHandler):
     """POST: one teacher's action on the class run, allowed only with the teacher's key."""
 
