@@ -154,6 +154,16 @@ class BlockManager:
                 self.hash_to_block[h] = block
         seq.hashed_blocks = max(seq.hashed_blocks, full)
 
+    def set_prefix_caching(self, on: bool) -> None:
+        """Turn prefix caching on or off between two steps (a live run's knob). Off, every
+        cached prefix is forgotten (blocks in use keep their contents) and no block is offered
+        to the cache; on, blocks computed from then on are offered, and admissions look up."""
+        if on and self.window:
+            raise ValueError("prefix caching does not share sliding-window blocks: turn one off")
+        if not on:
+            self.clear_cache()
+        self.prefix_caching = on
+
     def clear_cache(self) -> None:
         """Forget every cached prefix (blocks in use keep their contents, not their hash)."""
         self.free_blocks.extend(self.cached_free)

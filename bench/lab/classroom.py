@@ -3,6 +3,10 @@
     python bench/lab/classroom.py [--students 30] [--arrive-s 30] [--class-s 90] [--seed 0]
                                   [--bokeh-clients]
     python bench/lab/classroom.py --churn 500 [--at-once 10]
+    python bench/lab/classroom.py --class-mode [--students 30] [--seconds 60]
+
+(--class-mode: the students' own requests as the load of one class run, through the engine
+service: bench/lab/class_mode.py says what it measures.)
 
 Starts `panel serve app.py` (the README's command) on 127.0.0.1 with an empty cache, then:
 (The cache directory holds no result; the C++ kernels are built into it first and the lessons'
@@ -417,6 +421,11 @@ def churn(bench: Run, count: int, at_once: int, kernels: bool = True,
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--class-mode" in argv:  # the class as the load: bench/lab/class_mode.py
+        from bench.lab.class_mode import main as class_mode
+
+        return class_mode([a for a in argv if a != "--class-mode"])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30, help="lightweight sessions (1-200)")
     parser.add_argument("--arrive-s", type=float, default=30.0,

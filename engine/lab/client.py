@@ -53,6 +53,7 @@ from pathlib import Path
 from ..paths import cache_dir
 from . import registry
 from .cache import CacheStore
+from .class_service import ClassService
 from .dispatcher import RECENTLY_ENDED, Dispatcher
 from .events import Job, JobEvent, one_line
 from .job_queue import question
@@ -64,8 +65,9 @@ from .supervisor import Supervisor
 __all__ = ["METRICS_CONTENT_TYPE", "RECENTLY_ENDED", "EngineService", "get_service"]
 
 
-class EngineService:
-    """The pages' side of the engine service; see the module docstring. Thread-safe."""
+class EngineService(ClassService):
+    """The pages' side of the engine service; see the module docstring. Thread-safe. The
+    class run's calls (class_start, class_send, ...) are engine.lab.class_service's."""
 
     def __init__(self, cache_path: Path | None = None, start: bool = True,
                  core_setting: str | None = None, pin_self: bool = False,
@@ -78,6 +80,7 @@ class EngineService:
         self._cache = CacheStore(cache_path or cache_dir() / "results")
         self._dispatcher = Dispatcher(self._cache, self._supervisor,
                                       replace(settings, remeasures=remeasures))
+        self._class_lock = threading.Lock()
         if start:
             self.start()
 
@@ -211,6 +214,7 @@ class EngineService:
                 "device": identity.get("device", ""),
                 "engine_version": identity.get("engine_version", ""),
                 "running": running,
+                "class_mode": bool(run is not None and run.lead.kind == registry.CLASS_KIND),
                 "paused": ({"id": innermost.id, "kind": innermost.lead.kind,
                             "readers": len(innermost.jobs)} if innermost else None),
                 "paused_runs": len(d.paused),

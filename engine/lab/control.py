@@ -6,6 +6,8 @@ go on), so every place a body checks for a stop is also a place it may be paused
 it times. `control.fill(ahead_s)` lends an idle gap of a serving loop (nothing to do for
 ahead_s) to a waiting point and returns the seconds that took (0 when none was lent).
 `control.stop_build()` says whether to stop building the job's engine (the build is kept).
+`control.inbox(timeout_s)` gives the messages the service sent the running job (the class run's
+requests and knob changes), waiting at most timeout_s for one.
 
 A Control is also callable as `control()`, the same as `control.cancelled()`, so it goes where
 a plain "is it cancelled?" function goes (the serving loop, generate, the HTTP bench).
@@ -13,6 +15,7 @@ a plain "is it cancelled?" function goes (the serving loop, generate, the HTTP b
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 
@@ -34,6 +37,13 @@ class Control:
     def fill(self, ahead_s: float) -> float:
         """Lend an idle gap of ahead_s seconds to a waiting job; the seconds it took."""
         return 0.0
+
+    def inbox(self, timeout_s: float = 0.0) -> list[dict]:
+        """The messages the service sent this job since the last call (none here), waiting
+        at most timeout_s for one."""
+        if timeout_s > 0:
+            time.sleep(timeout_s)
+        return []
 
 
 class Polled(Control):

@@ -27,6 +27,7 @@ from .messages import WorkerMessages
 from .metrics import LabMetrics
 from .outbox import Outbox, deliver
 from .policy import Action, Decision
+from .registry import CLASS_KIND
 from .runs import Run, RunState, jobs_of
 from .settings import Settings
 from .supervisor import Supervisor, Worker
@@ -136,6 +137,22 @@ class Dispatcher(WorkerMessages):
                 self.worker.cancel_id.value = run.id  # the job polls it and stops
                 return True
         return False
+
+    def send_to_running(self, run_id: int, message: dict) -> bool:
+        """Send a message to the running job run_id (its Control's inbox: the class run's
+        requests and knob changes); False if that run is not the one running now."""
+        with self.lock:
+            run, w = self.running, self.worker
+            if run is None or run.id != run_id or w is None or self.stopping:
+                return False
+            w.send(("class", run_id, message))
+            return True
+
+    @property
+    def class_mode(self) -> bool:
+        """True while a class run holds the engine (running, or lending a gap)."""
+        with self.lock:
+            return self.running is not None and self.running.lead.kind == CLASS_KIND
 
     def jobs_of_session(self, session_id: str) -> list[Job]:
         """Every queued or running job of a reader, who is forgotten by the queue."""

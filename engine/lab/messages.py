@@ -175,6 +175,9 @@ class WorkerMessages:
         w.fill_id.value = 0  # until this one has ended
         if decision.action is Action.LEND_GAP:
             jobs = self.queue.take_lead(decision.job)
+            if self.running.lead.kind == registry.CLASS_KIND:  # measured between the class's
+                for job in jobs:  # requests, not on an idle engine: never cached as isolated
+                    job.use_cache = False
             fill = self.filling = Run(jobs[0].id, jobs)
             self.counts["gap_fills"] += 1
             # never a quiet wait, even for a re-measure: the run whose gap it is would wait

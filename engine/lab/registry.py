@@ -170,6 +170,16 @@ def _context_less_one(params: dict) -> int:
     return PRESETS[params["preset"]].context - 1
 
 
+CLASS_RUN = {  # the class run's settings (engine.serve.class_knobs.ClassSettings)
+    "policy": Choice("continuous", choices=POLICIES), "max_batch": Int(16, lo=1, hi=256),
+    "chunk_size": Int(0, lo=0, hi=2048), "prefix_cache": Bool(False),
+    "background_rps": Float(0.0, lo=0.0, hi=50.0),
+    "max_prompt_tokens": Int(256, lo=1, hi=_context_less_one),
+    "max_tokens": Int(64, lo=1, hi=512), "per_student_per_min": Int(20, lo=1, hi=600)}
+CLASS_KIND = "class_run"  # the kind whose run makes the engine the class's (class_service)
+CLASS_KNOBS = ("policy", "max_batch", "chunk_size", "prefix_cache", "background_rps")
+
+
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,
           cacheable: bool = True, size: str = "point", bounds: tuple[Bound, ...] = (),
           pausable: bool = False, timed: bool = True, prepare: str = "",
@@ -447,7 +457,13 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "queue, an interactive lane over a batch lane, the lanes under a flooding tenant, and "
         "the same with a token bucket per tenant (lesson 16).", size="load",
         bounds=(Bound(B["traffic_classes"], {}, "lesson 16's four runs at their defaults"),),
-        pausable=True),
+        pausable=True),    # ---- the class as the load (engine.lab.class_service): as long as the teacher keeps it ----
+    _spec(CLASS_KIND, "engine.lab.jobs.classroom:class_run_job", {
+        **ENGINE, **CLASS_RUN, **SEED},
+        results.ClassRunResult,
+        "The class run: one live engine run that the students' requests join (class_send), "
+        "its knobs changed live (class_set), until the teacher stops it; a \"class\" event per "
+        "turn of its loop with what happened.", cacheable=False, size="load", timed=False),
 )}
 
 

@@ -1020,13 +1020,36 @@ class DisaggregationResult(Measured):
     costs: dict
 
 
+@dataclass(frozen=True)
+class ClassRunResult(Record):
+    """The class run's summary (engine.serve.class_run): its settings at the end, how long it
+    ran, the students and requests it served, the time to first token and the gaps between
+    tokens (p50, p90, p99, count), and every knob change with the step it applied from."""
+
+    job_kind: ClassVar[str] = "class_run"
+    device: str
+    preset: str
+    settings: dict
+    duration_s: float
+    students: int
+    requests: int
+    background_requests: int
+    finished: int
+    dropped: int
+    output_tokens: int
+    steps: int
+    ttft_ms: dict
+    itl_ms: dict
+    knob_changes: list[dict]
+
+
 RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     InfoResult, SweepPointResult, PrefillPointResult, KVAllocationResult, GenerateResult,
     TwoClocksResult, ServeRunResult, LoadTestResult, BlockSnapshotsResult, RateSweepResult,
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
     EndpointConcurrencyResult, EndpointStreamResult, SetupResult, ExpertsPointResult,
-    TrafficClassesResult, InvarianceResult, DisaggregationResult)}
+    TrafficClassesResult, InvarianceResult, DisaggregationResult, ClassRunResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

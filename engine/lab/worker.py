@@ -16,7 +16,10 @@ meanwhile, and the job goes on when told to resume, its clock and its disturbanc
 the pause out). `fill(ahead_s)` lends an idle gap of its serving loop (nothing to do until its
 next arrival) when the service set fill_id: the worker asks the service for one short job and
 runs it there, and the run's clock stops only for what went past the gap (engine.serve.loop), so
-what the run measures is as if it had slept.
+what the run measures is as if it had slept. `inbox(timeout_s)` gives a running job the
+"class" messages the service sent it on the job pipe (the class run's requests, knob changes and
+stop: engine.lab.class_service); those that come while the worker waits for another answer (a
+lent gap's) are held for it.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ import os
 import signal
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -47,6 +51,7 @@ from .results import Measured
 
 log = logging.getLogger(__name__)
 ENGINE_PARAMS = ENGINE.keys()  # a job with all of these runs on one of the worker's engines
+HELD_MESSAGES = 10_000  # class messages kept while the worker waits for another answer
 
 
 def body(spec: JobSpec) -> Callable:
@@ -176,17 +181,54 @@ class _Pipes:
     pause_id: Any = None
     fill_id: Any = None  # the id of the running job whose idle gaps may run a short job
 
+    held: deque = field(default_factory=lambda: deque(maxlen=HELD_MESSAGES))  # "class"
+    # messages that came while the worker waited for another answer (a lent gap's)
+    early: deque = field(default_factory=deque)  # other messages read while looking for those
+
     def receive(self) -> tuple:
         trace.mark("idle")
-        try:
-            message = self.jobs.recv()
-        except (EOFError, OSError):
-            raise _Stop from None
+        while True:
+            message = self.early.popleft() if self.early else self._recv()
+            if message[0] != "class":
+                break
+            self.held.append(message)  # for the running job's inbox (class_messages)
         if trace.on:
             trace.mark("recv", message[1] if len(message) > 1 else 0, tag=message[0])
         if message[0] == "stop":
             raise _Stop
         return message
+
+    def _recv(self) -> tuple:
+        try:
+            return self.jobs.recv()
+        except (EOFError, OSError):
+            raise _Stop from None
+
+    def _poll(self, timeout_s: float) -> bool:
+        try:
+            return self.jobs.poll(timeout_s)
+        except (EOFError, OSError):
+            raise _Stop from None
+
+    def class_messages(self, job_id: int, timeout_s: float) -> list[dict]:
+        """The "class" messages the service sent job job_id (its class run's requests, knob
+        changes, stop), waiting at most timeout_s for one. Another message read meanwhile is
+        kept for receive; a class message of another job is dropped (that run has ended)."""
+        found = [m[2] for m in self.held if m[1] == job_id]
+        self.held.clear()
+        wait = 0.0 if found else timeout_s
+        while self._poll(wait):
+            wait = 0.0
+            message = self._recv()
+            if message[0] == "class":
+                if message[1] == job_id:
+                    found.append(message[2])
+            elif message[0] == "stop":
+                raise _Stop
+            else:
+                self.early.append(message)
+                break
+        return found
 
 
 def main(job_conn, event_conn, cancel_id, core_setting: str | None = None,
@@ -249,6 +291,9 @@ class WorkerControl(Control):
         if pipes.fill_id is None or pipes.fill_id.value != self._id:
             return 0.0
         return fill_gap(pipes, self._id, self.engine, ahead_s, self.paused)
+
+    def inbox(self, timeout_s: float = 0.0) -> list[dict]:  # the service's class messages
+        return self._pipes.class_messages(self._id, timeout_s)
 
     def engine(self) -> tuple | None:
         """Its engine's key (engine_of): params checked once, not at every lent gap."""

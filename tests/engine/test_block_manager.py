@@ -144,3 +144,22 @@ def test_a_cached_hit_that_does_not_fit_takes_nothing():
     with pytest.raises(MemoryError):
         blocks.grow(s, s.num_uncomputed - cached, cached)
     assert s.block_table == [] and s.num_computed == 0 and blocks.num_cached == 1
+
+
+def test_caching_switched_on_and_off_between_steps():
+    blocks = BlockManager(16, B)  # built without it: a live run turns it on
+    prefix = list(range(200, 208))
+    a = seq(0, prefix + [1])
+    assert admit(blocks, a) == 0 and blocks.num_cached == 0
+    blocks.set_prefix_caching(True)
+    b, c = seq(1, prefix + [2]), seq(2, prefix + [3])
+    assert admit(blocks, b) == 0  # a's blocks were computed while it was off: not offered
+    assert blocks.num_cached == 2 and admit(blocks, c) == 8  # b's were: c takes them
+    blocks.free(b)
+    blocks.free(c)
+    assert blocks.num_cached == 2 and len(blocks.cached_free) == 2
+    blocks.set_prefix_caching(False)  # off: every cached prefix is forgotten, its blocks free
+    assert blocks.num_cached == 0 and not blocks.cached_free
+    assert blocks.num_used == len(a.block_table) and blocks.cached_prefix(seq(3, prefix)) == 0
+    with pytest.raises(ValueError, match="sliding-window"):
+        BlockManager(16, B, window=8).set_prefix_caching(True)

@@ -79,4 +79,5 @@ def test_every_kind_states_a_bound_and_the_load_tests_are_left_to_the_bench():
                                                  "capacity_search", "sweep_point",
                                                  "experts_point", "traffic_classes", "invariance",
                                                  "disaggregation"} \
-        | endpoint_kinds | {"setup"} == set(JOBS)  # setup: the app's own first start
+        | endpoint_kinds | {"setup", "class_run"} == set(JOBS)  # setup: the app's own first
+    # start; class_run: as long as the teacher keeps it
