@@ -202,6 +202,6 @@ class StudentPage(pn.viewable.Viewer):
             html_pane("<h1>The class run: your requests</h1><p>Your prompts join one engine "
                       "run with everyone's in the room. Send one, or ten at once, and watch how "
                       "long your first token takes and the gaps between the next ones, beside "
-                      "everyone's (yours are in orange, hatched).</p>"),
+                      "everyone's (yours are in orange: hatched in the histograms).</p>"),
             self.status, self.prompt, pn.Row(self.send_button, self.burst_button), self.message,
             self.own, self.changes, self.live, sizing_mode="stretch_width")
