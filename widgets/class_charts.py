@@ -210,8 +210,10 @@ class ClassHistogram(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.everyone = ColumnDataSource({"left": [], "right": [], "count": []}, name="everyone")
-        self.mine = ColumnDataSource({"left": [], "right": [], "count": []}, name="mine")
+        short = self.x_label.split(" ")[0].lower()  # "ttft": names unique in the page
+        self.everyone = ColumnDataSource({"left": [], "right": [], "count": []},
+                                         name=f"{short} everyone")
+        self.mine = ColumnDataSource({"left": [], "right": [], "count": []}, name=f"{short} mine")
         fig = figure(title=self.title, height=self.height, sizing_mode="stretch_width",
                      x_axis_label=self.x_label, y_axis_label="count",
                      tools="xpan,xwheel_zoom,reset,save", toolbar_location="above")

@@ -9,6 +9,7 @@ import re
 import urllib.request
 
 from a11y_audit import assert_accessible
+from helpers import wait_until
 from playwright.sync_api import expect
 from ui_helpers import TEACHER_KEY, ConsoleLog, assert_clean, source
 
@@ -39,6 +40,8 @@ def test_a_class_run_from_console_to_student(page, console, browser, browser_con
         expect(row).to_contain_text("finished", timeout=WAIT_MS)
         ttft = row.locator("td").nth(2).inner_text()
         assert float(ttft.replace(",", "")) > 0, ttft
+        wait_until(lambda: sum(source(student, "ttft mine")["count"]) == 1, 30,
+                   "the student's TTFT picked out in the class's histogram")
 
         max_batch = page.get_by_label("Max batch (requests)")
         expect(max_batch).to_be_editable(timeout=60_000)
