@@ -95,11 +95,12 @@ def main() -> int:
     presets = args.presets.split(",")
     run = Run("engine_builds", args)
     cache = fresh_cache("engine-builds-", kernels=True)
-    runs: dict[str, list[dict]] = {t: [] for t in trees}
+    runs: list[list[dict]] = [[], []]  # by position: the same tree twice is an A/A run
     for r in range(args.rounds):
-        for tree in (trees if r % 2 == 0 else trees[::-1]):
+        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+            tree = trees[i]
             out = one_round(tree, presets, cache)
-            runs[tree].append(out)
+            runs[i].append(out)
             for preset, row in out.items():
                 steps = ", ".join(f"{k} {v:.2f}" for k, v in row["steps"].items())
                 run.round({"round": r + 1, "tree": tree, "preset": preset,
@@ -112,14 +113,14 @@ def main() -> int:
     medians: dict[str, dict] = {}
     for preset in presets:
         same = all(a[preset]["tokens"] == b[preset]["tokens"]
-                   for a in runs[before] for b in runs[after])
+                   for a in runs[0] for b in runs[1])
         print(f"{preset}: the same tokens from every engine of both trees: {same}")
         run.target(f"{preset}: the same tokens from both trees (1 = yes)", float(same),
                    at_least=1.0)
         medians[preset] = {}
         for figure in FIGURES:
-            b = statistics.median(out[preset][figure] for out in runs[before])
-            a = statistics.median(out[preset][figure] for out in runs[after])
+            b = statistics.median(out[preset][figure] for out in runs[0])
+            a = statistics.median(out[preset][figure] for out in runs[1])
             medians[preset][figure] = {"before": b, "after": a, "ratio": a / b if b else None}
             print(f"  {figure:14s} median before {b:8.2f}  after {a:8.2f}  ratio "
                   f"{a / b if b else float('nan'):.3f}")
