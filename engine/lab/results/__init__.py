@@ -8,13 +8,14 @@ so `result["metrics"]["ttft_ms"]["p99"]` reads `result.metrics.ttft_ms.p99`. Tor
 
 The records live by family: record (the base), shared (what several results are made of),
 points (one point or fact of the machine), serving (runs that serve requests), endpoint (an
-HTTP endpoint's), techniques (the serving techniques' comparisons). Every record is importable
-from here, as `from engine.lab.results import X`.
+HTTP endpoint's), techniques (the serving techniques' comparisons), classroom (the class
+run's). Every record is importable from here, as `from engine.lab.results import X`.
 """
 
 from __future__ import annotations
 
 from ...errors import ResultError
+from .classroom import ClassRunResult
 from .endpoint import (  # noqa: F401 (re-exported)
     EndpointConcurrencyResult,
     EndpointLoadTestResult,
@@ -89,7 +90,7 @@ RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
     EndpointConcurrencyResult, EndpointStreamResult, SetupResult, ExpertsPointResult,
-    TrafficClassesResult, InvarianceResult, DisaggregationResult)}
+    TrafficClassesResult, InvarianceResult, DisaggregationResult, ClassRunResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:
