@@ -45,7 +45,7 @@ from .data_record import Run, result_header
 from .endpoint_source import EndpointSource, endpoint_label
 from .load_model import CLOSED, LOADS, OPEN
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import Lookup, which_is_larger
+from .teaching import Cached, which_is_larger
 from .trace_reading import (
     STAT_COLUMNS,
     Latency,
@@ -393,19 +393,14 @@ class AverageLiesLesson(EndpointSource, LessonPage):
                     "markers_interval: the bands behind them, each line's 95% bootstrap "
                     "interval over the requests (ci_lo, ci_hi), n and whether n bounds it")
 
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        (kind, params), = cls.warm_jobs()
-        cached = lookup(kind, params)
-        if cached is None:
-            return []
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
+        return {"load test": ("load_test", self.job_params())}
+
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        params = self.job_params()
         m = cached.result.metrics
         return [f"Default load test ({params['requests']} requests at {params['rate']:g}/s): E2E "
                 f"P50 {fmt_ms(m.e2e_ms.p50)} ms, mean {fmt_ms(m.e2e_ms.mean)} ms, P99 "
                 f"{fmt_ms(m.e2e_ms.p99)} ms; TTFT P99 {fmt_ms(m.ttft_ms.p99)} ms; "
                 f"{m.throughput_tok_s:,.0f} tokens/s in all; the test lasted {m.duration_s or 0:.0f} s "
                 f"(measured {cached.measured_at})."]
-
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        return [("load_test", cls().job_params())]

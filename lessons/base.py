@@ -32,9 +32,10 @@ module-level constants beside its prose, and the class binds them and holds the 
         def on_event(self, event):   # event.result is the job's typed record: draw it, then
             self.prediction_box.reveal(choice, "the numbers")   # what it says of the prediction
             self.checkpoint.provide("doubling", doubling_question(points))   # your numbers
-        @classmethod
-        def expected_numbers(cls, lookup):   # the instructor page's numbers: lookup(kind,
-            ...                              # params) gives a cached typed record or None
+        def default_jobs(self):   # {label: (kind, params)} of the default view: the cache
+            ...                   # warmer's warm_jobs() and the instructor page's numbers
+        def expected_lines(self, label, kind, cached):   # those numbers, for one cached job
+            return [f"{label}: TPOT {cached.result.tpot_ms:.1f} ms"]
 
 A new lesson also registers in lessons.registry; tests/lessons/test_lesson_content.py then holds
 it to this pattern (objectives, prediction, takeaway, notes, a measured question, shuffled keys).
@@ -75,10 +76,15 @@ from .job_runner import JobRunner
 from .reader_seed import reader_seed
 from .registry import LessonInfo, lesson_info, neighbours
 from .session_jobs import SessionJobs
-from .teaching import InstructorNotes, Lookup
+from .teaching import Cached, InstructorNotes, Lookup, cached_lines
 from .url_state import apply_query_args
 
 log = logging.getLogger(__name__)
+
+
+def when_measured(label: str, kind: str, cached: Cached) -> list[str]:
+    """An instructor page's line for a cached job: where and when it was measured."""
+    return [f"{label}: measured on {cached.device} at {format_time(cached.measured_at)}"]
 
 # Query arguments that choose the page; no page parameter may be called this.
 RESERVED_QUERY_ARGS = frozenset({"lesson", "page", "embed"})
@@ -268,24 +274,39 @@ class LessonPage(UrlPage):
         readouts. None by default."""
         return []
 
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
+        """The engine jobs (kind, params) this lesson's default view shows, by a label for the
+        instructor page. A lesson that lists them here and says what a result means in
+        expected_lines() gets warm_jobs() and expected_numbers() from them; none by default."""
+        return {}
+
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        """The instructor page's lines for one cached job of default_jobs(): by default, when and
+        where it was measured."""
+        return when_measured(label, kind, cached)
+
+    @classmethod
+    def _lists_default_jobs(cls) -> bool:
+        # A lesson without default_jobs() is not built just to learn that it has none.
+        return cls.default_jobs is not LessonPage.default_jobs
+
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
         """The engine jobs (kind, params) this lesson shows by default, so that
-        `python -m lessons.warm` can measure them before a class; none by default."""
-        return []
+        `python -m lessons.warm` can measure them before a class: default_jobs()' by default."""
+        return list(cls().default_jobs().values()) if cls._lists_default_jobs() else []
 
     @classmethod
     def expected_numbers(cls, lookup: Lookup) -> list[str]:
         """Lines for the instructor page: what this machine gave for the lesson's default view,
         from the measurement cache (`lookup(kind, params)` gives a lessons.teaching.Cached or
-        None). By default, which of warm_jobs() are measured and when; [] when none is."""
-        lines = []
-        for kind, params in cls.warm_jobs():
-            cached = lookup(kind, params)
-            if cached is not None:
-                lines.append(f"{kind}: measured on {cached.device} at "
-                             f"{format_time(cached.measured_at)}")
-        return lines
+        None): by default expected_lines() of each cached job of default_jobs() (of warm_jobs(),
+        labelled by kind, for a lesson that lists only those); [] when none is cached."""
+        if not cls._lists_default_jobs():
+            return cached_lines([(kind, (kind, params)) for kind, params in cls.warm_jobs()],
+                                lookup, when_measured)
+        page = cls()
+        return cached_lines(page.default_jobs().items(), lookup, page.expected_lines)
 
     def header(self) -> pn.viewable.Viewable:
         goals = "".join(f"<li>{html.escape(goal)}</li>" for goal in self.objectives)

@@ -27,7 +27,7 @@ from widgets.tables import html_table, sig, table_pane
 from .base import LessonPage
 from .data_record import Run, check_cell, runs_header
 from .on_a_gpu import GpuBox
-from .teaching import Lookup
+from .teaching import Cached
 from .words.batch_invariance import (
     GPU_TEXT,
     INSTRUCTOR,
@@ -189,27 +189,16 @@ class BatchInvarianceLesson(LessonPage):
     def batches(self) -> list[int]:
         return [b for b in BATCHES if b <= self.largest_batch]
 
-    def job_params(self) -> dict[str, tuple[str, dict]]:
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
         settings = {**COMMON, "batch_sizes": self.batches(), "new_tokens": self.new_tokens}
         return {label: ("invariance", {**settings, **more}) for label, more in RUNS.items()}
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        return list(cls().job_params().values())
-
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        lines = []
-        for label, (kind, params) in cls().job_params().items():
-            cached = lookup(kind, params)
-            if cached is None:
-                continue
-            r = cached.result
-            worst = max(r.points, key=lambda p: p.max_ulp)
-            lines.append(f"{label}: largest difference {worst.max_ulp:,} ULP at batch "
-                         f"{worst.batch}; texts that differ: " + ", ".join(
-                             f"{p.texts_differ}/{len(p.seeds)} at {p.batch}" for p in r.points))
-        return lines
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        r = cached.result
+        worst = max(r.points, key=lambda p: p.max_ulp)
+        return [f"{label}: largest difference {worst.max_ulp:,} ULP at batch {worst.batch}; "
+                "texts that differ: " + ", ".join(
+                    f"{p.texts_differ}/{len(p.seeds)} at {p.batch}" for p in r.points)]
 
     def start(self, fresh: bool = False) -> None:
         self.results.clear()
@@ -218,7 +207,7 @@ class BatchInvarianceLesson(LessonPage):
             pane.object = ""
         self.gpu_box.fetch(self.jobs)
         self.shown = {label: Run(kind, params)
-                      for label, (kind, params) in self.job_params().items()}
+                      for label, (kind, params) in self.default_jobs().items()}
         self.runner.run([(run.kind, run.params, self._handler(label, run))
                          for label, run in self.shown.items()], use_cache=not fresh)
 

@@ -39,7 +39,7 @@ from .base import LessonPage
 from .data_record import Run, check_cell, runs_header, spread_cell
 from .job_runner import event_record
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import Lookup
+from .teaching import Cached
 from .words.chunked_prefill import (
     GPU_TEXT,
     INSTRUCTOR,
@@ -177,28 +177,19 @@ class ChunkedPrefillLesson(LessonPage):
                 "long_prompt_len": self.long_prompt, "long_at": LONG_AT_S,
                 "max_batch": MAX_BATCH, "chunk_size": chunk_size, "stream_tokens": False}
 
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        lines = []
-        page = cls()
-        for (kind, params), name in zip(cls.warm_jobs(), (WHOLE, CHUNKED), strict=True):
-            cached = lookup(kind, params)
-            if cached is None:
-                continue
-            run = cached.result
-            gaps = [1000 * (b - a) for r in run.requests if r.id != page.long_id
-                    for a, b in zip(r.token_s, r.token_s[1:], strict=False)]
-            long = next(r for r in run.requests if r.id == page.long_id)
-            ttft = 1000 * (long.first_token_s - long.arrival_s)
-            lines.append(f"{name}: worst gap {sig(max(gaps))} ms, median "
-                         f"{sig(statistics.median(gaps))} ms; the long prompt's TTFT {sig(ttft)} "
-                         f"ms; the run lasted {run.metrics.duration_s or 0:.1f} s")
-        return lines
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
+        return {WHOLE: ("serve_run", self.run_params(0)),
+                CHUNKED: ("serve_run", self.run_params(self.chunk_size))}
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        page = cls()
-        return [("serve_run", page.run_params(0)), ("serve_run", page.run_params(page.chunk_size))]
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        run = cached.result
+        gaps = [1000 * (b - a) for r in run.requests if r.id != self.long_id
+                for a, b in zip(r.token_s, r.token_s[1:], strict=False)]
+        long = next(r for r in run.requests if r.id == self.long_id)
+        ttft = 1000 * (long.first_token_s - long.arrival_s)
+        return [f"{label}: worst gap {sig(max(gaps))} ms, median "
+                f"{sig(statistics.median(gaps))} ms; the long prompt's TTFT {sig(ttft)} ms; the "
+                f"run lasted {run.metrics.duration_s or 0:.1f} s"]
 
     def runs(self) -> list[tuple[str, int]]:
         """(series, chunk size) of the two runs."""

@@ -30,7 +30,7 @@ from widgets.tables import sig
 from .base import LessonPage
 from .data_record import Run, runs_header
 from .on_a_gpu import GpuBox
-from .teaching import Lookup, which_is_larger
+from .teaching import Cached, which_is_larger
 from .words.disaggregation import (
     GPU_TEXT,
     INSTRUCTOR,
@@ -176,15 +176,10 @@ class DisaggregationLesson(LessonPage):
         return {"requests": self.requests, "rate": self.rate, "slo_ttft_ms": self.slo_ttft_ms,
                 "slo_tpot_ms": self.slo_tpot_ms}
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        return [(KIND, cls().run_params())]
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
+        return {"three runs": (KIND, self.run_params())}
 
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        cached = lookup(KIND, cls().run_params())
-        if cached is None:
-            return []
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
         return [f"{ARM_NAMES[r.arm]} ({r.how}): TTFT P99 {sig(r.ttft_p99_ms)} ms, ITL P99 "
                 f"{sig(r.itl_p99_ms)} ms, goodput {sig(r.goodput_rps)} req/s"
                 for r in rows_of(cached.result)]

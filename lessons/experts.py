@@ -34,7 +34,7 @@ from widgets.tables import sig
 from .base import LessonPage
 from .data_record import Run, check_text, runs_header
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import Lookup
+from .teaching import Cached
 from .words.experts import (
     GPU_MODELS,
     GPU_TEXT,
@@ -183,7 +183,7 @@ class ExpertsLesson(LessonPage):
         self.gpu_box = GpuBox(gpu_finding)
 
     # ---- jobs ------------------------------------------------------------------------------
-    def job_params(self) -> dict[str, tuple[str, dict]]:
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
         """Every job the page shows, by its label: both models at each batch, smallest first."""
         jobs = {}
         for b in BATCHES:
@@ -193,22 +193,10 @@ class ExpertsLesson(LessonPage):
                     "new_tokens": NEW_TOKENS})
         return jobs
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        return list(cls().job_params().values())
-
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        lines = []
-        for label, (kind, params) in cls().job_params().items():
-            cached = lookup(kind, params)
-            if cached is None:
-                continue
-            r = cached.result
-            lines.append(f"{label}: {r.experts_read:.1f} experts read, "
-                         f"{r.step_weight_bytes / MIB:.0f} MiB of weights, TPOT "
-                         f"{sig(r.tpot_ms)} ms")
-        return lines
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        r = cached.result
+        return [f"{label}: {r.experts_read:.1f} experts read, "
+                f"{r.step_weight_bytes / MIB:.0f} MiB of weights, TPOT {sig(r.tpot_ms)} ms"]
 
     def start(self, fresh: bool = False) -> None:
         self.gpu_box.fetch(self.jobs)
@@ -218,7 +206,7 @@ class ExpertsLesson(LessonPage):
         cfg = EXPERT_PRESETS[self.preset]
         self.chart.param.update(experts=cfg.experts, top_k=cfg.top_k)
         self.shown = {label: Run(kind, params) for label, (kind, params)
-                      in self.job_params().items()}
+                      in self.default_jobs().items()}
         self.runner.run([(run.kind, run.params, self._handler(run))
                          for run in self.shown.values()], use_cache=not fresh)
 

@@ -32,7 +32,7 @@ from widgets.tables import sig
 from .base import LessonPage
 from .data_record import Run, runs_header
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import Lookup
+from .teaching import Cached
 from .words.prefix_cache import (
     GPU_TEXT,
     INSTRUCTOR,
@@ -205,23 +205,14 @@ class PrefixCacheLesson(LessonPage):
                 "requests": self.requests, "prompt_len": OWN_PROMPT,
                 "output_len": OUTPUT_TOKENS}
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        page = cls()
-        return [("prefix_cache", page.run_params(False)), ("prefix_cache", page.run_params(True))]
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
+        return {OFF: ("prefix_cache", self.run_params(False)),
+                ON: ("prefix_cache", self.run_params(True))}
 
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        lines = []
-        for (kind, params), name in zip(cls.warm_jobs(), (OFF, ON), strict=True):
-            cached = lookup(kind, params)
-            if cached is None:
-                continue
-            s = summarize(cached.result)
-            lines.append(f"{name}: first request's TTFT {sig(s.first_ms)} ms, the later ones' "
-                         f"{sig(s.later_ms)} ms on average; {s.cached_tokens} prompt tokens "
-                         "from the cache")
-        return lines
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        s = summarize(cached.result)
+        return [f"{label}: first request's TTFT {sig(s.first_ms)} ms, the later ones' "
+                f"{sig(s.later_ms)} ms on average; {s.cached_tokens} prompt tokens from the cache"]
 
     def start(self, fresh: bool = False) -> None:
         self.gpu_box.fetch(self.jobs)

@@ -39,7 +39,7 @@ from .base import LessonPage
 from .data_record import Run, check_text, runs_header
 from .machine_limits import roofs, show_limits
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import Lookup
+from .teaching import Cached
 from .words.quantization import (
     GPU_TEXT,
     INSTRUCTOR,
@@ -251,7 +251,7 @@ class QuantizationLesson(LessonPage):
         return {"preset": self.preset, "weight_format": fmt, "batch_size": batch,
                 "prompt_len": PROMPT_LEN, "new_tokens": NEW_TOKENS}
 
-    def job_params(self) -> dict[str, tuple[str, dict]]:
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
         """Every job the page shows, by its label: the machine, the six points (batch 1 first:
         the prediction's), the quality check."""
         jobs = {"machine": ("info", {})}
@@ -261,25 +261,15 @@ class QuantizationLesson(LessonPage):
         jobs["quality"] = ("int8_quality", dict(QUALITY))
         return jobs
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        return list(cls().job_params().values())
-
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        lines = []
-        for label, (kind, params) in cls().job_params().items():
-            cached = lookup(kind, params)
-            if cached is None or kind == "info":
-                continue
-            r = cached.result
-            if kind == "int8_point":
-                lines.append(f"{label}: TPOT {sig(r.tpot_ms)} ms, {r.bytes_per_step / 1e6:.1f} "
-                             f"MB per step, {sig(r.achieved_gbs)} GB/s")
-            else:
-                lines.append(f"quality: loss {r.loss_fp32:.4f} float32, {r.loss_int8:.4f} int8, "
-                             f"{100 * r.agreement:.2f}% same next token")
-        return lines
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        r = cached.result
+        if kind == "info":
+            return []
+        if kind == "int8_point":
+            return [f"{label}: TPOT {sig(r.tpot_ms)} ms, {r.bytes_per_step / 1e6:.1f} MB per "
+                    f"step, {sig(r.achieved_gbs)} GB/s"]
+        return [f"quality: loss {r.loss_fp32:.4f} float32, {r.loss_int8:.4f} int8, "
+                f"{100 * r.agreement:.2f}% same next token"]
 
     def start(self, fresh: bool = False) -> None:
         self.machine, self.quality = None, None
@@ -289,7 +279,7 @@ class QuantizationLesson(LessonPage):
             pane.object = ""
         self.limits.object = "Measuring this machine's limits..."
         self.shown = {label: Run(kind, params) for label, (kind, params)
-                      in self.job_params().items()}
+                      in self.default_jobs().items()}
         self.runner.run([(run.kind, run.params, self._handler(run))
                          for run in self.shown.values()], use_cache=not fresh)
 

@@ -20,7 +20,9 @@ choice sends the same sweep over HTTP to it (`endpoint_rate_sweep`, timed at the
 figures are labelled with its model and host; its batch size is its own, so the slider goes.
 
 The lesson's words (prose, questions, instructor notes, quoted sources) are in
-lessons/words/slo_goodput.py; this module is its view.
+lessons/words/slo_goodput.py, what it says of its numbers in lessons/slo_findings.py, the
+capacity search's part in lessons/capacity_search.py, and its analysis (pooling a rate's runs,
+the operating points, the curves' trend) in engine.calc.rate_sweep; this module is its view.
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ from dataclasses import dataclass
 import panel as pn
 import param
 
-from engine.calc.gpu_scaling import LLAMA_3_8B, Machine, decode_step, kv_capacity, step_floor_ms
 from engine.calc.rate_sweep import (
     MAX_RATE,
-    OUTPUT_LEN,
     POINTS,
-    PROMPT_LEN,
     REQUESTS,
     RUNS,
+    OperatingPoints,
+    curve_point,
     default_sweep_params,
+    operating_points,
     point_estimates,
     pool_runs,
     run_figures,
@@ -54,38 +56,40 @@ from engine.calc.slo_math import (
 )
 from engine.calc.stats import Estimate, min_samples
 from engine.lab.results import (
-    CapacityLoad,
-    CapacitySearchResult,
     EndpointRateSweepResult,
     RatePoint,
     RateSweepResult,
 )
-from widgets.checkpoint import Question, numeric_question
 from widgets.data_download import DataDownload
 from widgets.html import html_pane
-from widgets.job_status import JobStatus
 from widgets.pareto_chart import ParetoChart
 from widgets.rate_curve import RateCurve
 from widgets.tables import UNBOUNDED, html_table, interval_text, sig, table_pane, with_interval
 
 from .base import LessonPage
+from .capacity_search import CapacitySearch
 from .data_record import result_header
 from .endpoint_source import EndpointSource, endpoint_label
-from .job_runner import JobRunner, event_record
+from .job_runner import event_record
 from .number_input import number_problem
-from .on_a_gpu import GpuBox, machine_table
-from .teaching import Lookup
+from .on_a_gpu import GpuBox
+from .slo_findings import attainment_question, gpu_finding, pareto_point, sweep_outcome
+from .teaching import Cached
 from .words.slo_goodput import (
+    BATCH_SUMMARY,
     CAPACITY_TEXT,
+    CHAT_SUMMARY,
     COST_TEXT,
-    GPU_TEXT,
+    FEW_SAMPLES_NOTE,
     INSTRUCTOR,
+    INTERVAL_NOTE,
     INTRO,
     OBJECTIVES,
     PARETO_TEXT,
     PREDICTION,
     QUESTIONS,
     QUOTE,
+    SWEEP_COLUMNS,
     SWEEP_TEXT,
     TAKEAWAY,
     TARGETS_TEXT,
@@ -107,95 +111,6 @@ USES = {"interactive": Use("interactive chat", 8, CHAT),
 MAX_SWEEP_S = 150.0  # a sweep expected to take longer is refused with a message
 
 
-GPU_CONTEXT = 1000  # tokens cached per sequence
-
-
-def gpu_finding(machines: list[Machine], tpot_limit_ms: float | None, price: float | None) -> str:
-    """Lesson 8's finding on each machine: the largest batch whose decode step can stay within
-    the TPOT limit (Llama-3-8B, bf16), what it could produce at most, and its cost."""
-    if not tpot_limit_ms or tpot_limit_ms <= 0:
-        return "<p>Type a TPOT limit above to see what it allows on each machine.</p>"
-
-    found: dict[str, int | None] = {}
-
-    def batch(m: Machine) -> int | None:
-        if m.name not in found:
-            best = None
-            for b in range(1, (kv_capacity(LLAMA_3_8B, m, GPU_CONTEXT) or 4096) + 1):
-                if step_floor_ms(decode_step(LLAMA_3_8B, b, GPU_CONTEXT), m) > tpot_limit_ms:
-                    break
-                best = b
-            found[m.name] = best
-        return found[m.name]
-
-    def tokens(m: Machine) -> float | None:
-        b = batch(m)
-        return None if b is None else b * 1000 / step_floor_ms(
-            decode_step(LLAMA_3_8B, b, GPU_CONTEXT), m)
-
-    def cost(m: Machine) -> str:
-        t = tokens(m)
-        if t is None or price is None or price < 0:
-            return "\u2013"
-        return f"${cost_per_million_tokens(price, t):,.3f}"
-
-    table = machine_table(machines, (
-        (f"largest batch within TPOT {sig(tpot_limit_ms)} ms",
-         lambda m: "none" if batch(m) is None else f"{batch(m):,}"),
-        ("output tokens/s there, at most", lambda m: "\u2013" if tokens(m) is None
-         else f"{tokens(m):,.0f}"),
-        ("cost per million tokens at your price, at least", cost),
-    ), f"{LLAMA_3_8B.name} in bf16, {GPU_CONTEXT:,} tokens cached per sequence")
-    return GPU_TEXT + table
-
-
-def sweep_outcome(judged: list[tuple[RatePoint, Judged]]) -> tuple[str, str] | None:
-    """Which prediction choice a sweep supports: did goodput fall from its best by the top
-    rate (10%), and did throughput still rise by half when the rate last doubled?"""
-    if len(judged) < 2 or any(j.duration_s is None for _p, j in judged):
-        return None
-    (_p0, before), (top_p, top) = judged[-2], judged[-1]
-    best_good = max(j.goodput_rps or 0 for _p, j in judged)
-    falls = (top.goodput_rps or 0) < 0.9 * best_good
-    rising = (top.throughput_tok_s or 0) >= 1.5 * (before.throughput_tok_s or 0)
-    choice = {(True, False): "Throughput levels off while goodput falls",
-              (False, True): "Both keep rising with the rate",
-              (True, True): "Goodput falls while throughput still rises",
-              (False, False): "Both level off together"}[(falls, rising)]
-    return choice, (f"at {sig(top_p.rate)} requests/s: throughput {sig(top.throughput_tok_s)} "
-                    f"tokens/s (x{(top.throughput_tok_s or 0) / (before.throughput_tok_s or 1):.2f} "
-                    f"on the rate before), goodput {sig(top.goodput_rps)} requests/s against a "
-                    f"best of {sig(best_good)}")
-
-
-def attainment_question(point: RatePoint, judged: Judged) -> Question | None:
-    """The reader's own SLO attainment at one rate; the distractors are each limit alone."""
-    if not judged.completed or not judged.met_each:
-        return None
-    n = judged.completed
-    pct = 100 * judged.good / n
-    each = dict(judged.met_each)
-    why = (f"Your run at {sig(point.rate)} requests/s: {judged.good} of {n} requests met every "
-           "limit; " + ", ".join(f"{k} alone {v} of {n}" for k, v in each.items()) + ".")
-    wrong = [(f"{100 * v / n:.0f}%", why + f" That is the {k} limit alone; a request must meet "
-                                           "every limit to count.") for k, v in each.items()]
-    wrong.append((f"{100 - pct:.0f}%", why + " That is the share that missed."))
-    return numeric_question(
-        f"At {sig(point.rate)} requests/s in your sweep, what share of requests met every "
-        "limit (the SLO attainment)?", (f"{pct:.0f}%", why), wrong)
-
-
-@dataclass(frozen=True)
-class OperatingPoints:
-    """The best goodput and the best throughput among the measured rates, and where."""
-
-    goodput_rate: float
-    goodput_tok_s: float | None
-    goodput_rps: float | None
-    throughput_rate: float
-    throughput_tok_s: float | None
-
-
 @dataclass(frozen=True)
 class UseFigures:
     """What one use measured in this session: its operating points, batch size and device."""
@@ -205,46 +120,7 @@ class UseFigures:
     device: str
 
 
-def capacity_ttft(load: CapacityLoad) -> str:
-    """A load's P95 TTFT with its 95% interval, † when its requests cannot bound a P95 (a load
-    whose record carries no request count shows the figure alone)."""
-    if load.requests is None:
-        return sig(load.ttft_p95_ms)
-    return with_interval(load.ttft_p95_ms, Estimate(
-        "P95", load.ttft_p95_ms, load.ttft_ci_lo, load.ttft_ci_hi, load.requests,
-        bool(load.ttft_bounded)))
-
-
-
-def curve_point(rate: float, figures: dict[str, Estimate]) -> dict:
-    """A rate on the rate curve: each figure, its interval when its runs bound one, and the
-    number of runs."""
-    row: dict = {"rate": rate, "runs": None}
-    for field, est in figures.items():
-        row[field] = est.value
-        row["runs"] = est.n
-        if est.bounded:
-            row.update({f"{field}_lo": est.lo, f"{field}_hi": est.hi})
-    return row
-
-
-def pareto_point(point: RatePoint, judged: Judged, est: Estimate,
-                 total: Estimate | None = None) -> dict:
-    """A rate on the frontier chart: the server's output tokens/s (total: its interval over the
-    rate's runs) against tokens/s each user, 1000 / the median request's TPOT (its interval's
-    ends swapped)."""
-    per_user = 1000 / est.value if est.value else None
-    row = {"setting": point.rate, "label": f"{sig(point.rate)} req/s",
-           "per_user": per_user, "total": judged.throughput_tok_s, "n": est.n}
-    if est.bounded and est.lo:
-        row.update(per_user_lo=1000 / est.hi, per_user_hi=1000 / est.lo)
-    if total is not None and total.bounded:
-        row.update(total_lo=total.lo, total_hi=total.hi)
-    return row
-
-
-
-class SLOGoodputLesson(EndpointSource, LessonPage):
+class SLOGoodputLesson(EndpointSource, CapacitySearch, LessonPage):
     """Lesson 8: the SLO first, then throughput, goodput, attainment and the cost of a token."""
 
     slug = "slo-goodput"
@@ -273,11 +149,6 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
                          doc="Each rate is run this many times, each run with other requests; "
                              "the points' intervals come from how the runs differ.")
     max_batch = param.Integer(default=8, bounds=(1, 64), label="Max batch")
-    cap_ttft_ms = param.Number(default=1000.0, bounds=(1.0, 600_000.0),
-                               label="Capacity: P95 TTFT at most (ms)")
-    cap_tok_s = param.Number(default=20.0, bounds=(0.0, 100_000.0),
-                             label="Capacity: tokens/s each user at least")
-    max_users = param.Integer(default=32, bounds=(1, 64), label="Capacity: most users to try")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -299,17 +170,6 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
         self.uses_table = table_pane(css_classes=["uses-table"])
         self.download = DataDownload("rate-sweep", self.download_rows, self.download_header,
                                      "The chart's points, with each rate's percentiles")
-        self.capacity_runner = JobRunner(self, JobStatus("capacity searches"))
-        self.capacity: CapacitySearchResult | None = None
-        self.capacity_event = None
-        self.cap_loads: list[CapacityLoad] = []
-        self.find = pn.widgets.Button(label="Find how many users this machine holds",
-                                      color="primary")
-        self.find.on_click(lambda _e: self.search_capacity())
-        self.verdict = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["verdict"])
-        self.cap_table = table_pane(css_classes=["capacity-table"])
-        self.cap_download = DataDownload("capacity-search", self.capacity_rows,
-                                         self.capacity_header, "The loads the search measured")
         self.pareto = ParetoChart(setting="request rate")
         self.pareto_download = DataDownload("rate-sweep-pareto", self.pareto.points,
                                             self.download_header, "The frontier chart's points")
@@ -382,25 +242,18 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
                                            "model": self.endpoint.model}
         return "rate_sweep", self.sweep_params()
 
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        lines = []
-        for (kind, params), setting in zip(cls.warm_jobs(), USES.values(), strict=True):
-            cached = lookup(kind, params)
-            if cached is None:
-                continue
-            for point in pool_runs(cached.result.points):
-                j = judge(point.to_dict(), setting.slo)
-                lines.append(
-                    f"{setting.label}, {sig(point.rate)} requests/s: "
-                    f"{sig(j.throughput_tok_s)} tokens/s, goodput {sig(j.goodput_rps)} "
-                    f"requests/s, SLO attainment {100 * (j.attainment or 0):.0f}%; this rate "
-                    f"lasted {j.duration_s or 0:.1f} s (all its runs)")
-        return lines
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
+        return {use: ("rate_sweep", self.default_sweep_params(setting.max_batch))
+                for use, setting in USES.items()}
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        return [("rate_sweep", cls.default_sweep_params(use.max_batch)) for use in USES.values()]
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        setting = USES[label]
+        return [f"{setting.label}, {sig(point.rate)} requests/s: {sig(j.throughput_tok_s)} "
+                f"tokens/s, goodput {sig(j.goodput_rps)} requests/s, SLO attainment "
+                f"{100 * (j.attainment or 0):.0f}%; this rate lasted {j.duration_s or 0:.1f} s "
+                "(all its runs)"
+                for point in pool_runs(cached.result.points)
+                for j in (judge(point.to_dict(), setting.slo),)]
 
     def start(self, fresh: bool = False) -> None:
         self.gpu_box.fetch(self.jobs)
@@ -500,15 +353,7 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
 
     def operating_points(self) -> OperatingPoints | None:
         """The best goodput and the best throughput among the measured rates."""
-        judged = [(p, j) for p, j in self.judged() if j.duration_s]
-        if not judged:
-            return None
-        good = max(judged, key=lambda pj: pj[1].goodput_tok_s or 0)
-        fast = max(judged, key=lambda pj: pj[1].throughput_tok_s or 0)
-        return OperatingPoints(
-            goodput_rate=good[0].rate, goodput_tok_s=good[1].goodput_tok_s,
-            goodput_rps=good[1].goodput_rps, throughput_rate=fast[0].rate,
-            throughput_tok_s=fast[1].throughput_tok_s)
+        return operating_points(self.judged())
 
     def _refresh(self) -> None:
         problem = self.input_problem()
@@ -588,16 +433,10 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
             return ""
         few = any(not e.bounded for p, _j in judged for e in self.estimates(p).values()
                   if e.value is not None)
-        text = ("In brackets: the 95% confidence interval of a percentile (a bootstrap over the "
-                "requests at that rate, all its runs together, counted beside them) and of "
-                "goodput (from how the rate's runs differ, counted beside it; one run gives "
-                "none). The engine was warmed up before the first rate; its warm-up steps are "
-                "in no figure.")
+        text = INTERVAL_NOTE
         if few:
-            text += (f" {UNBOUNDED} A percentile from too few samples to bound it: a P99 needs "
-                     f"at least {min_samples(99)} samples, a P50 {min_samples(50)}. It is the "
-                     "slowest few requests measured, not a P99 to quote; send more requests per "
-                     "rate to bound it.")
+            text += " " + FEW_SAMPLES_NOTE.format(
+                mark=UNBOUNDED, p99=min_samples(99), p50=min_samples(50))
         return f'<div class="site"><p class="interval-note">{text}</p></div>'
 
     def _refresh_summary(self, judged) -> None:
@@ -609,19 +448,15 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
             self.goodput_summary.object = ""
             return
         top_p, top_j = judged[-1]
+        top = {"top_rate": sig(top_p.rate), "top_rps": sig(top_j.requests_per_s),
+               "top_tok_s": sig(top_j.throughput_tok_s)}
         if self.use == "batch":
-            text = (f"With no latency limits, goodput is throughput: at the highest rate "
-                    f"measured ({sig(top_p.rate)} requests/s) the engine completed "
-                    f"{sig(top_j.requests_per_s)} requests/s, {sig(top_j.throughput_tok_s)} "
-                    "output tokens/s.")
+            text = BATCH_SUMMARY.format(**top)
         else:
-            text = (f"Best goodput: **{sig(best.goodput_rps)} requests/s** "
-                    f"({sig(best.goodput_tok_s)} tokens/s of answers within the SLO) at "
-                    f"an offered {sig(best.goodput_rate)} requests/s. At "
-                    f"{sig(top_p.rate)} requests/s the engine still completed "
-                    f"{sig(top_j.requests_per_s)} requests/s, but only {top_j.good} of "
-                    f"{top_j.completed} requests met every limit: an SLO attainment of "
-                    f"{100 * (top_j.attainment or 0):.0f}%.")
+            text = CHAT_SUMMARY.format(
+                **top, best_rps=sig(best.goodput_rps), best_tok_s=sig(best.goodput_tok_s),
+                best_rate=sig(best.goodput_rate), good=top_j.good, completed=top_j.completed,
+                attainment=f"{100 * (top_j.attainment or 0):.0f}")
         self.goodput_summary.object = text
 
     def _refresh_cost(self, problem: str) -> None:
@@ -650,68 +485,6 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
         if self.use in self.by_use:
             self._refresh_uses()
 
-    # ---- the capacity search (closed loop) ------------------------------------------------------------
-    def capacity_params(self) -> dict:
-        return {"ttft_p95_ms": float(self.cap_ttft_ms), "per_user_tok_s": float(self.cap_tok_s),
-                "max_users": int(self.max_users), "repeats": 3, "requests_per_user": 2,
-                "per_doubling": 4,
-                "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN,
-                "max_batch": int(self.max_batch)}
-
-    def search_capacity(self) -> None:
-        self.capacity, self.capacity_event, self.cap_loads = None, None, []
-        self.verdict.object = "*Searching: a load near the targets runs up to three times...*"
-        self._refresh_capacity()
-
-        def on_event(event):
-            if event.type == "step" and event.data.get("kind") == "capacity_load":
-                self.cap_loads.append(event_record(CapacityLoad, event.data))
-                self._refresh_capacity()
-            elif event.type == "result":
-                self.show_capacity(event.result, event)
-
-        self.capacity_runner.submit("capacity_search", self.capacity_params(), on_event)
-
-    def show_capacity(self, result: CapacitySearchResult, event=None) -> None:
-        self.capacity, self.capacity_event = result, event
-        self.cap_loads = list(result.loads)
-        again = (f", {result.disturbed_reruns} of them again after a disturbed run"
-                 if result.disturbed_reruns else "")
-        self.verdict.object = (f"**{result.verdict}** (closed-loop load, batches of up to "
-                               f"{result.max_batch}; {result.trials_run} runs in all{again}.)")
-        self._refresh_capacity()
-
-    def _refresh_capacity(self) -> None:
-        loads = sorted(self.cap_loads, key=lambda load: load.users)
-        self.cap_table.object = html_table(
-            "Each load the search measured, judged on the requests of all its runs: P95 TTFT "
-            f"and tokens/s each user (1000 / the median request's TPOT), each with its 95% "
-            f"interval [low–high]; {UNBOUNDED} too few requests to bound a P95 (needs "
-            f"{min_samples(95)})",
-            ["users", "P95 TTFT (ms)", "tokens/s each user", "median queue wait (ms)",
-             "preemptions", "runs", "requests", "met both targets"],
-            [[f"{load.users}", capacity_ttft(load),
-              interval_text(load.per_user_tok_s, load.per_user_ci_lo, load.per_user_ci_hi),
-              sig(load.queue_ms), f"{load.preemptions}", f"{len(load.trials)}",
-              "-" if load.requests is None else f"{load.requests}",
-              "yes" if load.met else "no"] for load in loads],
-            numeric=[False, True, True, True, True, True, True, False]) if loads else ""
-
-    def capacity_rows(self) -> list[dict]:
-        """Every run of every load (each run's own figures), with its load's pooled figures."""
-        pooled = ("ttft_p95_ms", "ttft_ci_lo", "ttft_ci_hi", "requests", "ttft_bounded",
-                  "per_user_tok_s", "per_user_ci_lo", "per_user_ci_hi")
-        return [{"users": load.users, "run": i + 1, **t.to_dict(),
-                 **{f"load_{k}": getattr(load, k) for k in pooled}, "load_met_targets": load.met}
-                for load in sorted(self.cap_loads, key=lambda load: load.users)
-                for i, t in enumerate(load.trials)]
-
-    def capacity_header(self) -> dict:
-        result = self.capacity
-        return result_header(self, "capacity_search", self.capacity_params(), result,
-                             self.capacity_event, "search",
-                             verdict=result.verdict if result else "")
-
     # ---- the data, to download ------------------------------------------------------------------------
     def download_rows(self) -> list[dict]:
         """The chart's points as drawn (rate order), each with the percentiles it was judged on:
@@ -738,14 +511,7 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
             self, kind, params, self.sweep, self.sweep_event, "sweep",
             use=USES[self.use].label,
             slo_limits_ms={k: v for k, v in vars(slo).items() if v is not None} or "none",
-            columns="rate: offered requests/s; completed_rps, goodput_rps: requests/s completed "
-                    "and within every limit of the SLO; *_tok_s: output tokens/s; each of those "
-                    "all the rate's runs' requests or tokens over all their seconds, with its "
-                    "95% interval over the runs (*_lo, *_hi; none from one run); runs: how many; "
-                    "requests: all the runs' requests; pNN_*_ms: a "
-                    "percentile with its 95% bootstrap interval (*_ci_lo, *_ci_hi), the "
-                    "samples it rests on (*_n) and whether they are enough to bound it "
-                    "(*_bounded; a P99 needs 100)")
+            columns=SWEEP_COLUMNS)
 
     def _refresh_uses(self) -> None:
         if self.price_problem():
@@ -782,13 +548,5 @@ class SLOGoodputLesson(EndpointSource, LessonPage):
                 self.measured_at, self.curve, self.goodput_summary,
                 self.checks, self.download, html_pane(PARETO_TEXT), self.pareto,
                 self.pareto_download, html_pane(CAPACITY_TEXT),
-                pn.Row(pn.widgets.FloatInput.from_param(self.param.cap_ttft_ms, step=100,
-                                                        sizing_mode="stretch_width"),
-                       pn.widgets.FloatInput.from_param(self.param.cap_tok_s, step=5,
-                                                        sizing_mode="stretch_width"),
-                       pn.widgets.IntSlider.from_param(self.param.max_users, throttled=True,
-                                                       sizing_mode="stretch_width"),
-                       sizing_mode="stretch_width"),
-                self.find, self.capacity_runner.status, self.verdict, self.cap_table,
-                self.cap_download, html_pane(COST_TEXT), price, self.input_error, self.cost,
+                *self.capacity_widgets(), html_pane(COST_TEXT), price, self.input_error, self.cost,
                 self.uses_table, self.gpu_box]

@@ -7,7 +7,7 @@ instructor pages all read them from there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,19 @@ def service_lookup(service) -> Lookup:
         return Cached(result, record.get("device", ""), record.get("measured_at", ""))
 
     return lookup
+
+
+def cached_lines(jobs: Iterable[tuple[str, tuple[str, dict]]], lookup: Lookup,
+                 lines: Callable[[str, str, Cached], list[str]]) -> list[str]:
+    """The instructor page's lines for the jobs, (label, (kind, params)) pairs, that the cache
+    holds, in their order: `lines(label, kind, cached)` for each; a job not measured yet gives
+    none."""
+    out: list[str] = []
+    for label, (kind, params) in jobs:
+        cached = lookup(kind, params)
+        if cached is not None:
+            out.extend(lines(label, kind, cached))
+    return out
 
 
 def which_is_larger(a: float, b: float, margin: float, words: tuple[str, str, str]) -> str:

@@ -37,7 +37,7 @@ from .data_record import Run, check_cell, result_header, spread_cell
 from .job_runner import event_record
 from .load_model import CLOSED, LOADS, OPEN
 from .on_a_gpu import GpuBox, machine_table
-from .teaching import Lookup, which_is_larger
+from .teaching import Cached, which_is_larger
 from .trace_reading import fmt_ms, request_latencies
 from .words.three_schedules import (
     GPU_TEXT,
@@ -369,20 +369,11 @@ class ThreeSchedulesLesson(LessonPage):
                           f"[low–high] over the requests, {UNBOUNDED} where too few requests "
                           f"bound a P95 (it needs {min_samples(95)})"))
 
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        lines = []
-        for kind, params in cls.warm_jobs():
-            cached = lookup(kind, params)
-            if cached is not None:
-                s = policy_summary(cached.result)
-                lines.append(f"{s.policy}: mean wait {fmt_ms(s.wait_ms)} ms, mean run "
-                             f"{fmt_ms(s.run_ms)} ms, P95 TTFT {fmt_ms(s.ttft_p95_ms)} ms, "
-                             f"{s.throughput:,.0f} tokens/s; the run lasted "
-                             f"{cached.result.metrics.duration_s or 0:.1f} s")
-        return lines
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
+        return {p: ("serve_run", self.job_params(p)) for p in POLICIES}
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        page = cls()
-        return [("serve_run", page.job_params(p)) for p in POLICIES]
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
+        s = policy_summary(cached.result)
+        return [f"{s.policy}: mean wait {fmt_ms(s.wait_ms)} ms, mean run {fmt_ms(s.run_ms)} ms, "
+                f"P95 TTFT {fmt_ms(s.ttft_p95_ms)} ms, {s.throughput:,.0f} tokens/s; the run "
+                f"lasted {cached.result.metrics.duration_s or 0:.1f} s"]

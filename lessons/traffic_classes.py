@@ -30,7 +30,7 @@ from widgets.tables import sig, with_interval
 
 from .base import LessonPage
 from .data_record import Run, runs_header
-from .teaching import Lookup, which_is_larger
+from .teaching import Cached, which_is_larger
 from .words.traffic_classes import (
     GPU_TEXT,
     INSTRUCTOR,
@@ -195,15 +195,10 @@ class TrafficClassesLesson(LessonPage):
         return {"chat_rate": float(self.chat_rate), "chat_requests": self.chat_requests,
                 "batch_requests": self.batch_requests, "flood_requests": self.chat_requests}
 
-    @classmethod
-    def warm_jobs(cls) -> list[tuple[str, dict]]:
-        return [(KIND, cls().run_params())]
+    def default_jobs(self) -> dict[str, tuple[str, dict]]:
+        return {"the runs": (KIND, self.run_params())}
 
-    @classmethod
-    def expected_numbers(cls, lookup: Lookup) -> list[str]:
-        cached = lookup(KIND, cls().run_params())
-        if cached is None:
-            return []
+    def expected_lines(self, label: str, kind: str, cached: Cached) -> list[str]:
         f = findings({r.name: run_stats(r) for r in cached.result.runs})
         return [line.removeprefix("- ").replace("**", "") for line in verdict_lines(f)]
 

@@ -8,7 +8,9 @@ the worker pins itself (engine.lab.worker.isolate), which builds each preset as 
 (engines.build, the matrix-product plans read from the bench's cache, as `python -m engine tune`
 or the app's set-up job leaves them) and reports every step's seconds, its resident memory before and after, a decode
 step's median time at batch 1 and 8 (engine.sweep.measure_point) and a greedy continuation's
-tokens. Every round is printed, then the medians and their ratio (second tree / first).
+tokens. Every round is printed, then the medians and their ratio (second tree / first). Target:
+each preset's engines of both trees continue a prompt with the same tokens. The harness's JSON
+result last (bench/harness.py).
 
     python bench/engine/engine_builds.py --trees ../main . [--presets tiny,small] [--rounds 3]
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.harness import Run  # noqa: E402
 from bench.lab.classroom import fresh_cache  # noqa: E402
 
 # Runs in the child, with the tree under test first on its path.
@@ -90,28 +93,39 @@ def main() -> int:
     if args.rounds < 1 or not all((Path(t) / "engine").is_dir() for t in trees):
         parser.error("two source trees (each with engine/) and at least one round")
     presets = args.presets.split(",")
+    run = Run("engine_builds", args)
     cache = fresh_cache("engine-builds-", kernels=True)
-    runs: dict[str, list[dict]] = {t: [] for t in trees}
+    runs: list[list[dict]] = [[], []]  # by position: the same tree twice is an A/A run
     for r in range(args.rounds):
-        for tree in (trees if r % 2 == 0 else trees[::-1]):
+        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+            tree = trees[i]
             out = one_round(tree, presets, cache)
-            runs[tree].append(out)
+            runs[i].append(out)
             for preset, row in out.items():
                 steps = ", ".join(f"{k} {v:.2f}" for k, v in row["steps"].items())
-                print(f"round {r + 1} {tree}: {preset} build {row['build_s']:.2f} s ({steps}); "
-                      f"RSS {row['rss_before_mib']:.0f} -> {row['rss_after_mib']:.0f} MiB "
-                      f"(+{row['rss_added_mib']:.0f}); step b1 {row['tpot_b1_ms']:.2f} ms, "
-                      f"b8 {row['tpot_b8_ms']:.2f} ms", flush=True)
+                run.round({"round": r + 1, "tree": tree, "preset": preset,
+                           **{k: v for k, v in row.items() if k != "tokens"}},
+                          f"round {r + 1} {tree}: {preset} build {row['build_s']:.2f} s "
+                          f"({steps}); RSS {row['rss_before_mib']:.0f} -> "
+                          f"{row['rss_after_mib']:.0f} MiB (+{row['rss_added_mib']:.0f}); step "
+                          f"b1 {row['tpot_b1_ms']:.2f} ms, b8 {row['tpot_b8_ms']:.2f} ms")
     before, after = trees
+    medians: dict[str, dict] = {}
     for preset in presets:
         same = all(a[preset]["tokens"] == b[preset]["tokens"]
-                   for a in runs[before] for b in runs[after])
+                   for a in runs[0] for b in runs[1])
         print(f"{preset}: the same tokens from every engine of both trees: {same}")
+        run.target(f"{preset}: the same tokens from both trees (1 = yes)", float(same),
+                   at_least=1.0)
+        medians[preset] = {}
         for figure in FIGURES:
-            b = statistics.median(run[preset][figure] for run in runs[before])
-            a = statistics.median(run[preset][figure] for run in runs[after])
-            print(f"  {figure:14s} median before {b:8.2f}  after {a:8.2f}  ratio {a / b:.3f}")
-    return 0
+            b = statistics.median(out[preset][figure] for out in runs[0])
+            a = statistics.median(out[preset][figure] for out in runs[1])
+            medians[preset][figure] = {"before": b, "after": a, "ratio": a / b if b else None}
+            print(f"  {figure:14s} median before {b:8.2f}  after {a:8.2f}  ratio "
+                  f"{a / b if b else float('nan'):.3f}")
+    return run.finish({"before": before, "after": after, "medians": medians},
+                      log={"medians": medians})
 
 
 if __name__ == "__main__":

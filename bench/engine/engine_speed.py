@@ -21,8 +21,9 @@ In one run (so the ratios share the machine's mood):
   4. the `tiny` sweep, whose shape the knob lesson teaches, with its op calls per step and its
      batch-1 step against its weights-over-bandwidth floor (tiny's weights fit a server CPU's
      last-level cache, whose faster floor engine/hardware.py's cache roof gives where measured).
-Every round is printed as it is measured. Prints the tables, each target with its value, limit and
-whether it was met, and a JSON object (also saved to bench/results/engine_speed.json).
+Every round is printed as it is measured. Prints the tables, then through bench/harness.py each
+target with its value and limit, met or MISSED, the load average before and after, and the JSON
+result (saved to bench/results/engine_speed.json, its line appended to engine_speed.jsonl).
 
     python bench/engine/engine_speed.py [--rounds 3] [--batch-sizes 1,2,4,8,16,32,64] [--no-hf]
 """
@@ -30,8 +31,6 @@ whether it was met, and a JSON object (also saved to bench/results/engine_speed.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -41,6 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.harness import Run  # noqa: E402
 from engine.calc.step_cost import decode_context, decode_cost  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
 from engine.device import describe_device, resolve_device  # noqa: E402
@@ -165,8 +165,8 @@ class HFRunner:
         return 1000 * statistics.median(gaps[WARMUP_STEPS:])
 
 
-def measure_small(engine: LLMEngine, hf: HFRunner | None, batches: list[int], rounds: int,
-                  limits: dict) -> tuple[list[dict], list[float]]:
+def measure_small(run: Run, engine: LLMEngine, hf: HFRunner | None, batches: list[int],
+                  rounds: int, limits: dict) -> tuple[list[dict], list[float]]:
     """Rows of the small table (every round kept) and batch 1's step / floor per round. Each
     round measures the bandwidth first and prints the step against that round's roofline bound
     (with the run's matmul peak), and the op calls of one step."""
@@ -198,7 +198,10 @@ def measure_small(engine: LLMEngine, hf: HFRunner | None, batches: list[int], ro
                 floor_ms = 1000 * weight_bytes / (bandwidth * 1e9)
                 floor_ratios.append(runs["engine"][-1] / floor_ms)
                 line += f", engine / weights floor {floor_ratios[-1]:.3f}"
-            log(f"small batch {batch:>3} round {r + 1}: {line}")
+            run.round({"case": "small", "batch": batch, "round": r + 1,
+                       **{f"{k}_ms": v[-1] for k, v in runs.items()},
+                       "bandwidth_gbs": bandwidth, "engine_over_bound": round_ratios[-1]},
+                      f"small batch {batch:>3} round {r + 1}: {line}")
         bytes_ms = 1000 * cost.bytes / (limits["bandwidth_gbs"] * 1e9)
         row = {"batch_size": batch, "rounds_ms": runs, "op_calls_per_step": calls,
                "bandwidth_gbs_per_round": round_bandwidths,
@@ -216,22 +219,24 @@ def measure_small(engine: LLMEngine, hf: HFRunner | None, batches: list[int], ro
     return rows, floor_ratios
 
 
-def measure_mixed(engine: LLMEngine, name: str, rounds: int) -> dict:
+def measure_mixed(run: Run, engine: LLMEngine, name: str, rounds: int) -> dict:
     """One long context beside short ones against evenly spread contexts of the same total."""
     runs: dict[str, list[float]] = {"mixed": [], "even": []}
     for r in range(rounds):
         runs["mixed"].append(ragged_step_ms(engine, MIXED_PROMPTS, MIXED_NEW_TOKENS))
         runs["even"].append(ragged_step_ms(engine, EVEN_PROMPTS, MIXED_NEW_TOKENS))
-        log(f"{name} mixed-length round {r + 1}: 8 x ~128 + 1 x ~2048 {runs['mixed'][-1]:7.2f} ms"
-            f"  9 x ~{EVEN_PROMPTS[0] + MIXED_NEW_TOKENS // 2} {runs['even'][-1]:7.2f} ms"
-            f"  ratio {runs['mixed'][-1] / runs['even'][-1]:.3f}")
+        run.round({"case": f"{name} mixed lengths", "round": r + 1,
+                   "mixed_ms": runs["mixed"][-1], "even_ms": runs["even"][-1]},
+                  f"{name} mixed-length round {r + 1}: 8 x ~128 + 1 x ~2048 "
+                  f"{runs['mixed'][-1]:7.2f} ms  9 x ~{EVEN_PROMPTS[0] + MIXED_NEW_TOKENS // 2} "
+                  f"{runs['even'][-1]:7.2f} ms  ratio {runs['mixed'][-1] / runs['even'][-1]:.3f}")
     ratios = [m / e for m, e in zip(runs["mixed"], runs["even"])]
     return {"preset": name, "rounds_ms": runs, "mixed_ms": statistics.median(runs["mixed"]),
             "even_ms": statistics.median(runs["even"]), "ratio_per_round": ratios,
             "ratio": statistics.median(ratios)}
 
 
-def measure_tiny(engine: LLMEngine, rounds: int) -> list[dict]:
+def measure_tiny(run: Run, engine: LLMEngine, rounds: int) -> list[dict]:
     """The tiny sweep, every round printed with that round's bandwidth, batch 1's step against
     tiny's weights over it, and each batch's op calls per step; each batch's median over
     rounds."""
@@ -244,10 +249,13 @@ def measure_tiny(engine: LLMEngine, rounds: int) -> list[dict]:
             runs[batch].append(measure_point(engine, batch, PROMPT_LEN, NEW_TOKENS).tpot_ms)
         floor_ms = 1000 * engine.model.weight_bytes() / (bandwidth * 1e9)
         floors.append(runs[1][-1] / floor_ms)
-        log(f"tiny round {r + 1}: " + "  ".join(
-            f"batch {b} {runs[b][-1]:.3f} ms ({calls[b]} op calls)" for b in TINY_BATCHES)
-            + f"  limits {bandwidth:.1f} GB/s -> weights floor {floor_ms:.3f} ms, batch 1 / "
-              f"floor {floors[-1]:.3f}")
+        run.round({"case": "tiny", "round": r + 1, "bandwidth_gbs": bandwidth,
+                   **{f"batch_{b}_ms": runs[b][-1] for b in TINY_BATCHES}},
+                  f"tiny round {r + 1}: " + "  ".join(
+                      f"batch {b} {runs[b][-1]:.3f} ms ({calls[b]} op calls)"
+                      for b in TINY_BATCHES)
+                  + f"  limits {bandwidth:.1f} GB/s -> weights floor {floor_ms:.3f} ms, batch 1 / "
+                    f"floor {floors[-1]:.3f}")
     points = []
     for batch in TINY_BATCHES:
         ms = statistics.median(runs[batch])
@@ -257,54 +265,43 @@ def measure_tiny(engine: LLMEngine, rounds: int) -> list[dict]:
     return points
 
 
-def evaluate(small: list[dict], floor_ratios: list[float], mixed: list[dict],
-             tiny: list[dict]) -> list[dict]:
-    """The issue's targets (each a ratio measured in this run)."""
-    targets = []
-
-    def target(name: str, value: float, limit: float, ok: bool) -> None:
-        targets.append({"target": name, "value": round(value, 3), "limit": limit, "met": ok})
-
+def evaluate(run: Run, small: list[dict], floor_ratios: list[float], mixed: list[dict],
+             tiny: list[dict]) -> None:
+    """The targets, each a ratio measured in this run (or a count), given to the harness."""
     by_batch = {r["batch_size"]: r for r in small}
     worst = max(small, key=lambda r: r["engine_over_bound"])
-    target(f"small: worst engine step / roofline bound (batch {worst['batch_size']})",
-           worst["engine_over_bound"], BOUND_EVERY, worst["engine_over_bound"] <= BOUND_EVERY)
+    run.target(f"small: worst engine step / roofline bound (batch {worst['batch_size']})",
+               worst["engine_over_bound"], at_most=BOUND_EVERY)
     for end in (1, 64):
         if end in by_batch:
-            ratio = by_batch[end]["engine_over_bound"]
-            target(f"small batch {end}: engine step / roofline bound", ratio, BOUND_ENDS,
-                   ratio <= BOUND_ENDS)
+            run.target(f"small batch {end}: engine step / roofline bound",
+                       by_batch[end]["engine_over_bound"], at_most=BOUND_ENDS)
     if floor_ratios:
-        ratio = statistics.median(floor_ratios)
-        target("small batch 1: engine step / bandwidth floor (weights / bandwidth that round)",
-               ratio, 1.35, ratio <= 1.35)
+        run.target("small batch 1: engine step / bandwidth floor (weights / bandwidth that round)",
+                   statistics.median(floor_ratios), at_most=1.35)
     worst = max(small, key=lambda r: r["engine_over_reference"])
-    target(f"small: worst engine / reference loop step (batch {worst['batch_size']})",
-           worst["engine_over_reference"], 1.0, worst["engine_over_reference"] <= 1.0)
+    run.target(f"small: worst engine / reference loop step (batch {worst['batch_size']})",
+               worst["engine_over_reference"], at_most=1.0)
     if 1 in by_batch and "transformers_over_engine" in by_batch[1]:
-        speedup = by_batch[1]["transformers_over_engine"]
-        target("small batch 1: transformers / engine step", speedup, 1.5, speedup >= 1.5)
+        run.target("small batch 1: transformers / engine step",
+                   by_batch[1]["transformers_over_engine"], at_least=1.5)
     for case in mixed:
-        target(f"{case['preset']}: step of 8 x 128 + 1 x 2048 / step of 9 x 341 tokens",
-               case["ratio"], 1.3, case["ratio"] <= 1.3)
+        run.target(f"{case['preset']}: step of 8 x 128 + 1 x 2048 / step of 9 x 341 tokens",
+                   case["ratio"], at_most=1.3)
     ms = {p["batch_size"]: p["tpot_ms"] for p in tiny}
     tps = {p["batch_size"]: p["tokens_per_s"] for p in tiny}
-    target("tiny batch 1: ms per decode step", ms[1], 1.0, ms[1] <= 1.0)
-    floor = statistics.median(tiny[0]["over_weights_floor_per_round"])
-    target("tiny batch 1: step / weights-over-bandwidth floor", floor, 1.5, floor <= 1.5)
-    calls = tiny[0]["op_calls_per_step"]
-    target("tiny batch 1: op calls per decode step", calls, 12, calls <= 12)
+    run.target("tiny batch 1: ms per decode step", ms[1], at_most=1.0)
+    run.target("tiny batch 1: step / weights-over-bandwidth floor",
+               statistics.median(tiny[0]["over_weights_floor_per_round"]), at_most=1.5)
+    run.target("tiny batch 1: op calls per decode step", tiny[0]["op_calls_per_step"], at_most=12)
     early, late = tps[4] / tps[1], tps[64] / tps[16]
-    target("tiny: gain 16->64 / gain 1->4 (concave: < 1)", late / early, 1.0, late < early)
-    gain = tps[64] / tps[1]
-    target("tiny: tokens/s at batch 64 / batch 1", gain, 3.0, gain >= 3.0)
+    run.target("tiny: gain 16->64 / gain 1->4 (concave: under 1)", late / early, at_most=1.0)
+    run.target("tiny: tokens/s at batch 64 / batch 1", tps[64] / tps[1], at_least=3.0)
     rising = all(ms[b] >= ms[a] for a, b in zip(TINY_BATCHES, TINY_BATCHES[1:]))
-    target("tiny: ms per step rises with batch (1 = yes)", float(rising), 1.0, rising)
-    return targets
+    run.target("tiny: ms per step rises with batch (1 = yes)", float(rising), at_least=1.0)
 
 
-def print_tables(small: list[dict], mixed: list[dict], tiny: list[dict], targets: list[dict],
-                 limits: dict) -> None:
+def print_tables(small: list[dict], mixed: list[dict], tiny: list[dict], limits: dict) -> None:
     print(f"\nsmall, ms per decode step (median of rounds); roofline with {limits['bandwidth_gbs']:.1f}"
           f" GB/s and {limits['matmul_gflops']:.0f} GFLOP/s measured in this run")
     print(f"{'batch':>5} {'engine':>8} {'reference':>10} {'transformers':>13} {'MB':>7} "
@@ -325,9 +322,6 @@ def print_tables(small: list[dict], mixed: list[dict], tiny: list[dict], targets
         print(f"{p['batch_size']:>5} {p['tokens_per_s']:>11.0f} {p['tpot_ms']:>8.3f}"
               f" {p['op_calls_per_step']:>9}")
     print()
-    for t in targets:
-        print(f"[{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['value']} "
-              f"(limit {t['limit']})")
 
 
 def main() -> int:
@@ -337,7 +331,7 @@ def main() -> int:
     parser.add_argument("--no-hf", action="store_true", help="skip transformers")
     args = parser.parse_args()
     batches = [int(b) for b in args.batch_sizes.split(",")]
-    load = os.getloadavg()[0]
+    run = Run("engine_speed", args)
     if resolve_device("auto") == "cpu":  # engines never compile the CPU kernel: build it first
         try:
             build_kernel(lambda seconds: log(f"compiling the C++ decode kernel, {seconds:.0f} s"))
@@ -347,7 +341,7 @@ def main() -> int:
     engine = LLMEngine(EngineConfig(preset="small", device="auto", kv_budget_bytes=2**30))
     device = engine.device
     log(f"device: {describe_device(device)}, threads {torch.get_num_threads()}, attention "
-        f"backend {engine.backend}, load average before: {load:.2f}")
+        f"backend {engine.backend}")
     gflops, mm_dtype = measure_matmul(device)
     limits = {"bandwidth_gbs": measure_bandwidth(device), "matmul_gflops": gflops,
               "matmul_dtype": mm_dtype}
@@ -361,24 +355,22 @@ def main() -> int:
             log("transformers not installed: skipping its column")
     engine.warm_up()
 
-    small, floor_ratios = measure_small(engine, hf, batches, args.rounds, limits)
-    mixed = [measure_mixed(engine, "small", args.rounds)]
+    small, floor_ratios = measure_small(run, engine, hf, batches, args.rounds, limits)
+    mixed = [measure_mixed(run, engine, "small", args.rounds)]
     del engine, hf  # free their memory before tiny
 
     tiny_engine = LLMEngine(EngineConfig(preset="tiny", device="auto", kv_budget_bytes=2**30))
     tiny_engine.warm_up()
-    mixed.append(measure_mixed(tiny_engine, "tiny", args.rounds))
-    tiny = measure_tiny(tiny_engine, args.rounds)
+    mixed.append(measure_mixed(run, tiny_engine, "tiny", args.rounds))
+    tiny = measure_tiny(run, tiny_engine, args.rounds)
 
-    targets = evaluate(small, floor_ratios, mixed, tiny)
+    evaluate(run, small, floor_ratios, mixed, tiny)
     limits["matmul_gflops_at_end"] = measure_matmul(device)[0]
     log(f"limits at the end: matmul {limits['matmul_gflops_at_end']:.0f} GFLOP/s")
     result = {
         "device": describe_device(device),
         "threads": torch.get_num_threads(),
         "attention_backend": tiny_engine.backend,
-        "load_average_before": load,
-        "load_average_after": os.getloadavg()[0],
         **limits,
         "prompt_len": PROMPT_LEN,
         "new_tokens": NEW_TOKENS,
@@ -386,15 +378,10 @@ def main() -> int:
         "small_step_ms": small,
         "mixed_lengths": mixed,
         "tiny_sweep": tiny,
-        "targets": targets,
-        "all_met": all(t["met"] for t in targets),
+        "all_met": all(t["met"] for t in run.targets),
     }
-    print_tables(small, mixed, tiny, targets, limits)
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "engine_speed.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps(result))
-    return 0 if result["all_met"] else 1
+    print_tables(small, mixed, tiny, limits)
+    return run.finish(result)
 
 
 if __name__ == "__main__":

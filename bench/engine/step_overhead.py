@@ -18,8 +18,9 @@ worker / its second) shows how far two processes of one tree differ: a ratio bet
 within that of 1 is no difference. Before timing, each worker counts the top-level op calls of
 one step with torch.profiler (a count, not a time: it does not depend on the load). Every round
 is printed, then the median of the per-round ratios (base / this tree: above 1 means this tree
-is faster). The load average is printed at the start and the end. Without --base only this tree
-is measured. A few seconds.
+is faster). Without --base only this tree is measured. A few seconds. The load average before
+and after, and the JSON result last, come from bench/harness.py; it states no target (the
+engine's per-step targets are bench/engine/engine_speed.py's).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def start_workers(trees: dict[str, Path], count: int, args) -> list[Worker]:
     return [Worker(name, trees[name], args) for name in order]
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, help="another checkout to compare with")
     parser.add_argument("--preset", default="tiny")
@@ -129,10 +130,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         worker(args.preset, args.batch, args.steps, args.rounds)
-        return
+        return 0
     if args.workers < 1 or args.rounds < 1 or args.steps < 1:
         sys.exit("error: --workers, --rounds and --steps must be at least 1")
-    print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)", flush=True)
+    # Here, not at the top: a worker imports the engine of its own tree (PYTHONPATH), never this.
+    sys.path.insert(0, str(HERE))
+    from bench.harness import Run
+
+    run = Run("step_overhead", {**vars(args), "base": str(args.base) if args.base else None})
     print(f"{args.preset}, batch {args.batch}, {PROMPT_LEN}-token prompts, median of "
           f"{args.steps} decode steps per round, {args.workers} worker(s) per tree", flush=True)
     trees = {"base": args.base.resolve()} if args.base else {}
@@ -158,20 +163,27 @@ def main() -> None:
             for name, values in per_tree.items():
                 aa[name].append(values[0] / values[1])
             text += "  A/A " + ", ".join(f"{name} {aa[name][-1]:.3f}" for name in trees)
-        print(f"round {r + 1}: {text}", flush=True)
+        run.round({"round": r + 1, **{f"{name} ms": v for name, v in ms.items()}},
+                  f"round {r + 1}: {text}")
     for w in workers:
         w.close()
+    result: dict = {"preset": args.preset, "batch": args.batch,
+                    "op_calls_per_step": {name: next(w.info["ops"] for w in workers
+                                                     if w.tree == name) for name in trees},
+                    "median_step_ms": {}}
     for name in trees:
-        print(f"{name}: median {statistics.median(row[name] for row in rows):.3f} ms per step",
-              flush=True)
+        result["median_step_ms"][name] = statistics.median(row[name] for row in rows)
+        print(f"{name}: median {result['median_step_ms'][name]:.3f} ms per step", flush=True)
     if args.workers > 1:
+        result["a_a"] = {name: statistics.median(aa[name]) for name in trees}
         print("A/A, median of each tree's first worker / its second (1 = processes alike): "
-              + ", ".join(f"{name} {statistics.median(aa[name]):.3f}" for name in trees),
-              flush=True)
+              + ", ".join(f"{name} {result['a_a'][name]:.3f}" for name in trees), flush=True)
     if args.base:
-        ratio = statistics.median(row["base"] / row["this tree"] for row in rows)
-        print(f"median ratio base / this tree: {ratio:.3f}", flush=True)
-    print(f"load average at end: {os.getloadavg()[0]:.2f} (1 min)", flush=True)
+        result["base_over_this_tree"] = statistics.median(
+            row["base"] / row["this tree"] for row in rows)
+        print(f"median ratio base / this tree: {result['base_over_this_tree']:.3f}", flush=True)
+    return run.finish(result)
+
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

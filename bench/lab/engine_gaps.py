@@ -2,8 +2,8 @@
 or waiting inside them. Reads the trace the service writes when $LLM_SPEED_TRACE names a file
 (engine.lab.trace):
 
-    LLM_SPEED_TRACE=/tmp/gaps.trace python bench/lab/classroom.py --students 30
-    python bench/lab/engine_gaps.py /tmp/gaps.trace [--json out.json]
+    LLM_SPEED_TRACE=gaps.trace python bench/lab/classroom.py --students 30
+    python bench/lab/engine_gaps.py gaps.trace [--json out.json]
 
 The worker's marks cut its time into stretches, each put in one place:
 - in a job: "setup" (its parameters checked, its engine found or built), "probe" (the

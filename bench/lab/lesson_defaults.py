@@ -37,12 +37,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import Run  # noqa: E402
 from bench.lab.core_split import wait_ready  # noqa: E402
-from engine.calc.deployment import plan  # noqa: E402
+from engine.calc.deployment import measured_rate, plan  # noqa: E402
 from engine.lab.client import EngineService  # noqa: E402
 from lessons.average_lies import AverageLiesLesson  # noqa: E402
-from lessons.capacity import CapacityLesson, check_verdict, measured_rate, points_from  # noqa: E402
+from lessons.capacity import CapacityLesson  # noqa: E402
+from lessons.capacity_findings import check_verdict, points_from  # noqa: E402
 from lessons.chunked_prefill import CHUNKED, WHOLE, ChunkedPrefillLesson  # noqa: E402
-from lessons.knob import KnobLesson, doubling, point_of  # noqa: E402
+from lessons.knob import KnobLesson  # noqa: E402
+from lessons.knob_findings import doubling, point_of  # noqa: E402
 from lessons.slo_goodput import SLOGoodputLesson  # noqa: E402
 from lessons.three_schedules import ThreeSchedulesLesson, policy_summary  # noqa: E402
 

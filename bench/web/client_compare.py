@@ -15,10 +15,10 @@ far two independent clients agree on one server.
 GuideLLM is not a dependency of the project (it pulls transformers and datasets): install it
 in a virtual environment of its own that sees this one's packages, and pass its command:
 
-    python -m venv /tmp/gl && echo "$(python -c 'import site; print(site.getsitepackages()[0])')" \\
-        > /tmp/gl/lib/python3.11/site-packages/project.pth
-    /tmp/gl/bin/pip install guidellm
-    python bench/web/client_compare.py --guidellm /tmp/gl/bin/guidellm --rounds 3
+    python -m venv .gl && echo "$(python -c 'import site; print(site.getsitepackages()[0])')" \\
+        > .gl/lib/python3.11/site-packages/project.pth
+    .gl/bin/pip install guidellm
+    python bench/web/client_compare.py --guidellm .gl/bin/guidellm --rounds 3
 
 GuideLLM needs the model's tokenizer to make prompts of exact lengths: the script writes the
 tiny preset's tokenizer.json with a tokenizer_config.json into a folder and passes it as the

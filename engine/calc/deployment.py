@@ -38,6 +38,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..lab.results import LoadTestResult, RateSweepResult
 from .gpu_scaling import (
     BF16_BYTES,
     Machine,
@@ -47,6 +48,7 @@ from .gpu_scaling import (
     step_floor_ms,
 )
 from .kv_math import blocks_for
+from .rate_sweep import pool_runs
 from .slo_math import Targets, cost_per_million_tokens
 
 FILL = 0.8  # plan each replica to 80% of what it completes, leaving room for bursts
@@ -357,3 +359,66 @@ def tp_against_replicas(model: ModelShape, machine: Machine, batch: int, demand:
                           max(0, int(free // each)), 1000 * batch / step,
                           t * 1000 * batch / one))
     return rows
+
+
+# ---- what a measured run says of a plan ----------------------------------------------------------
+def sweep_points(sweep: RateSweepResult) -> list[LoadPoint]:
+    """A rate sweep (the SLO lesson's), one point per rate with its runs' requests together."""
+    return [LoadPoint(pt.rate, pt.ttft_ms, pt.tpot_ms, pt.throughput_tok_s)
+            for pt in pool_runs(sweep.points)]
+
+
+def measured_rate(sweep: RateSweepResult, targets: Targets) -> MeasuredRate | None:
+    """What a rate sweep measured one replica carrying within the targets, or None."""
+    best = highest_rate_within(sweep_points(sweep), targets)
+    return MeasuredRate(best.rate_rps, best.output_tok_s, sweep.max_batch) if best else None
+
+
+def next_batch_misses(p: Plan, points: Sequence[BatchPoint]) -> str | None:
+    """Which target ("TPOT" first, then "TTFT") the next larger batch measured misses; None when
+    the plan took the largest batch, or a larger batch met both (it completed fewer requests
+    per second). The plan must be feasible."""
+    larger = sorted((pt for pt in points if pt.batch > p.batch), key=lambda pt: pt.batch)
+    if not larger:
+        return None
+    if larger[0].tpot_ms > p.targets.tpot_ms:
+        return "TPOT"
+    if larger[0].ttft_ms > p.targets.ttft_ms:
+        return "TTFT"
+    return None
+
+
+def request_latencies(run: LoadTestResult) -> list[tuple[float, float | None]]:
+    """Each finished request's (TTFT, TPOT) in ms from a load test's trace."""
+    out = []
+    for r in run.requests:
+        if r.first_token_s is None or r.finish_s is None or r.arrival_s is None:
+            continue
+        ttft = 1000 * (r.first_token_s - r.arrival_s)
+        tpot = (1000 * (r.finish_s - r.first_token_s) / (r.output_len - 1)
+                if r.output_len > 1 else None)
+        out.append((ttft, tpot))
+    return out
+
+
+@dataclass(frozen=True)
+class LoadCheck:
+    """A load test judged against a plan's targets: requests within both, of those finished."""
+
+    good: int
+    finished: int
+
+    @property
+    def share(self) -> float:
+        return self.good / self.finished if self.finished else 0.0
+
+    @property
+    def held(self) -> bool:
+        """The plan's bar: at least ATTAINMENT of the finished requests within both targets."""
+        return bool(self.finished) and self.share >= ATTAINMENT
+
+
+def check_load(run: LoadTestResult, targets: Targets) -> LoadCheck:
+    slo = targets.slo()
+    lat = request_latencies(run)
+    return LoadCheck(sum(slo.met(a, b) for a, b in lat), len(lat))

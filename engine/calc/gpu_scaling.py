@@ -145,6 +145,26 @@ def kv_capacity(model: ModelShape, machine: Machine, context: float) -> int | No
     return max(0, int(free // (context * model.kv_bytes_per_token)))
 
 
+def largest_batch_within(model: ModelShape, machine: Machine, context: float,
+                         tpot_limit_ms: float) -> int | None:
+    """The largest batch whose decode step's floor stays within a TPOT limit, among the batches
+    the machine's KV memory holds at this context (4,096 where it does not say); None when even
+    batch 1 is over the limit. The step's floor grows with the batch, so the search stops at
+    the first batch over it."""
+    best = None
+    for b in range(1, (kv_capacity(model, machine, context) or 4096) + 1):
+        if step_floor_ms(decode_step(model, b, context), machine) > tpot_limit_ms:
+            break
+        best = b
+    return best
+
+
+def decode_tokens_per_s(model: ModelShape, machine: Machine, context: float, batch: int) -> float:
+    """The output tokens per second a batch could produce at most: a token per sequence each
+    decode step, at the step's floor."""
+    return batch * 1000 / step_floor_ms(decode_step(model, batch, context), machine)
+
+
 def prefill_floor_ms(model: ModelShape, machine: Machine, tokens: int) -> float:
     """The least time one prefill pass over `tokens` prompt tokens can take:
     max(2 x P x L / peak, weight bytes / bandwidth) (attention's own FLOPs left out)."""

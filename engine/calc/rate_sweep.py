@@ -4,15 +4,18 @@ The SLO lesson measures a sweep and the capacity lesson looks the same sweep up 
 measurement cache, so both build its parameters here (a cache key is its parameters: one
 function, one key). A rate may be run several times, each run with other requests; the
 analysis pools a rate's runs into one point (all their requests, all their tokens over all
-their time) and gives each figure with its 95% interval over the runs.
+their time) and gives each figure with its 95% interval over the runs; from the judged points
+it finds the operating points (the best goodput, the best throughput) and how the curves bend at
+the top rate.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from ..lab.results import RatePoint
-from .slo_math import SLO, judge
+from .slo_math import SLO, Judged, judge
 from .stats import Estimate, estimates, runs_estimate
 
 PROMPT_LEN, OUTPUT_LEN = [32, 128], [16, 64]  # the sweep's mix of lengths (tokens, low and high)
@@ -90,3 +93,74 @@ def run_figures(runs: list[RatePoint], slo: SLO) -> dict[str, Estimate]:
                "throughput_tok_s": [j.output_tokens for j in judged],
                "goodput_tok_s": [j.good_tokens for j in judged]}
     return {f: runs_estimate(amounts[f], seconds) for f in CURVE_FIGURES}
+
+
+def curve_point(rate: float, figures: dict[str, Estimate]) -> dict:
+    """A rate on the rate curve: each figure, its interval when its runs bound one, and the
+    number of runs."""
+    row: dict = {"rate": rate, "runs": None}
+    for field, est in figures.items():
+        row[field] = est.value
+        row["runs"] = est.n
+        if est.bounded:
+            row.update({f"{field}_lo": est.lo, f"{field}_hi": est.hi})
+    return row
+
+
+@dataclass(frozen=True)
+class OperatingPoints:
+    """The best goodput and the best throughput among the measured rates, and where."""
+
+    goodput_rate: float
+    goodput_tok_s: float | None
+    goodput_rps: float | None
+    throughput_rate: float
+    throughput_tok_s: float | None
+
+
+def operating_points(judged: list[tuple[RatePoint, Judged]]) -> OperatingPoints | None:
+    """The operating points among the judged rates that lasted some time; None when none did."""
+    timed = [(p, j) for p, j in judged if j.duration_s]
+    if not timed:
+        return None
+    good = max(timed, key=lambda pj: pj[1].goodput_tok_s or 0)
+    fast = max(timed, key=lambda pj: pj[1].throughput_tok_s or 0)
+    return OperatingPoints(
+        goodput_rate=good[0].rate, goodput_tok_s=good[1].goodput_tok_s,
+        goodput_rps=good[1].goodput_rps, throughput_rate=fast[0].rate,
+        throughput_tok_s=fast[1].throughput_tok_s)
+
+
+GOODPUT_FALL = 0.9  # goodput at the top rate under 90% of its best: it fell
+THROUGHPUT_RISE = 1.5  # throughput up by half when the rate last doubled: it still rises
+
+
+@dataclass(frozen=True)
+class SweepTrend:
+    """How a sweep's curves bend at its top rate: whether goodput fell from its best (by more
+    than a tenth), and whether throughput still rose by half on the rate before."""
+
+    goodput_falls: bool
+    throughput_rises: bool
+    top_rate: float
+    top: Judged
+    before: Judged
+    best_goodput_rps: float
+
+    @property
+    def throughput_ratio(self) -> float:
+        """The top rate's throughput over the rate before's."""
+        return (self.top.throughput_tok_s or 0) / (self.before.throughput_tok_s or 1)
+
+
+def sweep_trend(judged: list[tuple[RatePoint, Judged]]) -> SweepTrend | None:
+    """The trend of a sweep of two rates or more, every one timed; None otherwise."""
+    if len(judged) < 2 or any(j.duration_s is None for _p, j in judged):
+        return None
+    (_p0, before), (top_p, top) = judged[-2], judged[-1]
+    best_good = max(j.goodput_rps or 0 for _p, j in judged)
+    return SweepTrend(
+        goodput_falls=(top.goodput_rps or 0) < GOODPUT_FALL * best_good,
+        throughput_rises=(top.throughput_tok_s or 0) >= THROUGHPUT_RISE * (
+            before.throughput_tok_s or 0),
+        top_rate=top_p.rate, top=top, before=before, best_goodput_rps=best_good)

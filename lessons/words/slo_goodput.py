@@ -129,6 +129,10 @@ PREDICTION = PredictionQuestion(
     "to throughput and to goodput?",
     ("Throughput levels off while goodput falls", "Both keep rising with the rate",
      "Goodput falls while throughput still rises", "Both level off together"))
+# The choice a sweep supports, by (goodput fell from its best, throughput still rises):
+# engine.calc.rate_sweep.sweep_trend.
+TREND_CHOICES = {(True, False): PREDICTION.choices[0], (False, True): PREDICTION.choices[1],
+                 (True, True): PREDICTION.choices[2], (False, False): PREDICTION.choices[3]}
 
 
 TAKEAWAY = check_takeaway((
@@ -222,3 +226,34 @@ at that pace; batch / step time is then the most tokens per second, and the pric
 typed prices them. Real engines reach a fraction of these ceilings; the bigger batches of a GPU
 are why its cost per token is so much lower.</p>
 """
+
+
+# What the brackets and the dagger of the sweep's table mean.
+INTERVAL_NOTE = (
+    "In brackets: the 95% confidence interval of a percentile (a bootstrap over the requests at "
+    "that rate, all its runs together, counted beside them) and of goodput (from how the rate's "
+    "runs differ, counted beside it; one run gives none). The engine was warmed up before the "
+    "first rate; its warm-up steps are in no figure.")
+FEW_SAMPLES_NOTE = (
+    "{mark} A percentile from too few samples to bound it: a P99 needs at least {p99} samples, a "
+    "P50 {p50}. It is the slowest few requests measured, not a P99 to quote; send more requests "
+    "per rate to bound it.")
+
+# The sentence under the rate curve: batch use (no limits), chat use (the SLO).
+BATCH_SUMMARY = (
+    "With no latency limits, goodput is throughput: at the highest rate measured ({top_rate} "
+    "requests/s) the engine completed {top_rps} requests/s, {top_tok_s} output tokens/s.")
+CHAT_SUMMARY = (
+    "Best goodput: **{best_rps} requests/s** ({best_tok_s} tokens/s of answers within the SLO) "
+    "at an offered {best_rate} requests/s. At {top_rate} requests/s the engine still completed "
+    "{top_rps} requests/s, but only {good} of {completed} requests met every limit: an SLO "
+    "attainment of {attainment}%.")
+
+# The columns of the sweep's download.
+SWEEP_COLUMNS = (
+    "rate: offered requests/s; completed_rps, goodput_rps: requests/s completed and within every "
+    "limit of the SLO; *_tok_s: output tokens/s; each of those all the rate's runs' requests or "
+    "tokens over all their seconds, with its 95% interval over the runs (*_lo, *_hi; none from "
+    "one run); runs: how many; requests: all the runs' requests; pNN_*_ms: a percentile with its "
+    "95% bootstrap interval (*_ci_lo, *_ci_hi), the samples it rests on (*_n) and whether they "
+    "are enough to bound it (*_bounded; a P99 needs 100)")

@@ -109,7 +109,7 @@ def test_the_page_draws_the_measured_differences_and_the_cost(lesson):
 
 def test_the_url_makes_a_smaller_run():
     page = BatchInvarianceLesson.from_url({"largest_batch": [b"8"], "new_tokens": [b"4"]})
-    for _, params in page.job_params().values():
+    for _, params in page.default_jobs().values():
         assert params["batch_sizes"] == [1, 2, 8] and params["new_tokens"] == 4
 
 

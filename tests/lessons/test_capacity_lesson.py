@@ -15,19 +15,13 @@ from in_process_service import InProcessService, attach, run_job
 from lesson_stubs import downloaded
 
 from engine.calc.batch_ladder import LADDER
-from engine.calc.deployment import plan
+from engine.calc.deployment import measured_rate, plan, request_latencies
 from engine.calc.kv_math import format_bytes
 from engine.calc.rate_sweep import default_sweep_params
 from engine.lab import registry
 from engine.lab.worker import plain
-from lessons.capacity import (
-    CapacityLesson,
-    check_verdict,
-    measured_rate,
-    outcome,
-    points_from,
-    request_latencies,
-)
+from lessons.capacity import CapacityLesson
+from lessons.capacity_findings import check_verdict, outcome, points_from
 from lessons.teaching import service_lookup
 from lessons.words.capacity import NONE, problems_html, worked_problems
 from widgets.tables import sig

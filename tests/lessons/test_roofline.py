@@ -17,7 +17,8 @@ from engine.config import PRESETS
 from engine.hardware import measure_matmul
 from engine.lab import quality
 from engine.lab.results import PresetShape, parse_result
-from lessons.roofline import CACHED, DECODE, PREFILL, RooflineLesson, curve_summary, powers
+from lessons.roofline import CACHED, DECODE, PREFILL, RooflineLesson, powers
+from lessons.roofline_findings import curve_summary
 from widgets.tables import sig
 
 

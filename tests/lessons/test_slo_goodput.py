@@ -10,7 +10,8 @@ from in_process_service import InProcessService, attach
 from lesson_stubs import said
 
 from engine.calc.slo_math import cost_per_million_tokens
-from lessons.slo_goodput import SLOGoodputLesson, capacity_ttft
+from lessons.capacity_search import capacity_ttft
+from lessons.slo_goodput import SLOGoodputLesson
 from widgets.tables import UNBOUNDED, sig
 
 SMALL = {"points": [b"3"], "requests": [b"8"], "max_rate": [b"8"], "runs": [b"1"]}

@@ -12,8 +12,10 @@ import pytest
 
 from engine.calc import capacity
 from engine.calc.deployment import (
+    ATTAINMENT,
     BatchPoint,
     Demand,
+    LoadCheck,
     LoadPoint,
     MeasuredRate,
     allreduce_bytes,
@@ -22,6 +24,7 @@ from engine.calc.deployment import (
     gpu_points,
     highest_rate_within,
     in_flight,
+    next_batch_misses,
     plan,
     replica_rps,
     replicas_needed,
@@ -170,3 +173,23 @@ def test_with_no_plan_the_message_names_the_ways_to_a_shorter_step(targets, ways
     assert p.point is None
     assert all(way in p.why for way in ways), p.why
     assert ("speculative" in p.why) is (targets.tpot_ms < 500.0)
+
+
+def test_the_next_larger_batch_says_which_target_binds():
+    demand = Demand(rate_rps=1.0, prompt_len=32, output_len=8)
+    p = plan(POINTS, demand, Targets(ttft_ms=100.0, tpot_ms=40.0))
+    assert p.feasible and p.batch == 8  # batch 32 misses the TTFT target only
+    assert next_batch_misses(p, POINTS) == "TTFT"
+    p = plan(POINTS, demand, Targets(ttft_ms=1000.0, tpot_ms=20.0))
+    assert p.batch == 8 and next_batch_misses(p, POINTS) == "TPOT"  # 32 misses both: TPOT first
+    p = plan(POINTS, demand, Targets(ttft_ms=1000.0, tpot_ms=100.0))
+    assert p.batch == 32 and next_batch_misses(p, POINTS) is None  # 64 met both, served fewer
+    p = plan(POINTS[:2], demand, Targets(ttft_ms=1000.0, tpot_ms=100.0))
+    assert p.batch == 8 and next_batch_misses(p, POINTS[:2]) is None  # the largest was taken
+
+
+def test_a_load_check_holds_at_the_attainment_bar():
+    assert LoadCheck(good=19, finished=20).held == (19 / 20 >= ATTAINMENT)
+    assert LoadCheck(good=19, finished=20).share == pytest.approx(0.95)
+    assert not LoadCheck(good=18, finished=20).held
+    assert not LoadCheck(good=0, finished=0).held and LoadCheck(0, 0).share == 0.0

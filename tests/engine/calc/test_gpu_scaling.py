@@ -13,8 +13,10 @@ from engine.calc.gpu_scaling import (
     bend_batch,
     compute_bound_prompt,
     decode_step,
+    decode_tokens_per_s,
     intensity_ceiling,
     kv_capacity,
+    largest_batch_within,
     machine_from_info,
     on_gpu,
     prefill_floor_ms,
@@ -68,3 +70,14 @@ def test_this_machine_from_the_engine_info():
     here = machine_from_info(info)
     assert here.ridge == 8.0 and here.measured and not on_gpu(info)
     assert on_gpu({"device": "cuda:0"})
+
+
+def test_the_largest_batch_within_a_tpot_limit_is_the_last_whose_floor_fits():
+    floor = lambda b: step_floor_ms(decode_step(LLAMA_3_8B, b, 1000), H100)  # noqa: E731
+    limit = floor(40) + 1e-9
+    assert largest_batch_within(LLAMA_3_8B, H100, 1000, limit) == 40
+    assert floor(41) > limit
+    assert largest_batch_within(LLAMA_3_8B, H100, 1000, floor(1) / 2) is None  # not even one
+    held = kv_capacity(LLAMA_3_8B, H100, 1000)  # a loose limit stops at what memory holds
+    assert largest_batch_within(LLAMA_3_8B, H100, 1000, 1e9) == held
+    assert decode_tokens_per_s(LLAMA_3_8B, H100, 1000, 40) == pytest.approx(40 * 1000 / floor(40))

@@ -10,14 +10,18 @@ from engine.calc.rate_sweep import (
     POINTS,
     REQUESTS,
     RUNS,
+    curve_point,
     default_sweep_params,
+    operating_points,
     point_estimates,
     pool_runs,
     run_figures,
     sweep_params,
     sweep_rates,
+    sweep_trend,
 )
-from engine.calc.slo_math import SLO
+from engine.calc.slo_math import SLO, judge
+from engine.calc.stats import Estimate
 from engine.lab.results import RatePoint
 
 
@@ -73,3 +77,40 @@ def test_point_estimates_name_the_percentiles_the_slo_is_judged_on():
     assert set(est) == {f"P{q} {m}" for q in (50, 99) for m in ("TTFT", "TPOT", "E2E")}
     assert est["P50 TTFT"].n == 100 and est["P99 TTFT"].bounded
     assert est["P50 TPOT"].value == pytest.approx(2.0)
+
+
+def judged(*points):
+    slo = SLO(ttft_ms=25.0)  # a request counts if its first token came within 25 ms
+    return [(p, judge(p.to_dict(), slo)) for p in points]
+
+
+def test_operating_points_are_the_best_goodput_and_the_best_throughput():
+    low = point(1.0, [10, 20], [5, 5], 1.0, 20)  # both good: 20 good tokens/s
+    mid = point(2.0, [10, 30, 40], [5, 5, 5], 1.0, 30)  # one good of three
+    top = point(4.0, [50, 60, 70, 80], [5] * 4, 1.0, 40)  # none good, the most tokens
+    best = operating_points(judged(low, mid, top))
+    assert (best.goodput_rate, best.goodput_tok_s, best.goodput_rps) == (1.0, 20, 2)
+    assert (best.throughput_rate, best.throughput_tok_s) == (4.0, 40)
+    untimed = point(1.0, [10], [5], 1.0, 10)
+    assert operating_points([(untimed, judge({**untimed.to_dict(), "duration_s": None},
+                                              SLO()))]) is None
+
+
+def test_the_trend_says_whether_goodput_fell_and_throughput_still_rose():
+    low = point(1.0, [10, 20], [5, 5], 1.0, 20)  # goodput 2/s
+    mid = point(2.0, [10, 30, 40], [5, 5, 5], 1.0, 30)  # goodput 1/s: fell
+    top = point(4.0, [50, 60, 70, 80], [5] * 4, 1.0, 40)  # goodput 0; throughput x1.33
+    trend = sweep_trend(judged(low, mid, top))
+    assert (trend.goodput_falls, trend.throughput_rises) == (True, False)
+    assert trend.top_rate == 4.0 and trend.best_goodput_rps == 2
+    assert trend.throughput_ratio == pytest.approx(40 / 30)
+    rising = sweep_trend(judged(low, point(2.0, [10, 12], [5, 5], 1.0, 40)))
+    assert (rising.goodput_falls, rising.throughput_rises) == (False, True)
+    assert sweep_trend(judged(low)) is None  # one rate has no trend
+
+
+def test_a_curve_point_carries_an_interval_only_where_the_runs_bound_one():
+    row = curve_point(2.0, {"goodput_rps": Estimate("mean", 3.0, 2.5, 3.5, 3, True),
+                            "throughput_tok_s": Estimate("mean", 90.0, None, None, 1, False)})
+    assert row == {"rate": 2.0, "runs": 1, "goodput_rps": 3.0, "goodput_rps_lo": 2.5,
+                   "goodput_rps_hi": 3.5, "throughput_tok_s": 90.0}
