@@ -147,7 +147,8 @@ class Scheduler:
         one-line reason is returned (None: it waits)."""
         if self.traffic is not None:
             tag = self.traffic.arrive(seq.id, traffic_class, tenant, len(seq.prompt_ids),
-                                      seq.max_new_tokens, [s.id for s in self.waiting])
+                                      seq.max_new_tokens, [s.id for s in self.waiting],
+                                      arrival_s)
             if isinstance(tag, str):
                 return tag
         self.arrival_s[seq.id] = arrival_s
