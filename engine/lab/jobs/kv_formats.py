@@ -51,7 +51,7 @@ def grow(engine: LLMEngine, tokens: int, prompt: int, chunk: int) -> tuple[int, 
     chunks, then a token a step), marking each step's tokens computed as a step would: (the most
     blocks it held at once, the blocks it holds at the end). Its blocks go back after."""
     blocks = engine.blocks
-    seq = engine.new_sequence([1] * prompt, max(1, tokens - prompt + 1), ignore_eos=True)
+    seq = engine.new_sequence([1] * prompt, max(1, tokens - prompt), ignore_eos=True)
     most, done = 0, 0
     try:
         while done < tokens:
