@@ -234,9 +234,9 @@ class OnlineEngine:
         for key, seqs in (("running", list(scheduler.running)),
                           ("waiting", list(scheduler.waiting))):
             for seq in seqs:
-                name = scheduler.traffic_class(seq.id)
-                if name in lanes:
-                    lanes[name][key] += 1
+                tag = scheduler.traffic.tags.get(seq.id)  # .get: it may end meanwhile
+                if tag is not None and tag.traffic_class in lanes:
+                    lanes[tag.traffic_class][key] += 1
         return lanes
 
     def prometheus(self) -> bytes:
