@@ -55,7 +55,7 @@ from widgets.tables import html_table, table_pane
 
 from .base import LessonPage
 from .data_record import data_header, result_header
-from .kv_formats_view import formats_html, formats_rows
+from .kv_formats_view import formats_html, formats_rows, formats_sentence
 from .number_input import number_problem
 from .on_a_gpu import GpuBox
 from .teaching import Lookup
@@ -402,6 +402,7 @@ class KVCacheLesson(LessonPage):
     def show_formats(self, result: KVFormatsResult) -> None:
         self.kv_formats = result
         self.formats.object = formats_html(result)
+        self.say(formats_sentence(result))
 
     def formats_rows(self) -> list[dict]:
         """The formats section's figures (lessons.kv_formats_view.formats_rows)."""

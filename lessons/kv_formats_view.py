@@ -79,6 +79,19 @@ def hybrid_table(r: KVFormatsResult) -> str:
         rows, numeric=[True] * 7)
 
 
+def formats_sentence(r: KVFormatsResult) -> str:
+    """The section's measurement in one sentence, for screen readers."""
+    by = {f.kv_dtype: f for f in r.formats}
+    fp8 = by.get("fp8")
+    base = next((f for f in r.formats if f.kv_dtype != "fp8"), None)
+    if fp8 is None or base is None:
+        return "The KV formats were measured."
+    return (f"The KV formats measured: in {r.budget_mib} MiB, {fp8.requests_fit:,} requests fit "
+            f"with fp8 against {base.requests_fit:,} with {base.kv_dtype}; a decode step took "
+            f"{sig(fp8.step_ms)} ms against {sig(base.step_ms)} ms; fp8 picked the same top "
+            f"token at {100 * r.quality.agreement:.1f}% of positions.")
+
+
 def formats_html(r: KVFormatsResult | None) -> str:
     if r is None:
         return WAITING

@@ -15,11 +15,11 @@ from lessons.kv_cache import KVCacheLesson
 CACHES = 3 * len(PRESETS)  # every preset in the engine's dtype, fp16 and fp8
 
 
-def lesson(args=None, answered=True):
+def lesson(args=None, answered=True, hold=()):
     """The page drawn with the in-process service: it starts its jobs, as on load; unless
-    answered, the engine holds its answers back."""
+    answered, the engine holds its answers back (or those of the kinds in `hold`)."""
     page = KVCacheLesson.from_url(args or {})
-    held = set() if answered else {kind for kind, _ in KVCacheLesson.warm_jobs()}
+    held = set(hold) if answered else {kind for kind, _ in KVCacheLesson.warm_jobs()}
     service = attach(page, InProcessService(hold=held))
     pn.panel(page).get_root()
     return page, service
@@ -33,7 +33,7 @@ def test_the_calculator_shows_public_shapes_before_the_engine_answers():
 
 
 def test_the_presets_agree_with_the_engines_real_allocation():
-    page, service = lesson()
+    page, service = lesson(hold={"kv_formats"})  # its sentence would follow the check's
     assert service.kinds() == ["info", "kv_allocation", "block_snapshots", "kv_formats"]
     assert "tiny" in page.calculator.object
     rows = page.agreement()
@@ -168,5 +168,6 @@ def test_the_formats_section_shows_the_engines_measurement_and_the_gpu_box_the_f
     assert win["requests_fit"] > full["requests_fit"]
     assert win["bytes_per_token"] < full["bytes_per_token"] == 3072
     assert "1,792" in tables  # tokens beyond the 256-token window at 2,048
+    assert any(s and s.startswith("The KV formats measured: in 64 MiB") for s in said(page))
     box = page.gpu_box.text
     assert "131,072 bytes per token" in box and "NVIDIA H200" in box and "141 GB" in box
