@@ -37,6 +37,34 @@ def blocks_for(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
+def peak_blocks(tokens: int, block_size: int, window: int = 0, prefill: int | None = None,
+                chunk: int = 0) -> int:
+    """The most blocks one sequence holds at once while its cache grows to `tokens` positions:
+    its first `prefill` positions (default all of them, as a recompute after a preemption
+    writes) in prefill chunks of `chunk` tokens (0: one chunk), the rest one decode token a
+    step. Full attention holds ceil(tokens / B). A hybrid model (window > 0) holds its full
+    table and, at each step, the window blocks that step can attend to (module docstring), so
+    a whole prompt in one chunk holds two tables' worth while a long decode holds about one."""
+    full = blocks_for(tokens, block_size)
+    if not window:
+        return full
+    prefill = tokens if prefill is None else max(0, min(prefill, tokens))
+
+    def held(computed: int, new: int) -> int:  # both tables during a step of `new` tokens
+        total = blocks_for(computed + new, block_size)
+        first = max(0, computed - window + 1) // block_size
+        return 2 * total - min(first, total)
+
+    peak, n = 0, 0
+    while n < prefill:
+        new = min(chunk or prefill, prefill - n)
+        peak = max(peak, held(n, new))
+        n += new
+    for n in range(prefill, tokens):
+        peak = max(peak, held(n, 1))
+    return peak
+
+
 def chain_hash(parent: bytes | None, tokens: list[int]) -> bytes:
     """The hash of a block: its token ids after the hash of the blocks before it (16-byte
     BLAKE2b, so distinct prefixes do not collide in practice)."""

@@ -81,7 +81,8 @@ def generate(engine: LLMEngine, prompts: list[list[int]], max_new_tokens: int,
         for i, p in enumerate(prompts)
     ]
     engine.check_fits(1, max(s.num_tokens + max_new_tokens for s in seqs))
-    needed = sum(engine.blocks_per_sequence(s.num_tokens + max_new_tokens) for s in seqs)
+    needed = sum(engine.blocks_per_sequence(s.num_tokens + max_new_tokens, s.num_tokens,
+                                            prefill_chunk or 0) for s in seqs)
     if needed > engine.blocks.num_free:
         raise ConfigError(
             f"{len(seqs)} sequences need {needed} KV blocks; {engine.blocks.num_free} are free"

@@ -1,6 +1,6 @@
 """What an fp8 KV cache costs in quality, measured on the trained tiny model through the engine's
-own paged cache: the held-out loss with the model's float cache and with fp8, and how often the
-two pick the same next token.
+own paged cache: the held-out loss with the model's float cache and with fp8, how often the
+two pick the same next token, and the largest difference between their logits.
 
 The held-out windows are lesson 11's (engine.quantization.heldout), and the agreement is
 teacher-forced as there. Unlike int8 weights, a cache format only matters where attention reads
@@ -29,6 +29,7 @@ class KVQuality:
     loss_float: float  # mean next-token cross entropy with the model's float cache, nats
     loss_fp8: float
     agreement: float  # share of positions where fp8's top token is the float cache's
+    max_logit_diff: float = 0.0  # largest |fp8 logit - float logit| over every position and token
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -59,18 +60,23 @@ def kv_quality(engine: LLMEngine, windows: int = WINDOWS) -> KVQuality:
     with fp8; the engine is left on its float cache."""
     held = heldout(windows)
     count = held.shape[0] * (held.shape[1] - 1)
-    losses, picks = [], []
+    losses, picks, float_logits, largest = [], [], [], 0.0
     for kv_dtype in ("auto", "fp8"):
         engine.set_kv_dtype(kv_dtype)
         try:
             total, chosen = 0.0, []
-            for window in held:
+            for i, window in enumerate(held):
                 logits = paged_logits(engine, window[:-1].tolist())
                 total += F.cross_entropy(logits, window[1:], reduction="sum").item()
                 chosen.append(logits.argmax(-1))
+                if kv_dtype == "auto":
+                    float_logits.append(logits)
+                else:
+                    largest = max(largest, (logits - float_logits[i]).abs().max().item())
         finally:
             engine.set_kv_dtype("auto")
         losses.append(total / count)
         picks.append(torch.cat(chosen))
     same = (picks[0] == picks[1]).sum().item() / count
-    return KVQuality(engine.model_config.name, held.shape[0], count, losses[0], losses[1], same)
+    return KVQuality(engine.model_config.name, held.shape[0], count, losses[0], losses[1], same,
+                     largest)

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from .block_manager import BlockManager, blocks_for
+from .block_manager import BlockManager, peak_blocks
 from .config import KV_DTYPES, WEIGHT_FORMATS, EngineConfig, checkpoint_path, get_preset
 from .device import configure_threads, resolve_device, synchronize, torch_dtype
 from .errors import ConfigError
@@ -341,18 +341,22 @@ class LLMEngine:
             sampling=sampling, ignore_eos=ignore_eos,
         )
 
-    def blocks_per_sequence(self, tokens: int) -> int:
-        """The most blocks one sequence of `tokens` tokens can hold at once: one table's worth;
-        a hybrid model's two (its window table holds a whole prompt prefilled in one chunk
-        during that step: block_manager.py)."""
-        tables = 2 if self.cache.window else 1
-        return tables * blocks_for(tokens, self.cache.block_size)
+    def blocks_per_sequence(self, tokens: int, prefill: int | None = None,
+                            chunk: int = 0) -> int:
+        """The most blocks one sequence whose cache grows to `tokens` positions holds at once,
+        its first `prefill` of them (default all: a recompute) prefilled in chunks of `chunk`
+        (0: whole), the rest decoded: one table's worth, or for a hybrid model its full table
+        and the window blocks each step holds (block_manager.peak_blocks). Every place that
+        sizes a request's KV asks here."""
+        return peak_blocks(tokens, self.cache.block_size, self.cache.window, prefill, chunk)
 
-    def check_fits(self, batch: int, tokens_each: int) -> None:
-        """Refuse, naming the limit, a batch whose KV cache cannot fit in the budget."""
-        needed = batch * self.blocks_per_sequence(tokens_each)
+    def check_fits(self, batch: int, tokens_each: int, prefill: int | None = None) -> None:
+        """Refuse, naming the limit, a batch whose KV cache cannot fit in the budget (each
+        member's first `prefill` tokens prefilled whole, then decoded: blocks_per_sequence)."""
+        each = self.blocks_per_sequence(tokens_each, prefill)
+        needed = batch * each
         if needed > self.cache.num_blocks:
-            fit = self.cache.num_blocks // self.blocks_per_sequence(tokens_each)
+            fit = self.cache.num_blocks // each
             raise ConfigError(
                 f"batch of {batch} x {tokens_each} tokens needs {needed} KV blocks but the KV "
                 f"budget of {self.cache.allocated_bytes / 2**20:.0f} MiB holds "

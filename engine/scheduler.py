@@ -40,7 +40,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
-from .block_manager import blocks_for
 from .config import POLICIES
 from .errors import ConfigError
 from .llm_engine import LLMEngine
@@ -148,7 +147,8 @@ class Scheduler:
         one-line reason is returned (None: it waits)."""
         if self.traffic is not None:
             tag = self.traffic.arrive(seq.id, traffic_class, tenant, len(seq.prompt_ids),
-                                      seq.max_new_tokens, [s.id for s in self.waiting])
+                                      seq.max_new_tokens, [s.id for s in self.waiting],
+                                      arrival_s)
             if isinstance(tag, str):
                 return tag
         self.arrival_s[seq.id] = arrival_s
@@ -229,13 +229,16 @@ class StaticScheduler(Scheduler):
 
     def _take_batch(self) -> list[Sequence]:
         """Up to max_batch waiting requests, in arrival order, whose full lengths fit the free
-        KV blocks together (the first always fits: requests are checked against the pool)."""
+        KV blocks together (the first always fits: requests are checked against the pool). A
+        member's need is the most blocks it holds at once (engine.blocks_per_sequence: a hybrid
+        model's window layers hold fewer than its full layers)."""
         free = self.engine.blocks.num_free
-        block = self.engine.blocks.block_size
         batch: list[Sequence] = []
         while self.waiting and len(batch) < self.config.max_batch:
             seq = self.waiting[0]
-            need = blocks_for(kv_tokens_needed(len(seq.prompt_ids), seq.max_new_tokens), block)
+            need = self.engine.blocks_per_sequence(
+                kv_tokens_needed(len(seq.prompt_ids), seq.max_new_tokens),
+                prefill=seq.num_uncomputed)
             if batch and need > free:
                 break
             free -= need

@@ -85,7 +85,7 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
             f"prompt of {prompt_len} + {new_tokens} new tokens exceeds the {cfg.name} context "
             f"of {cfg.context} positions"
         )
-    engine.check_fits(batch_size, prompt_len + new_tokens)
+    engine.check_fits(batch_size, prompt_len + new_tokens, prefill=prompt_len)
     engine.warm_up()
     prompts = sweep_prompts(engine.tokenizer.vocab_size, 1 if shared_prompt else batch_size,
                             prompt_len, seed)
@@ -113,7 +113,9 @@ def measure_point(engine: LLMEngine, batch_size: int, prompt_len: int = 128,
             steps.append(time.perf_counter() - start)
             if on_step:
                 on_step(done + 1, total)
-        kv_bytes = sum(len(s.block_table) for s in seqs) * engine.cache.bytes_per_block
+        # both tables of a hybrid model: its full layers' blocks and its window layers' held
+        kv_bytes = sum(len(s.block_table) + engine.blocks.window_blocks(s)
+                       for s in seqs) * engine.cache.bytes_per_block
     finally:
         for seq in seqs:
             engine.release(seq)
@@ -152,8 +154,9 @@ def copy_prefill(engine: LLMEngine, source: Sequence, targets: list[Sequence]) -
     every target at once), its prompt counted as computed and the same first token."""
     if not targets:
         return
-    src = torch.tensor(source.block_table * len(targets))
-    dst = torch.tensor([block for seq in targets for block in seq.block_table])
+    # a hybrid model's window table too: fresh from a whole prefill, none of it freed yet
+    src = torch.tensor((source.block_table + source.window_table) * len(targets))
+    dst = torch.tensor([block for seq in targets for block in seq.block_table + seq.window_table])
     if len(src) != len(dst):
         raise ValueError("copy_prefill: the targets' block tables differ from the source's")
     for pool in (engine.cache.k, engine.cache.v):  # (layers, blocks, block size, heads, dim)
@@ -168,7 +171,7 @@ def sweep(engine: LLMEngine, batch_sizes: list[int], prompt_len: int = 128, new_
     """Measure each batch size in turn (all are checked against the limits first)."""
     for b in batch_sizes:
         validate(b, prompt_len, new_tokens)
-        engine.check_fits(b, prompt_len + new_tokens)
+        engine.check_fits(b, prompt_len + new_tokens, prefill=prompt_len)
     points = []
     for b in batch_sizes:
         point = measure_point(engine, b, prompt_len, new_tokens, seed)

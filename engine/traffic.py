@@ -16,6 +16,13 @@ tenant. Each class is a queue with its own admission limits; the continuous sche
   three admissions to one while both wait. Within a class, the first waiting request whose
   tenant bucket holds its cost goes; a tenant over its quota waits (it is not refused) until its
   bucket refills, and the other tenants of its class go past it.
+- Over quota (`TrafficPolicy.over_quota`): "wait" (the default: the request waits in its lane
+  until its tenant's bucket refills, as above) or "refuse" (an HTTP server's way, `serve`: a
+  request whose tenant's bucket cannot pay for it and for the tenant's requests already waiting
+  in its class is refused at arrival, with the time the bucket would hold enough).
+- A refusal is a `Refusal`: its one-line reason (a str, kept in traces as is) and its kind,
+  CAP (the request breaks a class's limit: it would never run as asked), QUEUE_FULL or QUOTA,
+  so a server can answer 400 for the first and 429 for the others.
 - Quotas are token buckets: `rate` per second flow in up to `burst`; a request takes its cost
   when it is admitted (the first time only: a preempted request is not charged again). A class
   bucket counts requests; a tenant bucket counts tokens (prompt plus new tokens asked for), as
@@ -29,10 +36,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 
 from .errors import ConfigError
 
 ORDERS = ("strict", "weighted")
+OVER_QUOTA = ("wait", "refuse")
 DEFAULT_TENANT = "default"
 
 # The spec's keys: name=value pairs after a class name (docs/pages/cli.md lists them).
@@ -93,6 +102,7 @@ class TrafficPolicy:
 
     classes: tuple[TrafficClass, ...]
     order: str = "strict"
+    over_quota: str = "wait"  # or "refuse" (module docstring)
 
     @property
     def names(self) -> list[str]:
@@ -112,6 +122,9 @@ class TrafficPolicy:
         if self.order not in ORDERS:
             raise ConfigError(f"unknown class order {self.order!r}: choose one of "
                               f"{', '.join(ORDERS)}")
+        if self.over_quota not in OVER_QUOTA:
+            raise ConfigError(f"over quota {self.over_quota!r}: choose one of "
+                              f"{', '.join(OVER_QUOTA)}")
         if not self.classes:
             raise ConfigError("give at least one traffic class")
         if len(set(self.names)) != len(self.names):
@@ -120,10 +133,35 @@ class TrafficPolicy:
             c.validate()
 
     def to_json(self) -> dict:
-        return {"order": self.order, "classes": [asdict(c) for c in self.classes]}
+        out = {"order": self.order, "classes": [asdict(c) for c in self.classes]}
+        if self.over_quota != "wait":  # the default stays out of the JSON
+            out["over_quota"] = self.over_quota
+        return out
 
 
-def parse_classes(text: str, order: str = "strict") -> TrafficPolicy:
+class RefusalKind(Enum):
+    """Why a request was turned away at arrival."""
+
+    CAP = "cap"  # over a class's limit (new tokens, prompt, no such class): never as asked
+    QUEUE_FULL = "queue_full"  # its class's queue holds max_waiting already
+    QUOTA = "quota"  # its tenant's bucket cannot pay for it (now, or ever)
+
+
+class Refusal(str):
+    """A refusal's one-line reason, with its kind and, for a quota that refills, the seconds
+    until the tenant's bucket would hold enough (None: never, or not a quota)."""
+
+    kind: RefusalKind
+    retry_after_s: float | None
+
+    def __new__(cls, text: str, kind: RefusalKind, retry_after_s: float | None = None):
+        self = super().__new__(cls, text)
+        self.kind = kind
+        self.retry_after_s = retry_after_s
+        return self
+
+
+def parse_classes(text: str, order: str = "strict", over_quota: str = "wait") -> TrafficPolicy:
     """A policy from `name:key=value,key=value;name:...` (keys: priority, weight,
     max_running, max_waiting, max_prompt, max_new, rate, burst, tenant_rate, tenant_burst).
     Raises ConfigError naming the part it cannot read."""
@@ -148,7 +186,7 @@ def parse_classes(text: str, order: str = "strict") -> TrafficPolicy:
                 raise ConfigError(f"class {name.strip()!r}: {key} must be {kind} "
                                   f"(got {value.strip()!r})") from None
         classes.append(TrafficClass(name=name.strip(), **values))
-    policy = TrafficPolicy(tuple(classes), order)
+    policy = TrafficPolicy(tuple(classes), order, over_quota)
     policy.validate()
     return policy
 
@@ -202,36 +240,69 @@ class TrafficState:
     tenant_buckets: dict[tuple[str, str], TokenBucket] = field(default_factory=dict)
 
     def arrive(self, seq_id: int, traffic_class: str | None, tenant: str | None,
-               prompt_len: int, max_new: int, waiting: list[int]) -> Tag | str:
-        """Classify an arriving request: its Tag (kept), or the one-line reason it is refused.
-        waiting: the ids already waiting (for the class's queue limit)."""
+               prompt_len: int, max_new: int, waiting: list[int],
+               now: float = 0.0) -> Tag | Refusal:
+        """Classify an arriving request at time `now`: its Tag (kept), or the Refusal saying
+        why it is turned away. waiting: the ids already waiting (for the class's queue limit
+        and, refusing over quota, the tenant's requests not yet paid for)."""
         policy = self.policy
         name = traffic_class or policy.classes[0].name
+        cap = RefusalKind.CAP
         if name not in policy.names:
-            return f"refused: no traffic class {name!r} (classes: {', '.join(policy.names)})"
+            return Refusal(f"refused: no traffic class {name!r} (classes: "
+                           f"{', '.join(policy.names)})", cap)
         cls = policy.get(name)
         moved = False
         if cls.max_prompt is not None and prompt_len > cls.max_prompt:
             if cls is policy.background:
-                return (f"refused: a prompt of {prompt_len} tokens is over class {name!r}'s "
-                        f"limit of {cls.max_prompt}, and it is the background class")
+                return Refusal(f"refused: a prompt of {prompt_len} tokens is over class "
+                               f"{name!r}'s limit of {cls.max_prompt}, and it is the background "
+                               "class", cap)
             cls, moved = policy.background, True
             if cls.max_prompt is not None and prompt_len > cls.max_prompt:
-                return (f"refused: a prompt of {prompt_len} tokens is over the background class "
-                        f"{cls.name!r}'s limit of {cls.max_prompt} too")
+                return Refusal(f"refused: a prompt of {prompt_len} tokens is over the background "
+                               f"class {cls.name!r}'s limit of {cls.max_prompt} too", cap)
         if cls.max_new is not None and max_new > cls.max_new:
-            return (f"refused: class {cls.name!r} caps new tokens at {cls.max_new}; this request "
-                    f"asked for {max_new}")
+            return Refusal(f"refused: class {cls.name!r} caps new tokens at {cls.max_new}; this "
+                           f"request asked for {max_new}", cap)
         queued = sum(1 for i in waiting if self.tags[i].traffic_class == cls.name)
         if cls.max_waiting is not None and queued >= cls.max_waiting:
-            return f"refused: class {cls.name!r}'s queue is full ({cls.max_waiting} waiting)"
+            return Refusal(f"refused: class {cls.name!r}'s queue is full ({cls.max_waiting} "
+                           "waiting)", RefusalKind.QUEUE_FULL)
         tag = Tag(cls.name, tenant or DEFAULT_TENANT, prompt_len + max_new, moved)
         capacity = cls.tenant_capacity
         if capacity is not None and tag.cost > capacity:
-            return (f"refused: tenant {tag.tenant!r}'s bucket in class {cls.name!r} holds at "
-                    f"most {capacity:g} tokens; this request needs {tag.cost}")
+            return Refusal(f"refused: tenant {tag.tenant!r}'s bucket in class {cls.name!r} "
+                           f"holds at most {capacity:g} tokens; this request needs {tag.cost}",
+                           RefusalKind.QUOTA)
+        if policy.over_quota == "refuse" and capacity is not None:
+            refusal = self._over_quota(cls, tag, waiting, now)
+            if refusal is not None:
+                return refusal
         self.tags[seq_id] = tag
         return tag
+
+    def _over_quota(self, cls: TrafficClass, tag: Tag, waiting: list[int],
+                    now: float) -> Refusal | None:
+        """Refusing over quota: None if the tenant's bucket pays for tag and for the tenant's
+        unpaid requests waiting in its class, else the Refusal with the time until it would."""
+        bucket = self._tenant_bucket(cls, tag.tenant, now)
+        pending = sum(self.tags[i].cost for i in waiting
+                      if self.tags[i].traffic_class == cls.name
+                      and self.tags[i].tenant == tag.tenant and not self.tags[i].charged)
+        need = pending + tag.cost
+        if need <= bucket.level_at(now) + 1e-9:
+            return None
+        if need > bucket.burst + 1e-9:  # it waits behind the tenant's queue: no set time
+            retry, when = None, "once its waiting requests have run"
+        else:
+            retry = (need - bucket.level_at(now)) / bucket.rate
+            when = f"in {retry:.1f} s"
+        return Refusal(f"refused: tenant {tag.tenant!r} is over its quota in class "
+                       f"{cls.name!r} ({cls.tenant_rate:g} tokens/s, {bucket.burst:g} at most); "
+                       f"this request needs {tag.cost} tokens, {need - tag.cost} more are "
+                       f"waiting, and the bucket holds {bucket.level_at(now):.0f}: retry {when}",
+                       RefusalKind.QUOTA, retry)
 
     def forget(self, seq_id: int) -> None:
         self.tags.pop(seq_id, None)

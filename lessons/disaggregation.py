@@ -3,8 +3,8 @@
 One run of the engine's `disaggregation` job: a Poisson mix of short and long prompts served
 colocated with whole-prompt prefill, colocated with chunked prefill, and disaggregated (a
 prefill worker and a decode worker, the KV of each prompt handed over). Where the engine has
-fewer than two cores of its own the disaggregated arm is computed from measured costs, and the
-table and the verdict say so. The table gives each arm's TTFT (median and P99), the ITL tail, the
+fewer than two cores of its own the disaggregated arm is computed from measured step costs (a
+replay), and the table, the verdict and the status line say so. The table gives each arm's TTFT (median and P99), the ITL tail, the
 handover and DistServe's goodput at the reader's TTFT and TPOT targets; the prediction is judged
 on the ITL P99, disaggregated against chunked.
 
@@ -205,7 +205,9 @@ class DisaggregationLesson(LessonPage):
         question = goodput_question(rows)
         if question is not None:
             self.checkpoint.provide("disaggregation", question)
-        self.say(f"The three runs {'from the cache' if event.cached else 'measured'}: "
+        how = event.result.provenance
+        origin = "from the cache" if event.cached else "measured"
+        self.say(f"The three runs {origin}{f' ({how})' if how else ''}: "
                  + "; ".join(f"{ARM_NAMES[r.arm]} ITL P99 {sig(r.itl_p99_ms)} ms"
                              for r in rows) + ".")
 
@@ -228,7 +230,7 @@ class DisaggregationLesson(LessonPage):
         return runs_header(
             self, self.shown or {"three runs": Run(KIND, self.run_params())},
             columns="serving: colocated (whole prompts or chunked prefill) or disaggregated; "
-                    "how: measured live, or computed from measured costs (the replay); id, "
+                    "how: measured live, or computed from measured step costs (replay); id, "
                     "size (short or long), prompt_len: the request; ttft_ms: arrival to first "
                     "token; itl_max_ms: its largest gap between tokens; handover_ms: first "
                     "token to the decode worker holding its KV (disaggregated only)")

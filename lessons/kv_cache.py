@@ -7,10 +7,11 @@ Three demos:
   (`block_snapshots`), drawn with widgets.block_table;
 - how many sequences fit a memory budget the reader types, paged against contiguous reservation
   of the full context;
-- fewer bytes a token: an fp8 cache against float32 for the engine's presets, and the hybrid
-  preset's window against full attention by context length (engine.calc.kv_formats, the
-  formulas the engine's allocator tests check); the "On a GPU" box: Llama-3-8B's cache on an
-  H100 and an H200, in bf16 and fp8.
+- fewer bytes a token, measured by the engine (the `kv_formats` job, drawn by
+  lessons.kv_formats_view): an fp8 cache against the float one on tiny (what a budget holds,
+  the decode step, the quality) and tiny-hybrid's window against full attention by context
+  length; the "On a GPU" box: Llama-3-8B's cache on an H100 and an H200, in bf16 and fp8
+  (computed from the datasheets' figures, engine.calc.kv_formats).
 
 URL: budget_gb, model, kv_dtype, tokens_used: /app?lesson=kv-cache&budget_gb=40&model=Llama-2-7B
 """
@@ -26,10 +27,7 @@ from engine.calc.gpu_scaling import LLAMA_3_8B
 from engine.calc.kv_formats import (
     H200,
     KV_GPUS,
-    fp8_bytes_per_block,
     gpu_kv_row,
-    hybrid_bytes_per_token,
-    requests_that_fit,
 )
 from engine.calc.kv_math import (
     DEFAULT_BLOCK_SIZE,
@@ -40,13 +38,13 @@ from engine.calc.kv_math import (
     kv_bytes,
     shape_from_preset,
 )
-from engine.config import get_preset
 from engine.lab.results import (
     BlockSnapshot,
     BlockSnapshotsResult,
     InfoResult,
     KVAllocationResult,
     KVCacheRow,
+    KVFormatsResult,
 )
 from widgets.block_table import BlockTableView
 from widgets.checkpoint import Question, numeric_question
@@ -57,6 +55,7 @@ from widgets.tables import html_table, table_pane
 
 from .base import LessonPage
 from .data_record import data_header, result_header
+from .kv_formats_view import formats_html, formats_rows, formats_sentence
 from .number_input import number_problem
 from .on_a_gpu import GpuBox
 from .teaching import Lookup
@@ -82,42 +81,7 @@ MODEL_NAMES = tuple(s.name for s in PUBLIC_SHAPES) + PRESET_NAMES
 GB = 1e9
 MAX_BUDGET_GB = 100_000.0
 
-FORMAT_PRESETS = ("tiny", "mini", "small")
-HYBRID = "tiny-hybrid"
-FORMAT_BUDGET = 64 * 2**20  # the budget the format tables count in: 64 MiB
-CONTEXTS = (128, 256, 512, 1024, 2048)
 GPU_CONTEXT = 8192
-
-
-def fp8_rows() -> list[list]:
-    """Per preset: a 16-token block's bytes in float32 and in fp8 (elements plus scales), and
-    the blocks a 64 MiB budget holds in each."""
-    rows = []
-    for name in FORMAT_PRESETS:
-        cfg = get_preset(name)
-        f32 = kv_bytes(cfg.layers, cfg.kv_heads, cfg.head_dim, 4) * DEFAULT_BLOCK_SIZE
-        fp8 = fp8_bytes_per_block(cfg.layers, cfg.kv_heads, cfg.head_dim, DEFAULT_BLOCK_SIZE)
-        rows.append([name, f"{f32:,}", f"{fp8:,}", f"{FORMAT_BUDGET // f32:,}",
-                     f"{FORMAT_BUDGET // fp8:,}",
-                     f"{(FORMAT_BUDGET // fp8) / (FORMAT_BUDGET // f32):.2f}x"])
-    return rows
-
-
-def hybrid_rows() -> list[list]:
-    """By context length: the full-attention model's and the hybrid one's KV bytes per token and
-    the requests a 64 MiB budget holds (float32), and the tokens the window layers no longer
-    see."""
-    cfg = get_preset(HYBRID)
-    shape = (cfg.layers, cfg.kv_heads, cfg.head_dim, 4, DEFAULT_BLOCK_SIZE)
-    window = cfg.sliding_window
-    rows = []
-    for tokens in CONTEXTS:
-        rows.append([f"{tokens:,}", f"{kv_bytes(*shape[:4]):,}",
-                     f"{hybrid_bytes_per_token(tokens, *shape, window):,.0f}",
-                     f"{requests_that_fit(FORMAT_BUDGET, tokens, *shape):,}",
-                     f"{requests_that_fit(FORMAT_BUDGET, tokens, *shape, window=window):,}",
-                     f"{max(0, tokens - window):,}"])
-    return rows
 
 
 def gpu_finding(_machines) -> str:
@@ -226,23 +190,9 @@ class KVCacheLesson(LessonPage):
                                             self.blocks_header, "Every step's block tables")
         self.bars_download = DataDownload("kv-sequences-that-fit", self.bars_rows,
                                           self.bars_header, "The bars' counts")
-        cfg = get_preset(HYBRID)
+        self.kv_formats: KVFormatsResult | None = None
         self.formats = table_pane(css_classes=["kv-formats"])
-        self.formats.object = (
-            html_table(f"An fp8 cache against float32: 16-token blocks, and what "
-                       f"{FORMAT_BUDGET // 2**20} MiB holds (fp8 block = 2 × layers × KV heads "
-                       "× head dim × 16 + 2 × layers × KV heads × 4 bytes of scales)",
-                       ["preset", "float32 block (bytes)", "fp8 block (bytes)",
-                        "float32 blocks", "fp8 blocks", "fp8 / float32"], fp8_rows(),
-                       numeric=[False, True, True, True, True, True])
-            + html_table(f"{HYBRID} (every other layer windowed to {cfg.sliding_window} tokens) "
-                         f"against the same shape with full attention, float32, "
-                         f"{FORMAT_BUDGET // 2**20} MiB: full blocks = ceil(L / 16), window "
-                         f"blocks at most ceil({cfg.sliding_window} / 16) + 1",
-                         ["context L (tokens)", "bytes per token, full",
-                          "bytes per token, hybrid", "requests that fit, full",
-                          "requests that fit, hybrid", "tokens the window layers cannot see"],
-                         hybrid_rows(), numeric=[True] * 6))
+        self.formats.object = formats_html(None)
         self.formats_download = DataDownload("kv-formats", self.formats_rows,
                                              self.formats_header, "The formats' tables")
         self.gpu_box = GpuBox(gpu_finding)
@@ -266,11 +216,11 @@ class KVCacheLesson(LessonPage):
 
     @classmethod
     def warm_jobs(cls) -> list[tuple[str, dict]]:
-        return [("info", {}), ("kv_allocation", {}), ("block_snapshots", {})]
+        return [("info", {}), ("kv_allocation", {}), ("block_snapshots", {}), ("kv_formats", {})]
 
     def start(self, fresh: bool = False) -> None:
         handlers = {"info": self.show_info, "kv_allocation": self.show_allocation,
-                    "block_snapshots": self.show_snapshots}
+                    "block_snapshots": self.show_snapshots, "kv_formats": self.show_formats}
 
         def on_result(kind):
             def on_event(event):
@@ -449,37 +399,26 @@ class KVCacheLesson(LessonPage):
                     "max_tokens (reserved_tokens), or paged (whole blocks of what it holds); "
                     "sequences: how many fit the budget; why")
 
+    def show_formats(self, result: KVFormatsResult) -> None:
+        self.kv_formats = result
+        self.formats.object = formats_html(result)
+        self.say(formats_sentence(result))
+
     def formats_rows(self) -> list[dict]:
-        """The two format tables' rows, as numbers, with the same columns (empty where a column
-        belongs to the other table): fp8 against float32 per preset, then hybrid against full
-        attention per context length."""
-        keys = ("table", "preset", "float32_block_bytes", "fp8_block_bytes", "float32_blocks",
-                "fp8_blocks", "context_tokens", "full_bytes_per_token",
-                "hybrid_bytes_per_token", "full_requests", "hybrid_requests",
-                "tokens_beyond_window")
-
-        def number(text: str):
-            value = float(text.rstrip("x").replace(",", ""))
-            return int(value) if value.is_integer() else value
-
-        rows = [dict(zip(keys[:6], ["fp8", r[0], *map(number, r[1:5])], strict=True))
-                for r in fp8_rows()]
-        rows += [{"table": "hybrid", "preset": HYBRID,
-                  **dict(zip(keys[6:], map(number, r), strict=True))} for r in hybrid_rows()]
-        return [{k: row.get(k) for k in keys} for row in rows]
+        """The formats section's figures (lessons.kv_formats_view.formats_rows)."""
+        return formats_rows(self.kv_formats)
 
     def formats_header(self) -> dict:
-        return data_header(
-            self, "none (computed)", {"budget_mib": FORMAT_BUDGET // 2**20,
-                                      "block_size": DEFAULT_BLOCK_SIZE, "hybrid": HYBRID},
-            device="none: computed, not measured", preset=", ".join((*FORMAT_PRESETS, HYBRID)),
-            measured="computed by engine.calc.kv_formats from the presets' shapes; the "
-                     "engine's tests check the formulas against its allocator",
-            check="not applicable (a formula, no measurement)",
-            columns="table fp8: a preset's 16-token block in float32 and fp8 (elements plus "
-                    "scales) and the blocks 64 MiB holds; table hybrid: bytes per token and "
-                    "requests that fit at a context length, full attention and tiny-hybrid, and "
-                    "the tokens its window layers cannot see")
+        return result_header(
+            self, "kv_formats", {}, self.kv_formats, self.events.get("kv_formats"),
+            "formats' measurement",
+            columns="table format: the cache tiny's engine built in the budget in each format "
+                    "(bytes per block, blocks, requests of prompt + new tokens that fit) and its "
+                    "decode step's median with a 95% interval; table quality: fp8 against the "
+                    "float cache on held-out windows (top-1 agreement, largest logit "
+                    "difference, loss in nats); table hybrid: one sequence grown through each "
+                    "engine's block manager (blocks at the end and the most at once, bytes per "
+                    "token, the formula's bytes per token, requests that fit)")
 
     # ---- paged against contiguous ---------------------------------------------------------------------
     @param.depends("budget_gb", "model", "kv_dtype", "tokens_used", "reserved_tokens",

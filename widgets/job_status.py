@@ -56,10 +56,13 @@ def format_time(iso: str) -> str:
     return when.strftime("%Y-%m-%d %H:%M ") + (when.tzname() or "")
 
 
-def describe_measurement(cached: bool, device: str, measured_at: str) -> str:
-    """The provenance line under a measured number."""
+def describe_measurement(cached: bool, device: str, measured_at: str, how: str = "") -> str:
+    """The provenance line under a measured number; `how` replaces "measured live" for a
+    result not all measured live (a replay on measured costs says so, never "live")."""
     where = f"on {device}" if device else "on this machine"
     when = f" at {format_time(measured_at)}" if measured_at else ""
+    if how:
+        return f"cached: {how}, {where}{when}" if cached else f"{how}, {where}{when}"
     return f"cached: measured {where}{when}" if cached else f"measured live {where}{when}"
 
 
@@ -103,6 +106,7 @@ class Measurement:
     check: DisturbanceCheck | None = None
     remeasuring: bool = False
     path: str = ""  # "plain": measured before the engine's set-up (engine.lab.setup_state)
+    how: str = ""  # the result's `provenance` when not all of it was measured live
 
     @classmethod
     def of(cls, event) -> Measurement:
@@ -113,8 +117,12 @@ class Measurement:
             check = DisturbanceCheck.from_dict(data["check"]) if data.get("check") else None
         except ResultError:
             spread = check = None
+        try:
+            how = getattr(event.result, "provenance", "") or ""
+        except (AttributeError, ResultError, KeyError):
+            how = ""
         return cls(event.cached, event.device, event.measured_at, spread, check,
-                   getattr(event, "remeasuring", False), str(data.get("path") or ""))
+                   getattr(event, "remeasuring", False), str(data.get("path") or ""), how)
 
     @property
     def disturbed(self) -> bool:
@@ -430,15 +438,17 @@ class JobStatus(pn.viewable.Viewer):
         several = len(results) > 1
         parts = []
         if live:
-            line = describe_measurement(False, live[-1].device, live[-1].measured_at)
+            line = describe_measurement(False, live[-1].device, live[-1].measured_at,
+                                        live[-1].how)
             parts.append(f"{len(live)} {line}" if several else line)
         if cached:
             first = min(r.measured_at for r in cached)
             last = max(r.measured_at for r in cached)
             device = cached[-1].device
-            line = describe_measurement(True, device, first) if first == last else (
-                f"cached: measured on {device or 'this machine'} at {format_time(first)} to "
-                f"{format_time(last)}")
+            how = cached[-1].how
+            line = describe_measurement(True, device, first, how) if first == last else (
+                f"cached: {how + ', ' if how else 'measured '}on {device or 'this machine'} at "
+                f"{format_time(first)} to {format_time(last)}")
             parts.append(f"{len(cached)} {line}" if several else line)
         steady = spread_text(results[-1].spread) if results and not several else ""
         if steady:

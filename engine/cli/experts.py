@@ -21,7 +21,7 @@ def cmd_experts(args) -> int:
         args.preset = preset
         engine = make_engine(args)
         for b in args.batch_sizes:  # refuse before printing anything
-            engine.check_fits(b, args.prompt_len + args.new_tokens)
+            engine.check_fits(b, args.prompt_len + args.new_tokens, prefill=args.prompt_len)
         if not args.json:
             cfg = engine.model_config
             what = (f"{cfg.experts} experts, top-{cfg.top_k}" if cfg.experts else "dense")

@@ -179,7 +179,7 @@ def cmd_sweep(args) -> int:
             raise UsageError(str(e)) from None
     engine = make_engine(args)
     for b in args.batch_sizes:  # refuse before printing anything
-        engine.check_fits(b, args.prompt_len + args.new_tokens)
+        engine.check_fits(b, args.prompt_len + args.new_tokens, prefill=args.prompt_len)
     if not args.json:
         print(f"{'batch':>5} {'TTFT ms':>9} {'TPOT ms':>9} {'tokens/s':>9} {'KV MiB':>8} "
               f"{'GB/s':>6}", flush=True)

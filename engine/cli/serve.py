@@ -4,6 +4,9 @@ The port is opened before the model loads, so a taken port or a bad host is repo
 (status 2, one line). When the server is ready it prints one line, or with --json one JSON
 object, naming its URL; it serves until interrupted (Ctrl-C or SIGTERM). With --trace-out it
 writes the engine's timeline (the history it keeps, engine/serve/online.py) when it stops.
+With --classes (the syntax of `run --classes`) requests go into traffic classes, each request's
+class and tenant read from the request (engine/serve/api_server.py); over a tenant's quota a
+request is refused with 429 unless --over-quota wait.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from ..serve.api_server import listen, run_server
 from ..serve.online import OnlineEngine
 from .common import UsageError, add_trace_out, emit_json, make_engine
 from .run import add_batch_options, whole
+from .traffic_options import add_class_options, traffic_from_args
 
 
 def add_serve_parser(sub, add_engine_options) -> None:
@@ -23,6 +27,7 @@ def add_serve_parser(sub, add_engine_options) -> None:
     p.add_argument("--port", type=whole("port", 0), default=8000,
                    help="port to listen on; 0 picks a free one (default 8000)")
     add_batch_options(p)
+    add_class_options(p, "refuse")
     add_trace_out(p)
     add_engine_options(p)
     p.set_defaults(func=cmd_serve)
@@ -32,7 +37,7 @@ def cmd_serve(args) -> int:
     if args.port > 65535:
         raise UsageError(f"port must be at most 65535 (got {args.port})")
     config = SchedulerConfig(policy="continuous", max_batch=args.max_batch,
-                             chunk_size=args.chunk_size)
+                             chunk_size=args.chunk_size, traffic=traffic_from_args(args))
     config.validate()
     try:
         sock = listen(args.host, args.port)
@@ -52,10 +57,13 @@ def cmd_serve(args) -> int:
     if args.json:
         emit_json({"url": url, "model": args.preset, "device": engine.device,
                    "weights": online.weights, "max_batch": config.max_batch,
-                   "kv_blocks_total": engine.blocks.num_blocks})
+                   "kv_blocks_total": engine.blocks.num_blocks,
+                   **({"traffic": config.traffic.to_json()} if config.traffic else {})})
     else:
+        lanes = "" if config.traffic is None else \
+            f", classes {', '.join(config.traffic.names)} ({config.traffic.order})"
         print(f"serving {args.preset} ({weights}) on {engine.device} at {url} "
-              f"(continuous batching, max batch {config.max_batch}); Ctrl-C stops it",
+              f"(continuous batching, max batch {config.max_batch}{lanes}); Ctrl-C stops it",
               flush=True)
     run_server(online, args.preset, sock, trace_out=args.trace_out)
     return 0

@@ -1,4 +1,5 @@
-"""`run`'s traffic options: --classes and --class-order (engine/traffic.py), the mixed workload's
+"""`run`'s and `serve`'s traffic options: --classes, --class-order and --over-quota
+(engine/traffic.py); `run`'s mixed workload's
 flags (--workload mix, engine/traffic_mix.py), and the per-class table the run prints."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import argparse
 from ..calc.traffic import ClassRecord, class_stats
 from ..errors import ConfigError
 from ..lab.params import Int, Lengths, Rate
-from ..traffic import ORDERS, TrafficPolicy, parse_classes
+from ..traffic import ORDERS, OVER_QUOTA, TrafficPolicy, parse_classes
 from ..traffic_mix import FLOOD_TENANT, MixSpec
 from .common import arg_type
 
@@ -24,8 +25,8 @@ def classes_arg(text: str) -> str:
     return text
 
 
-def add_traffic_options(p) -> None:
-    """--classes, --class-order and the mix's flags, on `run`."""
+def add_class_options(p, over_quota: str) -> None:
+    """--classes, --class-order and --over-quota (default `over_quota`), on `run` and `serve`."""
     p.add_argument("--classes", type=classes_arg, default=None, metavar="SPEC",
                    help="traffic classes, 'name:key=value,...;name:...' (keys: priority, "
                         "weight, max_running, max_waiting, max_prompt, max_new, rate, burst, "
@@ -33,6 +34,14 @@ def add_traffic_options(p) -> None:
     p.add_argument("--class-order", choices=ORDERS, default="strict",
                    help="strict: the highest priority class first; weighted: admissions in "
                         "proportion to the weights (default strict)")
+    p.add_argument("--over-quota", choices=OVER_QUOTA, default=over_quota,
+                   help="a request its tenant's bucket cannot pay for now: wait in its lane "
+                        f"until the bucket refills, or refuse it (default {over_quota})")
+
+
+def add_traffic_options(p) -> None:
+    """--classes, --class-order, --over-quota and the mix's flags, on `run`."""
+    add_class_options(p, "wait")
     p.add_argument("--batch-requests", type=arg_type(Int(lo=0), "batch requests"), default=8,
                    help="mix: the batch job's long summaries, all at t=0 (default 8)")
     p.add_argument("--batch-prompt-len", type=arg_type(Lengths(single=True),
@@ -51,7 +60,9 @@ def add_traffic_options(p) -> None:
 
 
 def traffic_from_args(args) -> TrafficPolicy | None:
-    return None if args.classes is None else parse_classes(args.classes, args.class_order)
+    if args.classes is None:
+        return None
+    return parse_classes(args.classes, args.class_order, args.over_quota)
 
 
 def mix_from_args(args) -> MixSpec:

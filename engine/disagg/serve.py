@@ -22,7 +22,7 @@ from .live import check_requests, run_live, split_cores
 
 MODES = ("auto", "live", "replay")
 LIVE_LABEL = "measured live: a prefill worker and a decode worker, each on cores of its own"
-REPLAY_LABEL = ("computed from measured costs: each worker's step costs and the handover were "
+REPLAY_LABEL = ("computed from measured step costs (replay): each worker's step costs and the handover were "
                 "measured on one engine here, and the workload's arrivals replayed on two "
                 "simulated workers (fewer than two cores for the engine: two live workers would "
                 "share one)")

@@ -196,7 +196,8 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      "chunked": 8.0, "load_test": 18.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 30.0,
      "int8_point": 1.0, "int8_quality": 12.0, "experts_point": 8.0, "traffic_classes": 30.0,
-     "invariance": 60.0, "disaggregation": 120.0}  # disaggregation: not yet timed by the bench
+     "invariance": 60.0, "disaggregation": 120.0,  # disaggregation: not yet timed by the bench
+     "kv_formats": 60.0}  # kv_formats: not yet timed by the bench
 
 
 
@@ -381,6 +382,20 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "The trained tiny model with fp32 and int8 weights on the corpus's held-out windows: "
         "loss of each, and the share of positions where both pick the same next token.",
         bounds=(Bound(B["int8_quality"], {}, "both models on 16 held-out windows (tiny)"),)),
+    _spec("kv_formats", "engine.lab.jobs.kv_formats:kv_formats_job", {
+        "device": Choice("auto", choices=DEVICES), "budget_mib": Int(64, lo=1, hi=4096),
+        "batch_size": Int(8, lo=1, hi=64), "prompt_len": Int(128, lo=1, hi=1536),
+        "new_tokens": Int(24, lo=8, hi=256), "windows": Int(4, lo=1, hi=58),
+        "contexts": Many([256, 512, 1024, 2048], each=Int(lo=2, hi=2048),
+                         each_name="context length", max_items=8, what="context lengths"),
+        "hybrid_prompt": Int(128, lo=1, hi=2048), "chunk_size": Int(256, lo=1, hi=2048),
+        **SEED},
+        results.KVFormatsResult,
+        "Lesson 6's formats: fp8 against the float cache on tiny (blocks a budget holds, "
+        "requests that fit, decode step, held-out loss, top-1 agreement, largest logit "
+        "difference) and tiny-hybrid against full attention (blocks the allocator holds at "
+        "each context length, bytes, requests that fit).",
+        bounds=(Bound(B["kv_formats"], {}, "the KV cache lesson's formats (tiny)"),)),
     _spec("experts_point", "engine.lab.jobs.experts:experts_point_job", {
         **ENGINE, "preset": Choice("moe-mini", choices=tuple(EXPERT_PRESETS)),
         "batch_size": Int(1, lo=1, hi=256), "prompt_len": Int(64, lo=1),

@@ -8,6 +8,14 @@ in use, the most recent steps with how many sequences each decoded) and GET /v1/
 (the engine's own trace since a time, in the `run` command's shape; bench-client compares it
 with what the client measured).
 
+With traffic classes (`serve --classes`, engine/traffic.py) each request goes into a class: the
+`X-Traffic-Class` header, else the body's `traffic_class`, else its `service_tier` (OpenAI's
+field; "auto" and "default" mean the first class), else the first class; its tenant, for the
+per-tenant token buckets, is the body's `user`. The engine classifies it before anything is
+sent back: a request over a class's cap (new tokens, prompt length, an unknown class) gets 400,
+one turned away by a full queue or its tenant's quota gets 429 (with Retry-After when the
+bucket refills at a known time), each with an OpenAI-style error body naming the limit.
+
 The handlers run on uvicorn's event loop; the engine runs in its own thread (online.py). A
 handler checks and tokenizes a request, hands it to the engine, and reads the engine's outputs
 from an asyncio queue that the engine thread fills with call_soon_threadsafe. A client that
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import signal
 import socket
 import threading
@@ -31,6 +40,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from ..traffic import Refusal, RefusalKind
 from .online import OnlineEngine, Output, Submission
 from .perfetto import write_trace
 from .prometheus import CONTENT_TYPE
@@ -50,7 +60,29 @@ from .protocol import (
 )
 
 STATUS_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowed",
-                500: "InternalServerError", 503: "ServiceUnavailableError"}
+                429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}
+# A refusal's HTTP status by its kind: a cap is the request's fault, the rest the load's.
+REFUSAL_STATUS = {RefusalKind.CAP: 400, RefusalKind.QUEUE_FULL: 429, RefusalKind.QUOTA: 429}
+DEFAULT_TIERS = ("auto", "default")  # service_tier values meaning "the first class"
+
+
+def refusal_error(refusal: Refusal) -> APIError:
+    """The HTTP answer to a request its traffic class turned away."""
+    status = REFUSAL_STATUS[refusal.kind]
+    headers = None
+    if refusal.retry_after_s is not None:
+        headers = {"Retry-After": str(max(1, math.ceil(refusal.retry_after_s)))}
+    return APIError(str(refusal), status=status, kind=STATUS_TYPES[status],
+                    param="traffic_class" if refusal.kind is RefusalKind.CAP else None,
+                    headers=headers)
+
+
+def lane_of(request: Request, body) -> tuple[str | None, str | None]:
+    """(traffic class, tenant) of a request (the module docstring says where they come from)."""
+    name = request.headers.get("x-traffic-class") or body.traffic_class
+    if not name and body.service_tier not in (None, *DEFAULT_TIERS):
+        name = body.service_tier
+    return name or None, body.user or None
 
 
 def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
@@ -62,7 +94,7 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
 
     @app.exception_handler(APIError)
     async def api_error(request: Request, e: APIError) -> JSONResponse:
-        return JSONResponse(e.to_json(), status_code=e.status)
+        return JSONResponse(e.to_json(), status_code=e.status, headers=e.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
@@ -109,7 +141,8 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
         began = online.clock()
         ids = completion_prompt(req.prompt, engine.tokenizer.encode, vocab)
         times = (received, began, online.clock())
-        return await respond(request, settings(req, ids, context), chat=False, times=times)
+        return await respond(request, settings(req, ids, context), chat=False, times=times,
+                             lane=lane_of(request, req))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -119,7 +152,8 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
         began = online.clock()
         ids = completion_prompt(chat_text(req.messages), engine.tokenizer.encode, vocab)
         times = (received, began, online.clock())
-        return await respond(request, settings(req, ids, context), chat=True, times=times)
+        return await respond(request, settings(req, ids, context), chat=True, times=times,
+                             lane=lane_of(request, req))
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -134,21 +168,55 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
         return online.trace(since_s)
 
     async def respond(request: Request, s: Settings, chat: bool,
-                      times: tuple[float, float, float]):
+                      times: tuple[float, float, float], lane: tuple[str | None, str | None]):
         try:
             online.check(s.prompt_ids, s.max_tokens)  # the KV pool's limit
         except ValueError as e:
             raise APIError(str(e)) from None
         reply = Reply(chat=chat, model=model_name, include_usage=s.include_usage,
                       prompt_ids=s.prompt_ids if s.return_token_ids else None)
+        submitted = None
+        if online.config.traffic is not None:  # classified before anything is sent back
+            submitted = await classified(request, s, reply, times, lane)
+            if submitted is None:
+                return JSONResponse(error_object("client closed the request", "ClientClosed",
+                                                 499), status_code=499)
         if s.stream:
-            return StreamingResponse(stream(s, reply, times), media_type="text/event-stream")
-        return await whole(request, s, reply, times)
+            return StreamingResponse(stream(s, reply, times, submitted),
+                                     media_type="text/event-stream")
+        return await whole(request, s, reply, times, submitted)
 
-    def submit(s: Settings, reply: Reply, times: tuple[float, float, float]
-               ) -> tuple[int, asyncio.Queue]:
+    async def classified(request: Request, s: Settings, reply: Reply,
+                         times: tuple[float, float, float], lane: tuple[str | None, str | None]
+                         ) -> tuple[int, asyncio.Queue] | None:
+        """Hand the request in and wait until the engine has put it in its class: raise its
+        refusal as an APIError; None if the client went away meanwhile (then abort)."""
+        loop = asyncio.get_running_loop()
+        verdict: asyncio.Future = loop.create_future()
+
+        def accepted(refusal: Refusal | None) -> None:  # on the engine thread
+            loop.call_soon_threadsafe(lambda: verdict.done() or verdict.set_result(refusal))
+
+        request_id, outputs = submit(s, reply, times, lane, accepted)
+        watching = asyncio.ensure_future(disconnected(request))
+        try:
+            await asyncio.wait({verdict, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+        if not verdict.done():
+            online.abort(request_id)
+            return None
+        refusal = verdict.result()
+        if refusal is not None:
+            raise refusal_error(refusal)
+        return request_id, outputs
+
+    def submit(s: Settings, reply: Reply, times: tuple[float, float, float],
+               lane: tuple[str | None, str | None] = (None, None),
+               accepted=None) -> tuple[int, asyncio.Queue]:
         """Hand the request in; times: when it reached the server, and its tokenizer run's
-        start and end (its trace's HTTP side, engine.serve.phases)."""
+        start and end (its trace's HTTP side, engine.serve.phases); lane: its traffic class
+        and tenant; accepted: called once it is classified (Submission.accepted)."""
         outputs: asyncio.Queue[Output] = asyncio.Queue()
         loop = asyncio.get_running_loop()
 
@@ -158,16 +226,18 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
         try:
             request_id = online.submit(Submission(s.prompt_ids, s.max_tokens, s.sampling,
                                                   deliver, s.stop, s.ignore_eos, reply.id,
-                                                  *times))
+                                                  *times, traffic_class=lane[0],
+                                                  tenant=lane[1], accepted=accepted))
         except RuntimeError as e:
             raise APIError(str(e), status=503, kind="ServiceUnavailableError") from None
         return request_id, outputs
 
-    async def stream(s: Settings, reply: Reply, times: tuple[float, float, float]
-                     ) -> AsyncIterator[str]:
-        """One event per token; the request is submitted only once the stream starts, and
-        aborted if the stream ends early (the client went away: Starlette cancels it here)."""
-        request_id, outputs = submit(s, reply, times)
+    async def stream(s: Settings, reply: Reply, times: tuple[float, float, float],
+                     submitted: tuple[int, asyncio.Queue] | None = None) -> AsyncIterator[str]:
+        """One event per token; the request is submitted only once the stream starts (unless
+        it was, to be classified first), and aborted if the stream ends early (the client
+        went away: Starlette cancels it here)."""
+        request_id, outputs = submitted or submit(s, reply, times)
         done = False
         try:
             while True:
@@ -190,9 +260,10 @@ def build_app(online: OnlineEngine, model_name: str) -> FastAPI:
                 online.abort(request_id)
 
     async def whole(request: Request, s: Settings, reply: Reply,
-                    times: tuple[float, float, float]) -> JSONResponse:
+                    times: tuple[float, float, float],
+                    submitted: tuple[int, asyncio.Queue] | None = None) -> JSONResponse:
         """Collect the whole answer, unless the client disconnects first (then abort)."""
-        request_id, outputs = submit(s, reply, times)
+        request_id, outputs = submitted or submit(s, reply, times)
 
         async def collect() -> tuple[str, list[int], Output]:
             pieces, ids = [], []

@@ -43,7 +43,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from ..block_manager import blocks_for
 from ..errors import ConfigError
 from ..llm_engine import LLMEngine
 from ..scheduler import SchedulerConfig, kv_tokens_needed, make_scheduler
@@ -125,7 +124,12 @@ def check_request(engine: LLMEngine, r: Request, config: SchedulerConfig,
             f"tokens exceeds the {engine.model_config.name} context of {context} positions")
     pool = engine.blocks.num_blocks  # the blocks sequences can get (less any set aside)
     block = engine.cache.block_size
-    need = blocks_for(kv_tokens_needed(len(r.prompt_ids), r.output_len), block)
+    # Static batches prefill the prompt whole, then decode; continuous may recompute it all
+    # after a preemption, in its chunks.
+    whole = config.policy != "continuous"
+    need = engine.blocks_per_sequence(kv_tokens_needed(len(r.prompt_ids), r.output_len),
+                                      prefill=len(r.prompt_ids) if whole else None,
+                                      chunk=0 if whole else config.chunk_size)
     if need > pool:
         raise ConfigError(
             f"{who}{len(r.prompt_ids)} + {r.output_len} tokens need {need} KV "

@@ -15,6 +15,11 @@ tokenized it), so the server's TTFT is first token minus that moment. The HTTP s
 (the request reaching the server, its tokenizer run, its response's end: `responded`) go into
 its trace, so `trace` gives each request's phases (engine.serve.phases).
 
+With traffic classes (SchedulerConfig.traffic, engine/traffic.py) a Submission names its class
+and its tenant; the engine thread classifies it as it takes it in, and tells the client at once
+through `accepted`: None (it waits in its lane) or the Refusal (it never runs, and ends with
+finish reason "refused"), so an HTTP server can answer 400 or 429 before it sends anything.
+
 The recent history (ended requests and steps) is kept, bounded, for `stats` and `trace`: what a
 client needs to check that requests were batched and blocks freed, and to compare its own
 measurements with the engine's (bench_client.py).
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field
 from ..llm_engine import LLMEngine
 from ..sampler import SamplingParams
 from ..scheduler import SchedulerConfig
+from ..traffic import Refusal, RefusalKind
 from .loop import POLL_S, EngineLoop, check_config, check_request
 from .metrics import compute_metrics
 from .phases import run_phases
@@ -55,7 +61,8 @@ class Output:
     shown (text that might be the start of a stop string is held back until it is not);
     completion_tokens counts every output token so far. finish_reason is set on a request's
     last output: "stop" (end-of-text or a stop string), "length" (max tokens), "abort" (its
-    client went away, or the server closed) or "error" (with a message in error).
+    client went away, or the server closed), "refused" (its traffic class turned it away, the
+    reason in error) or "error" (with a message in error).
     """
 
     token_ids: list[int]
@@ -88,6 +95,11 @@ class Submission:
     received_s: float | None = None
     tokenize_start_s: float | None = None
     tokenize_end_s: float | None = None
+    # Traffic classes: its lane (None: the first class) and whose quota it draws on; accepted
+    # is called on the engine thread once it is classified (None: it waits; else the Refusal).
+    traffic_class: str | None = None
+    tenant: str | None = None
+    accepted: Callable[[Refusal | None], None] | None = None
 
 
 @dataclass
@@ -137,7 +149,7 @@ class OnlineEngine:
         self._ended: deque[tuple[str, str, RequestTrace]] = deque(maxlen=HISTORY_REQUESTS)
         self._traces: OrderedDict[int, RequestTrace] = OrderedDict()  # by id, for responded
         self._steps: deque[StepTrace] = deque(maxlen=HISTORY_STEPS)
-        self._counts = {"stop": 0, "length": 0, "abort": 0, "error": 0}
+        self._counts = {"stop": 0, "length": 0, "abort": 0, "error": 0, "refused": 0}
         self._closing = threading.Event()
         self.loop = EngineLoop(engine, config, self.clock, self._on_event, stream_text=True,
                                keep_steps=0)
@@ -206,11 +218,26 @@ class OnlineEngine:
             "block_size": self.engine.cache.block_size,
             "requests_finished": counts["stop"] + counts["length"],
             "requests_aborted": counts["abort"],
+            "requests_refused": counts["refused"],
             "requests_failed": counts["error"],
             "steps_total": self.loop.step_count,
             "recent_steps": [s.to_json() for s in recent],
             "error": self.error,
+            **({"traffic": self._lanes()} if scheduler.traffic is not None else {}),
         }
+
+    def _lanes(self) -> dict:
+        """Per traffic class: requests running and waiting now (read from another thread:
+        a snapshot, each count exact at some moment between two steps)."""
+        scheduler = self.loop.scheduler
+        lanes = {name: {"running": 0, "waiting": 0} for name in self.config.traffic.names}
+        for key, seqs in (("running", list(scheduler.running)),
+                          ("waiting", list(scheduler.waiting))):
+            for seq in seqs:
+                tag = scheduler.traffic.tags.get(seq.id)  # .get: it may end meanwhile
+                if tag is not None and tag.traffic_class in lanes:
+                    lanes[tag.traffic_class][key] += 1
+        return lanes
 
     def prometheus(self) -> bytes:
         """The Prometheus text format (prometheus.py), its gauges read from the engine now."""
@@ -287,7 +314,8 @@ class OnlineEngine:
     def _add(self, request_id: int, sub: Submission, arrival_s: float) -> None:
         active = self._active[request_id] = _Active(sub)
         req = Request(request_id, sub.prompt_ids, sub.max_tokens, arrival_s,
-                      stop_at_eos=not sub.ignore_eos, sampling=sub.sampling)
+                      stop_at_eos=not sub.ignore_eos, sampling=sub.sampling,
+                      traffic_class=sub.traffic_class, tenant=sub.tenant)
         try:
             active.trace = self.loop.add(req, arrival_s)
         except Exception as e:  # checked before submit, so only a bug lands here
@@ -301,6 +329,16 @@ class OnlineEngine:
             self._traces[request_id] = trace
             while len(self._traces) > HISTORY_REQUESTS:
                 self._traces.popitem(last=False)
+        refusal = trace.refused
+        if refusal is not None and not isinstance(refusal, Refusal):
+            refusal = Refusal(refusal, RefusalKind.CAP)
+        if sub.accepted is not None:
+            try:
+                sub.accepted(refusal)
+            except RuntimeError:  # the client's event loop closed
+                pass
+        if refusal is not None and request_id in self._active:
+            self._end(request_id, "refused", error=str(refusal))
 
     def _on_event(self, event: Event) -> None:
         """Inside a step (keep it cheap): collect each request's new tokens and text."""

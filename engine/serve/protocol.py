@@ -29,12 +29,13 @@ class APIError(Exception):
     """A request the server refuses: status, OpenAI error type, message, offending parameter."""
 
     def __init__(self, message: str, status: int = 400, kind: str = "BadRequestError",
-                 param: str | None = None):
+                 param: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.message = message
         self.status = status
         self.kind = kind
         self.param = param
+        self.headers = headers  # e.g. Retry-After on a 429
 
     def to_json(self) -> dict:
         return error_object(self.message, self.kind, self.status, self.param)
@@ -73,7 +74,11 @@ class _Generation(_Body):
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None  # vLLM's extension
     logit_bias: dict | None = None
-    user: str | None = None
+    user: str | None = None  # the tenant whose quota a request draws on (serve --classes)
+    # serve --classes: the request's traffic class. OpenAI's service_tier names it ("auto" and
+    # "default": the first class), our traffic_class too; the X-Traffic-Class header wins.
+    service_tier: str | None = None
+    traffic_class: str | None = None
 
 
 class CompletionRequest(_Generation):

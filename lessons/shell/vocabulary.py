@@ -330,7 +330,7 @@ TERMS: tuple[Term, ...] = (
          "Splitwise, ISCA 2024). It removes the interference between the phases at the cost "
          "of a KV handover per request.",
          "Lesson 15: TTFT, the ITL tail and goodput colocated and disaggregated (live where "
-         "the engine has two cores, else computed from measured costs).", LATER),
+         "the engine has two cores, else computed from measured step costs: a replay).", LATER),
     Term("KV handover (KV transfer)", "kv-handover",
          "Copying a finished prefill's KV blocks, every layer's keys and values for the whole "
          "prompt, from the prefill worker to the decode worker, which maps them into its own "

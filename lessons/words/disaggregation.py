@@ -34,7 +34,7 @@ and disaggregated: a prefill worker and a decode worker, each an engine of its o
 finished prefill handed over through shared memory and timed (<code>python -m engine run
 --disaggregate</code>). Two workers measured honestly need a core each, apart from the web server:
 where the engine has fewer than two cores of its own, as on a 2-core server, the disaggregated
-row is <strong>computed from measured costs</strong>: each worker's step costs (prefill by prompt
+row is <strong>computed from measured step costs (replay)</strong>: each worker's step costs (prefill by prompt
 length, a decode step by batch) and the handover are measured on this engine, and the workload's
 arrivals replayed on two simulated workers by the live workers' rules. It is labelled so
 wherever it shows. The table gives each arm's TTFT, the ITL tail (P99) and DistServe's goodput:

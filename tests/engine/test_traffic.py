@@ -13,7 +13,7 @@ from engine.errors import ConfigError
 from engine.scheduler import ContinuousScheduler, SchedulerConfig
 from engine.sequence import Sequence
 from engine.serve.loop import run
-from engine.traffic import TokenBucket, TrafficState, parse_classes
+from engine.traffic import RefusalKind, TokenBucket, TrafficState, parse_classes
 from engine.traffic_mix import BATCH, FLOOD_TENANT, INTERACTIVE, MixSpec, make_mix
 
 LANES = "interactive:priority=2,max_new=32,max_prompt=64;batch:priority=1,max_running=2"
@@ -100,6 +100,38 @@ def test_a_full_queue_an_unknown_class_and_an_impossible_quota_are_refused():
     assert "no traffic class 'video'" in state.arrive(3, "video", "a", 10, 10, [])
     assert "holds at most 50 tokens; this request needs 60" in \
         state.arrive(4, "chat", "a", 40, 20, [])
+
+
+
+def test_each_refusal_names_its_kind():
+    state = TrafficState(parse_classes("chat:max_new=16,max_waiting=1,tenant_rate=10,"
+                                       "tenant_burst=50"))
+    assert state.arrive(0, "video", "a", 10, 10, []).kind is RefusalKind.CAP
+    assert state.arrive(1, "chat", "a", 10, 20, []).kind is RefusalKind.CAP
+    assert state.arrive(2, "chat", "a", 40, 16, []).kind is RefusalKind.QUOTA  # 56 > 50
+    state.arrive(3, "chat", "a", 10, 10, [])
+    assert state.arrive(4, "chat", "b", 10, 10, [3]).kind is RefusalKind.QUEUE_FULL
+
+
+def test_over_quota_refuse_turns_away_what_the_bucket_cannot_pay_and_says_when_it_can():
+    state = TrafficState(parse_classes("chat:tenant_rate=2,tenant_burst=30",
+                                       over_quota="refuse"))
+    assert state.arrive(0, "chat", "flood", 10, 10, [], now=0.0).cost == 20
+    state.admit(0, 0.0)  # 10 tokens left in flood's bucket
+    no = state.arrive(1, "chat", "flood", 10, 5, [], now=1.0)  # 15 > 10 + 2 refilled
+    assert no.kind is RefusalKind.QUOTA and no.retry_after_s == pytest.approx(1.5)
+    assert "over its quota in class 'chat'" in no and "retry in 1.5 s" in no
+    assert state.arrive(2, "chat", "ann", 10, 5, [], now=1.0).cost == 15  # ann's own bucket
+    # the tenant's requests still waiting count against what its bucket holds
+    assert state.arrive(3, "chat", "flood", 5, 5, [2], now=2.5).cost == 10  # 10 + 5 >= 10
+    late = state.arrive(4, "chat", "flood", 2, 3, [2, 3], now=2.5)  # 15 needed, 15 held
+    assert late.cost == 5
+    assert state.arrive(5, "chat", "flood", 1, 1, [2, 3, 4], now=2.5).kind is RefusalKind.QUOTA
+    # waiting instead (the default), the same request is let in to wait for its refill
+    waiting = TrafficState(parse_classes("chat:tenant_rate=2,tenant_burst=30"))
+    waiting.arrive(0, "chat", "flood", 10, 10, [])
+    waiting.admit(0, 0.0)
+    assert waiting.arrive(1, "chat", "flood", 10, 5, [], now=1.0).cost == 15
 
 
 # ---- admission in the continuous scheduler ------------------------------------------------

@@ -41,7 +41,7 @@ RESULT = {
                  "long_output": [16, 32], "seed": 0, "users": 0},
     "arms": [arm("colocated", "measured live", (120.0, 900.0), 400.0, 0.8, 2, None),
              arm("chunked", "measured live", (150.0, 700.0), 120.0, 1.2, 3, None),
-             arm("disaggregated", "computed from measured costs", (110.0, 650.0), 45.0, 1.6, 4,
+             arm("disaggregated", "computed from measured step costs (replay)", (110.0, 650.0), 45.0, 1.6, 4,
                  0.7)],
     "costs": {}, "spread": None, "check": None,
 }
@@ -72,11 +72,11 @@ def test_the_table_the_verdict_the_prediction_and_the_question_follow_the_result
     assert [r.arm for r in rows] == ["colocated", "chunked", "disaggregated"]
     table = page.table.object
     assert table.count("<tr>") == 1 + 3
-    assert "computed from measured costs" in table and "measured live" in table
+    assert "computed from measured step costs (replay)" in table and "measured live" in table
     for r in rows:
         assert sig(r.itl_p99_ms) in table and sig(r.goodput_rps) in table
     assert "100% of 4" in table and "50% of 4" in table  # disaggregated met 4, colocated 2
-    assert "computed from measured costs" in page.verdict.object
+    assert "computed from measured step costs (replay)" in page.verdict.object
     assert "lowest ITL P99:** disaggregated" in page.verdict.object
     # every planted handover is 0.7 ms, short and long prompts alike: a flat line
     assert "The handover:** 0.700 ms + 0 us per prompt token" in page.verdict.object
@@ -89,7 +89,7 @@ def test_the_table_the_verdict_the_prediction_and_the_question_follow_the_result
     assert any("disaggregated ITL P99 45.0 ms" in (s or "") for s in said(page)), said(page)
     header, rows_out = downloaded(page.download)
     assert len(rows_out) == 3 * 4
-    assert {r["how"] for r in rows_out} == {"measured live", "computed from measured costs"}
+    assert {r["how"] for r in rows_out} == {"measured live", "computed from measured step costs (replay)"}
     assert [r["handover_ms"] for r in rows_out if r["serving"] == "disaggregated"] == [0.7] * 4
 
 
@@ -99,3 +99,25 @@ def test_the_same_itl_tail_reads_as_about_the_same():
                                    3, 0.7)]}
     choice, _ = itl_outcome(rows_of(DisaggregationResult.from_dict(same)))
     assert choice == "About the same"
+
+
+def test_the_status_line_says_a_replay_is_computed_not_measured_live():
+    page, service = lesson()
+    (job,) = service.submitted
+    service.finish(job, RESULT)
+    line = page.runner.status.label_line
+    assert "the disaggregated run computed from measured step costs (replay)" in line, line
+    assert not line.startswith("measured live"), line
+    assert any("computed from measured step costs (replay)" in (s or "") for s in said(page))
+
+
+def test_the_status_line_of_an_all_live_result_says_measured_live():
+    live = {**RESULT, "arms": [RESULT["arms"][0], RESULT["arms"][1],
+                               arm("disaggregated", "measured live", (110.0, 650.0), 45.0, 1.6,
+                                   4, 0.7)]}
+    page, service = lesson()
+    (job,) = service.submitted
+    service.finish(job, live)
+    line = page.runner.status.label_line
+    assert line.startswith("measured live"), line
+    assert "replay" not in line

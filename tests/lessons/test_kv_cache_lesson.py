@@ -15,11 +15,11 @@ from lessons.kv_cache import KVCacheLesson
 CACHES = 3 * len(PRESETS)  # every preset in the engine's dtype, fp16 and fp8
 
 
-def lesson(args=None, answered=True):
+def lesson(args=None, answered=True, hold=()):
     """The page drawn with the in-process service: it starts its jobs, as on load; unless
-    answered, the engine holds its answers back."""
+    answered, the engine holds its answers back (or those of the kinds in `hold`)."""
     page = KVCacheLesson.from_url(args or {})
-    held = set() if answered else {kind for kind, _ in KVCacheLesson.warm_jobs()}
+    held = set(hold) if answered else {kind for kind, _ in KVCacheLesson.warm_jobs()}
     service = attach(page, InProcessService(hold=held))
     pn.panel(page).get_root()
     return page, service
@@ -33,8 +33,8 @@ def test_the_calculator_shows_public_shapes_before_the_engine_answers():
 
 
 def test_the_presets_agree_with_the_engines_real_allocation():
-    page, service = lesson()
-    assert service.kinds() == ["info", "kv_allocation", "block_snapshots"]
+    page, service = lesson(hold={"kv_formats"})  # its sentence would follow the check's
+    assert service.kinds() == ["info", "kv_allocation", "block_snapshots", "kv_formats"]
     assert "tiny" in page.calculator.object
     rows = page.agreement()
     assert len(rows) == CACHES and all(r.agrees for r in rows)
@@ -151,18 +151,23 @@ def test_the_prediction_and_the_question_use_the_engines_own_numbers():
         row["element_bytes"]
 
 
-def test_the_formats_tables_and_the_gpu_box_show_the_formulas_numbers():
-    from engine.calc.kv_formats import requests_that_fit
-
-    page, _ = lesson(answered=False)
+def test_the_formats_section_shows_the_engines_measurement_and_the_gpu_box_the_formulas():
+    page, _ = lesson()
+    r = page.kv_formats
+    assert r is not None
     tables = page.formats.object
-    # tiny: float32 block 2 x 6 x 2 x 32 x 4 x 16 = 49,152 bytes; fp8 12,288 + 96 of scales
+    # tiny: a float32 block 2 x 6 x 2 x 32 x 4 x 16 = 49,152 bytes; fp8 12,288 + 96 of scales
     assert "49,152" in tables and "12,384" in tables
-    rows = [r for r in downloaded(page.formats_download)[1] if r["table"] == "hybrid"]
-    long = next(r for r in rows if r["context_tokens"] == 2048)
-    assert long["full_requests"] == requests_that_fit(64 * 2**20, 2048, 6, 2, 32, 4, 16)
-    assert long["hybrid_requests"] == requests_that_fit(64 * 2**20, 2048, 6, 2, 32, 4, 16, 256)
-    assert long["hybrid_requests"] > long["full_requests"]
-    assert long["tokens_beyond_window"] == 1792
+    by = {f.kv_dtype: f for f in r.formats}
+    assert by["fp8"].blocks > 3.9 * by["float32"].blocks  # a quarter of the bytes a block
+    assert by["fp8"].requests_fit > by["float32"].requests_fit
+    assert "95% CI" in tables and "top token" in tables
+    rows = downloaded(page.formats_download)[1]
+    hybrid = {(x["preset"], x["tokens"]): x for x in rows if x["table"] == "hybrid"}
+    full, win = hybrid[("tiny", 2048)], hybrid[("tiny-hybrid", 2048)]
+    assert win["requests_fit"] > full["requests_fit"]
+    assert win["bytes_per_token"] < full["bytes_per_token"] == 3072
+    assert "1,792" in tables  # tokens beyond the 256-token window at 2,048
+    assert any(s and s.startswith("The KV formats measured: in 64 MiB") for s in said(page))
     box = page.gpu_box.text
     assert "131,072 bytes per token" in box and "NVIDIA H200" in box and "141 GB" in box

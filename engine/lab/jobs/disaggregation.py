@@ -16,7 +16,7 @@ from .engines import engine_from_params, fit_kv, resident_lengths
 from .serving import mixed_workload, step_spread
 
 LIVE = "measured live"
-COMPUTED = "computed from measured costs"
+COMPUTED = "computed from measured step costs (replay)"
 
 
 def disaggregation_job(params: dict, emit: Emit, control: Control) -> dict | None:

@@ -36,7 +36,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 
-from ...block_manager import blocks_for
 from ...config import EngineConfig, get_preset
 from ...device import resolve_device, torch_dtype
 from ...llm_engine import LLMEngine
@@ -341,8 +340,7 @@ def fit_kv(engine: LLMEngine, lengths: Iterable[int]) -> None:
     held at once; an engine built with an explicit budget keeps it."""
     if engine not in _fitted:
         return
-    block = engine.cache.block_size
-    need = 1 + sum(blocks_for(n, block) for n in lengths)  # and the scratch block
+    need = 1 + sum(engine.blocks_per_sequence(n) for n in lengths)  # and the scratch block
     floor = smallest_pool_bytes(engine.config.preset, engine.device) // engine.cache.bytes_per_block
     target = max(floor, 1 << (need - 1).bit_length())  # the next power of two
     ceiling = max(floor, default_budget(engine.device) // engine.cache.bytes_per_block)

@@ -22,6 +22,7 @@ from .endpoint import (  # noqa: F401 (re-exported)
     EndpointRateSweepResult,
     EndpointStreamResult,
 )
+from .kv_formats import HybridRow, KVFormatQuality, KVFormatRow, KVFormatsResult  # noqa: F401
 from .points import (  # noqa: F401 (re-exported)
     ExpertsPointResult,
     InfoResult,
@@ -90,7 +91,8 @@ RESULTS: dict[str, type[Record]] = {r.job_kind: r for r in (
     PrefixCacheResult, SpeculativeResult, Int8PointResult, Int8QualityResult,
     CapacitySearchResult, EndpointLoadTestResult, EndpointRateSweepResult,
     EndpointConcurrencyResult, EndpointStreamResult, SetupResult, ExpertsPointResult,
-    TrafficClassesResult, InvarianceResult, DisaggregationResult, ClassRunResult)}
+    TrafficClassesResult, InvarianceResult, DisaggregationResult, ClassRunResult,
+    KVFormatsResult)}
 
 
 def parse_result(kind: str, data: dict) -> Record:

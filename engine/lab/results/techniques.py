@@ -207,7 +207,8 @@ class DisaggRequest(Record):
 @dataclass(frozen=True)
 class DisaggArm(Record):
     """One way of serving the workload: arm is colocated, chunked or disaggregated; how says
-    "measured live" or "computed from measured costs" (label: the sentence the CLI prints)."""
+    "measured live" or "computed from measured step costs (replay)" (label: the sentence the
+    CLI prints)."""
 
     arm: str
     how: str
@@ -232,3 +233,13 @@ class DisaggregationResult(Measured):
     workload: LoadTestWorkload
     arms: list[DisaggArm]
     costs: dict
+
+    @property
+    def provenance(self) -> str:
+        """How the result came about, for its status line when not all of it was measured
+        live ("" when it was)."""
+        computed = [a.arm for a in self.arms if a.how != "measured live"]
+        if not computed:
+            return ""
+        return (f"the {', '.join(computed)} run computed from measured step costs (replay), "
+                "the others measured live")

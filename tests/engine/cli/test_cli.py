@@ -117,6 +117,8 @@ def test_sweep_json():
     (["run", "--policy", "static", "--workload", "mix", "--classes",
       "interactive;batch"], "need the continuous policy"),
     (["generate", "--prompt", "hi", "--kv-dtype", "fp4"], "--kv-dtype"),
+    (["serve", "--port", "0", "--classes", "chat:speed=2"], "cannot read 'speed=2'"),
+    (["serve", "--port", "0", "--classes", "chat", "--over-quota", "drop"], "--over-quota"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, tiny_engine, args, needle):
     """The CLI's main in this process: a fresh interpreter per case (torch imported each time)

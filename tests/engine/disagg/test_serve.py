@@ -40,7 +40,7 @@ def test_a_replayed_run_is_labelled_computed_and_has_every_requests_handover(eng
     out = result.to_json()
     info = out["disaggregation"]
     assert info["mode"] == "replay" and info["label"] == REPLAY_LABEL
-    assert info["label"].startswith("computed from measured costs")
+    assert info["label"].startswith("computed from measured step costs (replay)")
     assert len(info["handover_ms"]) == 3 and all(h > 0 for h in info["handover_ms"])
     assert set(info["measured"]["costs"]) == {"prefill", "decode", "export", "adopt"}
     assert [len(r["token_s"]) for r in out["requests"]] == [3, 4, 2]

@@ -24,8 +24,8 @@ def test_one_workload_served_three_ways_with_the_replay_labelled_computed():
     assert [a.arm for a in record.arms] == list(ARMS)
     colocated, chunked, disagg = record.arms
     assert colocated.how == chunked.how == "measured live"
-    assert disagg.how == "computed from measured costs"
-    assert disagg.label.startswith("computed from measured costs")
+    assert disagg.how == "computed from measured step costs (replay)"
+    assert disagg.label.startswith("computed from measured step costs (replay)")
     assert (colocated.chunk_size, chunked.chunk_size) == (0, 16)
     assert set(record.costs) == {"prefill", "decode", "export", "adopt"}
     for arm in record.arms:

@@ -66,6 +66,11 @@ def test_a_bound_is_stated_for_the_work_its_params_ask_for(kind, bound, request)
         assert {row.preset for row in result.caches} == set(PRESETS)
     elif kind == "info":
         assert result.memory_bandwidth_gbs > 0
+    elif kind == "kv_formats":
+        assert [f.steps_timed for f in result.formats] == \
+            [params["new_tokens"] - 1 - WARMUP_STEPS] * 2
+        assert result.quality.windows == params["windows"]
+        assert len(result.hybrid) == 2 * len(params["contexts"])
     else:
         pytest.fail(f"no size check for {kind}: add one with its bound")
 
