@@ -36,6 +36,7 @@ import threading
 import pytest
 import torch
 from helpers import LIFETIME_S, SERVER_MAX_BATCH, kernel_or_skip, run_engine
+from suite_passes import record
 
 if os.environ.get("LLM_SPEED_TEST_CACHE"):
     os.environ["LLM_SPEED_CACHE"] = os.environ["LLM_SPEED_TEST_CACHE"]
@@ -85,9 +86,21 @@ SERIAL = (
 
 
 def pytest_collection_modifyitems(items):
+    # runs before pytest's own `-m` deselection (a conftest's hooks come first): `items` is
+    # everything collected here
     for item in items:
         if item.nodeid.startswith(SERIAL):
             item.add_marker(pytest.mark.serial)
+    global _collected
+    _collected = len(items)
+
+
+_collected = 0
+
+
+def pytest_collection_finish(session):
+    """The counts `python -m tests` checks: collected here, and kept by `-m`."""
+    record(_collected, len(session.items))
 
 
 @pytest.fixture(autouse=True)
