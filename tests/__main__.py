@@ -5,7 +5,7 @@ results cache.
    dir unless set), so no test and no pytest-xdist worker compiles them.
 2. `pytest -n 2 -m "not serial"`: the tests that need no quiet machine, two at a time.
 3. `pytest -m serial`: the tests that measure on a real engine worker or server, assert a browser
-   app's timings or bound a duration (tests/conftest.py: SERIAL), one at a time.
+   app's timings or bound a duration (tests/suite_passes.py: SERIAL), one at a time.
 4. Each pass's processes write how many tests they collected and how many they kept
    (tests/conftest.py: COUNTS_ENV); the two passes must have collected the same tests and kept
    all of them between them, so a test that neither pass runs fails the run.

@@ -15,10 +15,38 @@ from pathlib import Path
 
 COUNTS_ENV = "LLM_SPEED_TEST_COUNTS"
 
+# The tests that must run alone (marked `serial`): they measure on a real engine worker or
+# server, bound a wait or a duration, or decide what they check from whether a measurement was
+# disturbed, so a second test beside them on a 2-core machine would change what they see.
+# `-n 2 -m "not serial"` (pytest-xdist) runs the rest two at a time; `-m serial` runs these.
+SERIAL = (
+    "tests/ui/",  # a served app, its engine worker and Chromium
+    "tests/engine/serve/",  # `engine serve` over HTTP, real-time arrivals, pauses and gaps
+    "tests/engine/cli/",  # measured limits kept only when quiet, plans timed
+    "tests/engine/test_scheduler.py",  # admission within a bound
+    "tests/engine/lab/test_service.py",
+    "tests/engine/lab/test_gap_fill.py",
+    "tests/engine/lab/test_isolation.py",
+    "tests/engine/lab/test_trace.py",
+    "tests/engine/lab/test_job_bounds.py",
+    "tests/engine/lab/test_probe.py",  # a second call within the probe's freshness window
+    "tests/engine/lab/test_quality.py",
+    "tests/engine/lab/test_two_clocks_and_load_test.py",  # closed-loop arrivals within 50 ms
+    "tests/lessons/test_capacity_lesson.py",
+    "tests/lessons/test_kv_cache_lesson.py",
+    "tests/lessons/test_chunked_prefill.py",
+    "tests/lessons/test_session_memory.py",  # a served app and a real worker
+    "tests/lessons/test_session_jobs.py",  # frames counted against the time events took
+    "tests/lessons/test_reader_event_walks.py",
+    "tests/widgets/runtime/",  # sleeps on the event loop, the heap's size
+)
+
+
 # (name, pytest arguments): the tests that need no quiet machine two at a time, then the rest
-# one at a time (tests/conftest.py: SERIAL marks them).
+# one at a time (SERIAL above; tests/conftest.py marks them). Each file's tests go to one worker
+# (loadfile), so a module's fixtures (an engine, a page, a stand-in service) are made once.
 PASSES = (
-    ("parallel", ["-q", "-n", "2", "-m", "not serial"]),
+    ("parallel", ["-q", "-n", "2", "--dist", "loadfile", "-m", "not serial"]),
     ("serial", ["-q", "-m", "serial"]),
 )
 
