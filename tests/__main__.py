@@ -1,8 +1,10 @@
 """`python -m tests [PYTEST ARGS]`: the whole suite as CI runs it, in two passes sharing one
 results cache.
 
-1. The C++ kernels are built once into the tests' results cache ($LLM_SPEED_TEST_CACHE, a temp
-   dir unless set), so no test and no pytest-xdist worker compiles them.
+1. The machine's set-up is made once in the tests' results cache ($LLM_SPEED_TEST_CACHE, a temp
+   dir unless set): the C++ kernels built and the matrix-product plans of the models most tests
+   build timed, so no test and no pytest-xdist worker compiles a kernel or times a plan (two
+   workers timing the same plan at once take each other's cores, for minutes on two cores).
 2. `pytest -n 2 -m "not serial"`: the tests that need no quiet machine, two at a time.
 3. `pytest -m serial`: the tests that measure on a real engine worker or server, assert a browser
    app's timings or bound a duration (tests/suite_passes.py: SERIAL), one at a time.
@@ -30,14 +32,22 @@ from suite_passes import COUNTS_ENV, PASSES, lost_tests  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build_kernels(env: dict[str, str]) -> None:
-    """`python -m engine build-kernel` into the tests' cache. A failure is only reported: the
-    kernel tests then skip, or fail where kernels are required (CI)."""
-    out = subprocess.run([sys.executable, "-m", "engine", "build-kernel"], cwd=ROOT,
-                         env={**env, "LLM_SPEED_CACHE": env["LLM_SPEED_TEST_CACHE"]})
-    if out.returncode != 0:
-        print("tests: the C++ kernels did not build; their tests skip (or fail in CI)",
-              file=sys.stderr)
+# The presets whose engines most tests build (an engine built in a plain process, as a test
+# builds one: the plan's key is this process's thread count, not the lab worker's).
+PLANNED = ("tiny", "draft")
+TIME_PLANS = ("import sys; from engine.config import EngineConfig; from engine.llm_engine import "
+              "LLMEngine; [LLMEngine(EngineConfig(preset=p, device='cpu')) for p in sys.argv[1:]]")
+
+
+def set_up_machine(env: dict[str, str]) -> None:
+    """`python -m engine build-kernel`, then the plans of PLANNED, into the tests' cache. A
+    failure is only reported: the kernel tests then skip (or fail where kernels are required,
+    as in CI), and a test's first engine times its plan."""
+    cache = {**env, "LLM_SPEED_CACHE": env["LLM_SPEED_TEST_CACHE"]}
+    for what, args in (("the C++ kernels", ["-m", "engine", "build-kernel"]),
+                       ("the plans", ["-c", TIME_PLANS, *PLANNED])):
+        if subprocess.run([sys.executable, *args], cwd=ROOT, env=cache).returncode != 0:
+            print(f"tests: {what} were not made before the tests; see above", file=sys.stderr)
 
 
 def read_counts(folder: Path) -> list[dict]:
@@ -56,7 +66,7 @@ def main(argv: list[str]) -> int:
         env["LLM_SPEED_TEST_CACHE"] = tempfile.mkdtemp(prefix="llm-speed-test-cache-")
     counts_root = Path(tempfile.mkdtemp(prefix="llm-speed-test-counts-"))
     try:
-        build_kernels(env)
+        set_up_machine(env)
         failed = []
         counts = {}
         for name, args in PASSES:
