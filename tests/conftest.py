@@ -36,7 +36,7 @@ import threading
 import pytest
 import torch
 from helpers import LIFETIME_S, SERVER_MAX_BATCH, kernel_or_skip, run_engine
-from suite_passes import SERIAL, record
+from suite_passes import is_serial, record
 
 if os.environ.get("LLM_SPEED_TEST_CACHE"):
     os.environ["LLM_SPEED_CACHE"] = os.environ["LLM_SPEED_TEST_CACHE"]
@@ -62,7 +62,7 @@ def pytest_collection_modifyitems(items):
     # runs before pytest's own `-m` deselection (a conftest's hooks come first): `items` is
     # everything collected here
     for item in items:
-        if item.nodeid.startswith(SERIAL):
+        if is_serial(item.nodeid):
             item.add_marker(pytest.mark.serial)
     global _collected
     _collected = len(items)

@@ -10,15 +10,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from suite_passes import COUNTS_ENV, SERIAL, lost_tests
+from suite_passes import COUNTS_ENV, NOT_SERIAL, SERIAL, is_serial, lost_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_serial_entry_names_a_test_file_or_folder():
-    for entry in SERIAL:
+    for entry in (*SERIAL, *NOT_SERIAL):
         path = ROOT / entry
         assert path.is_dir() if entry.endswith("/") else path.is_file(), entry
+    assert all(entry.startswith(SERIAL) for entry in NOT_SERIAL)  # exceptions in its folders
+
+
+def test_a_new_file_in_a_serial_folder_runs_alone_until_listed():
+    assert is_serial("tests/engine/serve/test_new.py::test_x")
+    assert not is_serial("tests/engine/serve/test_metrics.py::test_x")
+    assert not is_serial("tests/engine/test_sampler.py::test_x")
 
 
 def counts(worker="main", collected=10, selected=4) -> dict:
