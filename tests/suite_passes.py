@@ -48,7 +48,6 @@ NOT_SERIAL = (
     "tests/engine/serve/test_metrics.py",
     "tests/engine/serve/test_workload.py",
     "tests/engine/serve/test_online.py",
-    "tests/engine/serve/test_phases.py",
     "tests/engine/serve/test_speculative_run.py",
     "tests/engine/cli/test_cli.py",
     "tests/engine/cli/test_experts_cli.py",
