@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/: its plain helper modules
@@ -65,6 +66,7 @@ def main(argv: list[str]) -> int:
     if own_cache:
         env["LLM_SPEED_TEST_CACHE"] = tempfile.mkdtemp(prefix="llm-speed-test-cache-")
     counts_root = Path(tempfile.mkdtemp(prefix="llm-speed-test-counts-"))
+    start = time.monotonic()
     try:
         set_up_machine(env)
         failed = []
@@ -88,7 +90,8 @@ def main(argv: list[str]) -> int:
                     for name, found in counts.items()}
             print("tests: both passes passed; "
                   + ", ".join(f"{name} {n}" for name, n in kept.items())
-                  + f" of {sum(kept.values())} collected")
+                  + f" of {sum(kept.values())} collected, in {time.monotonic() - start:.0f} s "
+                  "with the set-up")
         return 1 if failed else 0
     finally:
         shutil.rmtree(counts_root, ignore_errors=True)
