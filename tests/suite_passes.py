@@ -28,12 +28,10 @@ SERIAL = (
     "tests/engine/lab/test_gap_fill.py",
     "tests/engine/lab/test_isolation.py",
     "tests/engine/lab/test_trace.py",
-    "tests/engine/lab/test_job_bounds.py",
     "tests/engine/lab/test_probe.py",  # a second call within the probe's freshness window
     "tests/engine/lab/test_two_clocks_and_load_test.py",  # closed-loop arrivals within 50 ms
     "tests/lessons/test_capacity_lesson.py",
     "tests/lessons/test_kv_cache_lesson.py",
-    "tests/lessons/test_chunked_prefill.py",
     "tests/lessons/test_session_memory.py",  # a served app and a real worker
     "tests/lessons/test_session_jobs.py",  # frames counted against the time events took
     "tests/lessons/test_reader_event_walks.py",
