@@ -2,9 +2,10 @@
 results cache.
 
 1. The machine's set-up is made once in the tests' results cache ($LLM_SPEED_TEST_CACHE, a temp
-   dir unless set): the C++ kernels built and the matrix-product plans of the models most tests
-   build timed, so no test and no pytest-xdist worker compiles a kernel or times a plan (two
-   workers timing the same plan at once take each other's cores, for minutes on two cores).
+   dir unless set): the C++ kernels built, the matrix-product plans of the models most tests
+   build timed and the machine's limits measured, so no test and no pytest-xdist worker compiles
+   a kernel or times a plan (two workers timing the same plan at once take each other's cores,
+   for minutes on two cores), and limits measured quietly are measured once.
 2. `pytest -n 2 -m "not serial"`: the tests that need no quiet machine, two at a time.
 3. `pytest -m serial`: the tests that measure on a real engine worker or server, assert a browser
    app's timings or bound a duration (tests/suite_passes.py: SERIAL), one at a time.
@@ -41,13 +42,17 @@ TIME_PLANS = ("import sys; from engine.config import EngineConfig; from engine.l
 
 
 def set_up_machine(env: dict[str, str]) -> None:
-    """`python -m engine build-kernel`, then the plans of PLANNED, into the tests' cache. A
-    failure is only reported: the kernel tests then skip (or fail where kernels are required,
-    as in CI), and a test's first engine times its plan."""
+    """`python -m engine build-kernel`, the plans of PLANNED, then `info` (the machine's limits
+    and the disturbance probe's profile, kept where measured quietly: the lesson tests' `info`
+    jobs in this process's thread count read them), into the tests' cache. A failure is only
+    reported: the kernel tests then skip (or fail where kernels are required, as in CI), and a
+    test's first engine times its plan."""
     cache = {**env, "LLM_SPEED_CACHE": env["LLM_SPEED_TEST_CACHE"]}
     for what, args in (("the C++ kernels", ["-m", "engine", "build-kernel"]),
-                       ("the plans", ["-c", TIME_PLANS, *PLANNED])):
-        if subprocess.run([sys.executable, *args], cwd=ROOT, env=cache).returncode != 0:
+                       ("the plans", ["-c", TIME_PLANS, *PLANNED]),
+                       ("the machine's limits", ["-m", "engine", "info", "--json"])):
+        if subprocess.run([sys.executable, *args], cwd=ROOT, env=cache,
+                          stdout=subprocess.DEVNULL if "info" in args else None).returncode != 0:
             print(f"tests: {what} were not made before the tests; see above", file=sys.stderr)
 
 
