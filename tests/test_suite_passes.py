@@ -58,7 +58,8 @@ def test_a_pytest_process_writes_what_it_collected_before_the_marker_dropped_any
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-m", "serial", "tests/bench", "tests/engine/lab/test_probe.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, COUNTS_ENV: str(tmp_path)})
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
+             COUNTS_ENV: str(tmp_path)})  # a plain pytest, even from an xdist worker
     assert out.returncode == 0, out.stdout[-2000:]
     written = json.loads((tmp_path / "main.json").read_text())
     assert written == {"worker": "main", "collected": 4, "selected": 1}
