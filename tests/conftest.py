@@ -58,6 +58,7 @@ os.environ.setdefault("LLM_SPEED_SETUP", "0")
 
 CORES_AT_START = os.sched_getaffinity(0)
 
+
 def pytest_collection_modifyitems(items):
     # runs before pytest's own `-m` deselection (a conftest's hooks come first): `items` is
     # everything collected here
