@@ -16,7 +16,7 @@ and the shared `server` fixture.
   not about making it (helpers.seed_machine_setup).
 - `int8_kernel` is the C++ int8 linear kernel, built into the tests' cache for the engine tests,
   the quantization lesson's tests and the served app's engine worker (which reads the same cache).
-- `serial` marks the tests that must run alone (SERIAL below): `-n 2 -m "not serial"` runs the
+- `serial` marks the tests that must run alone (suite_passes.SERIAL): `-n 2 -m "not serial"` runs the
   others two at a time with pytest-xdist, whose workers share this process's results cache.
 - Every test gives back the cores it found: a page built in this process starts the app's engine
   service, which pins the process to the web's cores (engine.lab.client.get_service), and every
@@ -36,6 +36,7 @@ import threading
 import pytest
 import torch
 from helpers import LIFETIME_S, SERVER_MAX_BATCH, kernel_or_skip, run_engine
+from suite_passes import is_serial, record
 
 if os.environ.get("LLM_SPEED_TEST_CACHE"):
     os.environ["LLM_SPEED_CACHE"] = os.environ["LLM_SPEED_TEST_CACHE"]
@@ -57,37 +58,23 @@ os.environ.setdefault("LLM_SPEED_SETUP", "0")
 
 CORES_AT_START = os.sched_getaffinity(0)
 
-# The tests that must run alone (marked `serial`): they measure on a real engine worker or
-# server, bound a wait or a duration, or decide what they check from whether a measurement was
-# disturbed, so a second test beside them on a 2-core machine would change what they see.
-# `-n 2 -m "not serial"` (pytest-xdist) runs the rest two at a time; `-m serial` runs these.
-SERIAL = (
-    "tests/ui/",  # a served app, its engine worker and Chromium
-    "tests/engine/serve/",  # `engine serve` over HTTP, real-time arrivals, pauses and gaps
-    "tests/engine/cli/",  # measured limits kept only when quiet, plans timed
-    "tests/engine/test_scheduler.py",  # admission within a bound
-    "tests/engine/lab/test_service.py",
-    "tests/engine/lab/test_gap_fill.py",
-    "tests/engine/lab/test_isolation.py",
-    "tests/engine/lab/test_trace.py",
-    "tests/engine/lab/test_job_bounds.py",
-    "tests/engine/lab/test_probe.py",  # a second call within the probe's freshness window
-    "tests/engine/lab/test_quality.py",
-    "tests/engine/lab/test_two_clocks_and_load_test.py",  # closed-loop arrivals within 50 ms
-    "tests/lessons/test_capacity_lesson.py",
-    "tests/lessons/test_kv_cache_lesson.py",
-    "tests/lessons/test_chunked_prefill.py",
-    "tests/lessons/test_session_memory.py",  # a served app and a real worker
-    "tests/lessons/test_session_jobs.py",  # frames counted against the time events took
-    "tests/lessons/test_reader_event_walks.py",
-    "tests/widgets/runtime/",  # sleeps on the event loop, the heap's size
-)
-
 
 def pytest_collection_modifyitems(items):
+    # runs before pytest's own `-m` deselection (a conftest's hooks come first): `items` is
+    # everything collected here
     for item in items:
-        if item.nodeid.startswith(SERIAL):
+        if is_serial(item.nodeid):
             item.add_marker(pytest.mark.serial)
+    global _collected
+    _collected = len(items)
+
+
+_collected = 0
+
+
+def pytest_collection_finish(session):
+    """The counts `python -m tests` checks: collected here, and kept by `-m`."""
+    record(_collected, len(session.items))
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ from in_process_service import attach
 from lesson_stubs import downloaded
 
 from engine.config import get_preset
+from lessons import experts
 from lessons.experts import (
     BATCHES,
     DENSE,
@@ -28,6 +29,12 @@ TINY = {"preset": [b"moe-tiny"]}
 CFG = get_preset("moe-tiny")
 
 
+# Shorter prompts and fewer tokens than the page's (64 and 16): what is asserted (the experts a
+# decode step reads, the bytes, the table, the verdict) holds at any length, and 14 runs up to
+# batch 64 of the page's lengths were most of this package's time.
+SHORT = {"PROMPT_LEN": 16, "NEW_TOKENS": 6}
+
+
 @pytest.fixture(scope="module")
 def lesson():
     """The page on real runs of moe-tiny and moe-tiny-dense (each job once per session)."""
@@ -35,9 +42,12 @@ def lesson():
         if preset.startswith("moe-tiny"):
             seed_step_plan(preset)
     seed_step_plan("moe-tiny")
-    page = ExpertsLesson.from_url(TINY)
-    page.service = attach(page)
-    pn.panel(page).get_root()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in SHORT.items():
+            patch.setattr(experts, name, value)
+        page = ExpertsLesson.from_url(TINY)
+        page.service = attach(page)
+        pn.panel(page).get_root()
     return page
 
 
@@ -45,6 +55,9 @@ def test_it_asks_for_both_models_at_every_batch(lesson):
     jobs = [(j.kind, j.params) for j in lesson.service.submitted if j.kind == "experts_point"]
     assert [(p["preset"], p["batch_size"]) for _, p in jobs] == [
         (preset, b) for b in BATCHES for preset in ("moe-tiny", "moe-tiny-dense")]
+    assert {(p["prompt_len"], p["new_tokens"]) for _, p in jobs} == {tuple(SHORT.values())}
+    assert {(p["prompt_len"], p["new_tokens"])
+            for _, p in ExpertsLesson().job_params().values()} == {(64, 16)}  # the page's
     defaults = {p["preset"] for _, p in ExpertsLesson.warm_jobs()}
     assert defaults == {"moe-mini", "moe-mini-dense"}
 

@@ -17,6 +17,7 @@ import param
 import pytest
 from lesson_stubs import attach
 
+from engine.lab import registry as jobs
 from lessons.base import LessonPage
 from lessons.registry import LESSONS, lesson_class, lesson_info, neighbours
 from lessons.shell.router import choose
@@ -52,6 +53,13 @@ def test_every_lesson_page_builds(slug):
     # started: it asked the engine for its first measurement (two clocks: the machine's
     # description; its generation waits for the reader's Send), checked by the job registry
     assert service.submitted and all(j.params for j in service.submitted)
+    # and every measurement it asked for is one `python -m lessons.warm` fills the cache with,
+    # so a class's first readers wait for none (the machine's description is read from the
+    # set-up's limits)
+    warmed = [(kind, jobs.normalize(kind, params)) for kind, params in cls.warm_jobs()]
+    unwarmed = [(j.kind, j.params) for j in service.submitted
+                if j.kind != "info" and (j.kind, j.params) not in warmed]
+    assert unwarmed == []
 
 
 def test_a_periodic_callback_changes_no_open_page():
@@ -206,34 +214,13 @@ def test_a_page_sends_each_stylesheet_text_once(tmp_path):
     assert site_panes >= 10 and a11y_models >= 50  # a lesson page: ~20 panes, ~80 models
 
 
-def test_every_lesson_module_is_imported_when_the_app_first_runs(tmp_path):
-    """`panel serve app.py --warm` (the README's class command) runs app.py once as the server
-    starts: by then every lesson's module is imported, so no reader pays for one (each was
-    imported by its first reader, while the class arrived)."""
-    code = """if True:
-        import runpy, sys
-        import lessons.shell.router as router
-        router.get_service = lambda: None  # no engine worker for a page that is only built
-        from bokeh.document import Document
-        from panel.io.state import set_curdoc
-        from lessons.registry import LESSONS
-        with set_curdoc(Document()):  # the warm-up's session: the course map
-            runpy.run_path("app.py", run_name="bokeh_app_warm")
-        print([i.view for i in LESSONS if i.view.partition(":")[0] not in sys.modules])
-    """
-    env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120, env=env)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]"
-
-
 @pytest.mark.parametrize("warm", [True, False])
 def test_a_warm_start_builds_every_page_once_and_keeps_none_of_them(tmp_path, warm):
     """Under `panel serve app.py --warm` app.py first runs before the server's loop does: every
-    page is built then (lessons.shell.first_build), so what a first build leaves for good (Panel's
-    Markdown renderer, about a hundred modules) is in the process before its first reader, and no
-    page of that build stays alive. Run in a reader's session (on the running loop: a server
+    page is built then (lessons.shell.first_build), so every lesson's module and what a first
+    build leaves for good (Panel's Markdown renderer, about a hundred modules) are in the process
+    before its first reader (each module was imported by its first reader, while the class
+    arrived), and no page of that build stays alive. Run in a reader's session (on the running loop: a server
     started without --warm), app.py builds its own page only. What the warm start holds is
     then frozen out of the garbage collector's walks; a reader's session freezes nothing."""
     code = """if True:
@@ -243,6 +230,7 @@ def test_a_warm_start_builds_every_page_once_and_keeps_none_of_them(tmp_path, wa
         from bokeh.document import Document
         from panel.io.state import set_curdoc
         from lessons.base import LessonPage
+        from lessons.registry import LESSONS
 
         def run_app():
             with set_curdoc(Document()):  # the warm-up's session (or a reader's): the course map
@@ -260,20 +248,22 @@ def test_a_warm_start_builds_every_page_once_and_keeps_none_of_them(tmp_path, wa
         gc.collect()
         print("markdown_it" in sys.modules,
               sum(isinstance(o, LessonPage) for o in gc.get_objects()), frozen > 0,
-              all(m in sys.modules for m in ("numpy.ma", "numpy.random", "_strptime")))
+              all(m in sys.modules for m in ("numpy.ma", "numpy.random", "_strptime")),
+              [i.view for i in LESSONS if i.view.partition(":")[0] not in sys.modules] == [])
     """
     env = {**os.environ, "LLM_SPEED_CACHE": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code, "warm" if warm else "session"], cwd=ROOT,
                          capture_output=True, text=True, timeout=180, env=env)
     assert out.returncode == 0, out.stderr
     assert "start-up failed" not in out.stderr, out.stderr
-    imported, pages_alive, frozen, result_imports = out.stdout.strip().splitlines()[-1].split()
+    imported, pages_alive, frozen, result_imports, every_lesson = (
+        out.stdout.strip().splitlines()[-1].split())
     assert imported == str(warm)  # the course map alone renders no Markdown
     assert pages_alive == "0"
     # the warm start's objects are left out of later collections; a reader's page is not frozen
     assert frozen == str(warm)
-    if warm:  # what a first measured result imports, imported before the first reader
-        assert result_imports == "True"
+    if warm:  # every lesson, and what a first measured result imports, before the first reader
+        assert result_imports == "True" and every_lesson == "True"
 
 
 def test_service_status_in_plain_words_hides_readers_text():

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import expect
 from ui_helpers import LONG, page_text
 
 # Settings no other browser test uses, so this lesson's points are not in the cache yet.
 KNOB = "/app?lesson=knob&preset=tiny&batch_size=8&prompt_len=24&new_tokens=6"
 CHECK, SOURCE = 8, 9  # the points table's disturbance check and source columns
+RELOADS = 3  # visits after the first, until one shows cached points
 FIRST_QUESTION = ("Each step reads every weight to make a single token",
                   "The prompt has to be read again at every step",
                   "One request cannot use more than one core at a time")
@@ -49,28 +51,41 @@ def test_a_lesson_waits_for_the_prediction_and_a_reload_shows_the_cached_result(
     # again and drawn later
     page.wait_for_function(f"() => (({POINTS_JS})() || []).length == 3", timeout=LONG)
     assert sorted(page.evaluate(POINTS_JS)) == [1, 4, 8]
-    checks = {batch: cells[CHECK] for batch, cells in point_rows(page, 3).items()}
-    quiet = sorted(b for b, check in checks.items() if check == "quiet")
+    rows = point_rows(page, 3)
+    assert all(cells[SOURCE].startswith("measured live") for cells in rows.values())
+    quiet = quiet_batches(rows)
     # a reload: the prediction is asked again, and nothing is drawn before it, not even the
     # quiet points the cache holds (a point still disturbed after its re-measures is not cached,
     # by design); after the pick the cached ones come at once, labelled; the checkpoint keeps
-    # this reader's order (the seed is in a cookie)
-    page.reload()
-    expect(page.get_by_role("heading", name="Your prediction")).to_be_visible(timeout=60_000)
-    expect(page.get_by_text(re.compile("waiting for your prediction|a result is ready"))
-           ).to_be_visible(timeout=60_000)
-    assert (page.evaluate(POINTS_JS) or []) == []
-    assert choice_order(page) == order
-    page.get_by_role("radio", name="3 to 6 times as many").check()
-    page.wait_for_function(f"() => (({POINTS_JS})() || []).length >= {len(quiet)}",
-                           timeout=60_000)
-    if quiet:
-        expect(page.locator("tr", has_text="cached").first).to_be_visible()
-    expect(page.get_by_text(verdict)).to_be_visible(timeout=LONG)
-    page.wait_for_function(f"() => (({POINTS_JS})() || []).length == 3", timeout=LONG)
-    again = point_rows(page, 3)
-    assert all(again[b][SOURCE].startswith("measured live") for b in checks if b not in quiet)
+    # this reader's order (the seed is in a cookie). Where no point was quiet (a busy machine),
+    # the reload measures them again, and the next reload reads those measured quietly.
+    for _ in range(RELOADS):
+        page.reload()
+        expect(page.get_by_role("heading", name="Your prediction")).to_be_visible(timeout=60_000)
+        expect(page.get_by_text(re.compile("waiting for your prediction|a result is ready"))
+               ).to_be_visible(timeout=60_000)
+        assert (page.evaluate(POINTS_JS) or []) == []
+        assert choice_order(page) == order
+        page.get_by_role("radio", name="3 to 6 times as many").check()
+        page.wait_for_function(f"() => (({POINTS_JS})() || []).length >= {len(quiet)}",
+                               timeout=60_000)
+        expect(page.get_by_text(verdict)).to_be_visible(timeout=LONG)
+        page.wait_for_function(f"() => (({POINTS_JS})() || []).length == 3", timeout=LONG)
+        again = point_rows(page, 3)
+        for batch, cells in again.items():
+            assert cells[SOURCE].startswith("cached" if batch in quiet else "measured live"), (
+                batch, cells)
+        if quiet:
+            break
+        quiet = quiet_batches(again)
+    else:
+        pytest.skip(f"no knob point was measured quietly in {RELOADS} visits (a busy machine), "
+                    "so none was cached for a reload to show")
     assert "Traceback" not in page_text(page) and console.errors == []
+
+
+def quiet_batches(rows: dict[int, list[str]]) -> list[int]:
+    return sorted(batch for batch, cells in rows.items() if cells[CHECK] == "quiet")
 
 
 def point_rows(page, count: int) -> dict[int, list[str]]:

@@ -6,11 +6,13 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from engine.cli.main import main
 from engine.config import get_preset
+from engine.hardware import HardwareLimits
 
 PRESET_KEYS = {"name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim",
                "intermediate", "vocab", "context", "dtype", "weights", "kv_bytes_per_token"}
@@ -41,14 +43,46 @@ def test_info_json(tmp_path):
     assert 100e6 < by_name["small"]["params"] < 150e6
     assert 0.9e9 < by_name["large"]["params"] < 1.5e9
     assert by_name["tiny"]["context"] >= 2048
-    # Measured once per machine, when quiet: the second call reads the cache and reports the
-    # same figures (limits measured beside other work are not cached: measured again).
-    again = json.loads(run_engine("info", "--json", cache_dir=tmp_path).stdout)
-    if not info["check"]["disturbed"]:
-        assert again["memory_bandwidth_gbs"] == info["memory_bandwidth_gbs"]
-        assert again["check"] is None  # read from disk
+    assert info["check"] is not None  # a fresh cache: measured now, inside the check
+    assert info["check"]["disturbed"] == ("not cached" in out.stderr)
+
+
+LIMITS = HardwareLimits(device="cpu", memory_bandwidth_gbs=31.5, matmul_gflops=180.0,
+                        matmul_dtype="float32", threads=2, measured_at="now",
+                        cache_bandwidth_gbs=120.0, llc_bytes=2**25)
+
+
+@pytest.mark.parametrize("disturbed", [False, True], ids=["quiet", "disturbed"])
+def test_info_keeps_limits_measured_quietly_and_measures_disturbed_ones_again(
+        disturbed, tmp_path, monkeypatch, capsys):
+    """`info` twice in one cache, its measurement and check made deterministic: quiet limits
+    are kept and the second call reads them (no check); disturbed ones are printed with the
+    reason, not kept, and measured again."""
+    from engine import hardware
+    from engine.lab.jobs import machine
+
+    monkeypatch.setenv("LLM_SPEED_CACHE", str(tmp_path))
+    monkeypatch.setattr(machine, "configure_threads", lambda: None)
+    monkeypatch.setattr(hardware, "measure_limits", lambda device: replace(LIMITS))
+    check = {"disturbed": disturbed, "reasons": ["other work took 300 ms"] if disturbed else []}
+    measured = []
+
+    def checked(measure):
+        measured.append(1)
+        return measure(), dict(check)
+
+    monkeypatch.setattr(machine, "measure_checked", checked)
+    assert main(["info", "--json"]) == 0
+    first = capsys.readouterr()
+    assert json.loads(first.out)["check"] == check
+    assert ("other work took 300 ms): not cached" in first.err) is disturbed
+    assert main(["info", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["memory_bandwidth_gbs"] == 31.5
+    if disturbed:
+        assert again["check"] == check and len(measured) == 2  # measured again
     else:
-        assert again["check"] is not None and "not cached" in out.stderr
+        assert again["check"] is None and len(measured) == 1  # read from disk
 
 
 def test_generate_json():

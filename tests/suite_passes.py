@@ -1,0 +1,99 @@
+"""The suite's two passes and the check that no test falls between them (`python -m tests`).
+
+Each pytest process that collects (the plain one, or each pytest-xdist worker) writes, where
+$LLM_SPEED_TEST_COUNTS names a folder, one JSON file: how many tests it collected and how many
+it kept after `-m`. The passes must have collected the same tests, and the tests they kept must
+add up to them: a test that neither pass runs (a marker expression that drops it, a worker that
+collected something else) is a failure, not a quieter green run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+COUNTS_ENV = "LLM_SPEED_TEST_COUNTS"
+
+# The tests that must run alone (marked `serial`): they measure on a real engine worker or
+# server, bound a wait or a duration, or decide what they check from whether a measurement was
+# disturbed, so a second test beside them on a 2-core machine would change what they see.
+# `-n 2 -m "not serial"` (pytest-xdist) runs the rest two at a time; `-m serial` runs these.
+SERIAL = (
+    "tests/ui/",  # a served app, its engine worker and Chromium
+    "tests/engine/serve/",  # `engine serve` over HTTP, real-time arrivals, pauses and gaps
+    "tests/engine/cli/",  # the session's one `tune` (served apps' caches copy it), plans timed
+    "tests/engine/test_scheduler.py",  # admission within a bound
+    "tests/engine/lab/test_service.py",
+    "tests/engine/lab/test_gap_fill.py",
+    "tests/engine/lab/test_isolation.py",
+    "tests/engine/lab/test_trace.py",
+    "tests/engine/lab/test_probe.py",  # a second call within the probe's freshness window
+    "tests/engine/lab/test_two_clocks_and_load_test.py",  # closed-loop arrivals within 50 ms
+    "tests/lessons/test_capacity_lesson.py",
+    "tests/lessons/test_kv_cache_lesson.py",
+    "tests/lessons/test_session_memory.py",  # a served app and a real worker
+    "tests/lessons/test_session_jobs.py",  # frames counted against the time events took
+    "tests/lessons/test_reader_event_walks.py",
+    "tests/widgets/runtime/",  # sleeps on the event loop, the heap's size
+)
+
+# Files in SERIAL's folders that need no quiet machine: arithmetic on planted timelines and
+# seeded workloads, output compared token by token, the command line's output and refusals (its
+# measured limits are checked on either outcome). A new file in those folders runs alone until
+# it is listed here.
+NOT_SERIAL = (
+    "tests/engine/serve/test_metrics.py",
+    "tests/engine/serve/test_workload.py",
+    "tests/engine/serve/test_online.py",
+    "tests/engine/serve/test_speculative_run.py",
+    "tests/engine/cli/test_cli.py",
+    "tests/engine/cli/test_experts_cli.py",
+    "tests/engine/cli/test_invariance_cli.py",
+)
+
+
+def is_serial(nodeid: str) -> bool:
+    return nodeid.startswith(SERIAL) and not nodeid.startswith(NOT_SERIAL)
+
+
+# (name, pytest arguments): the tests that need no quiet machine two at a time, then the rest
+# one at a time (SERIAL above; tests/conftest.py marks them). Each file's tests go to one worker
+# (loadfile), so a module's fixtures (an engine, a page, a stand-in service) are made once.
+PASSES = (
+    ("parallel", ["-q", "-n", "2", "--dist", "loadfile", "-m", "not serial"]),
+    ("serial", ["-q", "-m", "serial"]),
+)
+
+
+def record(collected: int, selected: int) -> None:
+    """Write this process's counts where $LLM_SPEED_TEST_COUNTS says (nothing where unset)."""
+    folder = os.environ.get(COUNTS_ENV)
+    if not folder:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(folder, f"{worker}.json").write_text(
+        json.dumps({"worker": worker, "collected": collected, "selected": selected}))
+
+
+def lost_tests(counts: dict[str, list[dict]]) -> str | None:
+    """What is wrong with the passes' counts ({pass: [one record per collecting process]}), in
+    a sentence, or None where the passes kept every collected test exactly once."""
+    totals = set()
+    kept = 0
+    for name, records in counts.items():
+        if not records:
+            return f"the {name} pass wrote no counts (it did not collect)"
+        if len({(r["collected"], r["selected"]) for r in records}) > 1:
+            seen = ", ".join(f"{r['worker']}: {r['selected']} of {r['collected']}"
+                             for r in records)
+            return f"the {name} pass's workers collected different tests ({seen})"
+        totals.add(records[0]["collected"])
+        kept += records[0]["selected"]
+    if len(totals) > 1:
+        return f"the passes collected different numbers of tests ({sorted(totals)})"
+    total = totals.pop() if totals else 0
+    if kept != total:
+        return (f"the passes ran {kept} of {total} collected tests: "
+                f"{abs(total - kept)} {'never ran' if kept < total else 'ran twice'}")
+    return None
