@@ -53,10 +53,10 @@ def test_passes_that_collected_differently_fail_the_run():
 
 
 def test_a_pytest_process_writes_what_it_collected_before_the_marker_dropped_any(tmp_path):
-    """One real collection: tests/bench's three tests are not serial, test_probe's one is."""
+    """One real collection: test_harness's three tests are not serial, test_probe's one is."""
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "-m", "serial", "tests/bench", "tests/engine/lab/test_probe.py"],
+         "-m", "serial", "tests/bench/test_harness.py", "tests/engine/lab/test_probe.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
              COUNTS_ENV: str(tmp_path)})  # a plain pytest, even from an xdist worker

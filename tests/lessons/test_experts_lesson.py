@@ -57,7 +57,7 @@ def test_it_asks_for_both_models_at_every_batch(lesson):
         (preset, b) for b in BATCHES for preset in ("moe-tiny", "moe-tiny-dense")]
     assert {(p["prompt_len"], p["new_tokens"]) for _, p in jobs} == {tuple(SHORT.values())}
     assert {(p["prompt_len"], p["new_tokens"])
-            for _, p in ExpertsLesson().job_params().values()} == {(64, 16)}  # the page's
+            for _, p in ExpertsLesson().default_jobs().values()} == {(64, 16)}  # the page's
     defaults = {p["preset"] for _, p in ExpertsLesson.warm_jobs()}
     assert defaults == {"moe-mini", "moe-mini-dense"}
 

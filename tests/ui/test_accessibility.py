@@ -43,6 +43,7 @@ AUDITED = {
     "vocabulary": ("/app?page=vocabulary", wait_for("Terms used on every page")),
     "summary": ("/app?page=summary", wait_for("The tuning checklist")),
     "instructor": ("/app?page=instructor", wait_for("Instructor notes")),
+    "report": ("/app?page=report", wait_for("My course report")),
     "engine-check": ("/app?page=engine-check&batch_size=2&prompt_len=16&new_tokens=4",
                      lambda page: (page.get_by_role("button", name="Measure").click(),
                                    wait_for("Batch of 2 on")(page))),
