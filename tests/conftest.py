@@ -25,17 +25,13 @@ and the shared `server` fixture.
   measured twice more (the browser tests ran 2-3 times slower and timed out on a slow machine)."""
 
 import atexit
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import threading
 
 import pytest
 import torch
-from helpers import LIFETIME_S, SERVER_MAX_BATCH, kernel_or_skip, run_engine
+from helpers import SERVER_MAX_BATCH, engine_server, kernel_or_skip, run_engine
 from suite_passes import is_serial, record
 
 if os.environ.get("LLM_SPEED_TEST_CACHE"):
@@ -132,24 +128,6 @@ START_S = 300  # the server is up within this long: a bound for a broken start, 
 def server(tmp_path_factory):
     """The served tiny model: yields the JSON line `serve --json` prints (url, model, ...)."""
     log = tmp_path_factory.mktemp("server") / "stderr.txt"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            ["timeout", str(LIFETIME_S), sys.executable, "-m", "engine", "serve", "--port", "0",
-             "--json", "--kv-budget-mib", "16", "--max-batch", str(SERVER_MAX_BATCH)],
-            stdout=subprocess.PIPE, stderr=err, text=True)
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(START_S)
-    try:
-        if not line or not line[0]:
-            raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")
-        info = json.loads(line[0])
+    with engine_server(log, ["--kv-budget-mib", "16", "--max-batch", str(SERVER_MAX_BATCH)],
+                       START_S) as info:
         yield info
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)

@@ -18,12 +18,15 @@ under that name, and its import-time settings (the private results cache) run ag
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -41,6 +44,33 @@ PROMPTS = [
 ]
 
 T = TypeVar("T")
+
+
+@contextmanager
+def engine_server(log: Path, args: list[str], start_s: float) -> Iterator[dict]:
+    """A real `python -m engine serve --port 0 --json` with `args`, killed after LIFETIME_S
+    whatever happens to the tests: yields the JSON line it prints (url, model, ...); its stderr
+    goes to `log`, whose tail a start that takes longer than start_s reports."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            ["timeout", str(LIFETIME_S), sys.executable, "-m", "engine", "serve", "--port", "0",
+             "--json", *args],
+            stdout=subprocess.PIPE, stderr=err, text=True)
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(start_s)
+    try:
+        if not line or not line[0]:
+            raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")
+        yield json.loads(line[0])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def run_python(args: list[str], cache, timeout: float = 300, **env) -> subprocess.CompletedProcess:

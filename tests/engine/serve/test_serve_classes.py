@@ -5,14 +5,10 @@ each an OpenAI-style error the official `openai` client raises as its own, befor
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import threading
-
 import httpx
 import openai
 import pytest
+from helpers import engine_server
 from server_calls import engine_trace, stats
 
 from engine.serve.api_server import refusal_error
@@ -29,26 +25,9 @@ START_S = 600  # a bound for a broken start on a loaded machine, not a timing cl
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     log = tmp_path_factory.mktemp("classes") / "stderr.txt"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            ["timeout", "1800", sys.executable, "-m", "engine", "serve", "--port", "0", "--json",
-             "--kv-budget-mib", "16", "--max-batch", "4", "--classes", CLASSES],
-            stdout=subprocess.PIPE, stderr=err, text=True)
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(START_S)
-    try:
-        if not line or not line[0]:
-            raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")
-        yield json.loads(line[0])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    with engine_server(log, ["--kv-budget-mib", "16", "--max-batch", "4", "--classes", CLASSES],
+                       START_S) as info:
+        yield info
 
 
 @pytest.fixture(scope="module")
