@@ -24,3 +24,12 @@ def test_invariance_job_reports_each_batch_and_the_mode_it_ran():
     assert [s["batch"] for s in steps] == [1, 4]
     assert record.spread.what == "decode steps" and record.spread.count == 2 * 2
     assert record.check is not None  # the worker's disturbance check
+
+
+def test_a_batch_larger_than_the_engines_starting_pool_grows_it_first():
+    """No kv_budget_mib, as the lesson sends: the pool starts with room for one full-context
+    sequence, and a batch of 32 whose others run up to twice the prompt needs more."""
+    params = {"batch_sizes": [32], "seeds": 1, "prompt_len": 48, "new_tokens": 2, "chunk": 0}
+    record = parse_result("invariance", plain(worker.run("invariance", params,
+                                                         lambda *_: None, lambda: False)))
+    assert [p.batch for p in record.points] == [32]
