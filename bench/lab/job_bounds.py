@@ -43,7 +43,7 @@ def at_batch_sizes(bound, batch_sizes: list[int]) -> list:
 
 def time_bound(bench: Run, kind: str, bound, rounds: int) -> dict:
     params = JOBS[kind].check(bound.at)
-    if "device" in params:  # the engine parameters: the worker's engine, built once
+    if "preset" in params and "device" in params:  # the worker's engine, built once
         start = time.perf_counter()
         engine_for(params["preset"], params["device"], params["backend"],
                    params["kv_budget_mib"], params["random_weights"],

@@ -195,9 +195,8 @@ B = {"info": 5.0, "knob": 2.0, "roofline_decode": 20.0, "roofline_prefill": 15.0
      "kv_allocation": 0.5, "generate": 1.0, "two_clocks": 1.0, "three_schedules": 5.0,
      "chunked": 8.0, "load_test": 18.0, "block_snapshots": 3.0, "rate_sweep": 20.0,
      "prefix_cache": 15.0, "speculative": 10.0, "capacity_search": 30.0,
-     "int8_point": 1.0, "int8_quality": 12.0, "experts_point": 8.0, "traffic_classes": 30.0,
-     "invariance": 60.0, "disaggregation": 120.0,  # disaggregation: not yet timed by the bench
-     "kv_formats": 60.0}  # kv_formats: not yet timed by the bench
+     "int8_point": 1.0, "int8_quality": 12.0, "experts_point": 4.0, "traffic_classes": 30.0,
+     "invariance": 50.0, "disaggregation": 60.0, "kv_formats": 5.0}
 
 
 
@@ -416,7 +415,7 @@ JOBS: dict[str, JobSpec] = {s.kind: s for s in (
         "prefill in chunks beside the others' decode rows), seeds prompts each: where the text "
         "first differs, the largest logit difference (ULP, absolute), each batch's decode step; "
         "a \"step\" event with each batch size as it is done.",
-        size="run", bounds=(Bound(B["invariance"], {"batch_invariant": True, "chunk": 16},
+        size="run", bounds=(Bound(B["invariance"], {"batch_invariant": True, "chunk": 16, "seeds": 1},
                                   "the batch-invariance lesson's invariant run (tiny)"),)),
     _spec("disaggregation", "engine.lab.jobs.disaggregation:disaggregation_job", {
         **ENGINE, "rate": Float(2.0, lo=0.05, hi=1000.0), "requests": Int(16, lo=1, hi=500),

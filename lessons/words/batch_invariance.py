@@ -86,7 +86,8 @@ the row count); the rows go through the model's layer-by-layer path.</p>
 <p>The price is batching itself: a step of B rows costs about B batch-1 steps, where a batched
 step costs far less than that (<a href="app?lesson=knob">lesson 4</a>). The table shows the
 measured decode step at each batch in both modes, with chunked prefill (the prompt's chunks beside
-the others' decode rows), 2 prompts at each batch.</p>
+the others' decode rows), 1 prompt at each batch in the batch-invariant mode (every row of its
+steps runs alone, so this run takes the longest of the three).</p>
 """
 
 
