@@ -37,6 +37,7 @@ from .trace import RequestTrace
 from .workload import Request
 
 CONNECT_TIMEOUT_S = 10.0
+DEFAULT_TIMEOUT_S = 600.0  # a whole benchmark's limit, when the caller names none
 
 
 class EndpointError(Exception):
@@ -139,7 +140,7 @@ async def _server_trace(client: httpx.AsyncClient, base: str, since_s: float) ->
 
 
 async def run_async(base_url: str, model: str, requests: list[Request], prompts: list[str],
-                    timeout_s: float, slo_ttft_ms: float | None = None,
+                    timeout_s: float = DEFAULT_TIMEOUT_S, slo_ttft_ms: float | None = None,
                     slo_tpot_ms: float | None = None,
                     on_ready: Callable[[Endpoint], None] | None = None,
                     on_done: Callable[[int], None] | None = None,
@@ -280,17 +281,7 @@ async def run_async(base_url: str, model: str, requests: list[Request], prompts:
                        cancelled, slo_ttft_ms, slo_tpot_ms, server, load=load)
 
 
-def run_bench(base_url: str, model: str, requests: list[Request], prompts: list[str],
-              timeout_s: float = 600.0, slo_ttft_ms: float | None = None,
-              slo_tpot_ms: float | None = None,
-              on_ready: Callable[[Endpoint], None] | None = None,
-              on_done: Callable[[int], None] | None = None,
-              stop: Callable[[], bool] | None = None,
-              on_token: Callable[[int, float, str], None] | None = None,
-              load: Load | None = None,
-              follow_up: Callable[[int, str, str], tuple[int, str, float] | None]
-              | None = None) -> BenchResult:
-    """run_async on an event loop of its own (for the command line and the lab's worker)."""
-    return asyncio.run(run_async(base_url, model, requests, prompts, timeout_s, slo_ttft_ms,
-                                 slo_tpot_ms, on_ready, on_done, stop, on_token, load,
-                                 follow_up))
+def run_bench(*args, **kwargs) -> BenchResult:
+    """run_async, with its arguments, on an event loop of its own (for the command line and the
+    lab's worker)."""
+    return asyncio.run(run_async(*args, **kwargs))
