@@ -112,7 +112,6 @@ class LiveChart(pn.viewable.Viewer):
         return self._layout
 
 
-
 class TimeChart(LiveChart):
     """Lines over run time, one per series; new points streamed; knob changes marked."""
 
@@ -154,7 +153,6 @@ class TimeChart(LiveChart):
         self.text.say(f"{self.title}: nothing measured yet.")
 
 
-
 class StepChart(LiveChart):
     """The batch size of each engine step (a dot per step); new steps streamed."""
 
@@ -191,7 +189,6 @@ class StepChart(LiveChart):
         self.source.data = {"t_s": [], "batch": [], "prefill_tokens": []}
         self.count = 0
         self.text.say("Batch size of each step: no steps yet.")
-
 
 
 def _values(values) -> np.ndarray:
@@ -250,7 +247,6 @@ class ClassHistogram(LiveChart):
             sentence += (f"; {self.mine_label}: {mine.size}, median "
                          f"{sig(float(np.median(mine)))} ms")
         self.text.say(sentence + ".")
-
 
 
 def lane_rows(requests: Iterable[Mapping], now_s: float, window_s: float,
@@ -317,7 +313,6 @@ class ClassLanes(LiveChart):
         mine = len({i for i, w in zip(cols["id"], cols["who"]) if w == "yours"})
         self.text.say(f"Lanes of the last {self.window_s:.0f} s: {count} requests"
                       + (f", {mine} of them yours." if me is not None else "."))
-
 
 
 def _num(value) -> float:
