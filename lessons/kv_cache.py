@@ -14,28 +14,27 @@ Three demos:
   (computed from the datasheets' figures, engine.calc.kv_formats).
 
 URL: budget_gb, model, kv_dtype, tokens_used: /app?lesson=kv-cache&budget_gb=40&model=Llama-2-7B
+
+The lesson's words are in lessons/words/kv_cache.py, what it says of its numbers in
+lessons/kv_findings.py, and its arithmetic (the formula, the fit, the allocation's check, the
+blocks reused) in engine.calc.kv_math; this module is its view.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import panel as pn
 import param
 
-from engine.calc.gpu_scaling import LLAMA_3_8B
-from engine.calc.kv_formats import (
-    H200,
-    KV_GPUS,
-    gpu_kv_row,
-)
 from engine.calc.kv_math import (
     DEFAULT_BLOCK_SIZE,
     PUBLIC_SHAPES,
+    CacheCheck,
     KVShape,
+    busiest_step,
+    cache_checks,
     fit,
     format_bytes,
-    kv_bytes,
+    reused_blocks,
     shape_from_preset,
 )
 from engine.lab.results import (
@@ -43,11 +42,9 @@ from engine.lab.results import (
     BlockSnapshotsResult,
     InfoResult,
     KVAllocationResult,
-    KVCacheRow,
     KVFormatsResult,
 )
 from widgets.block_table import BlockTableView
-from widgets.checkpoint import Question, numeric_question
 from widgets.count_bars import CountBars
 from widgets.data_download import DataDownload
 from widgets.html import html_pane
@@ -55,6 +52,7 @@ from widgets.tables import html_table, table_pane
 
 from .base import LessonPage
 from .data_record import data_header, result_header
+from .kv_findings import allocation_question, check_html, check_summary, gpu_finding, ratio
 from .kv_formats_view import formats_html, formats_rows, formats_sentence
 from .number_input import number_problem
 from .on_a_gpu import GpuBox
@@ -66,7 +64,6 @@ from .words.kv_cache import (
     FIT_TEXT,
     FORMATS_SOURCES,
     FORMATS_TEXT,
-    GPU_TEXT,
     INSTRUCTOR,
     INTRO,
     OBJECTIVES,
@@ -80,68 +77,6 @@ PRESET_NAMES = ("tiny", "small", "large")
 MODEL_NAMES = tuple(s.name for s in PUBLIC_SHAPES) + PRESET_NAMES
 GB = 1e9
 MAX_BUDGET_GB = 100_000.0
-
-GPU_CONTEXT = 8192
-
-
-def gpu_finding(_machines) -> str:
-    """Lesson 6's finding on an H100 and an H200: Llama-3-8B's KV cache beside its weights, in
-    bf16 and fp8 (engine.calc.kv_formats.gpu_kv_row)."""
-    rows = []
-    for m in KV_GPUS:
-        r = gpu_kv_row(m, GPU_CONTEXT)
-        rows.append(f'<tr><th scope="row">{m.name} ({m.memory_gb:g} GB)</th>'
-                    f'<td class="num">{r.free_bytes / 1e9:.0f} GB</td>'
-                    f'<td class="num">{r.bf16_tokens:,}</td><td class="num">{r.fp8_tokens:,}</td>'
-                    f'<td class="num">{r.bf16_sequences:,}</td>'
-                    f'<td class="num">{r.fp8_sequences:,}</td></tr>')
-    table = (f'<table class="plain"><caption>{LLAMA_3_8B.name} ({LLAMA_3_8B.kv_bytes_per_token:,}'
-             f" bytes per token in bf16): what the memory beside its weights holds</caption>"
-             '<thead><tr><th scope="col">GPU</th><th scope="col">left for KV</th>'
-             '<th scope="col">tokens, bf16</th><th scope="col">tokens, fp8</th>'
-             f'<th scope="col">{GPU_CONTEXT:,}-token conversations, bf16</th>'
-             f'<th scope="col">{GPU_CONTEXT:,}-token conversations, fp8</th></tr></thead>'
-             f'<tbody>{"".join(rows)}</tbody></table>')
-    source = (f'<p class="source">{H200.name}: {H200.source}. {LLAMA_3_8B.name}: '
-              f"{LLAMA_3_8B.source}.</p>")
-    return GPU_TEXT + table + source
-
-
-def ratio(a: int, b: int) -> str:
-    """'3.2x' (a against b), or words when b is 0."""
-    return f"{a / b:.1f}x" if b else "some, where reserving fits none, against"
-
-
-def allocation_question(row: KVCacheRow) -> Question:
-    """Bytes per token of one cache the engine really allocated; the key is its measurement."""
-    layers, heads, dim, size = row.layers, row.kv_heads, row.head_dim, row.element_bytes
-    measured = row.allocated_bytes / row.capacity_tokens
-    return numeric_question(
-        f"The engine's {row.preset} preset ({row.dtype}): {layers} layers, {heads} KV "
-        f"heads of {dim}, {size} bytes per number. How many KV bytes per token did its cache "
-        "really take?",
-        (f"{measured:,.0f} bytes", f"The engine allocated {row.allocated_bytes:,} bytes for "
-                                   f"{row.capacity_tokens:,} tokens = {measured:,.0f} per "
-                                   f"token: 2 x {layers} x {heads} x {dim} x {size}."),
-        [(f"{measured / 2:,.0f} bytes", "That counts the keys alone; the values take as much "
-                                        "again (the formula's 2)."),
-         (f"{measured / layers:,.0f} bytes", "That is one layer's share; every layer keeps its "
-                                             "own keys and values."),
-         (f"{measured * 2:,.0f} bytes", "That counts each key and value twice.")])
-
-
-@dataclass(frozen=True)
-class CacheCheck:
-    """One cache the engine allocated, against the formula: bytes per token both ways."""
-
-    row: KVCacheRow
-    formula: int  # 2 x layers x KV heads x head dim x bytes per element
-    measured: float  # allocated bytes / tokens of capacity
-
-    @property
-    def agrees(self) -> bool:
-        return self.measured == self.formula
-
 
 class KVCacheLesson(LessonPage):
     """Lesson 6: the KV cache's size, its pages, and what it caps."""
@@ -274,45 +209,17 @@ class KVCacheLesson(LessonPage):
 
     def agreement(self) -> list[CacheCheck]:
         """Each cache the engine allocated, with the formula's bytes per token beside it."""
-        if self.allocation is None:
-            return []
-        return [CacheCheck(row, kv_bytes(row.layers, row.kv_heads, row.head_dim,
-                                         row.element_bytes),
-                           row.allocated_bytes / row.capacity_tokens)
-                for row in self.allocation.caches]
+        return [] if self.allocation is None else cache_checks(self.allocation.caches)
 
     def _refresh_check(self) -> None:
         rows = self.agreement()
         if not rows:
             return
-        table = []
-        for check in rows:
-            r = check.row
-            engine_note = " (what the engine serves with here)" if r.engine_dtype else ""
-            table.append([f"{r.preset}, {r.dtype}{engine_note}",
-                          f"2 × {r.layers} × {r.kv_heads} × {r.head_dim} × "
-                          f"{r.element_bytes} = {check.formula:,}",
-                          f"{r.allocated_bytes:,} bytes for {r.capacity_tokens:,} tokens",
-                          f"{check.measured:,.0f}", "agrees" if check.agrees else "DIFFERS"])
-        self.check.object = html_table(
-            f"The engine's paged KV cache on {self.allocation.device}: "
-            f"{self.allocation.blocks} blocks of {self.allocation.block_size} tokens each",
-            ["cache", "formula (bytes per token)", "the engine allocated",
-             "allocated bytes per token", "check"], table,
-            numeric=[False, True, True, True, False])
-        bad = [c for c in rows if not c.agrees]
+        self.check.object = check_html(self.allocation, rows)
         engine_rows = [c for c in rows if c.row.engine_dtype]
         if engine_rows:
             self.checkpoint.provide("allocation", allocation_question(engine_rows[0].row))
-        if bad:
-            self.check_summary.object = (f"**{len(bad)} of {len(rows)} caches differ from the "
-                                         "formula**: see the table.")
-        else:
-            serving = ", ".join(f"{c.row.preset} {c.measured:,.0f} bytes per token "
-                                f"({c.row.dtype})" for c in engine_rows)
-            self.check_summary.object = (
-                f"**All {len(rows)} caches agree with the formula.** What the engine serves "
-                f"with on this device: {serving}.")
+        self.check_summary.object = check_summary(rows)
         self.say(self.check_summary.object)
 
     # ---- block tables --------------------------------------------------------------------------------
@@ -323,15 +230,13 @@ class KVCacheLesson(LessonPage):
         if not self.snapshots:
             self.run_summary.object = "The run recorded no steps."
             return
-        busiest = max(range(len(self.snapshots)),
-                      key=lambda i: (len(self.snapshots[i].seqs),
-                                     sum(len(s.blocks) for s in self.snapshots[i].seqs)))
+        busiest = busiest_step(self.snapshots)
         self.player.param.update(end=max(1, len(self.snapshots) - 1), disabled=False)
         if self.player.value == busiest:
             self._show_moment()
         else:
             self.player.value = busiest
-        reused = self._reused_blocks()
+        reused = reused_blocks(self.snapshots)
         self.prediction_box.reveal(
             "Yes: blocks a request frees are taken by the next" if reused else
             "No: each request keeps its own blocks",
@@ -344,14 +249,6 @@ class KVCacheLesson(LessonPage):
             f"{format_bytes(result.num_blocks * result.bytes_per_block)} in all). "
             f"{reused} blocks were used by more than one request in turn. "
             "The step shown first is the one with the most blocks in use.")
-
-    def _reused_blocks(self) -> int:
-        owners: dict[int, set[int]] = {}
-        for snap in self.snapshots:
-            for seq in snap.seqs:
-                for b in seq.blocks:
-                    owners.setdefault(b, set()).add(seq.id)
-        return sum(1 for ids in owners.values() if len(ids) > 1)
 
     def _show_moment(self, *_events) -> None:
         if self.snapshots:

@@ -21,13 +21,12 @@ figures are labelled with its model and host; its batch size is its own, so the 
 
 The lesson's words (prose, questions, instructor notes, quoted sources) are in
 lessons/words/slo_goodput.py, what it says of its numbers in lessons/slo_findings.py, the
-capacity search's part in lessons/capacity_search.py, and its analysis (pooling a rate's runs,
-the operating points, the curves' trend) in engine.calc.rate_sweep; this module is its view.
+capacity search's part in lessons/capacity_search.py, its tables and sentences in
+lessons/slo_tables.py, and its analysis (pooling a rate's runs, the operating points, the curves'
+trend) in engine.calc.rate_sweep; this module is its view.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import panel as pn
 import param
@@ -47,14 +46,8 @@ from engine.calc.rate_sweep import (
     sweep_params,
     sweep_rates,
 )
-from engine.calc.slo_math import (
-    CHAT,
-    SLO,
-    Judged,
-    cost_per_million_tokens,
-    judge,
-)
-from engine.calc.stats import Estimate, min_samples
+from engine.calc.slo_math import CHAT, SLO, Judged, judge
+from engine.calc.stats import Estimate
 from engine.lab.results import (
     EndpointRateSweepResult,
     RatePoint,
@@ -64,7 +57,7 @@ from widgets.data_download import DataDownload
 from widgets.html import html_pane
 from widgets.pareto_chart import ParetoChart
 from widgets.rate_curve import RateCurve
-from widgets.tables import UNBOUNDED, html_table, interval_text, sig, table_pane, with_interval
+from widgets.tables import sig, table_pane
 
 from .base import LessonPage
 from .capacity_search import CapacitySearch
@@ -74,15 +67,12 @@ from .job_runner import event_record
 from .number_input import number_problem
 from .on_a_gpu import GpuBox
 from .slo_findings import attainment_question, gpu_finding, pareto_point, sweep_outcome
+from .slo_tables import USES, UseFigures, checks_html, cost_text, summary_text, uses_html
 from .teaching import Cached
 from .words.slo_goodput import (
-    BATCH_SUMMARY,
     CAPACITY_TEXT,
-    CHAT_SUMMARY,
     COST_TEXT,
-    FEW_SAMPLES_NOTE,
     INSTRUCTOR,
-    INTERVAL_NOTE,
     INTRO,
     OBJECTIVES,
     PARETO_TEXT,
@@ -95,29 +85,7 @@ from .words.slo_goodput import (
     TARGETS_TEXT,
 )
 
-
-@dataclass(frozen=True)
-class Use:
-    """A use of the same engine: its per-request latency limits (none for batch) and its batch
-    size."""
-
-    label: str
-    max_batch: int
-    slo: SLO
-
-
-USES = {"interactive": Use("interactive chat", 8, CHAT),
-        "batch": Use("overnight batch", 32, SLO())}
 MAX_SWEEP_S = 150.0  # a sweep expected to take longer is refused with a message
-
-
-@dataclass(frozen=True)
-class UseFigures:
-    """What one use measured in this session: its operating points, batch size and device."""
-
-    best: OperatingPoints
-    max_batch: int
-    device: str
 
 
 class SLOGoodputLesson(EndpointSource, CapacitySearch, LessonPage):
@@ -388,76 +356,11 @@ class SLOGoodputLesson(EndpointSource, CapacitySearch, LessonPage):
             + (f"; {failed} request(s) failed and are left out." if failed else "."))
 
     def _refresh_checks(self, judged) -> None:
-        slo = self.slo()
-        if slo.empty:
-            head = ["offered rate (req/s)", "P50 TTFT (ms)", "P99 TTFT (ms)", "P50 TPOT (ms)",
-                    "P99 TPOT (ms)", "requests", "runs"]
-            rows = []
-            for p, _j in judged:
-                est = self.estimates(p)
-                rows.append([sig(p.rate), *[with_interval(est[w].value, est[w]) for w in (
-                    "P50 TTFT", "P99 TTFT", "P50 TPOT", "P99 TPOT")], f"{len(p.ttft_ms)}",
-                    f"{len(self.runs_of(p.rate))}"])
-            self.checks.object = html_table(
-                "No latency limits (batch use): every completed request counts", head, rows,
-                numeric=[False] + [True] * 6) + self._interval_note(judged)
-            return
-        head = ["offered rate (req/s)"]
-        rows = []
-        for p, j in judged:
-            if len(head) == 1:
-                head += [f"{what} (limit {sig(limit)} ms)" for what, _v, limit, _m in j.checks]
-                head += ["requests"] + [f"within the {name} limit" for name, _n in j.met_each]
-                head += ["SLO attainment (every limit)", "goodput (req/s)", "runs"]
-            est = self.estimates(p)
-            good = self.run_estimates(p.rate)["goodput_rps"]
-            rows.append([sig(p.rate),
-                         *[f"{with_interval(value, est.get(what))} {'✓' if met else '✗'}"
-                           for what, value, _l, met in j.checks],
-                         f"{len(p.ttft_ms)}",
-                         *[f"{100 * n / j.completed:.0f}%" if j.completed else "\u2013"
-                           for _name, n in j.met_each],
-                         (f"{100 * j.attainment:.0f}% ({j.good} of {j.completed})"
-                          if j.attainment is not None else "\u2013"),
-                         interval_text(j.goodput_rps, *((good.lo, good.hi) if good.bounded
-                                                        else (None, None))),
-                         f"{good.n}"])
-        self.checks.object = html_table(
-            "Each rate: the percentiles against the limits (✓ within, ✗ over), and the share "
-            "of requests within them", head, rows,
-            numeric=[False] + [True] * (len(head) - 1)) + self._interval_note(judged)
-
-    def _interval_note(self, judged) -> str:
-        """What the brackets and the dagger mean, with the counts they depend on."""
-        if not judged:
-            return ""
-        few = any(not e.bounded for p, _j in judged for e in self.estimates(p).values()
-                  if e.value is not None)
-        text = INTERVAL_NOTE
-        if few:
-            text += " " + FEW_SAMPLES_NOTE.format(
-                mark=UNBOUNDED, p99=min_samples(99), p50=min_samples(50))
-        return f'<div class="site"><p class="interval-note">{text}</p></div>'
+        self.checks.object = checks_html(judged, self.slo(), self.estimates, self.run_estimates,
+                                         lambda rate: len(self.runs_of(rate)))
 
     def _refresh_summary(self, judged) -> None:
-        if not judged:
-            self.goodput_summary.object = ""
-            return
-        best = self.operating_points()
-        if best is None:
-            self.goodput_summary.object = ""
-            return
-        top_p, top_j = judged[-1]
-        top = {"top_rate": sig(top_p.rate), "top_rps": sig(top_j.requests_per_s),
-               "top_tok_s": sig(top_j.throughput_tok_s)}
-        if self.use == "batch":
-            text = BATCH_SUMMARY.format(**top)
-        else:
-            text = CHAT_SUMMARY.format(
-                **top, best_rps=sig(best.goodput_rps), best_tok_s=sig(best.goodput_tok_s),
-                best_rate=sig(best.goodput_rate), good=top_j.good, completed=top_j.completed,
-                attainment=f"{100 * (top_j.attainment or 0):.0f}")
-        self.goodput_summary.object = text
+        self.goodput_summary.object = summary_text(judged, self.operating_points(), self.use)
 
     def _refresh_cost(self, problem: str) -> None:
         best = self.operating_points()
@@ -465,23 +368,7 @@ class SLOGoodputLesson(EndpointSource, CapacitySearch, LessonPage):
             self.cost.object = "" if best is None else \
                 "*The cost appears once the price per hour makes sense.*"
             return
-        price = self.price_per_hour
-        lines = []
-        for what, tps, rate in (
-                ("every token (batch use: the throughput)", best.throughput_tok_s,
-                 best.throughput_rate),
-                ("only tokens within the SLO (chat use: goodput)", best.goodput_tok_s,
-                 best.goodput_rate)):
-            if self.use == "batch" and "goodput" in what:
-                continue
-            if not tps:
-                lines.append(f"- Counting {what}: no request met the SLO at any rate "
-                             "measured, so no token was good enough to price.")
-                continue
-            cost = cost_per_million_tokens(price, tps)
-            lines.append(f"- Counting {what}, at {sig(rate)} requests/s: ({price:g} / 3600) × "
-                         f"(1,000,000 / {sig(tps)}) = **${cost:,.2f} per million tokens**")
-        self.cost.object = "\n".join(lines)
+        self.cost.object = cost_text(best, self.price_per_hour, self.use)
         if self.use in self.by_use:
             self._refresh_uses()
 
@@ -516,18 +403,7 @@ class SLOGoodputLesson(EndpointSource, CapacitySearch, LessonPage):
     def _refresh_uses(self) -> None:
         if self.price_problem():
             return
-        rows = []
-        for use, fig in self.by_use.items():
-            tps = fig.best.throughput_tok_s if use == "batch" else fig.best.goodput_tok_s
-            cost = cost_per_million_tokens(self.price_per_hour, tps) if tps else None
-            rows.append([USES[use].label, f"{fig.max_batch}",
-                         "none" if use == "batch" else "chat limits", sig(tps),
-                         f"${cost:,.2f}" if cost is not None else "-"])
-        self.uses_table.object = html_table(
-            "Two settings of the same knobs, as measured in this session "
-            "(switch the use above to measure the other)",
-            ["use", "max batch", "latency limits", "tokens/s that count", "per million tokens"],
-            rows, numeric=[False, True, False, True, True])
+        self.uses_table.object = uses_html(self.by_use, self.price_per_hour)
 
     # ---- the page -------------------------------------------------------------------------------------
     def body(self) -> list:

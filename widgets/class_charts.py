@@ -78,18 +78,41 @@ def summary_text(name: str, fig) -> ChartText:
     return text
 
 
-def _time_figure(title: str, y_label: str, height: int, marks: KnobMarks | None):
+def _figure(title: str, x_label: str, y_label: str, height: int):
+    """A live chart's figure: full width, panned and zoomed along x only, counts from 0."""
     fig = figure(title=title, height=height, sizing_mode="stretch_width",
-                 x_axis_label="run time (s)", y_axis_label=y_label,
+                 x_axis_label=x_label, y_axis_label=y_label,
                  tools="xpan,xwheel_zoom,reset,save", toolbar_location="above")
-    fig.extra_y_ranges = {"marks": Range1d(0, 1)}
     fig.y_range.start = 0
+    return fig
+
+
+def _time_figure(title: str, y_label: str, height: int, marks: KnobMarks | None):
+    """A figure over run time, with the page's knob changes marked on it."""
+    fig = _figure(title, "run time (s)", y_label, height)
+    fig.extra_y_ranges = {"marks": Range1d(0, 1)}
     if marks is not None:
         marks.draw_on(fig)
     return fig
 
 
-class TimeChart(pn.viewable.Viewer):
+class LiveChart(pn.viewable.Viewer):
+    """A chart of the class run: its figure with the one-line summary beneath it."""
+
+    def _place(self, fig, name: str, empty: str) -> None:
+        """Keep the figure, tie its summary to it (saying `empty` until there is data), and lay
+        the two out."""
+        self.figure = fig
+        self.text = summary_text(name, fig)
+        self.text.say(empty)
+        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                                 self.text.summary, sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self._layout
+
+
+class TimeChart(LiveChart):
     """Lines over run time, one per series; new points streamed; knob changes marked."""
 
     title = param.String(default="", doc="The figure's title.")
@@ -109,11 +132,7 @@ class TimeChart(pn.viewable.Viewer):
                      line_dash=SERIES_DASH[i % 4], line_width=2, legend_label=label)
         fig.legend.location = "top_left"
         fig.legend.orientation = "horizontal"
-        self.figure = fig
-        self.text = summary_text(self.title, fig)
-        self.text.say(f"{self.title}: nothing measured yet.")
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, sizing_mode="stretch_width")
+        self._place(fig, self.title, f"{self.title}: nothing measured yet.")
 
     @changes_bokeh_models
     def stream(self, points: Sequence[Mapping]) -> None:
@@ -133,11 +152,8 @@ class TimeChart(pn.viewable.Viewer):
         self.source.data = {"t_s": [], **{k: [] for k, _ in self.series}}
         self.text.say(f"{self.title}: nothing measured yet.")
 
-    def __panel__(self):
-        return self._layout
 
-
-class StepChart(pn.viewable.Viewer):
+class StepChart(LiveChart):
     """The batch size of each engine step (a dot per step); new steps streamed."""
 
     height = param.Integer(default=220, bounds=(100, None), doc="Figure height in pixels.")
@@ -152,12 +168,8 @@ class StepChart(pn.viewable.Viewer):
         fig.add_tools(HoverTool(tooltips=[("at", "@t_s{0.00} s"), ("batch", "@batch"),
                                           ("prefill tokens", "@prefill_tokens")]))
         fig.legend.location = "top_left"
-        self.figure = fig
         self.count = 0
-        self.text = summary_text("Batch size of each step", fig)
-        self.text.say("Batch size of each step: no steps yet.")
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, sizing_mode="stretch_width")
+        self._place(fig, "Batch size of each step", "Batch size of each step: no steps yet.")
 
     @changes_bokeh_models
     def stream(self, steps: Sequence[Mapping]) -> None:
@@ -178,9 +190,6 @@ class StepChart(pn.viewable.Viewer):
         self.count = 0
         self.text.say("Batch size of each step: no steps yet.")
 
-    def __panel__(self):
-        return self._layout
-
 
 def _values(values) -> np.ndarray:
     data = np.asarray([np.nan if v is None else v for v in values]
@@ -200,7 +209,7 @@ def histogram_columns(everyone, mine, bins: int = 30) -> tuple[dict, dict]:
             {"left": left, "right": right, "count": own_counts.tolist()})
 
 
-class ClassHistogram(pn.viewable.Viewer):
+class ClassHistogram(LiveChart):
     """Everyone's latencies as bars, the reader's own in their colour in front, P50 and P99."""
 
     title = param.String(default="", doc="The figure's title.")
@@ -214,21 +223,14 @@ class ClassHistogram(pn.viewable.Viewer):
         self.everyone = ColumnDataSource({"left": [], "right": [], "count": []},
                                          name=f"{short} everyone")
         self.mine = ColumnDataSource({"left": [], "right": [], "count": []}, name=f"{short} mine")
-        fig = figure(title=self.title, height=self.height, sizing_mode="stretch_width",
-                     x_axis_label=self.x_label, y_axis_label="count",
-                     tools="xpan,xwheel_zoom,reset,save", toolbar_location="above")
+        fig = _figure(self.title, self.x_label, "count", self.height)
         fig.quad(left="left", right="right", bottom=0, top="count", source=self.everyone,
                  fill_color=EVERYONE, line_color="white", legend_label="everyone")
         fig.quad(left="left", right="right", bottom=0, top="count", source=self.mine,
                  fill_color=MINE, fill_alpha=0.85, line_color="black", hatch_pattern="/",
                  hatch_color="white", hatch_alpha=0.6, legend_label=self.mine_label)
-        fig.y_range.start = 0
         fig.legend.location = "top_right"
-        self.figure = fig
-        self.text = summary_text(self.title, fig)
-        self.text.say(f"{self.title}: nothing measured yet.")
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, sizing_mode="stretch_width")
+        self._place(fig, self.title, f"{self.title}: nothing measured yet.")
 
     @changes_bokeh_models
     def update(self, everyone, mine=()) -> None:
@@ -245,9 +247,6 @@ class ClassHistogram(pn.viewable.Viewer):
             sentence += (f"; {self.mine_label}: {mine.size}, median "
                          f"{sig(float(np.median(mine)))} ms")
         self.text.say(sentence + ".")
-
-    def __panel__(self):
-        return self._layout
 
 
 def lane_rows(requests: Iterable[Mapping], now_s: float, window_s: float,
@@ -284,7 +283,7 @@ def lane_rows(requests: Iterable[Mapping], now_s: float, window_s: float,
     return cols
 
 
-class ClassLanes(pn.viewable.Viewer):
+class ClassLanes(LiveChart):
     """One lane per recent request: waiting for its first token, then decoding, in its owner's
     colour (the reader's own, other students', background load)."""
 
@@ -303,11 +302,7 @@ class ClassLanes(pn.viewable.Viewer):
             ("from", "@left{0.00} s"), ("to", "@right{0.00} s")]))
         fig.y_range.flipped = True
         fig.ygrid.grid_line_color = None
-        self.figure = fig
-        self.text = summary_text("Lanes of recent requests", fig)
-        self.text.say("Lanes of recent requests: none yet.")
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, sizing_mode="stretch_width")
+        self._place(fig, "Lanes of recent requests", "Lanes of recent requests: none yet.")
 
     @changes_bokeh_models
     def update(self, requests: Iterable[Mapping], now_s: float, me: str | None = None) -> None:
@@ -318,9 +313,6 @@ class ClassLanes(pn.viewable.Viewer):
         mine = len({i for i, w in zip(cols["id"], cols["who"]) if w == "yours"})
         self.text.say(f"Lanes of the last {self.window_s:.0f} s: {count} requests"
                       + (f", {mine} of them yours." if me is not None else "."))
-
-    def __panel__(self):
-        return self._layout
 
 
 def _num(value) -> float:

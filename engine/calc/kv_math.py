@@ -7,6 +7,8 @@ Pure Python (no torch), so the web process can run the calculator as the reader 
 A paged cache (fixed-size blocks, a block table per sequence) holds each sequence's tokens
 rounded up to whole blocks; a contiguous cache reserves the whole context for every sequence
 up front, because it cannot grow a sequence's slab in place. `fit` compares the two.
+`cache_checks` holds the formula against the caches the engine really allocated, and
+`reused_blocks` counts the blocks a run's requests took in turn.
 
 The public shapes are the numbers each model's published configuration gives (layers, query
 heads, KV heads, head dim = hidden size / query heads, context length); they are quoted, not
@@ -15,7 +17,12 @@ measured here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the records are read by their fields only
+    from ..lab.results import BlockSnapshot, KVCacheRow
 
 # Bytes per stored number, by the names the pages use. fp8 is the 8-bit float format (e4m3 or
 # e5m2) that serving engines offer for the KV cache.
@@ -168,3 +175,46 @@ def format_bytes(n: float) -> str:
         return f"{int(value):,} bytes"
     text = f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
     return f"{text} {units[unit]}"
+
+
+@dataclass(frozen=True)
+class CacheCheck:
+    """One cache the engine allocated, against the formula: bytes per token both ways."""
+
+    row: KVCacheRow
+    formula: int  # 2 x layers x KV heads x head dim x bytes per element
+    measured: float  # allocated bytes / tokens of capacity
+
+    @property
+    def agrees(self) -> bool:
+        return self.measured == self.formula
+
+
+def cache_checks(rows: Iterable[KVCacheRow]) -> list[CacheCheck]:
+    """Each cache the engine allocated (the `kv_allocation` job), with the formula's bytes per
+    token beside what it really took."""
+    return [CacheCheck(row, kv_bytes(row.layers, row.kv_heads, row.head_dim, row.element_bytes),
+                       row.allocated_bytes / row.capacity_tokens)
+            for row in rows]
+
+
+def reused_blocks(snapshots: Iterable[BlockSnapshot]) -> int:
+    """How many physical blocks held more than one sequence over a run: a block one request
+    freed and a later one took."""
+    owners: dict[int, set[int]] = {}
+    for snap in snapshots:
+        for seq in snap.seqs:
+            for block in seq.blocks:
+                owners.setdefault(block, set()).add(seq.id)
+    return sum(1 for ids in owners.values() if len(ids) > 1)
+
+
+def busiest_step(snapshots: Sequence[BlockSnapshot]) -> int:
+    """The index of the step with the most live sequences (then the most blocks in use)."""
+    if not snapshots:
+        raise ValueError("a run without steps has no busiest step")
+    def load(i: int) -> tuple[int, int]:
+        seqs = snapshots[i].seqs
+        return len(seqs), sum(len(s.blocks) for s in seqs)
+
+    return max(range(len(snapshots)), key=load)

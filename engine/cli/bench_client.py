@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import WORKLOADS
-from ..serve.bench_client import BenchResult, EndpointError, Load, api_base, run_bench
+from ..serve.bench_client import EndpointError, api_base, run_bench
+from ..serve.bench_result import BenchResult, Load
 from ..serve.conversation import Conversations, MultiTurnSpec
 from ..serve.perfetto import write_trace
 from ..serve.replay import MOONCAKE_BLOCK_TOKENS, load_trace, trace_requests
@@ -77,7 +78,7 @@ def add_trace_options(p) -> None:
 
 
 def add_load_options(p) -> None:
-    """How the requests are let out (engine.serve.bench_client.Load)."""
+    """How the requests are let out (engine.serve.bench_result.Load)."""
     p.add_argument("--max-concurrency", type=whole("max concurrency"), default=None,
                    help="most requests outstanding at once; one due while the cap is reached "
                         "waits, and its clock starts when it is sent (vLLM's option)")

@@ -33,6 +33,15 @@ def bench_or_refusal(params: dict, requests, prompts, on_done, control: Control,
         raise ConfigError(str(e)) from None
 
 
+def send_texts(params: dict, tokenizer: Tokenizer, requests, progress, control: Control):
+    """The requests with their prompts as text, sent to the job's endpoint (bench_or_refusal),
+    progress(0) first and progress(answered) as each ends; None when the job was cancelled."""
+    prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
+    progress(0)
+    bench = bench_or_refusal(params, requests, prompts, progress, control)
+    return None if control.cancelled() else bench
+
+
 def endpoint_load_test_job(params: dict, emit: Emit, control: Control) -> dict | None:
     """The load test's mix (serving.load_test_job's, same seed, same prompts as text) sent at
     its arrival times as streamed completions; the client's trace and metrics."""
@@ -42,14 +51,12 @@ def endpoint_load_test_job(params: dict, emit: Emit, control: Control) -> dict |
     tokenizer = Tokenizer()
     requests, sizes = mixed_workload(tokenizer, rate, count, long_share, short, long,
                                      params["seed"])
-    prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
 
     def progress(done: int) -> None:
         emit("progress", {"done": done, "total": count, "message": "requests answered"})
 
-    progress(0)
-    bench = bench_or_refusal(params, requests, prompts, progress, control)
-    if control.cancelled():
+    bench = send_texts(params, tokenizer, requests, progress, control)
+    if bench is None:
         return None
     out = bench.to_json()
     errors = [r["error"] for r in out["requests"] if r["error"]]
@@ -79,16 +86,12 @@ def endpoint_rate_sweep_job(params: dict, emit: Emit, control: Control) -> dict 
     specs = [spec for _rate, _k, spec in planned]
     points = []
     for i, (rate, k, spec) in enumerate(planned):
-        requests = make_workload(spec, tokenizer)
-        prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
-
         def progress(done: int, i: int = i, rate: float = rate) -> None:
             emit("progress", {"done": i * count + done, "total": len(planned) * count,
                               "message": f"requests answered (rate {rate:g} requests/s)"})
 
-        progress(0)
-        bench = bench_or_refusal(params, requests, prompts, progress, control)
-        if control.cancelled():
+        bench = send_texts(params, tokenizer, make_workload(spec, tokenizer), progress, control)
+        if bench is None:
             return None
         point = {**rate_point(bench.traces, bench.metrics, rate), "failed": bench.failed,
                  "run": k}
@@ -106,15 +109,11 @@ def endpoint_concurrency_job(params: dict, emit: Emit, control: Control) -> dict
     tokenizer = Tokenizer()
     spec = WorkloadSpec(kind="fixed", requests=n, concurrency=n, prompt_len=(prompt_len,) * 2,
                         output_len=(new_tokens,) * 2, seed=params["seed"])
-    requests = make_workload(spec, tokenizer)
-    prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
-
     def progress(done: int) -> None:
         emit("progress", {"done": done, "total": n, "message": "clients answered"})
 
-    progress(0)
-    bench = bench_or_refusal(params, requests, prompts, progress, control)
-    if control.cancelled():
+    bench = send_texts(params, tokenizer, make_workload(spec, tokenizer), progress, control)
+    if bench is None:
         return None
     done = [t for t in bench.traces if t.finish_s is not None and t.token_s]
     errors = [s.error for s in bench.sent if s.error]

@@ -12,7 +12,8 @@ import pytest
 from run_checks import check_run_shape
 
 from engine.cli.main import main
-from engine.serve.bench_client import api_base, compare
+from engine.serve.bench_client import api_base
+from engine.serve.bench_result import compare
 from engine.serve.metrics import e2e_ms, ttft_ms
 from engine.serve.trace import RequestTrace
 from engine.serve.workload import WorkloadSpec, make_workload
