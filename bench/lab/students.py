@@ -11,12 +11,12 @@ the lesson starts as in a browser), the skip button's click, and a slider's valu
 its value_throttled (a mouse release). Every student of a class is a coroutine on one asyncio
 loop in a thread of its own (StudentLoop).
 
-Why not Bokeh client sessions (BokehStudent, kept for comparison: `python
-bench/lab/classroom.py --bokeh-clients`): those run one thread each in the bench's one process,
-rebuilding every page as Bokeh models and applying every patch of every open page to them. With
-a class of them on the web server's core they wait for the GIL and the core, so part of each
-"first number" measures the load generator, not the server. A class's browsers are on other
-machines and cost the web core only the protocol.
+Why not Bokeh client sessions (BokehStudent in bench/lab/bokeh_students.py, kept for
+comparison: `python bench/lab/classroom.py --bokeh-clients`): those run one thread each in the
+bench's one process, rebuilding every page as Bokeh models and applying every patch of every open
+page to them. With a class of them on the web server's core they wait for the GIL and the core,
+so part of each "first number" measures the load generator, not the server. A class's browsers
+are on other machines and cost the web core only the protocol.
 
 What the server sees is what it sees from those clients: the same websocket URL with the page's
 settings as its query, the same token (no HTTP page request first, as with pull_session), the
@@ -28,24 +28,29 @@ and a ProtocolStudent, send the reference alone.
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import contextlib
-import itertools
 import json
 import random
 import re
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-import numpy as np
 from bokeh.util.token import generate_jwt_token, generate_session_id
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClosedError, websocket_connect
 
+from bench.lab.bokeh_wire import (
+    Assembler,
+    button_click,
+    decode,
+    document_ready,
+    message,
+    model_changed,
+    walk_objects,
+)
 from bench.web.served_app import SKIP_PREDICTION
 
 SHOWN = re.compile(r"measured live|cached: measured|nearby")  # a number on the page, and whence
@@ -53,99 +58,6 @@ PARTIAL = re.compile(r"measured live so far")  # a run's figure while it goes on
 CONNECT_TIMEOUT_S = 120.0  # the websocket handshake on a busy server
 PULL_TIMEOUT_S = 120.0  # the page's document after asking for it
 MAX_MESSAGE_BYTES = 20 * 2**20  # as bokeh.client
-
-
-# ---- the wire: Bokeh server messages as JSON fragments ---------------------------------------
-_msgids = itertools.count(1)
-
-
-def message(msgtype: str, content: dict) -> list[str]:
-    """A Bokeh protocol message as its three text fragments (header, metadata, content), as the
-    Bokeh client writes them (no buffers: nothing a student sends holds binary data)."""
-    header = {"msgid": f"s{next(_msgids)}", "msgtype": msgtype, "num_buffers": 0}
-    return [json.dumps(header), "{}", json.dumps(content, separators=(",", ":"))]
-
-
-def bokeh_event(name: str, values: dict | None = None) -> dict:
-    """A PATCH-DOC content carrying a UI event (bokeh.events) as BokehJS sends it."""
-    entries = {"entries": [[k, v] for k, v in values.items()]} if values else {}
-    return {"events": [{"kind": "MessageSent", "msg_type": "bokeh_event",
-                        "msg_data": {"type": "event", "name": name,
-                                     "values": {"type": "map", **entries}}}]}
-
-
-def document_ready() -> dict:
-    """The browser's "the page has loaded": Panel's onload callbacks run on it."""
-    return bokeh_event("document_ready")
-
-
-def button_click(model_id: str) -> dict:
-    return bokeh_event("button_click", {"model": {"id": model_id}})
-
-
-def model_changed(model_id: str, attr: str, new) -> dict:
-    return {"events": [{"kind": "ModelChanged", "model": {"id": model_id}, "attr": attr,
-                        "new": new}]}
-
-
-class Assembler:
-    """Whole messages from websocket fragments: header, metadata and content (JSON text), then
-    for each buffer the header says it has, a buffer header (JSON) and its bytes."""
-
-    def __init__(self) -> None:
-        self._parts: list = []
-        self._buffers: dict[str, bytes] = {}
-        self._buffer_id: str | None = None
-
-    def consume(self, fragment: str | bytes) -> dict | None:
-        """The message this fragment completes ({"header", "content", "buffers"}), else None."""
-        if len(self._parts) < 3:
-            self._parts.append(json.loads(fragment))
-        elif self._buffer_id is None:
-            self._buffer_id = json.loads(fragment)["id"]
-        else:
-            self._buffers[self._buffer_id] = fragment
-            self._buffer_id = None
-        if len(self._parts) < 3 or len(self._buffers) < self._parts[0].get("num_buffers", 0):
-            return None
-        (header, _, content), buffers = self._parts, self._buffers
-        self._parts, self._buffers = [], {}
-        return {"header": header, "content": content, "buffers": buffers}
-
-
-def decode(value, buffers: dict[str, bytes]):
-    """Bokeh's serialized values as plain Python: maps as dicts, arrays as lists (their bytes
-    inline in base64 or in the message's buffers), numbers such as NaN as floats; model
-    references and anything else as they came."""
-    if isinstance(value, list):
-        return [decode(v, buffers) for v in value]
-    if not isinstance(value, dict):
-        return value
-    kind = value.get("type")
-    if kind == "map":
-        return {decode(k, buffers): decode(v, buffers) for k, v in value.get("entries", [])}
-    if kind == "number":
-        return float(value["value"])
-    if kind in ("ndarray", "typed_array"):
-        raw = value["array"]["data"]
-        data = buffers[raw["id"]] if isinstance(raw, dict) else base64.b64decode(raw)
-        return np.frombuffer(data, dtype=value["dtype"]).tolist()
-    return value
-
-
-def walk_objects(value, found: dict[str, dict]) -> None:
-    """Every model definition ({"type": "object", "id", "name", "attributes"}) inside a
-    document's or a patch's JSON, by id; a model seen again is a bare {"id"} reference."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            if v.get("type") == "object" and "id" in v:
-                found[v["id"]] = v
-            if v.get("type") not in ("ndarray", "typed_array", "bytes"):
-                stack.extend(v.values())
 
 
 # ---- a student ---------------------------------------------------------------------------------
@@ -472,128 +384,3 @@ class ProtocolStudent(Reader):
         finally:
             self.cpu_s += time.thread_time() - t0
 
-
-# ---- for comparison: students as Bokeh client sessions ------------------------------------------
-@dataclass
-class BokehStudent(Reader):
-    """A reader as a Bokeh client session (bokeh.client.pull_session) in a thread of its own: it
-    rebuilds the page as Bokeh models and applies every patch to them (`--bokeh-clients`)."""
-
-    _session: object = None
-    _thread: threading.Thread | None = None
-
-    @property
-    def started(self) -> bool:
-        return self._thread is not None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, daemon=True, name=f"student-{self.n}")
-        self._thread.start()
-
-    def join(self, timeout: float) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def run(self) -> None:
-        import panel.models  # noqa: F401 (registers Panel's Bokeh models, so the client can read the page)
-        from bokeh.client import pull_session
-        from bokeh.events import DocumentReady
-
-        self.opened_at, self.opened_unix = time.monotonic(), time.time()
-        cpu = time.thread_time()  # pull_session runs its connection's loop on this thread
-        try:
-            try:
-                session = pull_session(url=f"{self.url}/app", arguments=self.args)
-            except Exception as e:  # a refused or failed connection: a finding, not a crash
-                self.error = f"{type(e).__name__}: {e}"
-                return
-            self._session = session
-            self.pulled_s = time.monotonic() - self.opened_at
-            self.pull_cpu_s = time.thread_time() - cpu
-            self.session_id = session.id
-            if self._closing:  # left while the page was still loading (a busy server)
-                session.close()
-                return
-            session.document.on_change(self._changed)
-            if self.ready:
-                session.document.callbacks.send_event(DocumentReady())  # the browser's "loaded"
-                self.ready_s = time.monotonic() - self.opened_at
-                self._skip_prediction()
-            try:
-                session._loop_until_closed()  # process the server's updates until closed
-            except Exception as e:
-                self.error = f"{type(e).__name__}: {e}"
-        finally:
-            self.cpu_s = time.thread_time() - cpu
-
-    def _skip_prediction(self) -> None:
-        """Click the lesson's skip button once it is on the page (on this session's thread)."""
-        from bokeh.events import ButtonClick
-        from bokeh.models import Button
-
-        if self._skipped:
-            return
-        for model in list(self._session.document.models):
-            if isinstance(model, Button) and model.label == SKIP_PREDICTION:
-                self._skipped = True
-                self._session.document.callbacks.send_event(ButtonClick(model))
-                self.skip_s = time.monotonic() - self.opened_at
-                return
-
-    def _changed(self, event) -> None:
-        """Every change the server sends, on this session's thread."""
-        now = time.monotonic()
-        if self.ready and not self._skipped:
-            self._skip_prediction()
-        new = getattr(event, "new", None)
-        if isinstance(new, str):
-            self._saw_text(new, now)
-        if self._pending is not None:
-            source = self._session.document.get_model_by_name("points")
-            self._saw_batches(list(source.data.get("batch", [])) if source is not None else [],
-                              now)
-
-    def release(self) -> None:
-        """Move the lesson's slider to another value and release it (from any thread)."""
-        if self._session is None or self.slider is None or self._pending is not None:
-            return
-        title, values = self.slider
-        value = self.rng.choice(values)
-
-        def move() -> None:
-            from bokeh.document.events import ModelChangedEvent
-            from bokeh.models import Slider
-
-            sliders = [m for m in self._session.document.models
-                       if isinstance(m, Slider) and title in (m.title or "")]
-            if not sliders or sliders[0].value == value:
-                return
-            self._pend(value)
-            slider = sliders[0]
-            slider.value = value
-            # A mouse release sends value_throttled, which a Bokeh client may not set (it is
-            # read-only in Python): send the same change the browser's release sends.
-            self._session._document_patched(ModelChangedEvent(
-                self._session.document, slider, "value_throttled", value))
-
-        self._session._connection.io_loop.add_callback(move)
-
-    def close(self) -> None:
-        """Leave (from any thread): the session closes now, or as soon as its page has loaded
-        (without that, a reader who left during a slow load stayed connected for good: in the
-        lead's churn run the server had opened 110 connections and closed 11 by the 100th
-        reader)."""
-        self._closing = True
-        session = self._session
-        if session is not None:
-            session._connection.io_loop.add_callback(session.close)
-
-
-def deep_client_stacks() -> None:
-    """A Bokeh client session handles each message the server sends one await deeper than the
-    last (bokeh.client.connection: _handle_messages awaits _next, which awaits the next
-    _handle_messages), so a session that gets a few hundred page updates hits Python's recursion
-    limit and stops listening (a RecursionError in a long class). A student
-    lives for a class: give its thread room for tens of thousands of messages."""
-    sys.setrecursionlimit(200_000)
-    threading.stack_size(512 * 2**20)  # address space only, until used
