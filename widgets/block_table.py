@@ -9,14 +9,13 @@ patches the colours in place.
 
 from __future__ import annotations
 
-import panel as pn
 import param
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
 from engine.lab.results import BlockSnapshot
 
-from .a11y import ChartText
+from .chart_view import ChartView
 from .palette import FREE_FILL, INK, LABELLED_FILL, OUTLINE
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table
@@ -30,7 +29,7 @@ def owner_color(seq_id: int) -> str:
     return PALETTE[seq_id % len(PALETTE)]
 
 
-class BlockTableView(pn.viewable.Viewer):
+class BlockTableView(ChartView):
     """Which physical KV block each live sequence holds, at one step of a real run."""
 
     num_blocks = param.Integer(default=0, bounds=(0, None), doc="Blocks in the pool.")
@@ -50,13 +49,9 @@ class BlockTableView(pn.viewable.Viewer):
         fig.select_one(HoverTool).tooltips = [("block", "@block"), ("held by", "@owner"),
                                               ("tokens in it", "@fill")]
         fig.grid.visible = False
-        self.figure = fig
         self.snapshot: BlockSnapshot | None = None
-        self.text = ChartText("Grid of the KV cache's physical blocks, coloured by the request "
-                              "holding each", fig, table_css="block-tables")
-        self._table = self.text.table
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, self._table, sizing_mode="stretch_width")
+        self._place(fig, "Grid of the KV cache's physical blocks, coloured by the request "
+                    "holding each", table_css="block-tables")
         self._build_grid()
 
     @param.depends("num_blocks", "columns", watch=True)
@@ -110,13 +105,6 @@ class BlockTableView(pn.viewable.Viewer):
             f"Block tables at {when} (each row: the physical blocks holding that request's "
             "tokens, in order)", _HEAD, rows, numeric=[False, False, True, False, True])
         self.snapshot = snapshot
-
-    @property
-    def table_html(self) -> str:
-        return self._table.object
-
-    def __panel__(self):
-        return self._layout
 
 
 _HEAD = ["sequence", "doing", "tokens cached", "block table (physical blocks, in order)",

@@ -26,6 +26,7 @@ from bokeh.models import ColumnDataSource, HoverTool, LabelSet, Range1d
 from bokeh.plotting import figure
 
 from .a11y import ChartText, describe_chart
+from .chart_view import chart_column
 from .palette import BLUE, GREY, PHASE_FILL, SERIES, SERIES_DASH, VERMILLION
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import sig
@@ -105,8 +106,7 @@ class LiveChart(pn.viewable.Viewer):
         self.figure = fig
         self.text = summary_text(name, fig)
         self.text.say(empty)
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, sizing_mode="stretch_width")
+        self._layout = chart_column(fig, self.text.summary)
 
     def __panel__(self):
         return self._layout

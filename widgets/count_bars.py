@@ -6,12 +6,11 @@ ways of reserving it), each labelled with its number, and a sentence-per-bar tab
 
 from __future__ import annotations
 
-import panel as pn
 import param
 from bokeh.models import ColumnDataSource, FactorRange
 from bokeh.plotting import figure
 
-from .a11y import ChartText
+from .chart_view import ChartView
 from .palette import BLUE, GREEN, GREY, INK, VERMILLION
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table
@@ -20,7 +19,7 @@ COLORS = (GREY, BLUE, GREEN, VERMILLION)
 FIELDS = ("label", "count", "text", "color", "note")
 
 
-class CountBars(pn.viewable.Viewer):
+class CountBars(ChartView):
     """A few labelled counts as horizontal bars."""
 
     unit = param.String(default="sequences", doc="What is counted.")
@@ -38,12 +37,7 @@ class CountBars(pn.viewable.Viewer):
                  text_baseline="middle", text_font_size="12px", text_color=INK)
         fig.x_range.start = 0
         fig.ygrid.visible = False
-        self.figure = fig
-        self.text = ChartText(f"Bar chart: {self.title or self.unit}", fig,
-                              table_css="count-table")
-        self._table = self.text.table
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, self._table, sizing_mode="stretch_width")
+        self._place(fig, f"Bar chart: {self.title or self.unit}", table_css="count-table")
         self.set([])
 
     @changes_bokeh_models
@@ -68,10 +62,3 @@ class CountBars(pn.viewable.Viewer):
 
     def counts(self) -> dict[str, int]:
         return dict(zip(self.source.data["label"], self.source.data["count"], strict=True))
-
-    @property
-    def table_html(self) -> str:
-        return self._table.object
-
-    def __panel__(self):
-        return self._layout

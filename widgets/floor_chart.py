@@ -8,14 +8,13 @@ Points arrive one at a time (`add`) and are kept sorted by x; the chart is built
 
 from __future__ import annotations
 
-import panel as pn
 import param
 from bokeh.models import ColumnDataSource, HoverTool, Whisker
 from bokeh.plotting import figure
 
 from engine.calc.stats import Estimate
 
-from .a11y import ChartText
+from .chart_view import ChartView
 from .palette import BLUE, GREY, SERIES_MARKER
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, sig, with_interval
@@ -24,7 +23,7 @@ from .tables import html_table, sig, with_interval
 FIELDS = ("x", "measured", "floor", "ratio", "lo", "hi", "n")
 
 
-class FloorChart(pn.viewable.Viewer):
+class FloorChart(ChartView):
     """Two lines against x: what was measured, and the least it could have been."""
 
     x_label = param.String(default="batch size", doc="What x is.")
@@ -63,12 +62,8 @@ class FloorChart(pn.viewable.Viewer):
         fig.legend.location = "top_left"
         if not self.log_y:
             fig.y_range.start = 0
-        self.figure = fig
-        self.text = ChartText(f"Chart of {self.measured_label} against {self.floor_label}", fig,
-                              table_css="floor-table")
-        self._table = self.text.table
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, self._table, sizing_mode="stretch_width")
+        self._place(fig, f"Chart of {self.measured_label} against {self.floor_label}",
+                    table_css="floor-table")
         self._refresh_table()
 
     @changes_bokeh_models
@@ -100,10 +95,6 @@ class FloorChart(pn.viewable.Viewer):
         return [dict(zip(FIELDS, row, strict=True))
                 for row in zip(*(d[f] for f in FIELDS), strict=True)]
 
-    @property
-    def table_html(self) -> str:
-        return self._table.object
-
     def _refresh_table(self) -> None:
         self._table.object = html_table(
             f"{self.measured_label} [its 95% interval] and {self.floor_label}",
@@ -115,6 +106,3 @@ class FloorChart(pn.viewable.Viewer):
         self.text.say(f"{self.measured_label} at {len(ratios)} settings: from "
                       f"{min(ratios):.1f}x to {max(ratios):.1f}x its floor." if ratios else
                       f"No {self.measured_label} measured yet.")
-
-    def __panel__(self):
-        return self._layout

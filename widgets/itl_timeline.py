@@ -13,14 +13,13 @@ every step would cost more than the step).
 from __future__ import annotations
 
 import numpy as np
-import panel as pn
 import param
 from bokeh.models import ColumnDataSource, HoverTool, Span
 from bokeh.plotting import figure
 
 from engine.calc.stats import Estimate, grouped_estimates
 
-from .a11y import ChartText
+from .chart_view import ChartView
 from .palette import SERIES, SERIES_MARKER
 from .runtime.doc_hold import changes_bokeh_models
 from .runtime.frame import once_per_frame
@@ -30,7 +29,7 @@ COLORS = SERIES
 FIELDS = ("t", "gap_ms", "request")
 
 
-class ItlTimeline(pn.viewable.Viewer):
+class ItlTimeline(ChartView):
     """Gaps between tokens against time, one colour and marker per run."""
 
     series = param.List(default=["run"], item_type=str, constant=True,
@@ -69,12 +68,7 @@ class ItlTimeline(pn.viewable.Viewer):
                             visible=False)
                 fig.add_layout(span)
                 self.spans[(name, label)] = span
-        self.figure = fig
-        self.text = ChartText("Chart of the gaps between tokens over time", fig,
-                              table_css="itl-table")
-        self._table = self.text.table
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, self._table, sizing_mode="stretch_width")
+        self._place(fig, "Chart of the gaps between tokens over time", table_css="itl-table")
         self._refresh_table()
 
     def _check(self, series: str) -> ColumnDataSource:
@@ -136,10 +130,6 @@ class ItlTimeline(pn.viewable.Viewer):
                 for name, source in self.sources.items()
                 for t, gap, rid in zip(*(source.data[f] for f in FIELDS), strict=True)]
 
-    @property
-    def table_html(self) -> str:
-        return self._table.object
-
     def _table_stale(self) -> None:
         """Redraw the table: once after a frame's events (a run's steps, its result and marks:
         widgets.runtime.frame), at once outside one."""
@@ -167,6 +157,3 @@ class ItlTimeline(pn.viewable.Viewer):
             numeric=[False, True, True, True, True, False])
         self.text.say("Gaps between tokens: " + "; ".join(said) + "." if said else
                       "No gaps between tokens measured yet.")
-
-    def __panel__(self):
-        return self._layout

@@ -13,13 +13,13 @@ chart.
 
 from __future__ import annotations
 
-import panel as pn
 import param
 from bokeh.models import ColumnDataSource, HoverTool, LabelSet, Whisker
 from bokeh.plotting import figure
 
 from engine.calc.pareto import on_frontier
 
+from .chart_view import ChartView, chart_column
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, sig, table_pane
 
@@ -29,7 +29,7 @@ POINT_COLOR, FRONTIER_COLOR, OFF_COLOR = "#1f5f8b", "#d95f02", "#9aa5b1"
 NAN = float("nan")
 
 
-class ParetoChart(pn.viewable.Viewer):
+class ParetoChart(ChartView):
     """Total tokens/s against tokens/s each user, the frontier marked."""
 
     setting = param.String(default="batch size", doc="What each point is a setting of.")
@@ -63,8 +63,7 @@ class ParetoChart(pn.viewable.Viewer):
         fig.legend.location = "top_right"
         self.figure = fig
         self._table = table_pane(css_classes=["pareto-table"])
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), self._table,
-                                 sizing_mode="stretch_width")
+        self._layout = chart_column(fig, self._table)  # the table, no summary sentence
 
     @changes_bokeh_models
     def set_points(self, points: list[dict]) -> None:
@@ -91,13 +90,6 @@ class ParetoChart(pn.viewable.Viewer):
     def points(self) -> list[dict]:
         d = self.source.data
         return [{c: d[c][i] for c in COLUMNS} for i in range(len(d["setting"]))]
-
-    @property
-    def table_html(self) -> str:
-        return self._table.object
-
-    def __panel__(self):
-        return self._layout
 
 
 def _ci(p: dict, key: str) -> str:

@@ -8,12 +8,11 @@ from a row counts as 0. The bars are redrawn in place (one ColumnDataSource).
 
 from __future__ import annotations
 
-import panel as pn
 import param
 from bokeh.models import ColumnDataSource, FactorRange, Legend, LegendItem
 from bokeh.plotting import figure
 
-from .a11y import ChartText
+from .chart_view import ChartView
 from .palette import GREEN, PHASE_FILL, VERMILLION
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table
@@ -33,7 +32,7 @@ def share_text(ms: float, total: float) -> str:
     return f"{ms:.{digits}f} ms ({share:.2g}%)"
 
 
-class PhaseBars(pn.viewable.Viewer):
+class PhaseBars(ChartView):
     """One stacked bar per request: its time by phase, in ms."""
 
     title = param.String(default="Where each request's time went", doc="The chart's title.")
@@ -52,11 +51,7 @@ class PhaseBars(pn.viewable.Viewer):
                               orientation="horizontal", location="center"), "below")
         fig.x_range.start = 0
         fig.ygrid.visible = False
-        self.figure = fig
-        self.text = ChartText(f"Stacked bar chart: {self.title}", fig, table_css="phase-table")
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, self.text.table,
-                                 sizing_mode="stretch_width")
+        self._place(fig, f"Stacked bar chart: {self.title}", table_css="phase-table")
         self.set([])
 
     @changes_bokeh_models
@@ -82,10 +77,3 @@ class PhaseBars(pn.viewable.Viewer):
         """Each bar's total ms, by label."""
         data = self.source.data
         return {label: sum(data[p][i] for p in PHASES) for i, label in enumerate(data["label"])}
-
-    @property
-    def table_html(self) -> str:
-        return self.text.table.object
-
-    def __panel__(self):
-        return self._layout

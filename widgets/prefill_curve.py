@@ -9,13 +9,12 @@ QuadraticFit, or None) the curve and its parts, over the points' lengths.
 from __future__ import annotations
 
 import numpy as np
-import panel as pn
 from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
 from engine.calc.prefill_fit import QuadraticFit
 
-from .a11y import ChartText
+from .chart_view import ChartView
 from .palette import BLUE, GREEN, SERIES_DASH, VERMILLION
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table
@@ -23,7 +22,7 @@ from .tables import html_table
 CURVE_POINTS = 60
 
 
-class PrefillCurve(pn.viewable.Viewer):
+class PrefillCurve(ChartView):
     """Measured prefill passes and their quadratic fit, with the linear and quadratic parts."""
 
     def __init__(self, **params):
@@ -45,14 +44,9 @@ class PrefillCurve(pn.viewable.Viewer):
         fig.legend.location = "top_left"
         fig.x_range.start = 0
         fig.y_range.start = 0
-        self.figure = fig
-        self.text = ChartText("Prefill time against prompt length", fig,
-                              table_css="prefill-curve-table")
+        self._place(fig, "Prefill time against prompt length", table_css="prefill-curve-table")
         self._points: list[tuple[int, float]] = []
         self.fit: QuadraticFit | None = None
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, self.text.table,
-                                 sizing_mode="stretch_width")
         self._describe()
 
     @changes_bokeh_models
@@ -91,10 +85,3 @@ class PrefillCurve(pn.viewable.Viewer):
                       f"b = {f.b.value:.3g} ms per token, c = {f.c.value:.3g} ms per token²; "
                       f"at {top:,} tokens the attention term is {f.quadratic_share(top):.0%} "
                       "of the fitted time.")
-
-    @property
-    def table_html(self) -> str:
-        return self.text.table.object
-
-    def __panel__(self):
-        return self._layout

@@ -10,7 +10,6 @@ The chart is built once; limits and points update it in place.
 
 from __future__ import annotations
 
-import panel as pn
 import param
 from bokeh.models import ColumnDataSource, HoverTool, Label, Span, Whisker
 from bokeh.plotting import figure
@@ -18,7 +17,7 @@ from bokeh.plotting import figure
 from engine.calc import step_cost
 from engine.calc.stats import Estimate
 
-from .a11y import ChartText
+from .chart_view import ChartView
 from .palette import GREY, SERIES, SERIES_MARKER, TEXT_ON_LIGHT
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table, interval_text, sig
@@ -34,7 +33,7 @@ POINT_FIELDS = ("intensity", "gflops", "label", "ms", "roof_share", "ms_lo", "ms
                 "gflops_lo", "gflops_hi")
 
 
-class RooflineChart(pn.viewable.Viewer):
+class RooflineChart(ChartView):
     """Measured steps placed under this machine's two roofs."""
 
     bandwidth_gbs = param.Number(default=None, allow_None=True, bounds=(0, None),
@@ -86,12 +85,8 @@ class RooflineChart(pn.viewable.Viewer):
         fig.add_layout(self.ridge)
         fig.add_layout(self.memory_label)
         fig.add_layout(self.compute_label)
-        self.figure = fig
-        self.text = ChartText("Roofline chart: measured steps against this machine's limits", fig,
-                              table_css="roofline-table")
-        self._table = self.text.table
-        self._layout = pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                                 self.text.summary, self._table, sizing_mode="stretch_width")
+        self._place(fig, "Roofline chart: measured steps against this machine's limits",
+                    table_css="roofline-table")
         self._draw_roof()
         self._refresh_table()
 
@@ -205,10 +200,6 @@ class RooflineChart(pn.viewable.Viewer):
         return [{"kind": name, **p} for name in self.sources for p in self.points(name)]
 
     # ---- the table beside the chart -------------------------------------------------------------
-    @property
-    def table_html(self) -> str:
-        return self._table.object
-
     def _refresh_table(self) -> None:
         rows = []
         for name in self.sources:
@@ -234,6 +225,3 @@ class RooflineChart(pn.viewable.Viewer):
                           f"{best:.0f}% of what the machine allows there.")
         else:
             self.text.say(f"{len(rows)} measured steps." if rows else "No steps measured yet.")
-
-    def __panel__(self):
-        return self._layout
