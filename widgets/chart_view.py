@@ -1,6 +1,7 @@
 """A chart widget's shared frame: its Bokeh figure full width with its text beneath it (the
 one-line summary and the table of the same numbers, tied to the figure for screen readers), as
-one Panel column. Each chart builds its own figure; `_place` does the rest.
+one Panel column, and the figure the bar charts share. Each chart builds its own figure;
+`_place` does the rest.
 
     class FloorChart(ChartView):
         def __init__(self, **params):
@@ -13,6 +14,8 @@ one Panel column. Each chart builds its own figure; `_place` does the rest.
 from __future__ import annotations
 
 import panel as pn
+from bokeh.models import FactorRange
+from bokeh.plotting import figure
 
 from .a11y import ChartText
 
@@ -21,6 +24,16 @@ def chart_column(fig, *below) -> pn.Column:
     """The figure full width, then `below` (its summary, its table), stretched as one column."""
     return pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"), *below,
                      sizing_mode="stretch_width")
+
+
+def bar_figure(title: str, x_label: str, height: int):
+    """A figure for horizontal bars, one per label (its y_range's factors, set by the chart):
+    full width, no toolbar but save, the values from 0, no grid lines across the bars."""
+    fig = figure(height=height, sizing_mode="stretch_width", y_range=FactorRange(),
+                 tools="save", toolbar_location=None, title=title, x_axis_label=x_label)
+    fig.x_range.start = 0
+    fig.ygrid.visible = False
+    return fig
 
 
 class ChartView(pn.viewable.Viewer):

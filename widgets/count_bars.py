@@ -7,10 +7,9 @@ ways of reserving it), each labelled with its number, and a sentence-per-bar tab
 from __future__ import annotations
 
 import param
-from bokeh.models import ColumnDataSource, FactorRange
-from bokeh.plotting import figure
+from bokeh.models import ColumnDataSource
 
-from .chart_view import ChartView
+from .chart_view import ChartView, bar_figure
 from .palette import BLUE, GREEN, GREY, INK, VERMILLION
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table
@@ -29,14 +28,10 @@ class CountBars(ChartView):
     def __init__(self, **params):
         super().__init__(**params)
         self.source = ColumnDataSource({f: [] for f in FIELDS})
-        fig = figure(height=self.height, sizing_mode="stretch_width", y_range=FactorRange(),
-                     tools="save", toolbar_location=None, title=self.title,
-                     x_axis_label=self.unit)
+        fig = bar_figure(self.title, self.unit, self.height)
         fig.hbar(y="label", right="count", height=0.6, source=self.source, color="color")
         fig.text(x="count", y="label", text="text", source=self.source, x_offset=6,
                  text_baseline="middle", text_font_size="12px", text_color=INK)
-        fig.x_range.start = 0
-        fig.ygrid.visible = False
         self._place(fig, f"Bar chart: {self.title or self.unit}", table_css="count-table")
         self.set([])
 

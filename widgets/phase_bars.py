@@ -9,10 +9,9 @@ from a row counts as 0. The bars are redrawn in place (one ColumnDataSource).
 from __future__ import annotations
 
 import param
-from bokeh.models import ColumnDataSource, FactorRange, Legend, LegendItem
-from bokeh.plotting import figure
+from bokeh.models import ColumnDataSource, Legend, LegendItem
 
-from .chart_view import ChartView
+from .chart_view import ChartView, bar_figure
 from .palette import GREEN, PHASE_FILL, VERMILLION
 from .runtime.doc_hold import changes_bokeh_models
 from .tables import html_table
@@ -41,16 +40,13 @@ class PhaseBars(ChartView):
     def __init__(self, **params):
         super().__init__(**params)
         self.source = ColumnDataSource({"label": [], **{p: [] for p in PHASES}})
-        fig = figure(height=self.height, sizing_mode="stretch_width", y_range=FactorRange(),
-                     tools="save", toolbar_location=None, title=self.title,
-                     x_axis_label="ms, from the request's arrival to its text being ready")
+        fig = bar_figure(self.title, "ms, from the request's arrival to its text being ready",
+                         self.height)
         renderers = fig.hbar_stack(list(PHASES), y="label", height=0.6, source=self.source,
                                    color=[COLORS[p] for p in PHASES])
         fig.add_layout(Legend(items=[LegendItem(label=LABELS[p], renderers=[r])
                                      for p, r in zip(PHASES, renderers, strict=True)],
                               orientation="horizontal", location="center"), "below")
-        fig.x_range.start = 0
-        fig.ygrid.visible = False
         self._place(fig, f"Stacked bar chart: {self.title}", table_css="phase-table")
         self.set([])
 
