@@ -138,7 +138,7 @@ def report(args, kind: str, students, students_cpu: float | None, lags: list, pr
             f"{c} {w[c]}" for c in _cores(cpu)))
     print("  engine: " + ", ".join(f"{k} {v}" for k, v in result["engine_counts"].items())
           + "; seconds running, by kind (samples): " + ", ".join(
-              f"{kind} {n}" for kind, n in _running_by_kind(queue).items()))
+              f"{kind} {n}" for kind, n in running_by_kind(queue).items()))
     cold, warm = rss.get("cold", {}), rss.get("warm", {})
     print(f"  server start: /app answered {rss.get('start_s', {}).get('app_answered')} s, engine "
           f"ready {rss.get('start_s', {}).get('engine_ready')} s after launch")
@@ -182,7 +182,7 @@ def _cores(cpu: list[dict]) -> list[str]:
     return sorted({k for s in cpu for k in s if k.startswith("core")})
 
 
-def _running_by_kind(queue: list[dict]) -> dict[str, int]:
+def running_by_kind(queue: list[dict]) -> dict[str, int]:
     """How many of the once-a-second samples found each job kind running, most first."""
     counts: dict[str, int] = {}
     for q in queue:
