@@ -26,11 +26,19 @@ def send(i: int, student: str) -> dict:
     return {"op": "send", "id": f"r{i}", "student": student, "prompt": PROMPT, "max_tokens": 8}
 
 
-def serve(engine, settings: ClassSettings, at: dict[int, list[dict]],
-          limit_s: float = 120.0) -> tuple[ClassRun, dict, list[dict]]:
+def batch_lane_held(run: ClassRun) -> int:
+    """Background requests in the engine's scheduler, holding a slot or waiting for one."""
+    scheduler = run.loop.scheduler
+    return sum(1 for seq in [*scheduler.running, *scheduler.waiting]
+               if run.requests[seq.id].background)
+
+
+def serve(engine, settings: ClassSettings, at: dict[int, list[dict]], limit_s: float = 120.0,
+          held: list[int] | None = None) -> tuple[ClassRun, dict, list[dict]]:
     """Run with the background load added at step 0 and the messages of `at` handed in once
     the run reaches each step index; stop once every student's request has ended (the
-    background's still left are dropped) or, with no student, once nothing is left."""
+    background's still left are dropped) or, with no student, once nothing is left. held
+    gets batch_lane_held between every two steps."""
     batches: list[dict] = []
     run = ClassRun(engine, settings, batches.append, seed=5)
     at = dict(at)
@@ -38,6 +46,8 @@ def serve(engine, settings: ClassSettings, at: dict[int, list[dict]],
 
     def inbox(timeout_s: float) -> list[dict]:
         step = run.loop.step_count
+        if held is not None:
+            held.append(batch_lane_held(run))
         if step == 0 and not run.summary.background:
             for _ in range(BACKGROUND_REQUESTS):
                 run.add_background()
@@ -99,8 +109,12 @@ BURST = {3: [send(i, "s1") for i in range(4)] + [send(i, "s2") for i in range(4,
 
 def test_with_lanes_students_go_before_the_waiting_background_within_its_share(engine):
     settings = ClassSettings(max_batch=MAX_BATCH, max_tokens=8, lanes=True)
-    run, summary, events = serve(engine, settings, BURST)
+    held: list[int] = []
+    run, summary, events = serve(engine, settings, BURST, held=held)
     assert summary["finished"] >= 6 and summary["requests"] == 6
+    # the background enters the scheduler only within its share: none waits there on the
+    # lane's cap
+    assert max(held) == CAP
     assert overtaken(events) == []
     steps = of(events, "step")
     assert max(s["background"] for s in steps) == CAP  # the lane is full, never over
