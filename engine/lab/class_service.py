@@ -99,9 +99,10 @@ class ClassService:
         return {"ok": True, "request_id": name}
 
     def class_set(self, changes: dict, by: str = "teacher") -> dict:
-        """Change live knobs (policy, max_batch, chunk_size, prefix_cache, background_rps)
-        from the run's next step: {"applied": the checked changes, "t_s": the run time now}.
-        ConfigError for a bad value, a knob that is not live, or no class run live."""
+        """Change live knobs (policy, max_batch, chunk_size, prefix_cache, background_rps,
+        lanes) from the run's next step: {"applied": the checked changes, "t_s": the run time
+        now}. ConfigError for a bad value, a knob that is not live, lanes under a policy other
+        than continuous, or no class run live."""
         state = self._class
         if state is None or not state.active:
             raise ConfigError("No class run is live: start one first.")
@@ -154,6 +155,7 @@ def class_params(settings: dict | None) -> dict:
                           f"{', '.join(SETTINGS)})")
     spec = registry.get_spec(registry.CLASS_KIND)
     params = spec.check(settings)
+    registry.check_class_settings(params)
     longest = params["max_prompt_tokens"] + params["max_tokens"]
     context = PRESETS[params["preset"]].context
     if longest > context:
@@ -176,6 +178,7 @@ def check_changes(state: ClassState, changes: dict) -> dict:
         limit = state.info.get("max_batch_limit")
         current = dict(state.settings)
     checked = spec.check({**current, **changes})
+    registry.check_class_settings(checked)
     if limit is not None and checked["max_batch"] > limit:
         raise ConfigError(f"max batch {checked['max_batch']} exceeds the engine's limit of "
                           f"{limit} sequences per step")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import EXPERT_PRESETS, POLICIES, PRESETS, WEIGHT_FORMATS, WORKLOADS
+from ..errors import ConfigError
 from . import results
 from .job_queue import SIZES
 from .params import Bool, Choice, Float, Int, Lengths, Many, Optional, Param, Rate, Text, check_all
@@ -173,11 +174,23 @@ def _context_less_one(params: dict) -> int:
 CLASS_RUN = {  # the class run's settings (engine.serve.class_knobs.ClassSettings)
     "policy": Choice("continuous", choices=POLICIES), "max_batch": Int(16, lo=1, hi=256),
     "chunk_size": Int(0, lo=0, hi=2048), "prefix_cache": Bool(False),
-    "background_rps": Float(0.0, lo=0.0, hi=50.0),
+    "background_rps": Float(0.0, lo=0.0, hi=50.0), "lanes": Bool(False),
     "max_prompt_tokens": Int(256, lo=1, hi=_context_less_one),
     "max_tokens": Int(64, lo=1, hi=512), "per_student_per_min": Int(20, lo=1, hi=600)}
 CLASS_KIND = "class_run"  # the kind whose run makes the engine the class's (class_service)
-CLASS_KNOBS = ("policy", "max_batch", "chunk_size", "prefix_cache", "background_rps")
+CLASS_KNOBS = ("policy", "max_batch", "chunk_size", "prefix_cache", "background_rps", "lanes")
+LANES_NEED_CONTINUOUS = (
+    "Lanes need the continuous policy (a static or dynamic batch has no free slot to give a "
+    "student first): choose continuous, or turn lanes off first.")
+
+
+def check_class_settings(settings: dict) -> None:
+    """The class run's settings that cannot go together, refused in one sentence (ConfigError):
+    lanes (students before the background load) under a policy other than continuous. The
+    service checks a start or a live change with it, and the run itself
+    (engine.serve.class_knobs.ClassSettings.validate) again."""
+    if settings.get("lanes") is True and settings.get("policy", "continuous") != "continuous":
+        raise ConfigError(LANES_NEED_CONTINUOUS)
 
 
 def _spec(kind: str, body: str, params: dict, result: type[results.Record], doc: str,

@@ -7,14 +7,15 @@ queue of the student with the fewest requests in the engine now; among those, th
 the fewest output tokens so far; among those, the one whose turn came longest ago (round robin).
 So a student who sends 50 at once has at most as many in the engine as anyone else who waits,
 and another student's one request goes in at the next free place: it waits for one request to
-end, never for the 50.
+end, never for the 50. `pop(among=...)` picks the same way among some students only (the class
+run's lanes: the students first, the background load after).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter, deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 
@@ -46,9 +47,10 @@ class FairQueue:
         last turn (0 for a student who never had one)."""
         return self.in_flight[student], self.tokens[student], self._turn.get(student, 0)
 
-    def pop(self) -> tuple[str, Hashable, Any] | None:
-        """The next request to enter the engine: (student, key, item); None when none waits."""
-        candidates = [s for s, q in self._queues.items() if q]
+    def pop(self, among: Callable[[str], bool] | None = None) -> tuple[str, Hashable, Any] | None:
+        """The next request to enter the engine: (student, key, item); None when none waits.
+        among: only the students it says yes to are considered."""
+        candidates = [s for s, q in self._queues.items() if q and (among is None or among(s))]
         if not candidates:
             return None
         student = min(candidates, key=self.order_key)

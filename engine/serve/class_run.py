@@ -12,8 +12,14 @@ applied before the next step and recorded with that step's index and the run tim
 Requests enter the engine's scheduler only as it has room for them (a free slot for the
 continuous policy, an empty batch for static and dynamic), so the order in which waiting
 requests are admitted is the fair share's: a student's one request waits for one request to
-end, never for another student's fifty. Bounds (prompt tokens, new tokens, what the engine can
-hold) are checked here when a request arrives; one over a bound is dropped with a plain reason.
+end, never for another student's fifty. With lanes on (class_knobs: the engine's traffic
+classes, the students' requests in an interactive lane with strict priority over the background
+load's batch lane, which holds at most half the slots), the fair share orders the students among
+themselves, and their room leaves out the background requests waiting in the scheduler (the
+engine puts a student's first anyway); a background request enters the scheduler only when a
+slot is free and its lane is under its share, so none sits there waiting on the lane's cap.
+Bounds (prompt tokens, new tokens, what the engine can hold) are checked here when a request
+arrives; one over a bound is dropped with a plain reason.
 
 Time is time.monotonic() minus the run's start (the same clock in every process of the machine,
 so the lab's service stamps a request's arrival when the student sent it). The run is live: the
@@ -33,7 +39,7 @@ from ..errors import ConfigError
 from ..llm_engine import LLMEngine
 from ..sampler import SamplingParams
 from .class_fair import FairQueue
-from .class_knobs import ClassSettings, apply, changed
+from .class_knobs import BATCH, INTERACTIVE, ClassSettings, apply, batch_lane_slots, changed
 from .loop import FILL_MIN_S, POLL_S, EngineLoop, check_request
 from .trace import Event, RequestEvent, RequestTrace, StepTrace, TokenEvent
 from .workload import PromptSource, Request
@@ -91,6 +97,7 @@ class ClassRun:
         self.stopped = False
         self._ids = 0
         self._step_tokens = 0  # output tokens of the step running now
+        self._background_ids: set[int] = set()  # the background load's, until seen ended
         self._out: list[dict] = []  # this turn's events
         self._rng = np.random.default_rng(seed)
         self._prompts = PromptSource(engine.tokenizer)
@@ -126,7 +133,8 @@ class ClassRun:
         reason = self._over_bound(ids, max_tokens)
         request = Request(self._next_id(), ids, max_tokens, arrival, stop_at_eos=True,
                           sampling=SamplingParams(temperature=TEMPERATURE,
-                                                  seed=int(self._rng.integers(2**31))))
+                                                  seed=int(self._rng.integers(2**31))),
+                          traffic_class=INTERACTIVE)
         if reason is None:
             try:
                 check_request(self.engine, request, self.loop.config, label="")
@@ -231,21 +239,45 @@ class ClassRun:
             self._handle_safely(message)
 
     def _admit(self) -> None:
-        """Let waiting requests into the scheduler as it has room (fair share's order)."""
+        """Let waiting requests into the scheduler as it has room (fair share's order); with
+        lanes on, the students' first and the background's within its lane's share (module
+        docstring)."""
         scheduler, config = self.loop.scheduler, self.loop.config
         if config.policy != "continuous" and scheduler.running:
             return  # a static batch runs to its end; the next one is picked when it has
         room = config.max_batch - len(scheduler.running) - len(scheduler.waiting)
-        while room > 0 and self.fair:
-            _, seq_id, req = self.fair.pop()
+        if config.traffic is None:
+            self._feed(room)
+            return
+        lane = scheduler.traffic_class
+        batch_running = sum(1 for s in scheduler.running if lane(s.id) == BATCH)
+        batch_waiting = sum(1 for s in scheduler.waiting if lane(s.id) == BATCH)
+        fed = self._feed(room + batch_waiting, among=lambda student: student != BACKGROUND)
+        self._feed(min(room - fed, batch_lane_slots(config.max_batch) - batch_running
+                       - batch_waiting), among=lambda student: student == BACKGROUND)
+
+    def _feed(self, room: int, among: Callable[[str], bool] | None = None) -> int:
+        """Up to `room` waiting requests into the scheduler, by fair share (among some students
+        only, if given); returns how many went."""
+        fed = 0
+        while fed < room:
+            picked = self.fair.pop(among)
+            if picked is None:
+                break
+            req = picked[2]
             req.trace = self.loop.add(req.request, req.request.arrival_s)
-            room -= 1
+            fed += 1
+        return fed
 
     def _stepped(self, step: StepTrace) -> None:
+        rows = [*step.decode_ids, *(seq_id for seq_id, _ in step.prefill_chunks)]
+        background = [seq_id for seq_id in rows if seq_id in self._background_ids]
+        self._background_ids.difference_update(i for i in background if i not in self.requests)
         self._out.append({"type": "step", "index": step.index, "start_s": step.start_s,
                           "t_s": step.end_s, "batch": step.running,
                           "prefill_tokens": step.prefill_tokens, "decode": step.decode_seqs,
-                          "tokens": self._step_tokens, "kv_blocks_used": step.kv_blocks_used})
+                          "background": len(background), "tokens": self._step_tokens,
+                          "kv_blocks_used": step.kv_blocks_used})
         self._step_tokens = 0
 
     def _on_event(self, event: Event) -> None:
@@ -316,15 +348,24 @@ class ClassRun:
         now = self.clock()
         while self._next_background is not None and self._next_background <= now:
             arrival = self._next_background
-            prompt = self._prompts.prompt(int(self._rng.integers(*BACKGROUND_PROMPT)),
-                                          self._rng)
-            hi = max(2, min(BACKGROUND_OUTPUT[1], self.settings.max_tokens + 1))
-            output = int(self._rng.integers(min(BACKGROUND_OUTPUT[0], hi - 1), hi))
-            request = Request(self._next_id(), prompt, output, arrival)
-            self.summary.background += 1
-            self._enqueue(_Req(f"bg{request.id}", BACKGROUND, True, request))
+            self.add_background(arrival)
             self._next_background = arrival + float(
                 self._rng.exponential(1 / self.settings.background_rps))
+
+    def add_background(self, arrival: float | None = None) -> str:
+        """One more request of the background "student", arriving at `arrival` (run time; now
+        when None): a prompt of BACKGROUND_PROMPT tokens and BACKGROUND_OUTPUT new tokens (at
+        most max_tokens), end-of-text ignored. Returns its name."""
+        arrival = self.clock() if arrival is None else arrival
+        prompt = self._prompts.prompt(int(self._rng.integers(*BACKGROUND_PROMPT)), self._rng)
+        hi = max(2, min(BACKGROUND_OUTPUT[1], self.settings.max_tokens + 1))
+        output = int(self._rng.integers(min(BACKGROUND_OUTPUT[0], hi - 1), hi))
+        request = Request(self._next_id(), prompt, output, arrival, traffic_class=BATCH)
+        self._background_ids.add(request.id)
+        self.summary.background += 1
+        req = _Req(f"bg{request.id}", BACKGROUND, True, request)
+        self._enqueue(req)
+        return req.name
 
     # ---- the state and the end ---------------------------------------------------------------
     def state(self) -> dict:

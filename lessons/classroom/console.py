@@ -48,14 +48,15 @@ def knob_values(settings: dict) -> dict:
             "chunked": bool(settings.get("chunk_size", 0)),
             "chunk_size": int(settings.get("chunk_size") or 64),
             "prefix_cache": bool(settings.get("prefix_cache", False)),
-            "background_rps": float(settings.get("background_rps", 0.0))}
+            "background_rps": float(settings.get("background_rps", 0.0)),
+            "lanes": bool(settings.get("lanes", False))}
 
 
 def knob_changes(settings: dict, wanted: dict) -> dict:
     """The class_set changes that take the run from `settings` to the knobs' `wanted` values."""
     now = knob_values(settings)
     out: dict = {}
-    for name in ("policy", "max_batch", "prefix_cache", "background_rps"):
+    for name in ("policy", "max_batch", "prefix_cache", "background_rps", "lanes"):
         if wanted[name] != now[name]:
             out[name] = wanted[name]
     chunk = wanted["chunk_size"] if wanted["chunked"] else 0
@@ -74,6 +75,8 @@ class ClassConsole(pn.viewable.Viewer):
     prefix_cache = param.Boolean(default=False, doc="Prefix cache on.")
     background_rps = param.Number(default=0.0, bounds=(0.0, 50.0), step=0.5,
                                   doc="Synthetic requests per second.")
+    lanes = param.Boolean(default=False, doc="Students' requests in a lane ahead of the "
+                          "background load's, which holds at most half the slots.")
     unlocked = param.Boolean(default=False, doc="This session holds the teacher's key.")
 
     def __init__(self, service=None, feed=None, key: str | None = None, **params):
@@ -101,6 +104,8 @@ class ClassConsole(pn.viewable.Viewer):
             pn.widgets.Checkbox.from_param(self.param.prefix_cache, label="Prefix cache"),
             pn.widgets.FloatInput.from_param(self.param.background_rps,
                                              label="Background load (requests/s)", step=0.5),
+            pn.widgets.Checkbox.from_param(self.param.lanes,
+                                           label="Lanes: students before the background load"),
         ]
         self.status = html_pane("", css_classes=["class-status"])
         self.message = html_pane("", css_classes=["class-message"])
@@ -148,7 +153,7 @@ class ClassConsole(pn.viewable.Viewer):
         settings = {"policy": wanted["policy"], "max_batch": wanted["max_batch"],
                     "chunk_size": wanted["chunk_size"] if wanted["chunked"] else 0,
                     "prefix_cache": wanted["prefix_cache"],
-                    "background_rps": wanted["background_rps"]}
+                    "background_rps": wanted["background_rps"], "lanes": wanted["lanes"]}
         try:
             settings = self.live.service.class_start(settings)
         except ConfigError as e:
@@ -247,7 +252,8 @@ class ClassConsole(pn.viewable.Viewer):
                       "and shown on the students' pages.</p>"),
             self.access, pn.Row(self.key_field, self.key_button),
             self.status, pn.Row(self.start_button, self.stop_button), self.message,
-            html_pane("<h2>Knobs</h2><p>They apply from the engine's next step.</p>"),
+            html_pane("<h2>Knobs</h2><p>They apply from the engine's next step. Lanes need "
+                      "the continuous policy.</p>"),
             pn.Row(*self.knob_widgets[:3]), pn.Row(*self.knob_widgets[3:]), self.apply_button,
             self.changes, self.live, self.predictions_slot,
             sizing_mode="stretch_width")

@@ -27,7 +27,7 @@ TAIL_WINDOW_S = 10.0  # P50 and P99 over time: over the requests of the last ten
 MAX_REQUESTS = 5000  # the oldest finished requests are dropped beyond this (an hour of class)
 MAX_ROWS = 20000  # steps and points kept (older ones are dropped from the front)
 
-KNOB_NAMES = ("policy", "max_batch", "chunk_size", "prefix_cache", "background_rps")
+KNOB_NAMES = ("policy", "max_batch", "chunk_size", "prefix_cache", "background_rps", "lanes")
 
 
 def describe_change(changes: Mapping) -> str:
@@ -45,6 +45,9 @@ def describe_change(changes: Mapping) -> str:
             words.append(f"prefix cache {'on' if value else 'off'}")
         elif name == "background_rps":
             words.append(f"background load {float(value):g} requests/s")
+        elif name == "lanes":
+            words.append("lanes on (students before the background load)" if value else
+                         "lanes off (one queue)")
         else:
             words.append(f"{name} {value}")
     return ", ".join(words) or "no change"

@@ -15,8 +15,8 @@ POST /class/start, /class/stop and /class/knobs drive the class run (lessons.cla
 script: each needs the teacher's key in the X-Teacher-Key header or the console's cookie, and
 answers JSON: 403 with a reason (and a log line) without it, 400 with the engine's one-line
 message for a bad value, else what the service did. /class/knobs takes a JSON object of knob
-changes (policy, max_batch, chunk_size, prefix_cache, background_rps); /class/start optional
-settings.
+changes (policy, max_batch, chunk_size, prefix_cache, background_rps, lanes); /class/start
+optional settings.
 
 Bokeh's server answers an unknown path with Tornado's bare "404: Not Found". Two ways in:
 - `panel serve app.py --plugins lessons.shell.routes`: Panel adds this module's ROUTES after its

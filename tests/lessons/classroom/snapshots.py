@@ -4,8 +4,8 @@ API), for the pages' tests that need no engine."""
 from __future__ import annotations
 
 SETTINGS = {"preset": "tiny", "policy": "continuous", "max_batch": 16, "chunk_size": 0,
-            "prefix_cache": False, "background_rps": 0.0, "max_prompt_tokens": 256,
-            "max_tokens": 64, "per_student_per_min": 20}
+            "prefix_cache": False, "background_rps": 0.0, "lanes": False,
+            "max_prompt_tokens": 256, "max_tokens": 64, "per_student_per_min": 20}
 
 
 def request(rid, student, arrival, first=None, finish=None, ttft=None, itl=(), background=False):

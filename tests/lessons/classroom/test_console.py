@@ -12,7 +12,7 @@ from snapshots import request, snapshot, step
 
 from lessons.classroom import teacher_key
 from lessons.classroom.console import ClassConsole, knob_changes, knob_values
-from lessons.classroom.feed import ClassFeed
+from lessons.classroom.feed import ClassFeed, describe_change
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_entering_the_key_unlocks_the_controls(key):
 
 def test_knob_changes_are_only_what_differs():
     settings = {"policy": "continuous", "max_batch": 16, "chunk_size": 0,
-                "prefix_cache": False, "background_rps": 0.0}
+                "prefix_cache": False, "background_rps": 0.0, "lanes": False}
     wanted = {**knob_values(settings), "chunked": True, "chunk_size": 32}
     assert knob_changes(settings, wanted) == {"chunk_size": 32}
     wanted = {**knob_values({**settings, "chunk_size": 32}), "chunked": False}
@@ -95,3 +95,20 @@ def test_knob_changes_are_only_what_differs():
     wanted = {**knob_values(settings), "policy": "static", "background_rps": 2.0}
     assert knob_changes(settings, wanted) == {"policy": "static", "background_rps": 2.0}
     assert knob_changes(settings, knob_values(settings)) == {}
+    assert knob_values({**settings, "lanes": True})["lanes"] is True
+    assert knob_values({})["lanes"] is False  # a run from before the knob: off
+    wanted = {**knob_values(settings), "lanes": True}
+    assert knob_changes(settings, wanted) == {"lanes": True}
+    assert knob_changes({**settings, "lanes": True}, knob_values(settings)) == {"lanes": False}
+
+
+def test_the_lanes_knob_is_a_checkbox_and_its_change_is_described(key):
+    console = built(ClassConsole(feed=fed(), key=key))
+    (box,) = [w for w in console.knob_widgets if w.name.startswith("Lanes")]
+    assert box.name == "Lanes: students before the background load" and box.value is False
+    box.value = True
+    assert console.lanes is True
+    assert knob_changes(console.live.feed.settings, console.param.values()) == {"lanes": True}
+    assert describe_change({"lanes": True}) == "lanes on (students before the background load)"
+    assert describe_change({"policy": "continuous", "lanes": False}) == (
+        "policy continuous, lanes off (one queue)")
