@@ -15,41 +15,49 @@ from pathlib import Path
 
 COUNTS_ENV = "LLM_SPEED_TEST_COUNTS"
 
-# The tests that must run alone (marked `serial`): they measure on a real engine worker or
-# server, bound a wait or a duration, or decide what they check from whether a measurement was
-# disturbed, so a second test beside them on a 2-core machine would change what they see.
+# The tests that must run alone (marked `serial`): they bound a wait or a duration on the wall
+# clock, or make the machine busy or quiet on purpose, so a second test beside them on a 2-core
+# machine would change what they see. A test on a real engine worker or server that asserts what
+# was run and answered (the engine service's queue with remeasures=0, the HTTP server, the
+# lessons on in-process runs) needs no quiet machine and is not listed.
 # `-n 2 -m "not serial"` (pytest-xdist) runs the rest two at a time; `-m serial` runs these.
 SERIAL = (
     "tests/ui/",  # a served app, its engine worker and Chromium
-    "tests/engine/serve/",  # `engine serve` over HTTP, real-time arrivals, pauses and gaps
+    "tests/engine/serve/",  # a lent gap's clock, phases' coverage, think times, a cap's waits
     "tests/engine/cli/",  # the session's one `tune` (served apps' caches copy it), plans timed
-    "tests/engine/test_scheduler.py",  # admission within a bound
-    "tests/engine/lab/test_service.py",
-    "tests/engine/lab/test_gap_fill.py",
-    "tests/engine/lab/test_isolation.py",
-    "tests/engine/lab/test_trace.py",
+    "tests/engine/lab/test_gap_fill.py",  # a load test's waits under 0.25 s while points fill it
+    "tests/engine/lab/test_isolation.py",  # busy loops on the engine's core; a job alone is quiet
     "tests/engine/lab/test_probe.py",  # a second call within the probe's freshness window
-    "tests/engine/lab/test_two_clocks_and_load_test.py",  # closed-loop arrivals within 50 ms
-    "tests/lessons/test_capacity_lesson.py",
-    "tests/lessons/test_kv_cache_lesson.py",
-    "tests/lessons/test_session_memory.py",  # a served app and a real worker
-    "tests/lessons/test_session_jobs.py",  # frames counted against the time events took
-    "tests/lessons/test_reader_event_walks.py",
-    "tests/widgets/runtime/",  # sleeps on the event loop, the heap's size
+    "tests/lessons/test_capacity_lesson.py",  # its plan: measured TTFTs against a 200 ms target
+    "tests/lessons/test_session_frames.py",  # frames counted against the time events took
 )
 
 # Files in SERIAL's folders that need no quiet machine: arithmetic on planted timelines and
 # seeded workloads, output compared token by token, the command line's output and refusals (its
-# measured limits are checked on either outcome). A new file in those folders runs alone until
-# it is listed here.
+# measured limits are checked on either outcome), HTTP shapes and counters. A new file in those
+# folders runs alone until it is listed here.
 NOT_SERIAL = (
     "tests/engine/serve/test_metrics.py",
     "tests/engine/serve/test_workload.py",
     "tests/engine/serve/test_online.py",
     "tests/engine/serve/test_speculative_run.py",
+    "tests/engine/serve/test_serving.py",  # token equality, events, a pause, refusals
+    "tests/engine/serve/test_api_server.py",  # greedy equality over HTTP, usage, error objects
+    "tests/engine/serve/test_bench_client.py",  # the workload sent; causality on one offset
+    "tests/engine/serve/test_report.py",  # SLO figures recomputed from the requests
+    "tests/engine/serve/test_replay.py",  # the trace's times, lengths and shared prefixes
+    "tests/engine/serve/test_lengths.py",  # drawn lengths sent as drawn
+    "tests/engine/serve/test_endpoint_job.py",  # every request answered, progress, a cancel
+    "tests/engine/serve/test_serve_classes.py",  # classes, caps and quotas refused over HTTP
+    "tests/engine/serve/test_class_run_engine.py",  # knobs applied at a step index
+    "tests/engine/serve/test_class_fair.py",  # a queue's order, no engine
+    "tests/engine/serve/test_saturation.py",  # rates 267x apart: kept up with, and flooded
+    "tests/engine/serve/test_perfetto.py",  # the trace's spans are the run's own records
+    "tests/engine/serve/test_prometheus.py",  # counters move by what was sent
     "tests/engine/cli/test_cli.py",
     "tests/engine/cli/test_experts_cli.py",
     "tests/engine/cli/test_invariance_cli.py",
+    "tests/engine/cli/test_tune_plans.py",  # plans found or timed in caches of their own
 )
 
 

@@ -43,7 +43,9 @@ BLOCKS = "kv_allocation"  # a cacheable kind that times nothing: its result is n
 
 
 @pytest.fixture(scope="module")
-def cache_path(tmp_path_factory):
+def cache_path(tmp_path_factory, server):
+    # The session's served engine first: started here, after $LLM_SPEED_CACHE names this
+    # module's fresh cache, it would build the kernels and time the plans the tests' cache holds.
     path = tmp_path_factory.mktemp("llm-speed-cache")
     old = os.environ.get("LLM_SPEED_CACHE")
     os.environ["LLM_SPEED_CACHE"] = str(path)  # the worker inherits it (hardware limits)

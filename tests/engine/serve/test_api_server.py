@@ -82,9 +82,7 @@ def test_completion_equals_the_engines_greedy_output(client, engine, server):
     p = mine["phases"]
     assert p["tokenize_s"] > 0 and p["http_in_s"] >= 0 and p["http_out_s"] >= 0
     assert p["e2e_s"] == pytest.approx(mine["response_end_s"] - mine["received_s"])
-    # What the phases leave out is the engine's time between steps: a small part.
-    assert abs(p["e2e_s"] - sum(v for k, v in p.items() if k not in ("other_s", "e2e_s"))) \
-        <= 0.1 * p["e2e_s"] + 0.01
+    # that the phases cover its time, a wall-clock bound: test_phases.py
 
 
 def test_streamed_completion_sends_one_event_per_token_then_usage_then_done(client, server,

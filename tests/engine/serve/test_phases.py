@@ -1,11 +1,14 @@
 """Per-phase request times (engine/serve/phases.py): the definitions on a planted trace, and on
-real runs of the tiny engine the phases cover each request's end-to-end time, the tokenizer's
-time is measured, and a queued request's queue phase covers its wait."""
+real runs of the tiny engine (in this process and behind the HTTP server) the phases cover each
+request's end-to-end time, the tokenizer's time is measured, and a queued request's queue phase
+covers its wait. A bound on what the phases leave out is a wall-clock bound: these run alone."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from run_checks import tiny_engine_with_budget
+from server_calls import engine_trace
 
 from engine.generate import generate
 from engine.lab.results import parse_result
@@ -90,3 +93,17 @@ def test_generates_phases_cover_its_time(engine):
     # Each prompt waits through the other's prefill: its queue phase is that time.
     assert gens[1].queue_s == pytest.approx(gens[0].prefill_s)
     assert gens[0].queue_s == pytest.approx(gens[1].prefill_s)
+
+
+def test_a_served_requests_phases_cover_its_time(server):
+    """Behind the server the phases add its HTTP side (engine.serve.phases): together they
+    cover the request's time from reaching the server to the end of its response."""
+    body = {"model": "tiny", "prompt": "The function returns", "max_tokens": 24,
+            "temperature": 0}
+    resp = httpx.post(server["url"] + "/completions", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text
+    [mine] = [t for t in engine_trace(server)["requests"] if t["name"] == resp.json()["id"]]
+    p = mine["phases"]
+    assert p["http_in_s"] >= 0 and p["tokenize_s"] > 0 and p["http_out_s"] >= 0
+    covered = sum(v for k, v in p.items() if k not in ("other_s", "e2e_s"))
+    assert abs(p["e2e_s"] - covered) <= TOLERANCE_SHARE * p["e2e_s"] + TOLERANCE_S

@@ -1,5 +1,7 @@
 """The serving loop: same greedy text whatever the schedule, live events, cancellation, closed
-loops, real-time arrivals, refusals that name the limit, and the `run` command's contract."""
+loops, real-time arrivals, a pause that is not the run's time, refusals that name the limit, and
+the `run` command's contract. What its clock does through a lent idle gap (wall-clock bounds):
+test_serving_clock.py."""
 
 from __future__ import annotations
 
@@ -21,13 +23,8 @@ from engine.cli.main import main
 from engine.errors import ConfigError
 from engine.scheduler import SchedulerConfig
 from engine.serve.loop import run
-from engine.serve.metrics import ttft_ms
 from engine.serve.trace import RequestEvent, StepEvent, TokenEvent, event_to_json
 from engine.serve.workload import Request, WorkloadSpec, make_workload
-
-# Two greedy runs may batch a request with different neighbours, and floating-point sums then
-# differ in the last bits; that can flip an argmax only where the top two logits are this close.
-PAUSE = 3.0  # s: a pause of a run, far longer than its steps and its requests' waits
 
 
 @pytest.fixture(scope="module")
@@ -104,72 +101,44 @@ def test_cancel_stops_promptly_and_gives_blocks_back(engine, requests):
     json.dumps(result.to_json(), allow_nan=False)
 
 
-def test_a_pause_inside_cancelled_is_not_the_runs_time(engine, requests):
+PAUSE = 1.0  # s: a pause of a run, far longer than the loop's own work between two polls
+
+
+def test_a_pause_inside_cancelled_is_not_the_runs_time(engine):
     """The lab's worker pauses a load test inside its cancelled() call to run other readers'
-    jobs: the run's clock stops for the pause, so no request waits through it and no step is
-    stamped after it (8 requests at once: without the stop, four would wait the whole pause)."""
+    jobs: the run's clock stops for the pause, so no step or token is stamped with it and no
+    request's TTFT holds it (8 requests at once with a batch of 4: four wait while it pauses).
+    Each token's stamp on the run's clock is read against the wall clock as it arrives: the
+    run's clock falls behind by the pause, however fast or slow the machine runs the steps."""
+    spec = WorkloadSpec(kind="poisson", requests=8, rate=math.inf, prompt_len=(20, 90),
+                        output_len=(4, 8), seed=5)
+    requests = make_workload(spec, engine.tokenizer)
     polls = [0]
 
     def cancelled() -> bool:
         polls[0] += 1
-        if polls[0] == 3:
+        if polls[0] == 3:  # between the second step and the third
             time.sleep(PAUSE)
         return False
 
+    seen = []  # each token as it arrives: (its request, the wall clock, the run's own stamp)
+
+    def on_event(event) -> None:
+        if isinstance(event, TokenEvent):
+            seen.append((event.request_id, time.perf_counter(), event.t_s))
+
     start = time.perf_counter()
-    result = run(engine, requests, SchedulerConfig("continuous", 4), cancelled=cancelled)
+    result = run(engine, requests, SchedulerConfig("continuous", 4), on_event=on_event,
+                 cancelled=cancelled)
     assert time.perf_counter() - start >= PAUSE and not result.cancelled
     assert all(r.finished for r in result.requests)
-    gaps = [b.start_s - a.end_s for a, b in zip(result.steps, result.steps[1:])]
-    assert max(gaps) < PAUSE / 2
-    assert max(ttft_ms(r) for r in result.requests) < 1000 * PAUSE / 2
-
-
-OVERRUN = 0.4  # s: how far past each lent gap the other work runs
-
-
-@pytest.mark.parametrize("past", [OVERRUN, None])
-def test_an_idle_gap_lent_to_other_work_is_not_the_runs_time(engine, past):
-    """The lab's worker runs another reader's point in a load test's idle gap (cancelled.fill):
-    the loop lends the gap instead of sleeping, and its clock stops only for what went past
-    it, so every request is still admitted when it arrives (past: the fill overruns by
-    OVERRUN each time) and a fill within the gap costs the run nothing (None: half the gap)."""
-    prompt = engine.tokenizer.encode("Explain what a dictionary is.")
-    # One request alone first: on a loaded machine its steps are slow, and arrivals 0.3 s apart
-    # left no idle gap to lend. Spaced from what serving one took now, every arrival is
-    # followed by an idle gap, and the bounds below allow for a step in progress.
-    alone = run(engine, [Request(0, prompt, 3, 0.0)], SchedulerConfig("continuous", 4))
-    busy_s = alone.requests[0].finish_s
-    step_s = max(s.end_s - s.start_s for s in alone.steps)
-    every = max(0.3, 4 * busy_s)
-    last = 3 * every  # the last arrival
-    slack = max(0.5, 2 * busy_s)
-    reqs = [Request(i, prompt, 3, every * i) for i in range(4)]  # idle between arrivals
-    lent = []
-
-    def cancelled() -> bool:
-        return False
-
-    def fill(ahead_s: float) -> float:
-        used = ahead_s / 2 if past is None else ahead_s + past
-        time.sleep(used)
-        lent.append((ahead_s, used))
-        return used
-
-    cancelled.fill = fill
-    start = time.perf_counter()
-    result = run(engine, reqs, SchedulerConfig("continuous", 4), cancelled=cancelled)
-    wall = time.perf_counter() - start
-    assert lent and all(ahead >= 0.02 for ahead, _ in lent)  # gaps were lent, none tiny
-    assert all(r.finished for r in result.requests)
-    for r in result.requests:  # admitted on arrival: no request waited through a fill
-        assert r.admitted_s - r.arrival_s < max(0.1, 2 * step_s), (r.id, r.arrival_s,
-                                                                    r.admitted_s)
-    overrun = sum(max(0.0, used - ahead) for ahead, used in lent)
-    assert wall >= overrun + last  # the run's arrivals, plus what went past the gaps
-    assert result.requests[-1].finish_s < last + slack  # its own clock never saw the overrun
-    if past is None:
-        assert overrun == 0 and wall < last + slack
+    behind = [wall - own for _, wall, own in seen]  # how far the run's clock is behind
+    assert max(behind) - min(behind) >= PAUSE  # tokens after the pause: stamped without it
+    first = {}
+    for rid, wall, own in seen:
+        first.setdefault(rid, wall - own)
+    waited = [rid for rid, lag in first.items() if lag >= min(behind) + PAUSE]
+    assert len(waited) >= 4  # their first tokens came after it, their TTFTs without it
 
 
 def test_closed_loop_keeps_concurrency_requests_outstanding(engine):
