@@ -51,6 +51,7 @@ NOT_SERIAL = (
     "tests/engine/serve/test_serve_classes.py",  # classes, caps and quotas refused over HTTP
     "tests/engine/serve/test_class_run_engine.py",  # knobs applied at a step index
     "tests/engine/serve/test_class_fair.py",  # a queue's order, no engine
+    "tests/engine/serve/test_class_lanes.py",  # admission order by step index
     "tests/engine/serve/test_saturation.py",  # rates 267x apart: kept up with, and flooded
     "tests/engine/serve/test_perfetto.py",  # the trace's spans are the run's own records
     "tests/engine/serve/test_prometheus.py",  # counters move by what was sent
