@@ -1,4 +1,4 @@
-"""`python -m tests [PYTEST ARGS]`: the whole suite as CI runs it, in two passes sharing one
+"""`python -m tests [PYTEST ARGS]`: the whole suite as CI runs it, in three passes sharing one
 results cache.
 
 1. The machine's set-up is made once in the tests' results cache ($LLM_SPEED_TEST_CACHE, a temp
@@ -6,15 +6,19 @@ results cache.
    build timed and the machine's limits measured, so no test and no pytest-xdist worker compiles
    a kernel or times a plan (two workers timing the same plan at once take each other's cores,
    for minutes on two cores), and limits measured quietly are measured once.
-2. `pytest -n 2 -m "not serial"`: the tests that need no quiet machine, two at a time.
-3. `pytest -m serial`: the tests that measure on a real engine worker or server, assert a browser
+2. `pytest -n 2 -m "not serial and not browser"`: the tests that need no quiet machine, two at a
+   time.
+3. `pytest -n 2 -m "browser and not serial"`: the browser tests (tests/ui), two at a time, each
+   pytest-xdist worker serving its own app to its own Chromium, the two apps' engines on
+   different cores and their measurements counted as quiet (tests/ui/ui_helpers.served_env).
+4. `pytest -m serial`: the tests that measure on a real engine worker or server, assert a browser
    app's timings or bound a duration (tests/suite_passes.py: SERIAL), one at a time.
-4. Each pass's processes write how many tests they collected and how many they kept
-   (tests/conftest.py: COUNTS_ENV); the two passes must have collected the same tests and kept
-   all of them between them, so a test that neither pass runs fails the run.
+5. Each pass's processes write how many tests they collected and how many they kept
+   (tests/conftest.py: COUNTS_ENV); the passes must have collected the same tests and kept all
+   of them between them, so a test that no pass runs, or two run, fails the run.
 
-Exit status: 0 when both passes passed and no test was lost, else 1 (2 for bad arguments).
-Arguments go to both passes (a path, `-k`, `-x`); `-m` and `-n` are the runner's own.
+Exit status: 0 when every pass passed and no test was lost, else 1 (2 for bad arguments).
+Arguments go to every pass (a path, `-k`, `-x`); `-m` and `-n` are the runner's own.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def main(argv: list[str]) -> int:
         if not failed:
             kept = {name: max((c["selected"] for c in found), default=0)
                     for name, found in counts.items()}
-            print("tests: both passes passed; "
+            print("tests: every pass passed; "
                   + ", ".join(f"{name} {n}" for name, n in kept.items())
                   + f" of {sum(kept.values())} collected, in {time.monotonic() - start:.0f} s "
                   "with the set-up")

@@ -1,4 +1,4 @@
-"""The suite's two passes and the check that no test falls between them (`python -m tests`).
+"""The suite's passes and the check that no test falls between them (`python -m tests`).
 
 Each pytest process that collects (the plain one, or each pytest-xdist worker) writes, where
 $LLM_SPEED_TEST_COUNTS names a folder, one JSON file: how many tests it collected and how many
@@ -22,7 +22,8 @@ COUNTS_ENV = "LLM_SPEED_TEST_COUNTS"
 # lessons on in-process runs) needs no quiet machine and is not listed.
 # `-n 2 -m "not serial"` (pytest-xdist) runs the rest two at a time; `-m serial` runs these.
 SERIAL = (
-    "tests/ui/",  # a served app, its engine worker and Chromium
+    "tests/ui/test_plain_serve.py",  # a served app stops within seconds of Ctrl-C: a bound
+    "tests/ui/test_lessons_9_12.py::test_prefix_cache",  # cached prefix: a 1.5x shorter TTFT
     "tests/engine/serve/",  # a lent gap's clock, phases' coverage, think times, a cap's waits
     "tests/engine/cli/",  # the session's one `tune` (served apps' caches copy it), plans timed
     "tests/engine/lab/test_gap_fill.py",  # a load test's waits under 0.25 s while points fill it
@@ -66,11 +67,15 @@ def is_serial(nodeid: str) -> bool:
     return nodeid.startswith(SERIAL) and not nodeid.startswith(NOT_SERIAL)
 
 
-# (name, pytest arguments): the tests that need no quiet machine two at a time, then the rest
-# one at a time (SERIAL above; tests/conftest.py marks them). Each file's tests go to one worker
-# (loadfile), so a module's fixtures (an engine, a page, a stand-in service) are made once.
+# (name, pytest arguments): the tests that need no quiet machine two at a time; the browser
+# tests (marked `browser`: tests/ui/conftest.py) two at a time in a pass of their own, each
+# pytest-xdist worker with its own served app, engine worker and Chromium, its measurements
+# counted as quiet (tests/ui/ui_helpers.served_env); then the rest one at a time (SERIAL above;
+# tests/conftest.py marks them). Each file's tests go to one worker (loadfile), so a module's
+# fixtures (an engine, a page, a stand-in service) are made once.
 PASSES = (
-    ("parallel", ["-q", "-n", "2", "--dist", "loadfile", "-m", "not serial"]),
+    ("parallel", ["-q", "-n", "2", "--dist", "loadfile", "-m", "not serial and not browser"]),
+    ("browser", ["-q", "-n", "2", "--dist", "loadfile", "-m", "browser and not serial"]),
     ("serial", ["-q", "-m", "serial"]),
 )
 

@@ -45,6 +45,13 @@ PROBE_LIMIT = 1.5  # a probe 1.5x slower than the machine's profile: disturbed
 QUIET_SHARE = 0.05  # the engine's cores are quiet when others use under 5% of them
 QUIET_WINDOW_S = 0.5  # ... over half a second
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")  # /proc/stat's unit
+# A test-only setting: the browser tests serve two apps at once (one per pytest-xdist worker), and
+# each app's engine shares the machine with the other's, so every job would come back disturbed,
+# be measured again after waits for quiet cores, and go uncached. With ASSUME_QUIET_ENV=1 in the
+# worker's environment every check counts as quiet (its figures are still reported), so what a
+# page shows (a result cached for a reload, no re-measure) does not depend on the other app's
+# load. Never set by the app or the engine.
+ASSUME_QUIET_ENV = "LLM_SPEED_TEST_ASSUME_QUIET"
 
 
 def spread(values_ms: Iterable[float], what: str) -> dict:
@@ -177,6 +184,8 @@ def check(before: Usage, after: Usage, probe: Probe | None = None,
             reasons.append(f"the calibration probe {when} the job took {slowest:.1f} ms, "
                            f"{slowest / probe.profile_ms:.2f}x this machine's "
                            f"{probe.profile_ms:.1f} ms (limit {PROBE_LIMIT:g}x)")
+    if os.environ.get(ASSUME_QUIET_ENV) == "1":
+        reasons = []  # tests only: see ASSUME_QUIET_ENV
     return {
         "disturbed": bool(reasons), "reasons": reasons, "cores": list(after.cores),
         "wall_s": wall, "cpu_s": cpu_s, "wait_s": wait_s,

@@ -12,7 +12,6 @@ default views of every lesson are exported by the same code (`--all` alone, see 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 from playwright.sync_api import expect
-from ui_helpers import page_text
+from ui_helpers import page_text, served_env
 
 from bench.web.served_app import ROOT
 from lessons.export import main as export_main
@@ -84,16 +83,18 @@ def words(page) -> str:
 def site(tmp_path_factory, app_cache, app_int8_kernel):
     """The command as a course site would run it after a class: with the served app's
     measurement cache (tests/ui/conftest.py), whose quiet results it reads as they are, and what
-    is missing measured now. This module's name sorts after test_lessons_*.py, so in a full run
-    the served lessons' tests have measured most of SMALL's workloads by then; alone, it measures
-    them all. Session-scoped, not module-scoped: pytest runs this module's browser tests with
-    every other browser test and its other tests later, and a module fixture would be set up
-    (the whole export) once for each group."""
+    is missing measured now (counted as quiet, as the served app's are: ui_helpers.served_env).
+    This module's name sorts after test_lessons_*.py, so in a full run the served lessons' tests
+    have measured most of SMALL's workloads by then (run two at a time, those that either
+    worker ran: the workers' apps share one cache); alone, it measures them all.
+    Session-scoped, not module-scoped: pytest runs this module's browser tests with every other
+    browser test and its other tests later, and a module fixture would be set up (the whole
+    export) once for each group."""
     out = tmp_path_factory.mktemp("site")
     small = [arg for slug, query in SMALL.items() for arg in ("--lesson", f"{slug}?{query}")]
     done = subprocess.run([sys.executable, "-m", "lessons.export", "--all", *small,
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "LLM_SPEED_CACHE": str(app_cache)}, timeout=600)
+                          env=served_env(app_cache), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stderr
 

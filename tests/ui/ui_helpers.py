@@ -15,6 +15,8 @@ from pathlib import Path
 from bench.web.served_app import PAGE_TEXT_JS as TEXT_JS  # the benches read a page's text alike
 from bench.web.served_app import ROOT, free_port, wait_for_http
 from bench.web.served_app import stop_server as stop
+from engine.lab import cores
+from engine.lab.quality import ASSUME_QUIET_ENV
 
 
 class ConsoleLog:
@@ -170,14 +172,43 @@ def die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def engine_cores_setting() -> str | None:
+    """The engine's cores ($ENGINE_CORES) for what this pytest process serves, or None for the
+    environment's own. The browser tests run two at a time (`python -m tests`: one pytest-xdist
+    worker each, each with its own served app and Chromium): the odd-numbered worker's engine
+    takes the cores the even one's web server and Chromium run on and the other way round, so
+    each core carries one engine and one web side, not both engines on one core and both
+    browsers on the other. A developer's own $ENGINE_CORES is kept."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if os.environ.get(cores.ENV) or not worker[2:].isdigit() or int(worker[2:]) % 2 == 0:
+        return None
+    split = cores.plan(cores.available_cores(), "auto")
+    if not split.isolated:
+        return None
+    return ",".join(f"{core}-{core}" for core in split.web)  # a list, never a count of cores
+
+
+def served_env(cache: Path) -> dict[str, str]:
+    """The environment of a process the browser tests start that measures (a served app, the
+    static export): its own results cache, this worker's engine cores, and every measurement
+    counted as quiet (engine.lab.quality.ASSUME_QUIET_ENV), so a page's cached results and
+    re-measures do not depend on what the other worker's app runs meanwhile."""
+    env = {**os.environ, "LLM_SPEED_CACHE": str(cache), ASSUME_QUIET_ENV: "1"}
+    setting = engine_cores_setting()
+    if setting:
+        env[cores.ENV] = setting
+    return env
+
+
 @contextmanager
 def served_app(tmp_path_factory, *options: str, cache: Path | None = None):
     """`panel serve app.py --address 127.0.0.1 --port P <options>` in a subprocess with a private
-    cache (`cache`, or a new one): yields its http://localhost:P (Bokeh's default websocket
-    origin); stopped afterwards, its log shown if it holds a traceback."""
+    cache (`cache`, or a new one) and served_env's settings: yields its http://localhost:P
+    (Bokeh's default websocket origin); stopped afterwards, its log shown if it holds a
+    traceback."""
     port = free_port()
     log = tmp_path_factory.mktemp("app") / "server.log"
-    env = {**os.environ, "LLM_SPEED_CACHE": str(cache or tmp_path_factory.mktemp("cache"))}
+    env = served_env(cache or tmp_path_factory.mktemp("cache"))
     cmd = [sys.executable, "-m", "panel", "serve", "app.py",
            "--address", "127.0.0.1", "--port", str(port),
            *[o.replace("{port}", str(port)) for o in options]]

@@ -58,6 +58,20 @@ def test_a_job_that_waited_for_its_core_beyond_the_limit_is_disturbed():
     DisturbanceCheck.from_dict(json.loads(json.dumps(check)))  # the record's shape, as JSON
 
 
+def test_the_tests_assume_quiet_setting_counts_a_disturbed_job_as_quiet(monkeypatch):
+    """LLM_SPEED_TEST_ASSUME_QUIET=1 (set only by the browser tests' served apps, which run two
+    at a time): a wait and a slow probe beyond their limits count as quiet, their figures still
+    reported; any other value changes nothing."""
+    before, after = usage(0.0, 0, 0), usage(1.0, 1000, 200, wall=1.2)
+    probe = quality.Probe(10.0, 16.0, profile_ms=10.0)
+    monkeypatch.setenv(quality.ASSUME_QUIET_ENV, "0")
+    assert len(quality.check(before, after, probe)["reasons"]) == 2
+    monkeypatch.setenv(quality.ASSUME_QUIET_ENV, "1")
+    check = quality.check(before, after, probe)
+    assert not check["disturbed"] and check["reasons"] == []
+    assert check["wait_s"] == pytest.approx(0.2) and check["probe_after_ms"] == 16.0
+
+
 def test_a_pause_is_left_out_of_the_check():
     """A load test paused for other jobs (engine.lab.worker): their computing and their waits
     are not the load test's."""
