@@ -15,7 +15,8 @@
 // weight rows is read from memory once and kept in L1 while every group of MR input rows passes
 // over it; where K is long, K is cut into tiles (TILE_K) so that the weight rows' tile and one
 // group's input tile both stay in L1 (the input rows themselves stay in L2), the partial sums
-// added into the output from one tile to the next. The register tile is as large as the vector
+// added into the output from one tile to the next; the next tile is prefetched while this one is
+// multiplied (Ahead). The register tile is as large as the vector
 // registers allow: 4 x 4 with AVX-512's 32 registers (16 sums, 4 input vectors, 1 weight vector),
 // 3 x 4 with AVX2's 16. Sixteen (or twelve) independent sums keep both multiply-add units busy,
 // and each vector loaded feeds three or four multiply-adds, so the loads no longer set the pace.
@@ -44,11 +45,11 @@ namespace {
 constexpr int64_t TILE_K = 768;
 constexpr int64_t MAX_UNTILED_K = 1024;
 
-// The weight tile to be read after this one, and which of its rows this pass asks the memory for
-// (prefetches) while it multiplies: a block's later row groups find it in L1, so without them
-// the first group of each block would wait on memory while the multiply-add units idle, then
-// the others compute with the memory idle. Spread over a block's passes, the next tile's reads
-// overlap the current one's arithmetic.
+// The weight tile to be read after this one, and which of its rows this pass prefetches while it
+// multiplies. Without it, the first row group of each weight tile waits on memory while the
+// multiply-add units idle, and the later groups (which find the tile in L1) compute while the
+// memory idles; with the next tile's rows prefetched, spread over the current tile's passes,
+// memory and arithmetic overlap.
 struct Ahead {
   const float* rows[4] = {};  // the next tile's rows, at its first column
   int count = 0;              // how many of them this pass prefetches
@@ -105,6 +106,11 @@ constexpr int MR = 2;
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 
+// Keeps a loaded vector in a register: without it the compiler folds the load into each of the
+// multiply-adds that use it (one memory operand each), loading every vector three or four times,
+// and the loads, not the multiply-adds, set the pace again.
+inline void in_register(Vec& v) { asm("" : "+v"(v)); }
+
 // The four sums of a, b, c, d's lanes, as one 4-float vector.
 inline __m128 sum4(Vec a, Vec b, Vec c, Vec d) {
   const __m256 ab = _mm256_hadd_ps(halves(a), halves(b));
@@ -123,22 +129,31 @@ inline void tile(const float* x, const float* w, int64_t K, int64_t k0, int64_t 
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int j = 0; j < C; ++j) acc[i][j] = zero();
-  int64_t k = k0;
-  for (; k + VW <= k1; k += VW) {
-    const int64_t d = k - k0;
-    if (d < ahead.length && (d & 15) == 0) {  // one 64-byte line a row
-      for (int r = 0; r < ahead.count; ++r) _mm_prefetch(ahead.rows[r] + d, _MM_HINT_T0);
-    }
+  auto step = [&](int64_t k) __attribute__((always_inline)) {
     Vec xv[R];
 #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) xv[i] = load(x + i * K + k);
+    for (int i = 0; i < R; ++i) {
+      xv[i] = load(x + i * K + k);
+      if constexpr (C > 1) in_register(xv[i]);
+    }
 #pragma GCC unroll 4
     for (int j = 0; j < C; ++j) {
-      const Vec wv = load(w + j * K + k);
+      Vec wv = load(w + j * K + k);
+      if constexpr (R > 1) in_register(wv);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) acc[i][j] = fma(xv[i], wv, acc[i][j]);
     }
+  };
+  int64_t k = k0;
+  if (ahead.count > 0) {  // the next tile's lines, one 64-byte line a row each 16 floats
+    const int64_t ahead_end = k0 + std::min(ahead.length, k1 - k0) / 16 * 16;
+    for (; k < ahead_end; k += 16) {
+      for (int r = 0; r < ahead.count; ++r) _mm_prefetch(ahead.rows[r] + (k - k0), _MM_HINT_T0);
+#pragma GCC unroll 2
+      for (int64_t v = 0; v < 16; v += VW) step(k + v);
+    }
   }
+  for (; k + VW <= k1; k += VW) step(k);  // no line left to prefetch, or none asked for
   if (k < k1) {  // a part vector: only at the end of K (tiles are whole vectors)
     const int64_t n = k1 - k;
     Vec xv[R];
@@ -265,7 +280,8 @@ at::Tensor rows_matmul(const at::Tensor& x, const at::Tensor& weight) {
   const float* xp = xc.data_ptr<float>();
   const float* wp = weight.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  const int64_t tile_k = tile_length(K);
+  // One row has no reuse to keep in L1: it streams each weight row whole.
+  const int64_t tile_k = M == 1 ? K : tile_length(K);
   // At least 64 output columns per thread: a smaller matrix is not worth waking another for.
   at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
     int64_t n = begin;
