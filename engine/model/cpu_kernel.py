@@ -13,6 +13,10 @@ of a second) and never compile: an engine made inside a page's request must not 
 minute-long build with no progress to show. Where the attention kernel is not built, the
 engine's "auto" backend is plain torch; int8 weights without their kernel are refused.
 
+`build_alone()` compiles one source by itself, its ops under a namespace of their own, so that it
+loads beside the library: a bench times a kernel's old source against its new one in one
+process, and tests build the code paths other machines' flags select.
+
 Each build runs in a fresh directory and its library is renamed into place: a build that is
 killed leaves nothing behind that makes the next one wait (torch's own build-directory lock would).
 """
