@@ -13,6 +13,10 @@ of a second) and never compile: an engine made inside a page's request must not 
 minute-long build with no progress to show. Where the attention kernel is not built, the
 engine's "auto" backend is plain torch; int8 weights without their kernel are refused.
 
+`build_alone()` compiles one source by itself, its ops under a namespace of their own, so that it
+loads beside the library: a bench times a kernel's old source against its new one in one
+process, and tests build the code paths other machines' flags select.
+
 Each build runs in a fresh directory and its library is renamed into place: a build that is
 killed leaves nothing behind that makes the next one wait (torch's own build-directory lock would).
 """
@@ -27,7 +31,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +77,7 @@ CFLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp"]
 TICK_SECONDS = 5.0  # how often a build reports that it is still compiling
 
 _lock = threading.Lock()
+_alone: dict[str, Path] = {}  # build_alone's namespaces loaded: the library each
 
 
 class KernelBuildError(RuntimeError):
@@ -177,9 +182,45 @@ def build_one(kernel: CppKernel, tick: Callable[[float], None] | None = None) ->
     path = library_path(kernel)
     if load_kernel(kernel) is not None:
         return path
+    _compile(kernel.name, {source.name: source.read_text() for source in kernel.sources},
+             CFLAGS, path, kernel.what, tick)
+    return path
+
+
+def build_alone(source: str, namespace: str, flags: Sequence[str] = (),
+                tick: Callable[[float], None] | None = None):
+    """One source of the library (its text), compiled by itself with CFLAGS and then `flags`,
+    and loaded: its ops are registered as torch.ops.<namespace> and its C++ functions named
+    apart (two macros rename the library's own), so it loads beside the library. For a bench
+    that times a kernel's old source against its new one in one process, and tests of the code
+    paths other machines' flags select (`-mno-avx512f`: the AVX2 path). Kept in the cache
+    directory, keyed by the text and flags. Returns torch.ops.<namespace>; raises
+    KernelBuildError as build_one does."""
+    if not namespace.isidentifier():
+        raise ValueError(f"build_alone: the namespace must be an identifier, not {namespace!r}")
+    cflags = [*CFLAGS, *flags, f"-Dengine_cpu={namespace}", f"-Dengine_kernels={namespace}_cc"]
+    digest = hashlib.sha256((source + " ".join(cflags)).encode()).hexdigest()[:12]
+    path = cache_dir() / "kernels" / f"alone_{namespace}_{digest}.so"
+    with _lock:
+        loaded = _alone.get(namespace)
+        if loaded not in (None, path):
+            raise ValueError(f"build_alone: {namespace} already holds another build")
+        if loaded is None and path.exists():
+            torch.ops.load_library(str(path))
+            _alone[namespace] = loaded = path
+    if loaded is None:  # compiling loads it
+        _compile(f"alone_{namespace}", {f"{namespace}.cpp": source}, cflags, path,
+                 f"standalone build {namespace}", tick)
+        _alone[namespace] = path
+    return getattr(torch.ops, namespace)
+
+
+def _compile(name: str, sources: dict[str, str], cflags: Sequence[str], path: Path, what: str,
+             tick: Callable[[float], None] | None) -> None:
+    """Compile the sources (file name: text) into one library at `path`, and load it."""
     missing = missing_tools()
     if missing:
-        raise KernelBuildError(f"the {kernel.what} cannot be built here: no "
+        raise KernelBuildError(f"the {what} cannot be built here: no "
                                f"{missing} found (Debian: apt install g++ ninja-build)")
     from torch.utils.cpp_extension import load
 
@@ -197,17 +238,19 @@ def build_one(kernel: CppKernel, tick: Callable[[float], None] | None = None) ->
         with tempfile.TemporaryDirectory(dir=path.parent, prefix="build-") as build_dir, \
                 warnings.catch_warnings(), _quiet(logging.getLogger("torch.utils.cpp_extension")):
             warnings.simplefilter("ignore")  # torch's notes on compiler versions: not the reader's
+            files = [Path(build_dir) / file for file in sources]
+            for file, text in zip(files, sources.values()):  # the texts the caller read
+                file.write_text(text)
             with _lock:
-                load(name=kernel.name, sources=[str(source) for source in kernel.sources],
-                     extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"], build_directory=build_dir,
+                load(name=name, sources=[str(file) for file in files], extra_cflags=list(cflags),
+                     extra_ldflags=["-fopenmp"], build_directory=build_dir,
                      is_python_module=False, verbose=False)
-            os.replace(Path(build_dir) / f"{kernel.name}.so", path)
+            os.replace(Path(build_dir) / f"{name}.so", path)
     except Exception as error:  # no compiler, no ninja, a failed compile: say which, in a line
-        raise KernelBuildError(f"the {kernel.what} could not be built here: "
+        raise KernelBuildError(f"the {what} could not be built here: "
                                f"{one_line(error)}") from None
     finally:
         done.set()
-    return path
 
 
 def missing_tools() -> str | None:

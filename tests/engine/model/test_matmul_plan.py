@@ -177,10 +177,11 @@ def test_tuning_in_steps_yields_after_each_row_count_and_returns_the_plan():
 
 
 @pytest.mark.parametrize("in_features", [37, 768])
-def test_cpp_rows_two_at_a_time_give_the_product(cpp_kernel, in_features):
-    """The C++ rows_matmul takes input rows two at a time against four weight rows, and an odd
-    last row, and the output columns past a multiple of four in a thread's range, its other ways:
-    every row count from 1 to 17 gives x @ W.T (the sums' order differs: a float tolerance)."""
+def test_cpp_rows_in_tiles_give_the_product(cpp_kernel, in_features):
+    """The C++ rows_matmul takes input rows a register tile at a time against four weight rows,
+    and the rows past a whole tile and the output columns past a multiple of four in a thread's
+    range its other ways: every row count from 1 to 17 gives x @ W.T (the sums' order differs: a
+    float tolerance; tests/engine/model/test_rows_matmul.py covers the kernel's own cases)."""
     gen = torch.Generator().manual_seed(in_features)
     weight = torch.randn(203, in_features, generator=gen)
     for rows in range(1, 18):
