@@ -238,11 +238,14 @@ class EngineLoop:
         """Run the scheduler's next step and record it; None when nothing should run now.
         more_coming says whether any request may still arrive (static and dynamic batching
         wait for a full batch until none can)."""
-        plan = self.scheduler.schedule(self.clock(), more_coming)
+        # One instant for the plan and the step's start: the traffic classes' buckets charge an
+        # admission at the time the scheduler is given, and a trace's admitted_s is this same
+        # time, so a quota read back from the traces holds exactly as the buckets kept it.
+        step_start = self.clock()
+        plan = self.scheduler.schedule(step_start, more_coming)
         if plan is None:
             return None
         emit = self.emit
-        step_start = self.clock()
         for seq in plan.preempted:
             self.live[seq.id].trace.preemptions += 1
             if self.speculative is not None:  # a draft model's copy goes too, made again later
