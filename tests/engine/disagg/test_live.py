@@ -33,8 +33,9 @@ def test_disaggregated_tokens_equal_colocated_and_handover_is_timed(engine):
     reqs = requests(engine)
     colocated = run(engine, reqs, SchedulerConfig(policy="continuous", max_batch=4))
     config = EngineConfig(preset="tiny", device="cpu", kv_budget_bytes=8 * 2**20)
+    before = set(multiprocessing.active_children())
     live = run_live(config, reqs, max_batch=4)
-    assert not multiprocessing.active_children()
+    assert set(multiprocessing.active_children()) <= before
     assert [t.output_ids for t in live.requests] == [t.output_ids for t in colocated.requests]
     for trace in live.requests:
         assert len(trace.token_s) == NEW_TOKENS
@@ -57,6 +58,7 @@ def test_a_failing_worker_ends_the_run_with_one_line_and_no_process_left(engine)
     # cannot be prefilled
     config = EngineConfig(preset="tiny", device="cpu",
                           kv_budget_bytes=2 * engine.cache.bytes_per_block)
+    before = set(multiprocessing.active_children())
     with pytest.raises(DisaggError, match="prefill worker failed: .*cannot hold"):
         run_live(config, reqs, max_batch=2)
-    assert not multiprocessing.active_children()
+    assert set(multiprocessing.active_children()) <= before
