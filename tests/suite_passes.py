@@ -59,7 +59,6 @@ NOT_SERIAL = (
     "tests/engine/cli/test_cli.py",
     "tests/engine/cli/test_experts_cli.py",
     "tests/engine/cli/test_invariance_cli.py",
-    "tests/engine/cli/test_tune_plans.py",  # plans found or timed in caches of their own
 )
 
 
