@@ -12,7 +12,7 @@ from engine.cli.tune import LESSON_PRESETS
 def test_a_plan_on_disk_is_found_from_the_models_shapes_and_nothing_is_built(tmp_path,
                                                                              monkeypatch):
     """`tune` again: the plan a real build saved is found without making the model's weights
-    (a second run built every preset's: 2.7 s on the 2-core machine)."""
+    (else a second `tune` would build every preset's model only to find its plan there)."""
     from engine.cli import tune
     from engine.steps import run_steps
 
