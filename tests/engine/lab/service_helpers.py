@@ -7,7 +7,11 @@ from __future__ import annotations
 import threading
 import time
 import types
+from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
 
 from engine.lab.client import EngineService
 from engine.lab.events import JobEvent
@@ -72,6 +76,26 @@ def wait_ready(svc: EngineService, timeout: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+@contextmanager
+def service_on_own_cache(path: Path, **settings) -> Iterator[EngineService]:
+    """A real service and worker measuring into a cache of their own at `path`: $LLM_SPEED_CACHE
+    points there while it runs (the worker inherits it: its probe profile, limits and plans) and
+    is restored after; a disturbed point is not measured again (each job measured once, so the
+    counts of jobs done are exact); `settings` are the service's attributes to set before the
+    worker is ready (lend_gaps, preempt_after_s)."""
+    env = pytest.MonkeyPatch()
+    env.setenv("LLM_SPEED_CACHE", str(path))
+    svc = EngineService(cache_path=path / "results", remeasures=0)
+    try:
+        for name, value in settings.items():
+            setattr(svc, name, value)
+        assert wait_ready(svc, TIMEOUT), svc.status()
+        yield svc
+    finally:
+        svc.shutdown()
+        env.undo()
 
 
 def finished(job, timeout: float = TIMEOUT):

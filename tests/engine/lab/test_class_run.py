@@ -9,30 +9,18 @@ from __future__ import annotations
 import threading
 
 import pytest
-from service_helpers import QUICK, TIMEOUT, finished, wait_ready, wait_until
+from service_helpers import QUICK, TIMEOUT, finished, service_on_own_cache, wait_until
 
 from engine.errors import ConfigError
-from engine.lab.client import EngineService
 
 MAX_TOKENS = 8
 
 
 @pytest.fixture(scope="module")
-def monkeypatch_module():
-    mp = pytest.MonkeyPatch()
-    yield mp
-    mp.undo()
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory, monkeypatch_module):
-    path = tmp_path_factory.mktemp("llm-speed-cache")
-    monkeypatch_module.setenv("LLM_SPEED_CACHE", str(path))  # the worker inherits it
-    svc = EngineService(cache_path=path / "results", remeasures=0)
-    assert wait_ready(svc, TIMEOUT), svc.status()
-    yield svc
-    svc.class_stop()
-    svc.shutdown()
+def service(tmp_path_factory):
+    with service_on_own_cache(tmp_path_factory.mktemp("llm-speed-cache")) as svc:
+        yield svc
+        svc.class_stop()
 
 
 class Student:

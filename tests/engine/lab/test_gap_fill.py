@@ -11,33 +11,19 @@ from service_helpers import (
     KV,
     LOAD,
     QUICK,
-    TIMEOUT,
     Recorder,
     finished,
+    service_on_own_cache,
     stand_in_service,
-    wait_ready,
 )
 
-from engine.lab.client import EngineService
-
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory, monkeypatch_module):
-    path = tmp_path_factory.mktemp("llm-speed-cache")
-    monkeypatch_module.setenv("LLM_SPEED_CACHE", str(path))  # the worker inherits it
-    # a disturbed point is not measured again: each job measured once, so jobs_done counts them
-    svc = EngineService(cache_path=path / "results", remeasures=0)
-    assert wait_ready(svc, TIMEOUT), svc.status()
-    svc.preempt_after_s = 1e9  # never paused: only a lent gap can let a point through
-    yield svc
-    svc.shutdown()
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    mp = pytest.MonkeyPatch()
-    yield mp
-    mp.undo()
+def service(tmp_path_factory):
+    # never paused: only a lent gap can let a point through
+    with service_on_own_cache(tmp_path_factory.mktemp("llm-speed-cache"),
+                              preempt_after_s=1e9) as svc:
+        yield svc
 
 
 def answered(service, session: str) -> None:

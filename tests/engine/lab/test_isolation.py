@@ -15,10 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from service_helpers import TIMEOUT, Recorder, finished, wait_ready
+from service_helpers import TIMEOUT, Recorder, finished, service_on_own_cache
 
 from engine.lab import cores, quality
-from engine.lab.client import EngineService
 from engine.lab.settings import DEFAULT
 
 JOB = {"preset": "tiny", "kv_budget_mib": 64, "prompt_len": 16, "new_tokens": 64,
@@ -29,19 +28,9 @@ QUIET_WAIT_S = 10.0  # before each, wait at most this long for the engine's core
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    path = tmp_path_factory.mktemp("isolation-cache")
-    old = os.environ.get("LLM_SPEED_CACHE")
-    os.environ["LLM_SPEED_CACHE"] = str(path)  # the worker's probe profile and hardware limits
-    svc = EngineService(cache_path=path / "results", remeasures=0)
-    try:
-        assert wait_ready(svc, TIMEOUT), svc.status()
+    # its own cache: the worker's probe profile and hardware limits measured here
+    with service_on_own_cache(tmp_path_factory.mktemp("isolation-cache")) as svc:
         yield svc
-    finally:
-        svc.shutdown()
-        if old is None:
-            os.environ.pop("LLM_SPEED_CACHE", None)
-        else:
-            os.environ["LLM_SPEED_CACHE"] = old
 
 
 @contextmanager

@@ -5,18 +5,16 @@ engine; and the live gauges and the counting rules on the events a run streams."
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from service_helpers import KV, TIMEOUT, Recorder, finished, stand_in_service, wait_ready
+from service_helpers import KV, Recorder, finished, service_on_own_cache, stand_in_service
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from tornado.web import Application
 
-from engine.lab.client import EngineService
 from engine.lab.events import Job
 from engine.lab.metrics import LabMetrics
 
@@ -42,18 +40,9 @@ TINY = {"model_name": "tiny", "engine": "0"}
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    path = tmp_path_factory.mktemp("llm-speed-cache")
-    old = os.environ.get("LLM_SPEED_CACHE")
-    os.environ["LLM_SPEED_CACHE"] = str(path)
-    svc = EngineService(cache_path=path / "results", remeasures=0)
-    svc.lend_gaps = False
-    assert wait_ready(svc, TIMEOUT), svc.status()
-    yield svc
-    svc.shutdown()
-    if old is None:
-        os.environ.pop("LLM_SPEED_CACHE", None)
-    else:
-        os.environ["LLM_SPEED_CACHE"] = old
+    with service_on_own_cache(tmp_path_factory.mktemp("llm-speed-cache"),
+                              lend_gaps=False) as svc:
+        yield svc
 
 
 def test_a_serving_run_moves_the_counters_by_exactly_its_requests_and_tokens(service):
