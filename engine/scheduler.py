@@ -340,12 +340,16 @@ class ContinuousScheduler(Scheduler):
             budget -= n
 
     def _preempt(self, seq: Sequence, plan: StepPlan) -> None:
+        self.preempt(seq)
+        plan.preempted.append(seq)
+
+    def preempt(self, seq: Sequence) -> None:
         """Preemption by recompute: free seq's blocks (its cached tokens are forgotten, its
-        output kept) and put it at the front of the queue."""
+        output kept) and put it at the front of the queue. Also between steps, for a live
+        change of the limits (engine.serve.class_knobs)."""
         self.running.remove(seq)
         self.engine.release(seq)
         self.waiting.appendleft(seq)
-        plan.preempted.append(seq)
 
 
 def make_scheduler(engine: LLMEngine, config: SchedulerConfig) -> Scheduler:

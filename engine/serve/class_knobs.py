@@ -174,9 +174,8 @@ def trim_batch(loop: EngineLoop) -> list[int]:
     scheduler, limit = loop.scheduler, loop.config.max_batch
     preempted = []
     while len(scheduler.running) > limit:
-        seq = scheduler.running.pop()
-        loop.engine.release(seq)
-        scheduler.waiting.appendleft(seq)
+        seq = scheduler.running[-1]
+        scheduler.preempt(seq)
         preempted.append(seq.id)
     if preempted and hasattr(scheduler, "batch_size"):  # a static batch in flight: its size
         scheduler.batch_size = min(scheduler.batch_size, len(scheduler.running))
@@ -219,10 +218,7 @@ def trim_batch_lane(loop: EngineLoop) -> list[int]:
         return []
     cap = traffic.get(BATCH).max_running
     batch = [seq for seq in scheduler.running if scheduler.traffic_class(seq.id) == BATCH]
-    preempted = []
-    for seq in reversed(batch[cap:]):
-        scheduler.running.remove(seq)
-        loop.engine.release(seq)
-        scheduler.waiting.appendleft(seq)
-        preempted.append(seq.id)
-    return preempted
+    preempted = list(reversed(batch[cap:]))
+    for seq in preempted:
+        scheduler.preempt(seq)
+    return [seq.id for seq in preempted]
