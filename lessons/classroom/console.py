@@ -24,7 +24,7 @@ from widgets.html import html_pane, site_html
 
 from . import teacher_key
 from .feed import describe_change
-from .live import LiveClass
+from .live import LiveClass, served
 from .predictions import aggregate_download, class_predictions_view
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ class ClassConsole(pn.viewable.Viewer):
         self.live.start_frames()
 
     def __panel__(self):
-        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        if served():
             pn.state.onload(self.start)
         return pn.Column(
             html_pane("<h1>The class run: teacher's console</h1><p>One engine run that every "

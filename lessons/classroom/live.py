@@ -22,6 +22,12 @@ def change_rows(changes: list[dict]) -> list[dict]:
     return [{"t_s": c["t_s"], "label": describe_change(c.get("changes") or {})} for c in changes]
 
 
+def served() -> bool:
+    """Whether this page is in a browser's live session (not built by a test or an export):
+    only then do its frames and its start on load run."""
+    return pn.state.curdoc is not None and pn.state.curdoc.session_context is not None
+
+
 class LiveClass(pn.viewable.Viewer):
     """The charts of the class run and their frame-by-frame update from the feed."""
 
@@ -69,7 +75,7 @@ class LiveClass(pn.viewable.Viewer):
 
     def start_frames(self) -> None:
         """A frame a second while the session lives (served pages only)."""
-        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        if served():
             pn.state.add_periodic_callback(self.tick, period=FRAME_MS)
 
     def tick(self) -> None:

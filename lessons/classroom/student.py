@@ -23,7 +23,7 @@ from widgets.tables import html_table, sig
 
 from ..reader_seed import reader_seed
 from .feed import KNOB_NAMES, describe_change
-from .live import LiveClass
+from .live import LiveClass, served
 
 OWN_FRAME_MS = 250
 BURST = 10
@@ -196,7 +196,7 @@ class StudentPage(pn.viewable.Viewer):
         pn.state.add_periodic_callback(self.own_tick, period=OWN_FRAME_MS)
 
     def __panel__(self):
-        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        if served():
             pn.state.onload(self.start)
         return pn.Column(
             html_pane("<h1>The class run: your requests</h1><p>Your prompts join one engine "
